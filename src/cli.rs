@@ -1,0 +1,269 @@
+//! Command-line interface: one `Args` struct per subcommand.
+//!
+//! Every flag also reads an environment variable `RELOAD_INJECTOR_<FLAG>`, so the same
+//! binary can be configured from a Deployment's `env:` as easily as from the shell.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Make ConfigMap and Secret changes reach running applications safely.
+#[derive(Debug, Parser)]
+#[command(name = "reload-injector", version, about, long_about = None)]
+pub struct Cli {
+    /// Log format: `text` for people, `json` for log pipelines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "RELOAD_INJECTOR_LOG_FORMAT")]
+    pub log_format: LogFormat,
+
+    /// Log filter in `tracing` syntax (e.g. `info`, `reload_injector=debug`).
+    /// `debug` logs one line per admission review.
+    #[arg(
+        long,
+        global = true,
+        default_value = "info",
+        env = "RELOAD_INJECTOR_LOG_LEVEL"
+    )]
+    pub log_level: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands; each is one part of the product, all in one binary and one image.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the mutating admission webhook (HTTPS) and its health/metrics endpoint.
+    Serve(ServeArgs),
+    /// Run the watcher sidecar: reload the app when its mounted config changes.
+    Watch(WatchArgs),
+    /// Mutate Kubernetes YAML offline, exactly as the webhook would (also a CI linter).
+    Inject(InjectArgs),
+    /// Write a CA, a serving certificate and a Secret-hash key for installs without cert-manager.
+    Certs(CertsArgs),
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where the watcher is injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NativeSidecars {
+    /// Ask the API server for its version: native sidecars from Kubernetes 1.29 on.
+    Auto,
+    /// Always inject as an init container with `restartPolicy: Always`.
+    Always,
+    /// Always inject as a regular container.
+    Never,
+}
+
+/// Flags of `reload-injector serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// HTTPS address for AdmissionReviews (path `/mutate`).
+    #[arg(long, default_value = "0.0.0.0:8443", env = "RELOAD_INJECTOR_LISTEN")]
+    pub listen: SocketAddr,
+
+    /// Plain-HTTP address for `/healthz`, `/readyz` and `/metrics`.
+    #[arg(
+        long,
+        default_value = "0.0.0.0:9090",
+        env = "RELOAD_INJECTOR_METRICS_LISTEN"
+    )]
+    pub metrics_listen: SocketAddr,
+
+    /// PEM certificate chain served to the API server; reloaded when the file changes.
+    #[arg(
+        long,
+        default_value = "/etc/reload-injector/tls/tls.crt",
+        env = "RELOAD_INJECTOR_TLS_CERT"
+    )]
+    pub tls_cert: PathBuf,
+
+    /// PEM private key matching `--tls-cert`; reloaded when the file changes.
+    #[arg(
+        long,
+        default_value = "/etc/reload-injector/tls/tls.key",
+        env = "RELOAD_INJECTOR_TLS_KEY"
+    )]
+    pub tls_key: PathBuf,
+
+    /// File holding the HMAC key for hashing Secret values. Without it Secrets are not
+    /// hashed (pods do not roll when a Secret consumed through env changes) and a warning
+    /// says so.
+    #[arg(long, env = "RELOAD_INJECTOR_SECRET_HASH_KEY_FILE")]
+    pub secret_hash_key_file: Option<PathBuf>,
+
+    /// Image of the injected `config-reloader` sidecar.
+    #[arg(long, default_value = crate::DEFAULT_SIDECAR_IMAGE, env = "RELOAD_INJECTOR_SIDECAR_IMAGE")]
+    pub sidecar_image: String,
+
+    /// Inject the watcher as a native sidecar (`auto` asks the API server's version).
+    #[arg(long, value_enum, default_value_t = NativeSidecars::Auto, env = "RELOAD_INJECTOR_NATIVE_SIDECARS")]
+    pub native_sidecars: NativeSidecars,
+
+    /// The webhook's own namespace: never mutated.
+    #[arg(
+        long,
+        default_value = "reload-injector",
+        env = "RELOAD_INJECTOR_NAMESPACE"
+    )]
+    pub namespace: String,
+
+    /// Longest a review waits for ConfigMap/Secret lookups before it is admitted
+    /// without a hash (and with a warning). Keep it well below the webhook timeout.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_LOOKUP_TIMEOUT")]
+    pub lookup_timeout: Duration,
+
+    /// How long a cached ConfigMap/Secret is served before it is refreshed in the background.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_CACHE_TTL")]
+    pub cache_ttl: Duration,
+
+    /// Longest SIGTERM waits for in-flight requests before the server exits.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_DRAIN_TIMEOUT")]
+    pub drain_timeout: Duration,
+
+    /// Do not contact the Kubernetes API at all (no hashing of cluster config, no
+    /// version detection). For tests and for running outside a cluster.
+    #[arg(long, env = "RELOAD_INJECTOR_NO_KUBE")]
+    pub no_kube: bool,
+}
+
+/// Flags of `reload-injector watch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WatchArgs {
+    /// Directory of a mounted ConfigMap/Secret volume to watch (repeatable).
+    #[arg(
+        long = "dir",
+        required = true,
+        env = "RELOAD_INJECTOR_DIR",
+        value_delimiter = ','
+    )]
+    pub dirs: Vec<PathBuf>,
+
+    /// Signal sent in signal mode: `SIGHUP`, `HUP`, `hup` or a number.
+    #[arg(long, default_value = "SIGHUP", env = "RELOAD_INJECTOR_SIGNAL")]
+    pub signal: String,
+
+    /// Name of the process to signal (its `comm` or argv[0] basename). Without it, the main
+    /// process of every other container in the shared process namespace is signalled.
+    #[arg(long, env = "RELOAD_INJECTOR_PROCESS")]
+    pub process: Option<String>,
+
+    /// HTTP mode: call this URL instead of sending a signal.
+    #[arg(long, env = "RELOAD_INJECTOR_URL")]
+    pub url: Option<String>,
+
+    /// HTTP method for `--url`.
+    #[arg(long, default_value = "POST", env = "RELOAD_INJECTOR_METHOD")]
+    pub method: String,
+
+    /// Optional URL fetched (GET) after a reload; a non-2xx answer counts as a failed reload.
+    #[arg(long, env = "RELOAD_INJECTOR_VERIFY_URL")]
+    pub verify_url: Option<String>,
+
+    /// Quiet period that merges a burst of changes into one reload (`0` = immediate).
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_DEBOUNCE")]
+    pub debounce: Duration,
+
+    /// Safety-net re-check of the content, in case an event was missed.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_RESYNC")]
+    pub resync: Duration,
+
+    /// Plain-HTTP address for `/healthz` and `/metrics` (off unless set).
+    #[arg(long, env = "RELOAD_INJECTOR_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// Flags of `reload-injector inject`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InjectArgs {
+    /// Kubernetes YAML to mutate (multi-document and `kind: List` are fine); `-` reads stdin.
+    #[arg(short = 'f', long = "filename", env = "RELOAD_INJECTOR_FILENAME")]
+    pub filename: PathBuf,
+
+    /// YAML file(s) with the ConfigMaps/Secrets to hash (instead of a cluster).
+    #[arg(long, env = "RELOAD_INJECTOR_CONFIGS", value_delimiter = ',')]
+    pub configs: Vec<PathBuf>,
+
+    /// Namespace for objects that have none.
+    #[arg(
+        short = 'n',
+        long,
+        default_value = "default",
+        env = "RELOAD_INJECTOR_NAMESPACE"
+    )]
+    pub namespace: String,
+
+    /// File holding the HMAC key for hashing Secret values (as for `serve`).
+    #[arg(long, env = "RELOAD_INJECTOR_SECRET_HASH_KEY_FILE")]
+    pub secret_hash_key_file: Option<PathBuf>,
+
+    /// Image of the injected `config-reloader` sidecar.
+    #[arg(long, default_value = crate::DEFAULT_SIDECAR_IMAGE, env = "RELOAD_INJECTOR_SIDECAR_IMAGE")]
+    pub sidecar_image: String,
+
+    /// Inject the watcher as a native sidecar (`auto` = `always` offline: Kubernetes ≥ 1.29).
+    #[arg(long, value_enum, default_value_t = NativeSidecars::Auto, env = "RELOAD_INJECTOR_NATIVE_SIDECARS")]
+    pub native_sidecars: NativeSidecars,
+
+    /// Output format of the mutated objects.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml, env = "RELOAD_INJECTOR_OUTPUT")]
+    pub output: OutputFormat,
+}
+
+/// Output format of `inject`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Multi-document YAML.
+    Yaml,
+    /// One JSON document per object, one per line.
+    Json,
+}
+
+/// Flags of `reload-injector certs`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CertsArgs {
+    /// Directory to write `ca.crt`, `tls.crt`, `tls.key`, `ca-bundle.b64` and `secret-hash.key` into.
+    #[arg(long, env = "RELOAD_INJECTOR_OUT")]
+    pub out: PathBuf,
+
+    /// Name of the webhook's Service.
+    #[arg(
+        long,
+        default_value = "reload-injector",
+        env = "RELOAD_INJECTOR_SERVICE"
+    )]
+    pub service: String,
+
+    /// Namespace of the webhook's Service.
+    #[arg(
+        long,
+        default_value = "reload-injector",
+        env = "RELOAD_INJECTOR_NAMESPACE"
+    )]
+    pub namespace: String,
+
+    /// Extra DNS name for the serving certificate (repeatable).
+    #[arg(long = "dns", env = "RELOAD_INJECTOR_DNS", value_delimiter = ',')]
+    pub dns: Vec<String>,
+
+    /// Extra IP address for the serving certificate (repeatable).
+    #[arg(long = "ip", env = "RELOAD_INJECTOR_IP", value_delimiter = ',')]
+    pub ip: Vec<std::net::IpAddr>,
+
+    /// Validity of the serving certificate.
+    #[arg(long, default_value = "365days", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_VALIDITY")]
+    pub validity: Duration,
+
+    /// Overwrite existing files.
+    #[arg(long, env = "RELOAD_INJECTOR_FORCE")]
+    pub force: bool,
+}

@@ -1,0 +1,56 @@
+//! reload-injector: a Kubernetes mutating admission webhook that makes ConfigMap and Secret
+//! changes reach running applications safely.
+//!
+//! - [`inject`] is the pure core: given an admission request and the config it consumes, it
+//!   decides what to deny, what to warn about and how to mutate (a JSON patch). It does no I/O.
+//! - [`hash`] is the pure canonical config hash (HMAC for Secret values).
+//! - [`webhook`] is the HTTPS server (`serve`), [`offline`] the `inject` command, [`watch`]
+//!   the sidecar, [`certs`] the certificate generator.
+
+#![forbid(unsafe_code)]
+
+pub mod certs;
+pub mod cli;
+pub mod hash;
+pub mod inject;
+pub mod offline;
+pub mod telemetry;
+pub mod watch;
+pub mod webhook;
+
+use std::process::ExitCode;
+
+use cli::{Cli, Command};
+
+/// Version stamped into `reload-injector.io/injected`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Image of the sidecar unless `--sidecar-image` says otherwise.
+pub const DEFAULT_SIDECAR_IMAGE: &str = concat!(
+    "ghcr.io/reload-injector/reload-injector:",
+    env!("CARGO_PKG_VERSION")
+);
+
+/// Runs one subcommand and turns its outcome into the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    install_crypto_provider();
+    telemetry::init(cli.log_format, &cli.log_level);
+    let result = match cli.command {
+        Command::Serve(args) => webhook::run(args),
+        Command::Watch(args) => watch::run(args),
+        Command::Inject(args) => return offline::run(args),
+        Command::Certs(args) => certs::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Installs ring as the process-wide rustls crypto provider (once; later calls are no-ops).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

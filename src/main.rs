@@ -1,0 +1,10 @@
+//! The `reload-injector` binary: parse the command line and hand over to the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = reload_injector::cli::Cli::parse();
+    reload_injector::run(cli)
+}
