@@ -1,0 +1,131 @@
+//! One admission review from body to answer: parse, ask the core what to fetch, fetch it,
+//! decide, encode. HTTP concerns (content type, size) stay in [`super::router`].
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::inject::{self, Outcome, Settings};
+
+use super::lookup::Lookups;
+use super::metrics::Metrics;
+use super::review::{self, EnvelopeError, Review};
+
+/// Everything a review needs; cheap to clone (one `Arc`).
+#[derive(Debug, Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    settings: Settings,
+    lookups: Lookups,
+    metrics: Metrics,
+}
+
+impl AppState {
+    /// Bundles the core settings, the lookups and the metrics.
+    pub fn new(settings: Settings, lookups: Lookups, metrics: Metrics) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                settings,
+                lookups,
+                metrics,
+            }),
+        }
+    }
+
+    /// The metrics the reviews are counted in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+}
+
+/// Why a body got no AdmissionReview answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    /// The body is not an AdmissionReview (HTTP 400).
+    #[error(transparent)]
+    NotAReview(#[from] EnvelopeError),
+    /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
+    #[error("failed to review the object: internal error (a bug; please report it)")]
+    Panicked,
+}
+
+/// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200).
+pub async fn handle(state: &AppState, body: &[u8]) -> Result<Vec<u8>, HandleError> {
+    let started = Instant::now();
+    let review = Review::parse(body)?;
+    let Inner {
+        settings,
+        lookups,
+        metrics,
+    } = &*state.inner;
+    let (answer, outcome, warnings) = decide(&review, settings, lookups).await?;
+    let took = started.elapsed();
+    metrics.review(review.kind(), review.operation(), outcome, took);
+    metrics.warnings(warnings);
+    tracing::debug!(
+        uid = review.uid(),
+        kind = review.kind(),
+        operation = review.operation(),
+        namespace = review.request().map(|r| r.namespace).unwrap_or_default(),
+        outcome,
+        duration_us = took.as_micros() as u64,
+        warnings,
+        "admission review"
+    );
+    Ok(answer)
+}
+
+/// The encoded answer, the outcome label and the number of warnings.
+async fn decide(
+    review: &Review,
+    settings: &Settings,
+    lookups: &Lookups,
+) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
+    let uid = review.uid();
+    let request = match review.request() {
+        Ok(request) => request,
+        Err(err) => return Ok(not_understood(uid, &err.to_string())),
+    };
+    let refs = match guard(|| inject::config_refs(&request, settings))? {
+        Ok(refs) => refs,
+        Err(err) => return Ok(not_understood(uid, &err.to_string())),
+    };
+    let configs = lookups.fetch(request.namespace, &refs).await;
+    let outcome = match guard(|| inject::review(&request, settings, &configs))? {
+        Ok(outcome) => outcome,
+        Err(err) => return Ok(not_understood(uid, &err.to_string())),
+    };
+    Ok(match outcome {
+        Outcome::Allowed { patch, warnings } => {
+            let label = if patch.0.is_empty() {
+                "allowed"
+            } else {
+                "patched"
+            };
+            (
+                review::allowed(uid, &patch, &warnings),
+                label,
+                warnings.len(),
+            )
+        }
+        Outcome::Denied { message, warnings } => (
+            review::denied(uid, 403, &message, &warnings),
+            "denied",
+            warnings.len(),
+        ),
+    })
+}
+
+fn not_understood(uid: &str, message: &str) -> (Vec<u8>, &'static str, usize) {
+    (review::denied(uid, 400, message, &[]), "error", 0)
+}
+
+/// Runs a core function, turning a panic into [`HandleError::Panicked`] so that one bad object
+/// cannot take a connection down.
+fn guard<T>(f: impl FnOnce() -> T) -> Result<T, HandleError> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|_| HandleError::Panicked)
+}

@@ -1,0 +1,98 @@
+//! The plain-HTTP side port: `/healthz` (the process serves), `/readyz` (TLS material loaded,
+//! HTTPS listener bound, not shutting down) and `/metrics` (Prometheus text).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use http::{StatusCode, header};
+
+use super::metrics::Metrics;
+
+/// Whether the webhook should receive traffic; shared between the server and `/readyz`.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// Marks the server ready (or not, when shutting down).
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::SeqCst);
+    }
+
+    /// Whether it is ready.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone)]
+struct HealthState {
+    ready: Readiness,
+    metrics: Metrics,
+}
+
+/// Routes of the side port.
+pub fn app(ready: Readiness, metrics: Metrics) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(HealthState { ready, metrics })
+}
+
+async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
+    if state.ready.get() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}
+
+async fn metrics_text(State(state): State<HealthState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::{Body, to_bytes};
+    use http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    async fn get_path(app: Router, path: &str) -> (StatusCode, String) {
+        let resp = app
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body = to_bytes(resp.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn readyz_follows_the_flag_and_metrics_render() {
+        let ready = Readiness::default();
+        let app = app(ready.clone(), Metrics::new());
+        assert_eq!(get_path(app.clone(), "/healthz").await.0, StatusCode::OK);
+        assert_eq!(
+            get_path(app.clone(), "/readyz").await.0,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        ready.set(true);
+        assert_eq!(get_path(app.clone(), "/readyz").await.0, StatusCode::OK);
+        let (status, text) = get_path(app, "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(text.contains("reload_injector_review_duration_seconds_bucket"), "{text}");
+        assert!(text.contains("# EOF"), "{text}");
+    }
+}

@@ -1,0 +1,213 @@
+//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache.
+//!
+//! A review in steady state never waits on the API: fresh entries are served directly, and
+//! entries older than the TTL are served stale while one background task refreshes them.
+//! Objects not cached yet are fetched in parallel, and the whole review waits at most the
+//! lookup timeout; whatever has not answered by then becomes [`Lookup::Failed`], so the core
+//! admits the object with a warning instead of the API server timing the webhook out.
+//! Failures are not cached (the next review tries again). Values are never logged.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+
+use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
+use crate::webhook::metrics::Metrics;
+
+/// The reason given for every lookup when the server runs with `--no-kube`.
+pub const NO_KUBE: &str = "no Kubernetes API configured (--no-kube)";
+
+/// Tuning of the lookup cache.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheConfig {
+    /// Entries older than this are refreshed in the background (and still served).
+    pub ttl: Duration,
+    /// Longest one review waits for the objects it needs.
+    pub timeout: Duration,
+    /// Most entries kept; the oldest is dropped to make room.
+    pub max_entries: usize,
+}
+
+type Key = (String, ConfigKind, String);
+
+struct Entry {
+    lookup: Lookup,
+    fetched: Instant,
+    refreshing: bool,
+}
+
+struct Inner {
+    client: Option<kube::Client>,
+    config: CacheConfig,
+    cache: Mutex<HashMap<Key, Entry>>,
+    metrics: Metrics,
+}
+
+/// Cached ConfigMap/Secret lookups; cheap to clone (shared cache).
+#[derive(Clone)]
+pub struct Lookups {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Lookups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lookups")
+            .field("kube", &self.inner.client.is_some())
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl Lookups {
+    /// Lookups through `client`; `None` (`--no-kube`) makes every lookup fail with [`NO_KUBE`].
+    pub fn new(client: Option<kube::Client>, config: CacheConfig, metrics: Metrics) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                config,
+                cache: Mutex::new(HashMap::new()),
+                metrics,
+            }),
+        }
+    }
+
+    /// The objects `refs` in `namespace`, within the lookup timeout.
+    pub async fn fetch(&self, namespace: &str, refs: &BTreeSet<ConfigId>) -> ConfigData {
+        let mut data = ConfigData::new();
+        if refs.is_empty() {
+            return data;
+        }
+        if self.inner.client.is_none() {
+            for id in refs {
+                self.inner.metrics.lookup_failed();
+                data.insert(id.clone(), Lookup::Failed(NO_KUBE.to_owned()));
+            }
+            return data;
+        }
+        let mut missing = Vec::new();
+        {
+            let now = Instant::now();
+            let mut cache = self.cache();
+            for id in refs {
+                let key = key(namespace, id);
+                match cache.get_mut(&key) {
+                    Some(entry) => {
+                        data.insert(id.clone(), entry.lookup.clone());
+                        if now.duration_since(entry.fetched) >= self.inner.config.ttl
+                            && !entry.refreshing
+                        {
+                            entry.refreshing = true;
+                            let this = self.clone();
+                            tokio::spawn(async move { this.load(key).await });
+                        }
+                    }
+                    None => missing.push((id, key)),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return data;
+        }
+        let timeout = self.inner.config.timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let tasks: Vec<_> = missing
+            .into_iter()
+            .map(|(id, key)| {
+                let this = self.clone();
+                (id, tokio::spawn(async move { this.load(key).await }))
+            })
+            .collect();
+        for (id, task) in tasks {
+            // A task that misses the deadline keeps running and fills the cache for later.
+            let lookup = match tokio::time::timeout_at(deadline, task).await {
+                Ok(Ok(lookup)) => lookup,
+                Ok(Err(_)) => Lookup::Failed("the lookup task failed".to_owned()),
+                Err(_) => Lookup::Failed(format!(
+                    "the Kubernetes API did not answer within {}",
+                    humantime::format_duration(timeout)
+                )),
+            };
+            if let Lookup::Failed(reason) = &lookup {
+                self.inner.metrics.lookup_failed();
+                tracing::debug!(namespace, object = %id, reason, "config lookup failed");
+            }
+            data.insert(id.clone(), lookup);
+        }
+        data
+    }
+
+    /// Number of cached entries (for tests and debugging).
+    pub fn cached(&self) -> usize {
+        self.cache().len()
+    }
+
+    /// Asks the API for one object and caches the answer (failures are not cached).
+    async fn load(&self, key: Key) -> Lookup {
+        let lookup = match &self.inner.client {
+            Some(client) => get(client.clone(), &key).await,
+            None => Lookup::Failed(NO_KUBE.to_owned()),
+        };
+        let mut cache = self.cache();
+        if matches!(lookup, Lookup::Failed(_)) {
+            if let Some(entry) = cache.get_mut(&key) {
+                entry.refreshing = false;
+            }
+            return lookup;
+        }
+        if !cache.contains_key(&key) && cache.len() >= self.inner.config.max_entries {
+            evict_oldest(&mut cache);
+        }
+        cache.insert(
+            key,
+            Entry {
+                lookup: lookup.clone(),
+                fetched: Instant::now(),
+                refreshing: false,
+            },
+        );
+        lookup
+    }
+
+    fn cache(&self) -> MutexGuard<'_, HashMap<Key, Entry>> {
+        // A panic while holding the lock cannot leave the map half-written; keep using it.
+        self.inner
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn key(namespace: &str, id: &ConfigId) -> Key {
+    (namespace.to_owned(), id.kind, id.name.clone())
+}
+
+fn evict_oldest(cache: &mut HashMap<Key, Entry>) {
+    let oldest = cache
+        .iter()
+        .min_by_key(|(_, e)| e.fetched)
+        .map(|(k, _)| k.clone());
+    if let Some(k) = oldest {
+        cache.remove(&k);
+    }
+}
+
+async fn get(client: kube::Client, (namespace, kind, name): &Key) -> Lookup {
+    let result = match kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client, namespace)
+            .get_opt(name)
+            .await
+            .map(|o| o.map(|cm| ConfigObject::from_config_map(&cm))),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client, namespace)
+            .get_opt(name)
+            .await
+            .map(|o| o.map(|s| ConfigObject::from_secret(&s))),
+    };
+    match result {
+        Ok(Some(object)) => Lookup::Found(object),
+        Ok(None) => Lookup::NotFound,
+        Err(err) => Lookup::Failed(format!("failed to get {kind} {namespace}/{name}: {err}")),
+    }
+}

@@ -1,0 +1,145 @@
+//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key`.
+//!
+//! A mounted Secret changes by the kubelet's atomic swap (a new timestamped directory, a
+//! `..data_tmp` symlink renamed over `..data`), which shows up as an event in the mount
+//! directory; plain writes and renames of the files do too. Events are debounced, the pair is
+//! re-read and checked, and only a good, different pair replaces the served one. A bad pair
+//! is logged and counted, and the last good one stays. A slow periodic re-check catches
+//! anything inotify could not see (e.g. a directory replaced wholesale).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use inotify::{Inotify, WatchMask};
+
+use super::metrics::Metrics;
+use super::tls::{CertResolver, load_pair};
+
+/// The watch could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// inotify refused to start or to watch a directory.
+    #[error("failed to watch {path} for certificate changes: {source}")]
+    WatchFailed {
+        /// The directory.
+        path: PathBuf,
+        /// What inotify said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where the pair lives and how to react to changes.
+#[derive(Debug, Clone)]
+pub struct ReloadConfig {
+    /// `--tls-cert`.
+    pub cert: PathBuf,
+    /// `--tls-key`.
+    pub key: PathBuf,
+    /// Quiet period that merges a burst of events into one reload.
+    pub debounce: Duration,
+    /// Safety-net re-check interval.
+    pub resync: Duration,
+}
+
+/// Starts watching; the returned task runs until the runtime stops.
+pub fn spawn(
+    resolver: Arc<CertResolver>,
+    config: ReloadConfig,
+    metrics: Metrics,
+) -> Result<tokio::task::JoinHandle<()>, ReloadError> {
+    let inotify = Inotify::init().map_err(|source| ReloadError::WatchFailed {
+        path: config.cert.clone(),
+        source,
+    })?;
+    let mask = WatchMask::CREATE
+        | WatchMask::MOVED_TO
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::DELETE
+        | WatchMask::MOVED_FROM;
+    let mut dirs = vec![parent(&config.cert)];
+    if parent(&config.key) != dirs[0] {
+        dirs.push(parent(&config.key));
+    }
+    for dir in &dirs {
+        inotify
+            .watches()
+            .add(dir, mask)
+            .map_err(|source| ReloadError::WatchFailed {
+                path: dir.clone(),
+                source,
+            })?;
+    }
+    let events = inotify
+        .into_event_stream(vec![0u8; 4096])
+        .map_err(|source| ReloadError::WatchFailed {
+            path: dirs[0].clone(),
+            source,
+        })?;
+    Ok(tokio::spawn(watch(events, resolver, config, metrics)))
+}
+
+fn parent(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    }
+}
+
+async fn watch(
+    mut events: inotify::EventStream<Vec<u8>>,
+    resolver: Arc<CertResolver>,
+    config: ReloadConfig,
+    metrics: Metrics,
+) {
+    let mut resync = tokio::time::interval(config.resync);
+    resync.tick().await;
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(_)) => {
+                    // Merge the burst (a kubelet swap is several events).
+                    while let Ok(Some(_)) = tokio::time::timeout(config.debounce, events.next()).await {}
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "certificate watch failed; relying on the periodic re-check");
+                    resync_only(&resolver, &config, &metrics).await;
+                    return;
+                }
+                None => return,
+            },
+            _ = resync.tick() => {}
+        }
+        reload(&resolver, &config, &metrics);
+    }
+}
+
+async fn resync_only(resolver: &CertResolver, config: &ReloadConfig, metrics: &Metrics) {
+    let mut resync = tokio::time::interval(config.resync);
+    loop {
+        resync.tick().await;
+        reload(resolver, config, metrics);
+    }
+}
+
+/// Re-reads the pair; swaps it in when it is good and different. Returns whether it swapped.
+pub fn reload(resolver: &CertResolver, config: &ReloadConfig, metrics: &Metrics) -> bool {
+    match load_pair(&config.cert, &config.key) {
+        Ok(pair) => {
+            if pair.cert == resolver.current().cert {
+                return false;
+            }
+            resolver.replace(pair);
+            metrics.cert_reload(true);
+            tracing::info!(cert = %config.cert.display(), "serving certificate reloaded");
+            true
+        }
+        Err(err) => {
+            metrics.cert_reload(false);
+            tracing::warn!(error = %err, "keeping the previous serving certificate");
+            false
+        }
+    }
+}

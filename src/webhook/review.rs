@@ -1,0 +1,263 @@
+//! AdmissionReview `admission.k8s.io/v1` on the wire: reading a request body and writing the
+//! answer. Pure: bytes in, bytes out.
+//!
+//! The body is parsed once into a `serde_json::Value` and the core borrows from it, so a review
+//! copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
+//! response type, which would serialise the patch as an array of numbers instead of the
+//! documented base64 string.
+
+use base64::Engine;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::inject::{Operation, Request};
+
+/// The only AdmissionReview version the webhook speaks.
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+/// `kind` of the envelope.
+pub const KIND: &str = "AdmissionReview";
+
+/// A body that is not an AdmissionReview at all (answered with HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum EnvelopeError {
+    /// Nothing was sent.
+    #[error("failed to read an AdmissionReview: the request body is empty")]
+    Empty,
+    /// The bytes are not JSON (or nest deeper than the parser allows).
+    #[error("failed to parse the request body as JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// Valid JSON, but not an object.
+    #[error("failed to read an AdmissionReview: the body is a JSON {0}, not an object")]
+    NotAnObject(&'static str),
+    /// `apiVersion` is missing or another version.
+    #[error(
+        "failed to read an AdmissionReview: apiVersion is {0}, expected \"admission.k8s.io/v1\""
+    )]
+    WrongApiVersion(String),
+    /// `kind` is missing or not `AdmissionReview`.
+    #[error("failed to read an AdmissionReview: kind is {0}, expected \"AdmissionReview\"")]
+    WrongKind(String),
+    /// No `request` object.
+    #[error("failed to read an AdmissionReview: it has no request object")]
+    MissingRequest,
+    /// No `request.uid` string to answer to.
+    #[error("failed to read an AdmissionReview: request.uid is missing or not a string")]
+    MissingUid,
+}
+
+/// A field of `request` with the wrong shape (answered with HTTP 200, `allowed: false`).
+#[derive(Debug, thiserror::Error)]
+#[error("failed to read the admission request: {field} must be {expected}")]
+pub struct RequestFieldError {
+    /// JSON path of the field, e.g. `request.kind.kind`.
+    pub field: &'static str,
+    /// What it should have been.
+    pub expected: &'static str,
+}
+
+/// A parsed AdmissionReview whose envelope and uid are known to be good.
+#[derive(Debug)]
+pub struct Review {
+    doc: Value,
+}
+
+static NULL: Value = Value::Null;
+
+impl Review {
+    /// Parses a request body. serde_json's recursion limit stays on, so absurdly nested
+    /// input is an error, not a stack overflow.
+    pub fn parse(body: &[u8]) -> Result<Self, EnvelopeError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Err(EnvelopeError::Empty);
+        }
+        let doc: Value = serde_json::from_slice(body).map_err(EnvelopeError::NotJson)?;
+        let Some(top) = doc.as_object() else {
+            return Err(EnvelopeError::NotAnObject(json_type(&doc)));
+        };
+        let api_version = top.get("apiVersion");
+        if api_version.and_then(Value::as_str) != Some(API_VERSION) {
+            return Err(EnvelopeError::WrongApiVersion(describe(api_version)));
+        }
+        let kind = top.get("kind");
+        if kind.and_then(Value::as_str) != Some(KIND) {
+            return Err(EnvelopeError::WrongKind(describe(kind)));
+        }
+        let Some(request) = top.get("request").and_then(Value::as_object) else {
+            return Err(EnvelopeError::MissingRequest);
+        };
+        if !request.get("uid").is_some_and(Value::is_string) {
+            return Err(EnvelopeError::MissingUid);
+        }
+        Ok(Self { doc })
+    }
+
+    /// `request.uid`, echoed in the answer.
+    pub fn uid(&self) -> &str {
+        self.field("uid").as_str().unwrap_or_default()
+    }
+
+    /// `request.kind.kind` as sent (`""` when absent), for logs and metrics.
+    pub fn kind(&self) -> &str {
+        self.field("kind")
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// `request.operation` as sent (`""` when absent), for logs and metrics.
+    pub fn operation(&self) -> &str {
+        self.field("operation").as_str().unwrap_or_default()
+    }
+
+    /// The request as the core sees it, borrowing from the parsed body.
+    pub fn request(&self) -> Result<Request<'_>, RequestFieldError> {
+        let kind = self.field("kind");
+        if !kind.is_object() {
+            return Err(bad("request.kind", "an object"));
+        }
+        let group = optional_str(kind.get("group"), "request.kind.group")?;
+        let kind_name = kind
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("request.kind.kind", "a string"))?;
+        let operation = self
+            .field("operation")
+            .as_str()
+            .ok_or_else(|| bad("request.operation", "a string"))?;
+        let namespace = optional_str(self.get("namespace"), "request.namespace")?;
+        let dry_run = match self.get("dryRun") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(bad("request.dryRun", "a boolean")),
+        };
+        let old_object = self.get("oldObject").filter(|v| !v.is_null());
+        Ok(Request {
+            group,
+            kind: kind_name,
+            operation: Operation::parse(operation),
+            namespace,
+            object: self.get("object").unwrap_or(&NULL),
+            old_object,
+            dry_run,
+        })
+    }
+
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.doc.get("request").and_then(|r| r.get(name))
+    }
+
+    fn field(&self, name: &str) -> &Value {
+        self.get(name).unwrap_or(&NULL)
+    }
+}
+
+fn optional_str<'a>(
+    value: Option<&'a Value>,
+    field: &'static str,
+) -> Result<&'a str, RequestFieldError> {
+    match value {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(bad(field, "a string")),
+    }
+}
+
+fn bad(field: &'static str, expected: &'static str) -> RequestFieldError {
+    RequestFieldError { field, expected }
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A short description of a field's value for an error message (never the whole value).
+fn describe(v: Option<&Value>) -> String {
+    match v {
+        None => "missing".to_owned(),
+        Some(Value::String(s)) => {
+            let short: String = s.chars().take(64).collect();
+            format!("{short:?}")
+        }
+        Some(other) => format!("a {}", json_type(other)),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: Response<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Response<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status<'a>>,
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    code: u16,
+    message: &'a str,
+}
+
+/// The answer admitting the object: `patch` (base64 of the JSON patch) and
+/// `patchType: JSONPatch` together, or neither when the patch is empty.
+pub fn allowed(uid: &str, patch: &json_patch::Patch, warnings: &[String]) -> Vec<u8> {
+    let patch = (!patch.0.is_empty()).then(|| {
+        // A Patch is plain data: serialising it cannot fail.
+        let json = serde_json::to_vec(patch).unwrap_or_default();
+        base64::engine::general_purpose::STANDARD.encode(json)
+    });
+    let patch_type = patch.as_ref().map(|_| "JSONPatch");
+    encode(Response {
+        uid,
+        allowed: true,
+        patch,
+        patch_type,
+        warnings,
+        status: None,
+    })
+}
+
+/// The answer refusing the object with `status.code` and `status.message`.
+pub fn denied(uid: &str, code: u16, message: &str, warnings: &[String]) -> Vec<u8> {
+    encode(Response {
+        uid,
+        allowed: false,
+        patch: None,
+        patch_type: None,
+        warnings,
+        status: Some(Status { code, message }),
+    })
+}
+
+fn encode(response: Response<'_>) -> Vec<u8> {
+    let envelope = Envelope {
+        api_version: API_VERSION,
+        kind: KIND,
+        response,
+    };
+    // Strings, booleans and numbers only: serialising cannot fail.
+    serde_json::to_vec(&envelope).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+//! The HTTPS routes: `POST /mutate`. HTTP-level checks happen here (content type, size, read
+//! time); everything that reaches [`super::handler`] is a body to review.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+
+use super::handler::{AppState, HandleError, handle};
+
+/// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
+pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
+
+/// Longest the body of one request may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The webhook's routes, ready for `oneshot` in tests or a connection in the server.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate))
+        .with_state(state)
+}
+
+/// Why a request got no AdmissionReview back; each becomes a plain-text 4xx/5xx.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// Not `Content-Type: application/json` (415).
+    #[error("failed to accept the request: Content-Type must be application/json, got {0}")]
+    WrongContentType(String),
+    /// Longer than [`BODY_LIMIT`] (413).
+    #[error("failed to accept the request: the body is larger than {BODY_LIMIT} bytes")]
+    TooLarge,
+    /// The body did not arrive in time (408).
+    #[error("failed to read the request body within {}s", BODY_TIMEOUT.as_secs())]
+    TimedOut,
+    /// The connection failed while reading the body (400).
+    #[error("failed to read the request body: {0}")]
+    BodyUnreadable(String),
+    /// The body is not an AdmissionReview, or the review failed (400 / 500).
+    #[error(transparent)]
+    Review(#[from] HandleError),
+}
+
+impl HttpError {
+    fn status(&self) -> StatusCode {
+        match self {
+            HttpError::WrongContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            HttpError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            HttpError::TimedOut => StatusCode::REQUEST_TIMEOUT,
+            HttpError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
+            HttpError::Review(HandleError::NotAReview(_)) => StatusCode::BAD_REQUEST,
+            HttpError::Review(HandleError::Panicked) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        tracing::debug!(status = status.as_u16(), error = %self, "rejected request");
+        let mut response = (status, format!("{self}\n")).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
+}
+
+async fn mutate(State(state): State<AppState>, request: Request) -> Result<Response, HttpError> {
+    check_content_type(request.headers())?;
+    if declared_length(request.headers()).is_some_and(|n| n > BODY_LIMIT as u64) {
+        return Err(HttpError::TooLarge);
+    }
+    let body = read_body(request.into_body()).await?;
+    let answer = handle(&state, &body).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        answer,
+    )
+        .into_response())
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), HttpError> {
+    let value = headers.get(header::CONTENT_TYPE);
+    let media_type = value
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim);
+    match media_type {
+        Some(t) if t.eq_ignore_ascii_case("application/json") => Ok(()),
+        _ => Err(HttpError::WrongContentType(match value {
+            None => "none".to_owned(),
+            Some(v) => format!("{:?}", String::from_utf8_lossy(v.as_bytes())),
+        })),
+    }
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+async fn read_body(body: Body) -> Result<bytes::Bytes, HttpError> {
+    match tokio::time::timeout(BODY_TIMEOUT, to_bytes(body, BODY_LIMIT)).await {
+        Err(_) => Err(HttpError::TimedOut),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(err)) => {
+            let inner = err.into_inner();
+            if is_length_limit(&*inner) {
+                Err(HttpError::TooLarge)
+            } else {
+                Err(HttpError::BodyUnreadable(inner.to_string()))
+            }
+        }
+    }
+}
+
+fn is_length_limit(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}

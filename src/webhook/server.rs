@@ -1,0 +1,129 @@
+//! The HTTPS accept loop: TCP_NODELAY on every socket, a bounded TLS handshake, HTTP/1.1 or
+//! HTTP/2 by ALPN with a header-read timeout, and a bounded drain on shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use rustls::ServerConfig;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+/// Time limits of one connection and of the drain.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest a TLS handshake may take.
+    pub handshake: Duration,
+    /// Longest the headers of an HTTP/1.1 request may take to arrive.
+    pub header_read: Duration,
+    /// Longest shutdown waits for in-flight requests.
+    pub drain: Duration,
+}
+
+/// Prepares an accepted socket. TCP_NODELAY matters: without it, Nagle's algorithm and the
+/// client's delayed ACKs add ~40 ms stalls to small responses.
+pub fn prepare_socket(stream: &TcpStream) -> std::io::Result<()> {
+    stream.set_nodelay(true)
+}
+
+/// Serves `app` over TLS on `listener` until `shutdown` completes, then stops accepting and
+/// waits up to `limits.drain` for open connections to finish their requests. Returns `true`
+/// when everything drained in time.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) -> bool {
+    let acceptor = TlsAcceptor::from(tls);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %err, "failed to accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(err) = prepare_socket(&stream) {
+            tracing::debug!(error = %err, "failed to set TCP_NODELAY; dropping the connection");
+            continue;
+        }
+        let watcher = graceful.watcher();
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(err)) => {
+                    tracing::debug!(error = %err, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake timed out");
+                    return;
+                }
+            };
+            let alpn_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            let alpn_h1 = tls.get_ref().1.alpn_protocol() == Some(b"http/1.1");
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read);
+            builder.http2().timer(TokioTimer::new());
+            let builder = match (alpn_h2, alpn_h1) {
+                (true, _) => builder.http2_only(),
+                (_, true) => builder.http1_only(),
+                _ => builder,
+            };
+            let service = TowerToHyperService::new(app);
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            if let Err(err) = watcher.watch(conn).await {
+                tracing::debug!(error = %err, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    let open = graceful.count();
+    tracing::info!(open, "stopped accepting; draining connections");
+    match tokio::time::timeout(limits.drain, graceful.shutdown()).await {
+        Ok(()) => true,
+        Err(_) => {
+            tracing::warn!(
+                drain_timeout = %humantime::format_duration(limits.drain),
+                "connections still open after the drain timeout; exiting anyway"
+            );
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_sockets_get_nodelay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move { TcpStream::connect(addr).await.unwrap() });
+        let (accepted, _) = listener.accept().await.unwrap();
+        assert!(!accepted.nodelay().unwrap(), "precondition: off by default");
+        prepare_socket(&accepted).unwrap();
+        assert!(accepted.nodelay().unwrap());
+        drop(client.await.unwrap());
+    }
+}

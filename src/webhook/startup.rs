@@ -1,0 +1,171 @@
+//! Start-up decisions: core settings from the flags, the Kubernetes client, the sidecar mode,
+//! and the termination signal.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cli::{NativeSidecars, ServeArgs};
+use crate::hash::SecretKey;
+use crate::inject::Settings;
+
+/// Longest start-up waits for the API server's version (`--native-sidecars auto`).
+const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The first Kubernetes minor version with native sidecars enabled by default (1.29).
+const NATIVE_SIDECARS_MINOR: u32 = 29;
+
+/// The core settings for the webhook: templates stay as written, the sidecar goes into Pods.
+pub fn settings(
+    args: &ServeArgs,
+    native_sidecars: bool,
+    secret_key: Option<SecretKey>,
+) -> Settings {
+    Settings {
+        sidecar_image: args.sidecar_image.clone(),
+        native_sidecars,
+        own_namespace: args.namespace.clone(),
+        version: crate::VERSION.to_owned(),
+        inject_into_templates: false,
+        secret_key,
+    }
+}
+
+/// Reads the HMAC key once; an empty file is an error (a worthless key), no flag is `None`.
+pub fn secret_key(path: Option<&Path>) -> anyhow::Result<Option<SecretKey>> {
+    let Some(path) = path else {
+        tracing::info!("no --secret-hash-key-file: Secrets consumed through env are not hashed");
+        return Ok(None);
+    };
+    let bytes = std::fs::read(path).with_context(|| {
+        format!(
+            "failed to read the Secret-hash key {} (--secret-hash-key-file)",
+            path.display()
+        )
+    })?;
+    let key = SecretKey::new(&bytes).with_context(|| {
+        format!(
+            "failed to use the Secret-hash key {}: the file is empty",
+            path.display()
+        )
+    })?;
+    Ok(Some(key))
+}
+
+/// The Kubernetes client (in-cluster or kubeconfig), or none with `--no-kube`.
+pub async fn kube_client(no_kube: bool) -> anyhow::Result<Option<kube::Client>> {
+    if no_kube {
+        tracing::info!(
+            "--no-kube: ConfigMaps/Secrets are not looked up; objects are admitted unhashed with a warning"
+        );
+        return Ok(None);
+    }
+    let client = kube::Client::try_default().await.context(
+        "failed to configure the Kubernetes client (no in-cluster config or kubeconfig); \
+         pass --no-kube to run without one",
+    )?;
+    Ok(Some(client))
+}
+
+/// Resolves `--native-sidecars`: `auto` asks the API server, falling back to regular
+/// containers when it cannot be asked.
+pub async fn native_sidecars(mode: NativeSidecars, client: Option<&kube::Client>) -> bool {
+    match mode {
+        NativeSidecars::Always => true,
+        NativeSidecars::Never => false,
+        NativeSidecars::Auto => {
+            let Some(client) = client else {
+                tracing::info!(
+                    "--native-sidecars auto without a Kubernetes API: injecting regular containers"
+                );
+                return false;
+            };
+            match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
+                Ok(Ok(info)) => {
+                    let native = supports_native_sidecars(&info.major, &info.minor);
+                    tracing::info!(
+                        major = info.major,
+                        minor = info.minor,
+                        native,
+                        "Kubernetes API server version"
+                    );
+                    native
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "failed to ask the API server's version; injecting regular containers");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "the API server did not tell its version in time; injecting regular containers"
+                    );
+                    false
+                }
+            }
+        }
+    }
+}
+
+/// Whether `major.minor` (as the version endpoint spells it, e.g. `"1"`, `"29+"`) has native
+/// sidecars. Unparseable versions count as no.
+pub fn supports_native_sidecars(major: &str, minor: &str) -> bool {
+    let number = |s: &str| -> Option<u32> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    match (number(major), number(minor)) {
+        (Some(major), _) if major > 1 => true,
+        (Some(1), Some(minor)) => minor >= NATIVE_SIDECARS_MINOR,
+        _ => false,
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+pub async fn termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = int.recv() => tracing::info!("SIGINT received"),
+            }
+        }
+        _ => {
+            tracing::warn!("failed to install signal handlers; stopping only on Ctrl-C");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_sidecars_from_version_strings() {
+        assert!(supports_native_sidecars("1", "29"));
+        assert!(supports_native_sidecars("1", "33+"));
+        assert!(!supports_native_sidecars("1", "28"));
+        assert!(!supports_native_sidecars("1", "28+"));
+        assert!(supports_native_sidecars("2", "0"));
+        assert!(!supports_native_sidecars("", "x"));
+    }
+
+    #[test]
+    fn secret_key_file_rules() {
+        assert!(secret_key(None).unwrap().is_none());
+        let dir = std::env::temp_dir().join(format!("ri-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let err = secret_key(Some(&empty)).unwrap_err().to_string();
+        assert!(err.contains("empty"), "{err}");
+        let good = dir.join("good");
+        std::fs::write(&good, "k3y\n").unwrap();
+        assert!(secret_key(Some(&good)).unwrap().is_some());
+        assert!(secret_key(Some(&dir.join("missing"))).is_err());
+    }
+}

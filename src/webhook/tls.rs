@@ -1,0 +1,191 @@
+//! TLS material: loading and checking the certificate/key pair, and a certificate resolver
+//! whose pair can be swapped while the server runs (see [`super::reload`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use rustls::ServerConfig;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// What went wrong with the TLS files.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no valid PEM of the expected type.
+    #[error("failed to read {what} from {path}: {source}")]
+    PemUnreadable {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What the PEM reader said.
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("failed to find a certificate in {0}")]
+    NoCertificate(PathBuf),
+    /// The key is of a type rustls cannot sign with.
+    #[error("failed to use the private key in {path}: {source}")]
+    KeyUnusable {
+        /// The key file.
+        path: PathBuf,
+        /// What rustls said.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The key does not belong to the certificate.
+    #[error("failed to match the private key {key} to the certificate {cert}: {source}")]
+    KeyMismatched {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// What rustls said.
+        #[source]
+        source: rustls::Error,
+    },
+}
+
+/// Reads and checks a PEM certificate chain and its private key.
+pub fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| TlsError::PemUnreadable {
+            what: "certificate",
+            path: cert.to_owned(),
+            source,
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::NoCertificate(cert.to_owned()));
+    }
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::PemUnreadable {
+        what: "private key",
+        path: key.to_owned(),
+        source,
+    })?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&private).map_err(|source| {
+        TlsError::KeyUnusable {
+            path: key.to_owned(),
+            source,
+        }
+    })?;
+    let pair = CertifiedKey::new(chain, signer);
+    pair.keys_match()
+        .map_err(|source| TlsError::KeyMismatched {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            source,
+        })?;
+    Ok(pair)
+}
+
+/// Serves the current certificate to every handshake; [`CertResolver::replace`] swaps it.
+#[derive(Debug)]
+pub struct CertResolver {
+    current: RwLock<Arc<CertifiedKey>>,
+}
+
+impl CertResolver {
+    /// A resolver serving `pair`.
+    pub fn new(pair: CertifiedKey) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(pair)),
+        }
+    }
+
+    /// The pair served now.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Serves `pair` from the next handshake on; established connections keep theirs.
+    pub fn replace(&self, pair: CertifiedKey) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(pair);
+    }
+}
+
+impl ResolvesServerCert for CertResolver {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// The rustls server configuration: no client auth, ALPN `h2` then `http/1.1`.
+pub fn server_config(resolver: Arc<CertResolver>) -> Arc<ServerConfig> {
+    let mut config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec![format!("{name}.test")]).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let (c, k) = (
+            dir.join(format!("{name}.crt")),
+            dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&c, cert.pem()).unwrap();
+        std::fs::write(&k, key.serialize_pem()).unwrap();
+        (c, k)
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ri-tls-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn loads_a_matching_pair() {
+        let dir = temp_dir("ok");
+        let (c, k) = write_pair(&dir, "a");
+        let pair = load_pair(&c, &k).unwrap();
+        assert_eq!(pair.cert.len(), 1);
+    }
+
+    #[test]
+    fn rejects_a_key_of_another_certificate() {
+        let dir = temp_dir("mismatch");
+        let (c, _) = write_pair(&dir, "a");
+        let (_, k) = write_pair(&dir, "b");
+        let err = load_pair(&c, &k).unwrap_err();
+        assert!(matches!(err, TlsError::KeyMismatched { .. }), "{err}");
+        assert!(err.to_string().starts_with("failed to match"), "{err}");
+    }
+
+    #[test]
+    fn rejects_garbage_and_missing_files() {
+        let dir = temp_dir("garbage");
+        let (c, k) = write_pair(&dir, "a");
+        let junk = dir.join("junk");
+        std::fs::write(&junk, "not a pem").unwrap();
+        assert!(matches!(
+            load_pair(&junk, &k),
+            Err(TlsError::NoCertificate(_))
+        ));
+        assert!(matches!(
+            load_pair(&c, &junk),
+            Err(TlsError::PemUnreadable { .. })
+        ));
+        let missing = dir.join("missing");
+        let err = load_pair(&missing, &k).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+}
