@@ -92,7 +92,10 @@ mod tests {
         assert_eq!(get_path(app.clone(), "/readyz").await.0, StatusCode::OK);
         let (status, text) = get_path(app, "/metrics").await;
         assert_eq!(status, StatusCode::OK);
-        assert!(text.contains("reload_injector_review_duration_seconds_bucket"), "{text}");
+        assert!(
+            text.contains("reload_injector_review_duration_seconds_bucket"),
+            "{text}"
+        );
         assert!(text.contains("# EOF"), "{text}");
     }
 }

@@ -1,0 +1,273 @@
+//! The `/mutate` router without a socket (`oneshot`): every kind of bad input gets the right
+//! status and message, and every real AdmissionReview gets HTTP 200 with its uid echoed.
+
+mod webhook_support;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use http::{Request, StatusCode, header};
+use k8s_openapi::api::core::v1::Pod;
+use reload_injector::webhook::app;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use webhook_support::{apply_patch, check_answer, pod_review, state, subpath_deployment_review};
+
+async fn post(app: Router, content_type: Option<&str>, body: Vec<u8>) -> (StatusCode, String) {
+    let mut req = Request::post("/mutate");
+    if let Some(ct) = content_type {
+        req = req.header(header::CONTENT_TYPE, ct);
+    }
+    let resp = app
+        .oneshot(req.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body = to_bytes(resp.into_body(), 1 << 24).await.unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+async fn post_json(app: Router, body: Vec<u8>) -> (StatusCode, String) {
+    post(app, Some("application/json"), body).await
+}
+
+async fn review(app: Router, review: &Value) -> Value {
+    let (status, body) = post_json(app, serde_json::to_vec(review).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+fn envelope(request: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn realistic_pod_is_patched_with_a_sidecar_and_a_hash_warning() {
+    let review_in = pod_review("uid-realistic");
+    let answer = review(app(state()), &review_in).await;
+    let response = check_answer(&answer, "uid-realistic");
+    assert_eq!(response["allowed"], true);
+    let object = &review_in["request"]["object"];
+    let patched = apply_patch(&response, object);
+    let pod: Pod = serde_json::from_value(patched.clone()).expect("patched Pod parses");
+    let spec = pod.spec.unwrap();
+    assert!(
+        spec.containers.iter().any(|c| c.name == "config-reloader"),
+        "no sidecar in {patched}"
+    );
+    // --no-kube: the configMapKeyRef could not be hashed, and the answer says so.
+    let warnings = response["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("web-settings")),
+        "{warnings:?}"
+    );
+
+    // A second pass over the mutated Pod changes nothing.
+    let mut again = review_in.clone();
+    again["request"]["object"] = patched;
+    let answer = review(app(state()), &again).await;
+    let response = check_answer(&answer, "uid-realistic");
+    assert!(response.get("patch").is_none(), "{answer}");
+}
+
+#[tokio::test]
+async fn dry_run_gets_the_identical_answer() {
+    let mut dry = pod_review("uid-dry");
+    dry["request"]["dryRun"] = json!(true);
+    let wet = review(app(state()), &pod_review("uid-dry")).await;
+    let dry = review(app(state()), &dry).await;
+    assert_eq!(wet, dry);
+}
+
+#[tokio::test]
+async fn subpath_deployment_is_denied_with_403_and_the_fix() {
+    let answer = review(app(state()), &subpath_deployment_review("uid-deny")).await;
+    let response = check_answer(&answer, "uid-deny");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    let message = response["status"]["message"].as_str().unwrap();
+    for part in ["nginx", "web-nginx", "/etc/nginx/nginx.conf"] {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_kinds_and_operations_are_allowed_untouched() {
+    let answer = review(
+        app(state()),
+        &serde_json::from_slice(&envelope(json!({
+            "uid": "uid-svc",
+            "kind": {"group": "", "version": "v1", "kind": "Service"},
+            "operation": "CREATE", "namespace": "shop",
+            "object": {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}}
+        })))
+        .unwrap(),
+    )
+    .await;
+    let response = check_answer(&answer, "uid-svc");
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none());
+}
+
+#[tokio::test]
+async fn object_that_cannot_be_understood_is_refused_with_the_uid() {
+    let mut bad = pod_review("uid-garbage-spec");
+    bad["request"]["object"]["spec"]["containers"] = json!("not a list");
+    let answer = review(app(state()), &bad).await;
+    let response = check_answer(&answer, "uid-garbage-spec");
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.starts_with("failed to"), "{message}");
+}
+
+#[tokio::test]
+async fn uid_is_echoed_even_when_the_object_is_garbage() {
+    for (uid, object) in [
+        ("uid-string", json!("garbage")),
+        ("uid-number", json!(42)),
+        ("uid-array", json!([1, 2, 3])),
+    ] {
+        let body = envelope(json!({
+            "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "operation": "CREATE", "namespace": "shop", "object": object
+        }));
+        let (status, text) = post_json(app(state()), body).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let response = check_answer(&serde_json::from_str(&text).unwrap(), uid);
+        assert_eq!(response["allowed"], false, "{text}");
+    }
+    // Fields of the wrong type around the object: still an answer to that uid.
+    let body = envelope(json!({"uid": "uid-fields", "kind": 7, "operation": ["CREATE"]}));
+    let (status, text) = post_json(app(state()), body).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let response = check_answer(&serde_json::from_str(&text).unwrap(), "uid-fields");
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request.kind")
+    );
+}
+
+#[tokio::test]
+async fn bodies_that_are_not_admission_reviews_get_400_with_a_message() {
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("not JSON", b"hello, webhook".to_vec(), "JSON"),
+        ("empty body", Vec::new(), "empty"),
+        ("JSON array", b"[{\"apiVersion\":\"admission.k8s.io/v1\"}]".to_vec(), "array"),
+        ("JSON string", b"\"AdmissionReview\"".to_vec(), "string"),
+        (
+            "wrong apiVersion",
+            serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "u"}})).unwrap(),
+            "apiVersion",
+        ),
+        (
+            "wrong kind",
+            serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "Pod", "request": {"uid": "u"}})).unwrap(),
+            "kind",
+        ),
+        (
+            "no request",
+            serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})).unwrap(),
+            "request",
+        ),
+        ("no uid", envelope(json!({"kind": {"kind": "Pod"}})), "uid"),
+        ("deeply nested", "[".repeat(10_000).into_bytes(), "recursion limit"),
+        (
+            "deeply nested object",
+            format!(
+                "{{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{{\"uid\":\"u\",\"object\":{}}}}}",
+                "{\"a\":".repeat(10_000)
+            )
+            .into_bytes(),
+            "recursion limit",
+        ),
+    ];
+    for (name, body, expected) in cases {
+        let (status, text) = post_json(app(state()), body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {text}");
+        assert!(
+            text.contains(expected),
+            "{name}: {text:?} lacks {expected:?}"
+        );
+        assert!(text.starts_with("failed to"), "{name}: {text:?}");
+    }
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_413() {
+    let big = vec![b' '; 7 * 1024 * 1024];
+    // Declared length over the limit: refused before reading.
+    let req = Request::post("/mutate")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, big.len())
+        .body(Body::from(big.clone()))
+        .unwrap();
+    let resp = app(state()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // No declared length: refused while reading.
+    let (status, text) = post_json(app(state()), big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    assert!(text.contains("larger than"), "{text}");
+}
+
+#[tokio::test]
+async fn content_type_must_be_json() {
+    let body = serde_json::to_vec(&pod_review("uid-ct")).unwrap();
+    for ct in [Some("text/plain"), Some("application/yaml"), None] {
+        let (status, text) = post(app(state()), ct, body.clone()).await;
+        assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{ct:?}: {text}");
+        assert!(text.contains("application/json"), "{text}");
+    }
+    for ct in ["application/json; charset=utf-8", "Application/JSON"] {
+        let (status, text) = post(app(state()), Some(ct), body.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{ct}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn only_post_to_mutate_is_served() {
+    let resp = app(state())
+        .oneshot(Request::get("/mutate").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let (status, _) = {
+        let resp = app(state())
+            .oneshot(
+                Request::post("/validate")
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from("{}"))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        (resp.status(), ())
+    };
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn reviews_are_counted_in_metrics() {
+    let state = state();
+    review(app(state.clone()), &pod_review("m1")).await;
+    review(app(state.clone()), &subpath_deployment_review("m2")).await;
+    let text = state.metrics().render();
+    for line in [
+        r#"reload_injector_reviews_total{kind="Pod",operation="CREATE",outcome="patched"} 1"#,
+        r#"reload_injector_reviews_total{kind="Deployment",operation="CREATE",outcome="denied"} 1"#,
+        "reload_injector_denials_total 1",
+        "reload_injector_hash_lookup_failures_total 1",
+        "reload_injector_review_duration_seconds_count 2",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+}
