@@ -49,10 +49,10 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    if let (Some(msg), Some(addr)) = (v["message"].as_str(), v["addr"].as_str()) {
-                        let _ = tx.send((msg.to_owned(), addr.parse::<SocketAddr>().unwrap()));
-                    }
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && let (Some(msg), Some(addr)) = (v["message"].as_str(), v["addr"].as_str())
+                {
+                    let _ = tx.send((msg.to_owned(), addr.parse::<SocketAddr>().unwrap()));
                 }
                 log_w.lock().unwrap().push(line);
             }
@@ -125,10 +125,10 @@ impl Server {
     pub fn wait_metric(&self, line: &str, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
-            if let Ok((_, text)) = self.side_get("/metrics") {
-                if text.lines().any(|l| l == line) {
-                    return true;
-                }
+            if let Ok((_, text)) = self.side_get("/metrics")
+                && text.lines().any(|l| l == line)
+            {
+                return true;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
