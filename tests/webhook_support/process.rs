@@ -121,12 +121,17 @@ impl Server {
         http_get(self.side_addr, path)
     }
 
-    /// Polls `/metrics` until `line` appears or `limit` passes.
-    pub fn wait_metric(&self, line: &str, limit: Duration) -> bool {
+    /// Polls `/metrics` until the sample `series` (name with labels) is at least `min`, or
+    /// `limit` passes.
+    pub fn wait_metric(&self, series: &str, min: f64, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if let Ok((_, text)) = self.side_get("/metrics")
-                && text.lines().any(|l| l == line)
+                && text.lines().any(|l| {
+                    l.strip_prefix(series)
+                        .and_then(|v| v.trim().parse::<f64>().ok())
+                        .is_some_and(|v| v >= min)
+                })
             {
                 return true;
             }
