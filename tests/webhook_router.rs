@@ -59,6 +59,7 @@ async fn realistic_pod_is_patched_with_a_sidecar_and_a_hash_warning() {
     );
     // --no-kube: the configMapKeyRef could not be hashed, and the answer says so.
     let warnings = response["warnings"].as_array().expect("warnings");
+    eprintln!("WARN {warnings:#?}");
     assert!(
         warnings
             .iter()

@@ -18,7 +18,7 @@ use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
 use crate::webhook::metrics::Metrics;
 
 /// The reason given for every lookup when the server runs with `--no-kube`.
-pub const NO_KUBE: &str = "no Kubernetes API configured (--no-kube)";
+pub const NO_KUBE: &str = "no Kubernetes API: --no-kube";
 
 /// Tuning of the lookup cache.
 #[derive(Debug, Clone, Copy)]
@@ -126,7 +126,7 @@ impl Lookups {
                 Ok(Ok(lookup)) => lookup,
                 Ok(Err(_)) => Lookup::Failed("the lookup task failed".to_owned()),
                 Err(_) => Lookup::Failed(format!(
-                    "the Kubernetes API did not answer within {}",
+                    "API timed out after {}",
                     humantime::format_duration(timeout)
                 )),
             };
@@ -208,6 +208,18 @@ async fn get(client: kube::Client, (namespace, kind, name): &Key) -> Lookup {
     match result {
         Ok(Some(object)) => Lookup::Found(object),
         Ok(None) => Lookup::NotFound,
-        Err(err) => Lookup::Failed(format!("failed to get {kind} {namespace}/{name}: {err}")),
+        Err(err) => {
+            tracing::debug!(%kind, namespace, name, error = %err, "config lookup failed");
+            Lookup::Failed(short_reason(&err))
+        }
+    }
+}
+
+/// A reason short enough for a 120-character warning (the full error goes to the debug log).
+fn short_reason(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => format!("API error {} {}", status.code, status.reason),
+        kube::Error::Auth(_) => "API authentication failed".to_owned(),
+        _ => "API unreachable".to_owned(),
     }
 }

@@ -1,0 +1,286 @@
+//! ConfigMap/Secret lookups through kube-rs against a mock API server (tower-test): found,
+//! not found, API erroring, API hanging (answered within the bound), and the cache.
+
+mod webhook_support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body as AxumBody, to_bytes};
+use http::{Request, Response, StatusCode};
+use kube::client::Body;
+use reload_injector::hash::{ConfigData, ConfigId, Lookup};
+use reload_injector::webhook::lookup::{CacheConfig, Lookups};
+use reload_injector::webhook::metrics::Metrics;
+use reload_injector::webhook::{AppState, app};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+use tower::ServiceExt;
+use webhook_support::{apply_patch, check_answer, pod_review, settings};
+
+/// How the mock API answers a GET.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// 200 with the object for known names, 404 otherwise.
+    Serve,
+    /// 500 Internal Server Error.
+    Fail,
+    /// Never answers.
+    Hang,
+}
+
+struct MockApi {
+    calls: Arc<AtomicUsize>,
+    mode: Arc<Mutex<Api>>,
+    /// Value of ConfigMap `web-settings` key `upstream`.
+    upstream: Arc<Mutex<String>>,
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code
+    }))
+    .unwrap()
+}
+
+/// A kube client whose requests are answered by a task following `MockApi`.
+fn mock_client() -> (kube::Client, MockApi) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let api = MockApi {
+        calls: Arc::new(AtomicUsize::new(0)),
+        mode: Arc::new(Mutex::new(Api::Serve)),
+        upstream: Arc::new(Mutex::new("http://backend:8080".into())),
+    };
+    let (calls, mode, upstream) = (api.calls.clone(), api.mode.clone(), api.upstream.clone());
+    tokio::spawn(async move {
+        let mut hanging = Vec::new();
+        while let Some((req, send)) = handle.next_request().await {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let path = req.uri().path().to_owned();
+            let (code, body) = match *mode.lock().await {
+                Api::Hang => {
+                    hanging.push(send);
+                    continue;
+                }
+                Api::Fail => (
+                    500,
+                    status(500, "InternalError", "etcdserver: request timed out"),
+                ),
+                Api::Serve => match path.as_str() {
+                    "/api/v1/namespaces/shop/configmaps/web-settings" => (
+                        200,
+                        serde_json::to_vec(&json!({
+                            "apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "web-settings", "namespace": "shop"},
+                            "data": {"upstream": *upstream.lock().await, "unused": "x"}
+                        }))
+                        .unwrap(),
+                    ),
+                    "/api/v1/namespaces/shop/secrets/db" => (
+                        200,
+                        serde_json::to_vec(&json!({
+                            "apiVersion": "v1", "kind": "Secret",
+                            "metadata": {"name": "db", "namespace": "shop"},
+                            "data": {"password": "aHVudGVyMg=="}
+                        }))
+                        .unwrap(),
+                    ),
+                    _ => (404, status(404, "NotFound", "not found")),
+                },
+            };
+            let resp = Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap();
+            send.send_response(resp);
+        }
+    });
+    (kube::Client::new(service, "default"), api)
+}
+
+fn lookups(client: kube::Client, ttl: Duration, timeout: Duration) -> (Lookups, Metrics) {
+    let metrics = Metrics::new();
+    let config = CacheConfig {
+        ttl,
+        timeout,
+        max_entries: 100,
+    };
+    (Lookups::new(Some(client), config, metrics.clone()), metrics)
+}
+
+fn refs(ids: &[ConfigId]) -> BTreeSet<ConfigId> {
+    ids.iter().cloned().collect()
+}
+
+fn value<'a>(data: &'a ConfigData, id: &ConfigId, key: &str) -> &'a [u8] {
+    match data.get(id) {
+        Some(Lookup::Found(object)) => &object.data[key],
+        other => panic!("{id}: expected found, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn found_config_map_and_secret_and_not_found() {
+    let (client, api) = mock_client();
+    let (lookups, _) = lookups(client, Duration::from_secs(30), Duration::from_secs(5));
+    let (cm, secret, absent) = (
+        ConfigId::config_map("web-settings"),
+        ConfigId::secret("db"),
+        ConfigId::config_map("absent"),
+    );
+    let data = lookups
+        .fetch("shop", &refs(&[cm.clone(), secret.clone(), absent.clone()]))
+        .await;
+    assert_eq!(value(&data, &cm, "upstream"), b"http://backend:8080");
+    assert_eq!(value(&data, &secret, "password"), b"hunter2");
+    assert_eq!(data.get(&absent), Some(&Lookup::NotFound));
+    assert_eq!(api.calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn cache_hit_makes_no_api_call_and_stale_entries_refresh_in_the_background() {
+    let (client, api) = mock_client();
+    let (fresh, _) = lookups(
+        client.clone(),
+        Duration::from_secs(30),
+        Duration::from_secs(5),
+    );
+    let id = ConfigId::config_map("web-settings");
+    fresh.fetch("shop", &refs(&[id.clone()])).await;
+    fresh.fetch("shop", &refs(&[id.clone()])).await;
+    assert_eq!(
+        api.calls.load(Ordering::SeqCst),
+        1,
+        "second fetch went to the API"
+    );
+    // Another namespace is another object.
+    fresh.fetch("other", &refs(&[id.clone()])).await;
+    assert_eq!(api.calls.load(Ordering::SeqCst), 2);
+
+    // TTL zero: every hit is stale; it is served at once and refreshed behind the scenes.
+    let (stale, _) = lookups(client, Duration::ZERO, Duration::from_secs(5));
+    let first = stale.fetch("shop", &refs(&[id.clone()])).await;
+    assert_eq!(value(&first, &id, "upstream"), b"http://backend:8080");
+    *api.upstream.lock().await = "http://backend-v2:8080".into();
+    *api.mode.lock().await = Api::Hang;
+    let started = Instant::now();
+    let second = stale.fetch("shop", &refs(&[id.clone()])).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "a stale hit waited on the API"
+    );
+    assert_eq!(value(&second, &id, "upstream"), b"http://backend:8080");
+    *api.mode.lock().await = Api::Serve;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let data = stale.fetch("shop", &refs(&[id.clone()])).await;
+        if value(&data, &id, "upstream") == b"http://backend-v2:8080" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never refreshed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn api_errors_become_failed_lookups_and_are_not_cached() {
+    let (client, api) = mock_client();
+    *api.mode.lock().await = Api::Fail;
+    let (lookups, metrics) = lookups(client, Duration::from_secs(30), Duration::from_secs(5));
+    let id = ConfigId::config_map("web-settings");
+    let data = lookups.fetch("shop", &refs(&[id.clone()])).await;
+    match data.get(&id) {
+        Some(Lookup::Failed(reason)) => assert_eq!(reason, "API error 500 InternalError"),
+        other => panic!("expected failed, got {other:?}"),
+    }
+    assert!(
+        metrics
+            .render()
+            .contains("reload_injector_hash_lookup_failures_total 1")
+    );
+    assert_eq!(lookups.cached(), 0);
+    *api.mode.lock().await = Api::Serve;
+    let data = lookups.fetch("shop", &refs(&[id.clone()])).await;
+    assert!(matches!(data.get(&id), Some(Lookup::Found(_))));
+}
+
+#[tokio::test]
+async fn hanging_api_is_cut_off_at_the_lookup_timeout() {
+    let (client, api) = mock_client();
+    *api.mode.lock().await = Api::Hang;
+    let (lookups, _) = lookups(client, Duration::from_secs(30), Duration::from_millis(300));
+    let ids = [ConfigId::config_map("web-settings"), ConfigId::secret("db")];
+    let started = Instant::now();
+    let data = lookups.fetch("shop", &refs(&ids)).await;
+    // Both were asked in parallel and the whole fetch was bounded by one timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    for id in &ids {
+        match data.get(id) {
+            Some(Lookup::Failed(reason)) => {
+                assert_eq!(reason, "API timed out after 300ms")
+            }
+            other => panic!("expected failed, got {other:?}"),
+        }
+    }
+    assert_eq!(api.calls.load(Ordering::SeqCst), 2);
+}
+
+async fn review_through(state: AppState, review: &Value) -> Value {
+    let req = Request::post("/mutate")
+        .header("content-type", "application/json")
+        .body(AxumBody::from(serde_json::to_vec(review).unwrap()))
+        .unwrap();
+    let resp = app(state).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    serde_json::from_slice(&to_bytes(resp.into_body(), 1 << 20).await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn review_stamps_the_hash_when_the_api_answers_and_warns_when_it_hangs() {
+    let (client, api) = mock_client();
+    let (ok_lookups, metrics) = lookups(
+        client.clone(),
+        Duration::from_secs(30),
+        Duration::from_secs(5),
+    );
+    let state = AppState::new(settings(), ok_lookups, metrics);
+    let review = pod_review("uid-hashed");
+    let answer = review_through(state, &review).await;
+    let response = check_answer(&answer, "uid-hashed");
+    let patched = apply_patch(&response, &review["request"]["object"]);
+    let hash = patched["metadata"]["annotations"]["reload-injector.io/config-hash"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no hash in {patched}"));
+    assert!(hash.starts_with("sha256:"), "{hash}");
+    assert!(!response.to_string().contains("could not"), "{response}");
+
+    *api.mode.lock().await = Api::Hang;
+    let (slow_lookups, metrics) =
+        lookups(client, Duration::from_secs(30), Duration::from_millis(300));
+    let state = AppState::new(settings(), slow_lookups, metrics);
+    let started = Instant::now();
+    let answer = review_through(state, &pod_review("uid-slow")).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let response = check_answer(&answer, "uid-slow");
+    assert_eq!(response["allowed"], true);
+    let warnings = response["warnings"].to_string();
+    assert!(
+        warnings.contains(r#"could not read ConfigMap \"web-settings\" (API timed out after 300ms); config hash not updated"#),
+        "{warnings}"
+    );
+    let patched = apply_patch(&response, &review["request"]["object"]);
+    assert!(
+        patched["metadata"]["annotations"]
+            .get("reload-injector.io/config-hash")
+            .is_none(),
+        "a hash was stamped without the data: {patched}"
+    );
+}
