@@ -116,6 +116,10 @@ fn refs(ids: &[ConfigId]) -> BTreeSet<ConfigId> {
     ids.iter().cloned().collect()
 }
 
+fn one(id: &ConfigId) -> BTreeSet<ConfigId> {
+    BTreeSet::from([id.clone()])
+}
+
 fn value<'a>(data: &'a ConfigData, id: &ConfigId, key: &str) -> &'a [u8] {
     match data.get(id) {
         Some(Lookup::Found(object)) => &object.data[key],
@@ -150,25 +154,25 @@ async fn cache_hit_makes_no_api_call_and_stale_entries_refresh_in_the_background
         Duration::from_secs(5),
     );
     let id = ConfigId::config_map("web-settings");
-    fresh.fetch("shop", &refs(&[id.clone()])).await;
-    fresh.fetch("shop", &refs(&[id.clone()])).await;
+    fresh.fetch("shop", &one(&id)).await;
+    fresh.fetch("shop", &one(&id)).await;
     assert_eq!(
         api.calls.load(Ordering::SeqCst),
         1,
         "second fetch went to the API"
     );
     // Another namespace is another object.
-    fresh.fetch("other", &refs(&[id.clone()])).await;
+    fresh.fetch("other", &one(&id)).await;
     assert_eq!(api.calls.load(Ordering::SeqCst), 2);
 
     // TTL zero: every hit is stale; it is served at once and refreshed behind the scenes.
     let (stale, _) = lookups(client, Duration::ZERO, Duration::from_secs(5));
-    let first = stale.fetch("shop", &refs(&[id.clone()])).await;
+    let first = stale.fetch("shop", &one(&id)).await;
     assert_eq!(value(&first, &id, "upstream"), b"http://backend:8080");
     *api.upstream.lock().await = "http://backend-v2:8080".into();
     *api.mode.lock().await = Api::Hang;
     let started = Instant::now();
-    let second = stale.fetch("shop", &refs(&[id.clone()])).await;
+    let second = stale.fetch("shop", &one(&id)).await;
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "a stale hit waited on the API"
@@ -177,7 +181,7 @@ async fn cache_hit_makes_no_api_call_and_stale_entries_refresh_in_the_background
     *api.mode.lock().await = Api::Serve;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let data = stale.fetch("shop", &refs(&[id.clone()])).await;
+        let data = stale.fetch("shop", &one(&id)).await;
         if value(&data, &id, "upstream") == b"http://backend-v2:8080" {
             break;
         }
@@ -192,7 +196,7 @@ async fn api_errors_become_failed_lookups_and_are_not_cached() {
     *api.mode.lock().await = Api::Fail;
     let (lookups, metrics) = lookups(client, Duration::from_secs(30), Duration::from_secs(5));
     let id = ConfigId::config_map("web-settings");
-    let data = lookups.fetch("shop", &refs(&[id.clone()])).await;
+    let data = lookups.fetch("shop", &one(&id)).await;
     match data.get(&id) {
         Some(Lookup::Failed(reason)) => assert_eq!(reason, "API error 500 InternalError"),
         other => panic!("expected failed, got {other:?}"),
@@ -204,7 +208,7 @@ async fn api_errors_become_failed_lookups_and_are_not_cached() {
     );
     assert_eq!(lookups.cached(), 0);
     *api.mode.lock().await = Api::Serve;
-    let data = lookups.fetch("shop", &refs(&[id.clone()])).await;
+    let data = lookups.fetch("shop", &one(&id)).await;
     assert!(matches!(data.get(&id), Some(Lookup::Found(_))));
 }
 
