@@ -1,0 +1,119 @@
+//! The pure core on the realistic 5 KB Pod review: `config_refs` + `review`, and for scale the
+//! whole synchronous path (parse bytes, core, encode the answer) and the JSON parse alone.
+//!
+//! `cargo bench --bench core` measures; without `--bench` (as `cargo test --all-targets`
+//! runs it) it checks each path once, quickly.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
+use reload_injector::inject::{self, Outcome, Settings};
+use reload_injector::webhook::review::{self, Review};
+
+fn settings() -> Settings {
+    Settings {
+        sidecar_image: "ghcr.io/reload-injector/reload-injector:bench".into(),
+        native_sidecars: true,
+        own_namespace: "reload-injector".into(),
+        version: reload_injector::VERSION.into(),
+        inject_into_templates: false,
+        secret_key: None,
+    }
+}
+
+fn body() -> Vec<u8> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/reviews/realistic-pod.json"
+    );
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    serde_json::to_vec(&value).unwrap()
+}
+
+fn configs() -> ConfigData {
+    let mut data = ConfigData::new();
+    let mut object = ConfigObject::default();
+    object
+        .data
+        .insert("upstream".into(), b"http://backend:8080".to_vec());
+    data.insert(ConfigId::config_map("web-settings"), Lookup::Found(object));
+    data
+}
+
+/// Runs `f` `n` times per round for `rounds` rounds; returns the median time per call.
+fn measure(rounds: usize, n: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..n.min(1000) {
+        f();
+    }
+    let mut per_call: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            start.elapsed() / n as u32
+        })
+        .collect();
+    per_call.sort();
+    per_call[rounds / 2]
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let (rounds, n) = if bench { (9, 20_000) } else { (1, 3) };
+    let bytes = body();
+    let settings = settings();
+    let configs = configs();
+
+    let parsed = Review::parse(&bytes).unwrap();
+    let req = parsed.request().unwrap();
+    let refs = inject::config_refs(&req, &settings).unwrap();
+    assert!(
+        refs.contains(&ConfigId::config_map("web-settings")),
+        "{refs:?}"
+    );
+    match inject::review(&req, &settings, &configs).unwrap() {
+        Outcome::Allowed { patch, .. } => assert!(!patch.0.is_empty(), "no patch"),
+        other => panic!("unexpected outcome {other:?}"),
+    }
+
+    let core = measure(rounds, n, || {
+        let refs = inject::config_refs(black_box(&req), &settings).unwrap();
+        black_box(refs);
+        black_box(inject::review(black_box(&req), &settings, &configs).unwrap());
+    });
+    let parse = measure(rounds, n, || {
+        black_box(serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).unwrap());
+    });
+    let whole = measure(rounds, n, || {
+        let parsed = Review::parse(black_box(&bytes)).unwrap();
+        let req = parsed.request().unwrap();
+        black_box(inject::config_refs(&req, &settings).unwrap());
+        let answer = match inject::review(&req, &settings, &configs).unwrap() {
+            Outcome::Allowed { patch, warnings } => {
+                review::allowed(parsed.uid(), &patch, &warnings)
+            }
+            Outcome::Denied { message, warnings } => {
+                review::denied(parsed.uid(), 403, &message, &warnings)
+            }
+        };
+        black_box(answer);
+    });
+    println!("realistic Pod review: {} bytes", bytes.len());
+    println!(
+        "core (config_refs + review):        {:>8.2} µs/review",
+        core.as_secs_f64() * 1e6
+    );
+    println!(
+        "JSON parse of the body alone:       {:>8.2} µs/review",
+        parse.as_secs_f64() * 1e6
+    );
+    println!(
+        "parse + core + encode the answer:   {:>8.2} µs/review",
+        whole.as_secs_f64() * 1e6
+    );
+    if !bench {
+        println!("(quick check only; run `cargo bench --bench core` to measure)");
+    }
+}
