@@ -12,7 +12,6 @@
 //! phase is bounded in time.
 
 #[path = "../tests/webhook_support/mod.rs"]
-#[allow(dead_code)]
 mod webhook_support;
 
 use std::net::{SocketAddr, TcpListener};
