@@ -83,14 +83,23 @@ fn main() {
         black_box(refs);
         black_box(inject::review(black_box(&req), &settings, &configs).unwrap());
     });
+    let plan = measure(rounds, n, || {
+        let plan = inject::Plan::new(black_box(&req), &settings).unwrap();
+        black_box(plan.config_refs());
+        black_box(plan.decide(&configs));
+    });
+    let read_only = measure(rounds, n, || {
+        black_box(inject::Plan::new(black_box(&req), &settings).unwrap());
+    });
     let parse = measure(rounds, n, || {
         black_box(serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).unwrap());
     });
     let whole = measure(rounds, n, || {
         let parsed = Review::parse(black_box(&bytes)).unwrap();
         let req = parsed.request().unwrap();
-        black_box(inject::config_refs(&req, &settings).unwrap());
-        let answer = match inject::review(&req, &settings, &configs).unwrap() {
+        let plan = inject::Plan::new(&req, &settings).unwrap();
+        black_box(plan.config_refs());
+        let answer = match plan.decide(&configs) {
             Outcome::Allowed { patch, warnings } => {
                 review::allowed(parsed.uid(), &patch, &warnings)
             }
@@ -106,11 +115,19 @@ fn main() {
         core.as_secs_f64() * 1e6
     );
     println!(
+        "one Plan (new + config_refs + decide): {:>6.2} µs/review",
+        plan.as_secs_f64() * 1e6
+    );
+    println!(
+        "  of which Plan::new (reads object): {:>8.2} µs/review",
+        read_only.as_secs_f64() * 1e6
+    );
+    println!(
         "JSON parse of the body alone:       {:>8.2} µs/review",
         parse.as_secs_f64() * 1e6
     );
     println!(
-        "parse + core + encode the answer:   {:>8.2} µs/review",
+        "parse + Plan + encode the answer:   {:>8.2} µs/review",
         whole.as_secs_f64() * 1e6
     );
     if !bench {

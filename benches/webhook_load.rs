@@ -85,8 +85,9 @@ async fn run(plan: Plan, bench: bool) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = rss_kib(server.0.id());
 
-    let h1 = throughput(addr, &ca, &body, Proto::H1, plan.throughput_for).await;
-    let h2 = throughput(addr, &ca, &body, Proto::H2, plan.throughput_for).await;
+    let pid = server.0.id();
+    let h1 = throughput(addr, &ca, &body, Proto::H1, plan.throughput_for, pid).await;
+    let h2 = throughput(addr, &ca, &body, Proto::H2, plan.throughput_for, pid).await;
     let (sched, service) = open_loop(addr, &ca, &body, plan.latency_for).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_after = rss_kib(server.0.id());
@@ -107,8 +108,17 @@ async fn run(plan: Plan, bench: bool) {
         mib(rss_idle),
         mib(rss_after)
     );
-    println!("throughput, {CONNECTIONS} connections, HTTP/1.1: {h1:.0} reviews/s");
-    println!("throughput, {CONNECTIONS} connections, HTTP/2:   {h2:.0} reviews/s");
+    for (name, t) in [("HTTP/1.1", &h1), ("HTTP/2  ", &h2)] {
+        println!(
+            "throughput, {CONNECTIONS} connections, {name}: {:.0} reviews/s; server CPU {:.1} µs/review \
+             (= {:.0} reviews per CPU-second), server CPU busy {:.0}%, load generator CPU busy {:.0}%",
+            t.per_second,
+            t.server_cpu_us,
+            1e6 / t.server_cpu_us,
+            t.server_busy * 100.0,
+            t.client_busy * 100.0,
+        );
+    }
     println!(
         "open loop {OPEN_LOOP_RATE:.0}/s over {CONNECTIONS} HTTP/1.1 connections ({} reviews): \
          from send p50 {:.3} ms p99 {:.3} ms max {:.3} ms; \
@@ -121,7 +131,7 @@ async fn run(plan: Plan, bench: bool) {
         pct(&sched, 99.0),
     );
     if !bench {
-        assert!(h1 > 0.0 && h2 > 0.0 && !service.is_empty());
+        assert!(h1.per_second > 0.0 && h2.per_second > 0.0 && !service.is_empty());
         println!("(smoke run only; run `cargo bench --bench webhook_load` to measure)");
     }
 }
@@ -177,6 +187,17 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// The result of a closed-loop run.
+struct Throughput {
+    per_second: f64,
+    /// Server CPU time (user + system) per review.
+    server_cpu_us: f64,
+    /// Share of one CPU the server used.
+    server_busy: f64,
+    /// Share of one CPU the load generator used.
+    client_busy: f64,
+}
+
 /// Closed loop: every connection sends its next review as soon as the last is answered.
 async fn throughput(
     addr: SocketAddr,
@@ -184,11 +205,13 @@ async fn throughput(
     body: &[u8],
     proto: Proto,
     run_for: Duration,
-) -> f64 {
+    server_pid: u32,
+) -> Throughput {
     let mut conns = Vec::new();
     for _ in 0..CONNECTIONS {
         conns.push(Conn::connect(addr, ca, proto).await.unwrap());
     }
+    let (server_cpu0, client_cpu0) = (cpu_seconds(&server_pid.to_string()), cpu_seconds("self"));
     let started = Instant::now();
     let deadline = started + run_for;
     let tasks: Vec<_> = conns
@@ -213,7 +236,29 @@ async fn throughput(
     for task in tasks {
         total += task.await.unwrap();
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    let elapsed = started.elapsed().as_secs_f64();
+    let server_cpu = cpu_seconds(&server_pid.to_string()) - server_cpu0;
+    let client_cpu = cpu_seconds("self") - client_cpu0;
+    Throughput {
+        per_second: total as f64 / elapsed,
+        server_cpu_us: server_cpu * 1e6 / total.max(1) as f64,
+        server_busy: server_cpu / elapsed,
+        client_busy: client_cpu / elapsed,
+    }
+}
+
+/// User + system CPU seconds of a process (`self` or a pid), from /proc.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64;
+    ticks / hz
 }
 
 /// Open loop at [`OPEN_LOOP_RATE`]: each connection has its own fixed schedule. Returns the

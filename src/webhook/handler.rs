@@ -5,7 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::inject::{self, Outcome, Settings};
+use crate::inject::{Outcome, Plan, Settings};
 
 use super::lookup::Lookups;
 use super::metrics::Metrics;
@@ -90,15 +90,13 @@ async fn decide(
         Ok(request) => request,
         Err(err) => return Ok(not_understood(uid, &err.to_string())),
     };
-    let refs = match guard(|| inject::config_refs(&request, settings))? {
-        Ok(refs) => refs,
+    // One plan serves both steps, so the object is read once.
+    let plan = match guard(|| Plan::new(&request, settings))? {
+        Ok(plan) => plan,
         Err(err) => return Ok(not_understood(uid, &err.to_string())),
     };
-    let configs = lookups.fetch(request.namespace, &refs).await;
-    let outcome = match guard(|| inject::review(&request, settings, &configs))? {
-        Ok(outcome) => outcome,
-        Err(err) => return Ok(not_understood(uid, &err.to_string())),
-    };
+    let configs = lookups.fetch(request.namespace, &plan.config_refs()).await;
+    let outcome = guard(|| plan.decide(&configs))?;
     Ok(match outcome {
         Outcome::Allowed { patch, warnings } => {
             let label = if patch.0.is_empty() {
