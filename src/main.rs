@@ -8,3 +8,6 @@ fn main() -> ExitCode {
     let cli = reload_injector::cli::Cli::parse();
     reload_injector::run(cli)
 }
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
