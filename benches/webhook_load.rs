@@ -153,7 +153,8 @@ async fn start_and_first_review(
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let started = Instant::now();
     let mut child = Command::new("taskset")
-        .args(["-c", "0", env!("CARGO_BIN_EXE_reload-injector")])
+        .args(["-c", "0"])
+        .arg(binary())
         .args(["--log-level", "warn", "serve", "--no-kube"])
         .arg("--listen")
         .arg(addr.to_string())
@@ -180,6 +181,13 @@ async fn start_and_first_review(
         }
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
+}
+
+/// The server binary: this build's, or `RELOAD_INJECTOR_BENCH_BINARY` (e.g. a build with
+/// symbols, for `perf`).
+fn binary() -> std::path::PathBuf {
+    std::env::var_os("RELOAD_INJECTOR_BENCH_BINARY")
+        .map_or_else(|| env!("CARGO_BIN_EXE_reload-injector").into(), Into::into)
 }
 
 fn stop(child: &mut Child) {

@@ -1,8 +1,8 @@
 //! AdmissionReview `admission.k8s.io/v1` on the wire: reading a request body and writing the
 //! answer. Pure: bytes in, bytes out.
 //!
-//! The body is parsed once into a `serde_json::Value` and the core borrows from it, so a review
-//! copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
+//! The body is parsed once into a `serde_json::Value` (without `metadata.managedFields`, see
+//! `lean`) and the core borrows from it, so a review copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
 //! response type, which would serialise the patch as an array of numbers instead of the
 //! documented base64 string.
 
@@ -70,7 +70,7 @@ impl Review {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(EnvelopeError::Empty);
         }
-        let doc: Value = serde_json::from_slice(body).map_err(EnvelopeError::NotJson)?;
+        let doc = lean::from_slice(body).map_err(EnvelopeError::NotJson)?;
         let Some(top) = doc.as_object() else {
             return Err(EnvelopeError::NotAnObject(json_type(&doc)));
         };
@@ -258,6 +258,8 @@ fn encode(response: Response<'_>) -> Vec<u8> {
     // Strings, booleans and numbers only: serialising cannot fail.
     serde_json::to_vec(&envelope).unwrap_or_default()
 }
+
+mod lean;
 
 #[cfg(test)]
 mod tests;
