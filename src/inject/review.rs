@@ -233,7 +233,7 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
     let consequence = if rolls {
         "pods roll when it changes"
     } else {
-        "changes apply only when the pod is recreated"
+        "a change needs a new pod"
     };
     for u in uses {
         let id = u.consumed.id();
@@ -246,7 +246,7 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
         let what = via.replace("{}", &describe(id));
         if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {
             warnings.push(format!(
-                "container {} {what}; not hashed (webhook has no secret hash key), so no restart on change",
+                "container {} {what}; no secret hash key, so no restart on change",
                 quoted(&u.container)
             ));
         } else {
@@ -266,7 +266,7 @@ fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
             .map(|u| u.container.as_str())
             .unwrap_or_default();
         warnings.push(format!(
-            "container {} needs {}, which does not exist; the pod cannot start until it does",
+            "container {} needs {}, which does not exist: the pod cannot start until it does",
             quoted(container),
             describe(id)
         ));
