@@ -366,3 +366,50 @@ fn is_process_name(name: &str) -> bool {
         && !name.contains('/')
         && !name.chars().any(|c| c.is_whitespace() || c.is_control())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_canonicalised() {
+        for (raw, want) in [
+            ("SIGHUP", "SIGHUP"),
+            ("HUP", "SIGHUP"),
+            ("hup", "SIGHUP"),
+            (" usr1 ", "SIGUSR1"),
+            ("sigterm", "SIGTERM"),
+            ("10", "10"),
+        ] {
+            assert_eq!(canonical_signal(raw).as_deref(), Some(want), "{raw}");
+        }
+        for raw in ["", "SIG", "RELOAD", "0", "65", "-1", "SIGHUP; rm -rf"] {
+            assert_eq!(canonical_signal(raw), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn only_http_urls_with_a_host_are_accepted() {
+        assert!(is_http_url("http://127.0.0.1:9090/-/reload"));
+        assert!(is_http_url("https://localhost/reload"));
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http:///path",
+            "127.0.0.1/reload",
+            "http://a b",
+            "http://a\n",
+        ] {
+            assert!(!is_http_url(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn process_names_are_single_words() {
+        assert!(is_process_name("nginx"));
+        assert!(is_process_name("fluent-bit"));
+        for bad in ["", "/usr/sbin/nginx", "a b", "x\u{1b}"] {
+            assert!(!is_process_name(bad), "{bad:?}");
+        }
+    }
+}
