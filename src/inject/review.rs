@@ -193,7 +193,9 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
     warn_hash(&outcome.uses, &report, &mut warnings);
     let plan = sidecar::plan(&target.annotations, &target.spec, &analysis, &mut warnings);
 
-    let mut edited = req.object.clone();
+    // Edit a copy of only what may change, and diff it against the same unedited view.
+    let original = object::editable_view(req.object, target.workload.pointer());
+    let mut edited = original.clone();
     let Some(pod) = edited.pointer_mut(target.workload.pointer()) else {
         return Outcome::untouched();
     };
@@ -207,7 +209,7 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
     if let (Some(plan), true, false) = (&plan, inject_here, analysis.has_sidecar) {
         insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
     }
-    let patch = json_patch::diff(req.object, &edited);
+    let patch = json_patch::diff(&original, &edited);
     Outcome::Allowed {
         patch,
         warnings: warnings.into_vec(),
