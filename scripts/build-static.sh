@@ -9,6 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 target=x86_64-unknown-linux-gnu
-export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static"
+# getrandom 0.3 finds glibc's getrandom() with dlsym, which a static binary cannot do, and
+# would fall back to opening /dev/urandom; linux_getrandom makes it call getrandom(2) directly,
+# so randomness needs no file (tests/dockerfile.rs runs the binary in an empty root).
+export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\""
 cargo build --release --locked --target "$target" --bin reload-injector >&2
 echo "${CARGO_TARGET_DIR:-target}/$target/release/reload-injector"
