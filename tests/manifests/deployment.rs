@@ -165,3 +165,41 @@ fn rbac_only_reads_configmaps_and_secrets() {
         }
     }
 }
+
+#[test]
+fn deployment_args_and_env_are_flags_serve_knows() {
+    use clap::{CommandFactory, Parser};
+    use reload_injector::cli::{Cli, Command};
+
+    let objects = base();
+    let deployment = find(&objects, "Deployment", "reload-injector");
+    let c = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let cli = Cli::try_parse_from(std::iter::once("reload-injector").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"));
+    let Command::Serve(serve) = cli.command else {
+        panic!("not serve")
+    };
+    assert_eq!(
+        serve.secret_hash_key_file.as_deref(),
+        Some(Path::new("/etc/reload-injector/hash-key/secret-hash.key"))
+    );
+
+    let command = Cli::command();
+    let serve_cmd = command.find_subcommand("serve").unwrap();
+    let known: Vec<String> = serve_cmd
+        .get_arguments()
+        .chain(command.get_arguments())
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect();
+    for var in c["env"].as_array().unwrap() {
+        let name = var["name"].as_str().unwrap();
+        assert!(known.iter().any(|k| k == name), "serve reads no {name}");
+    }
+}
