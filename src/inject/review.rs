@@ -99,6 +99,12 @@ fn read_target<'a>(
     if is_false(annotations.get(INJECT)) || is_false(labels.get(INJECT)) {
         return Ok(None);
     }
+    // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
+    // its owner wrote it: the owner was already checked and hashed, and a template that differs
+    // from the owner's would make the Deployment controller create ReplicaSets in a loop.
+    if matches!(workload, Workload::Template(_)) && object::has_controller(req.object) {
+        return Ok(None);
+    }
     let spec = parse_spec(pod, req.kind)?;
     let policy = subpath_policy(req, workload, pod, &annotations);
     let analysis = analyse(&spec);
