@@ -7,6 +7,7 @@
 mod files;
 mod names;
 
+use std::io::Write;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -177,20 +178,23 @@ pub fn run(args: CertsArgs) -> anyhow::Result<()> {
     };
     let bundle = generate(&req)?;
     let written = write_bundle(&args.out, &bundle, &files::random_hash_key(), args.force)?;
-    println!("wrote into {}:", args.out.display());
-    for path in &written {
-        println!("  {}", path.display());
-    }
     let names = service_dns_names(&req.service, &req.namespace, &req.dns)?;
-    println!("serving certificate for: {}", names.join(", "));
-    println!(
+    // Written with `writeln!`, not `println!`: a closed stdout (`| head`) is an error, not a panic.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "wrote into {}:", args.out.display())?;
+    for path in &written {
+        writeln!(out, "  {}", path.display())?;
+    }
+    writeln!(out, "serving certificate for: {}", names.join(", "))?;
+    writeln!(
+        out,
         "next: create the Secrets and set caBundle, e.g. with certs/generate.sh, or:\n  \
-         kubectl -n {ns} create secret tls reload-injector-tls --cert={out}/tls.crt --key={out}/tls.key\n  \
-         kubectl -n {ns} create secret generic reload-injector-hash-key --from-file={out}/secret-hash.key\n  \
-         and put the content of {out}/ca-bundle.b64 into the webhooks' clientConfig.caBundle",
+         kubectl -n {ns} create secret tls reload-injector-tls --cert={dir}/tls.crt --key={dir}/tls.key\n  \
+         kubectl -n {ns} create secret generic reload-injector-hash-key --from-file={dir}/secret-hash.key\n  \
+         and put the content of {dir}/ca-bundle.b64 into the webhooks' clientConfig.caBundle",
         ns = req.namespace,
-        out = args.out.display(),
-    );
+        dir = args.out.display(),
+    )?;
     Ok(())
 }
 

@@ -99,6 +99,57 @@ pub fn share_process_namespace(pod: &mut Value) {
     child(as_object(pod), "spec").insert("shareProcessNamespace".to_owned(), Value::Bool(true));
 }
 
+/// The fields of the pod (template) that the core may edit, relative to the pod.
+pub const EDITABLE_FIELDS: [&[&str]; 4] = [
+    &["metadata", "annotations"],
+    &["spec", "containers"],
+    &["spec", "initContainers"],
+    &["spec", "shareProcessNamespace"],
+];
+
+/// A copy of `object` holding only what the core may edit: the objects down to the pod at
+/// `pod_pointer`, and below it the [`EDITABLE_FIELDS`] that exist (what is absent stays absent).
+///
+/// Editing this copy and diffing it against an unedited one gives exactly the patch that
+/// editing and diffing the whole object would, without copying and walking `managedFields`,
+/// probes, volumes and everything else the core never touches.
+pub fn editable_view(object: &Value, pod_pointer: &str) -> Value {
+    let mut view = Value::Object(Map::new());
+    let mut src = object;
+    let mut dst = &mut view;
+    for key in pod_pointer.split('/').skip(1) {
+        let Some(next) = src.get(key) else {
+            return view;
+        };
+        src = next;
+        dst = as_object(dst)
+            .entry(key)
+            .or_insert(Value::Object(Map::new()));
+    }
+    for field in EDITABLE_FIELDS {
+        copy_path(src, dst, field);
+    }
+    view
+}
+
+/// Copies `src` at `path` into `dst`, creating the objects on the way only where `src` has them.
+fn copy_path(src: &Value, dst: &mut Value, path: &[&str]) {
+    let Some((key, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(child) = src.get(*key) else { return };
+    let dst = as_object(dst);
+    if rest.is_empty() || !child.is_object() {
+        dst.insert((*key).to_owned(), child.clone());
+    } else {
+        copy_path(
+            child,
+            dst.entry(*key).or_insert(Value::Object(Map::new())),
+            rest,
+        );
+    }
+}
+
 /// `value` as an object, replaced by an empty one if it is anything else (`null`).
 fn as_object(value: &mut Value) -> &mut Map<String, Value> {
     if !value.is_object() {

@@ -99,6 +99,12 @@ fn read_target<'a>(
     if is_false(annotations.get(INJECT)) || is_false(labels.get(INJECT)) {
         return Ok(None);
     }
+    // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
+    // its owner wrote it: the owner was already checked and hashed, and a template that differs
+    // from the owner's would make the Deployment controller create ReplicaSets in a loop.
+    if matches!(workload, Workload::Template(_)) && object::has_controller(req.object) {
+        return Ok(None);
+    }
     let spec = parse_spec(pod, req.kind)?;
     let policy = subpath_policy(req, workload, pod, &annotations);
     let analysis = analyse(&spec);
@@ -193,7 +199,9 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
     warn_hash(&outcome.uses, &report, &mut warnings);
     let plan = sidecar::plan(&target.annotations, &target.spec, &analysis, &mut warnings);
 
-    let mut edited = req.object.clone();
+    // Edit a copy of only what may change, and diff it against the same unedited view.
+    let original = object::editable_view(req.object, target.workload.pointer());
+    let mut edited = original.clone();
     let Some(pod) = edited.pointer_mut(target.workload.pointer()) else {
         return Outcome::untouched();
     };
@@ -207,7 +215,7 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
     if let (Some(plan), true, false) = (&plan, inject_here, analysis.has_sidecar) {
         insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
     }
-    let patch = json_patch::diff(req.object, &edited);
+    let patch = json_patch::diff(&original, &edited);
     Outcome::Allowed {
         patch,
         warnings: warnings.into_vec(),
@@ -233,7 +241,7 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
     let consequence = if rolls {
         "pods roll when it changes"
     } else {
-        "changes apply only when the pod is recreated"
+        "a change needs a new pod"
     };
     for u in uses {
         let id = u.consumed.id();
@@ -246,7 +254,7 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
         let what = via.replace("{}", &describe(id));
         if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {
             warnings.push(format!(
-                "container {} {what}; not hashed (webhook has no secret hash key), so no restart on change",
+                "container {} {what}; no secret hash key, so no restart on change",
                 quoted(&u.container)
             ));
         } else {
@@ -266,7 +274,7 @@ fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
             .map(|u| u.container.as_str())
             .unwrap_or_default();
         warnings.push(format!(
-            "container {} needs {}, which does not exist; the pod cannot start until it does",
+            "container {} needs {}, which does not exist: the pod cannot start until it does",
             quoted(container),
             describe(id)
         ));

@@ -180,7 +180,7 @@ fn watched_volumes(
             watched.insert(name.to_owned());
         } else {
             warnings.push(format!(
-                "{WATCH} names {}, not a ConfigMap/Secret volume an app container mounts as a directory; ignored",
+                "{WATCH}: {} is not a config volume an app container mounts as a directory; ignored",
                 quoted(name)
             ));
         }
@@ -206,7 +206,7 @@ fn mode(
             });
         }
         warnings.push(format!(
-            "{RELOAD_URL} {} is not an http(s) URL; no reload sidecar injected",
+            "{RELOAD_URL}: {} is not an http(s) URL; no sidecar injected",
             quoted(url)
         ));
         return None;
@@ -217,7 +217,7 @@ fn mode(
             Some(signal) => signal,
             None => {
                 warnings.push(format!(
-                    "{SIGNAL} {} is not a signal name or number; no reload sidecar injected",
+                    "{SIGNAL}: {} is not a signal name or number; no sidecar injected",
                     quoted(raw)
                 ));
                 return None;
@@ -225,12 +225,12 @@ fn mode(
         },
     };
     if spec.host_pid == Some(true) {
-        warnings.push("pod sets hostPID: true, so no signal-mode reload sidecar; set reload-injector.io/reload-url for HTTP");
+        warnings.push("pod sets hostPID: true: no signal-mode sidecar; use reload-injector.io/reload-url for HTTP reload");
         return None;
     }
     if spec.share_process_namespace == Some(false) {
         warnings.push(
-            "pod sets shareProcessNamespace: false, so no signal-mode reload sidecar; set reload-injector.io/reload-url",
+            "pod sets shareProcessNamespace: false: no signal-mode sidecar; use reload-injector.io/reload-url",
         );
         return None;
     }
@@ -238,12 +238,12 @@ fn mode(
         Some(p) if is_process_name(p) => Some(p.to_owned()),
         Some(p) => {
             warnings.push(format!(
-                "{PROCESS} {} is not a process name; no reload sidecar injected",
+                "{PROCESS}: {} is not a process name; no sidecar injected",
                 quoted(p)
             ));
             return None;
         }
-        None => derived_process(analysis, volumes, warnings),
+        None => derived_process(analysis, volumes, &signal, warnings),
     };
     Some(Mode::Signal { signal, process })
 }
@@ -253,6 +253,7 @@ fn mode(
 fn derived_process(
     analysis: &PodAnalysis<'_>,
     volumes: &BTreeSet<String>,
+    signal: &str,
     warnings: &mut Warnings,
 ) -> Option<String> {
     let watchers: BTreeSet<&str> = analysis
@@ -274,7 +275,7 @@ fn derived_process(
     if derived.is_none() && analysis.apps.len() > 1 {
         let names = analysis.apps.iter().map(|c| c.name.as_str());
         warnings.push(format!(
-            "containers {} all get SIGHUP on change; set {PROCESS} to pick one",
+            "containers {} all get {signal} on change; set {PROCESS} to pick one",
             quoted_list(names)
         ));
     }
@@ -320,22 +321,18 @@ fn run_as(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -
         .map(|c| c.name.as_str())
         .collect();
     let who = if unknown.is_empty() {
-        format!(
-            "containers {} run as different users",
-            quoted_list(targets.iter().map(|c| c.name.as_str()))
-        )
+        let names = quoted_list(targets.iter().map(|c| c.name.as_str()));
+        format!("containers {names} run as different users")
     } else {
         format!("container {} sets no runAsUser", quoted_list(unknown))
     };
     if pod_sc.and_then(|s| s.run_as_non_root) == Some(true) {
         warnings.push(format!(
-            "{who} and the pod requires non-root: the sidecar may get EPERM; set runAsUser"
+            "{who}, pod is runAsNonRoot: reloads may fail with EPERM"
         ));
         RunAs::Unprivileged
     } else {
-        warnings.push(format!(
-            "{who}: the sidecar runs as root with only CAP_KILL to signal; set runAsUser"
-        ));
+        warnings.push(format!("{who}: sidecar runs as root with CAP_KILL only"));
         RunAs::RootWithKill
     }
 }
@@ -368,4 +365,51 @@ fn is_process_name(name: &str) -> bool {
         && name.len() <= 255
         && !name.contains('/')
         && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_canonicalised() {
+        for (raw, want) in [
+            ("SIGHUP", "SIGHUP"),
+            ("HUP", "SIGHUP"),
+            ("hup", "SIGHUP"),
+            (" usr1 ", "SIGUSR1"),
+            ("sigterm", "SIGTERM"),
+            ("10", "10"),
+        ] {
+            assert_eq!(canonical_signal(raw).as_deref(), Some(want), "{raw}");
+        }
+        for raw in ["", "SIG", "RELOAD", "0", "65", "-1", "SIGHUP; rm -rf"] {
+            assert_eq!(canonical_signal(raw), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn only_http_urls_with_a_host_are_accepted() {
+        assert!(is_http_url("http://127.0.0.1:9090/-/reload"));
+        assert!(is_http_url("https://localhost/reload"));
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http:///path",
+            "127.0.0.1/reload",
+            "http://a b",
+            "http://a\n",
+        ] {
+            assert!(!is_http_url(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn process_names_are_single_words() {
+        assert!(is_process_name("nginx"));
+        assert!(is_process_name("fluent-bit"));
+        for bad in ["", "/usr/sbin/nginx", "a b", "x\u{1b}"] {
+            assert!(!is_process_name(bad), "{bad:?}");
+        }
+    }
 }
