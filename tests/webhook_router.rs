@@ -202,8 +202,17 @@ async fn bodies_that_are_not_admission_reviews_get_400_with_a_message() {
 
 #[tokio::test]
 async fn oversized_bodies_get_413() {
+    // Declared length far over the limit: refused before reading.
+    let huge = vec![b' '; 30 * 1024 * 1024];
+    let req = Request::post("/mutate")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, huge.len())
+        .body(Body::from(huge))
+        .unwrap();
+    let resp = app(state()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let big = vec![b' '; 7 * 1024 * 1024];
-    // Declared length over the limit: refused before reading.
+    // Declared length over the limit: read, discarded, refused.
     let req = Request::post("/mutate")
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::CONTENT_LENGTH, big.len())

@@ -184,11 +184,29 @@ async fn sigterm_completes_the_request_in_flight_and_exits_zero() {
     let mut stream = tls_stream(server.addr, client_config(&ca, Proto::H1))
         .await
         .unwrap();
+    // `Expect: 100-continue`: the server answers "100 Continue" when the handler starts
+    // reading the body, so the request is provably in flight before SIGTERM is sent.
     let head = format!(
-        "POST /mutate HTTP/1.1\r\nHost: reload-injector.reload-injector.svc\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /mutate HTTP/1.1\r\nHost: reload-injector.reload-injector.svc\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
+    stream.flush().await.unwrap();
+    let mut interim = Vec::new();
+    while !interim.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            stream.read(&mut byte).await.unwrap(),
+            1,
+            "closed before 100 Continue"
+        );
+        interim.push(byte[0]);
+    }
+    assert!(
+        interim.starts_with(b"HTTP/1.1 100"),
+        "{}",
+        String::from_utf8_lossy(&interim)
+    );
     stream.write_all(&body[..body.len() / 2]).await.unwrap();
     stream.flush().await.unwrap();
 
@@ -229,24 +247,35 @@ async fn sigterm_completes_the_request_in_flight_and_exits_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_gives_up_after_the_drain_timeout() {
     let (dir, ca) = plain_files("drain-bound");
-    let mut server = start(&dir, &["--drain-timeout", "1s"]);
+    let mut server = start(&dir, &["--drain-timeout", "2s"]);
     let mut stream = tls_stream(server.addr, client_config(&ca, Proto::H1))
         .await
         .unwrap();
-    // A request whose body never finishes (the server's own body timeout is 10 s).
+    // A request whose body never finishes (the server's own body timeout is 10 s), provably
+    // in flight (100 Continue).
     stream
-        .write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        .write_all(b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
         .await
         .unwrap();
     stream.flush().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut interim = [0u8; 12];
+    stream.read_exact(&mut interim).await.unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100");
+    stream.write_all(b"{").await.unwrap();
+    stream.flush().await.unwrap();
     let started = Instant::now();
     server.terminate();
+    // Still draining well before the 2 s bound …
+    assert!(
+        server.wait_exit(Duration::from_millis(500)).is_none(),
+        "gave up on the request before the drain timeout"
+    );
+    // … and gone well before the request's own 10 s body timeout.
     let status = server
         .wait_exit(Duration::from_secs(8))
         .expect("did not exit within the drain bound");
     assert!(status.success(), "{status:?}");
-    assert!(started.elapsed() < Duration::from_secs(8));
+    assert!(started.elapsed() < Duration::from_secs(9));
     drop(stream);
 }
 

@@ -4,16 +4,20 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http_body_util::BodyExt;
 
 use super::handler::{AppState, HandleError, handle};
 
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
 pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
+
+/// Largest body read to its end before a 413 (see `read_body`); longer ones are cut off.
+pub const DRAIN_LIMIT: usize = 4 * BODY_LIMIT;
 
 /// Longest the body of one request may take to arrive.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -73,7 +77,7 @@ impl IntoResponse for HttpError {
 
 async fn mutate(State(state): State<AppState>, request: Request) -> Result<Response, HttpError> {
     check_content_type(request.headers())?;
-    if declared_length(request.headers()).is_some_and(|n| n > BODY_LIMIT as u64) {
+    if declared_length(request.headers()).is_some_and(|n| n > DRAIN_LIMIT as u64) {
         return Err(HttpError::TooLarge);
     }
     let body = read_body(request.into_body()).await?;
@@ -112,28 +116,40 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
+/// Reads the body, up to [`BODY_LIMIT`]. A longer body is read to its end (up to
+/// [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a socket with unread data
+/// resets the connection, and the client would see a broken pipe instead of the answer.
 async fn read_body(body: Body) -> Result<bytes::Bytes, HttpError> {
-    match tokio::time::timeout(BODY_TIMEOUT, to_bytes(body, BODY_LIMIT)).await {
+    match tokio::time::timeout(BODY_TIMEOUT, collect_limited(body)).await {
         Err(_) => Err(HttpError::TimedOut),
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(err)) => {
-            let inner = err.into_inner();
-            if is_length_limit(&*inner) {
-                Err(HttpError::TooLarge)
-            } else {
-                Err(HttpError::BodyUnreadable(inner.to_string()))
-            }
-        }
+        Ok(result) => result,
     }
 }
 
-fn is_length_limit(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current = Some(err);
-    while let Some(e) = current {
-        if e.is::<http_body_util::LengthLimitError>() {
-            return true;
+async fn collect_limited(mut body: Body) -> Result<bytes::Bytes, HttpError> {
+    let mut chunks: Vec<bytes::Bytes> = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|err| HttpError::BodyUnreadable(err.to_string()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len());
+        if seen > DRAIN_LIMIT {
+            return Err(HttpError::TooLarge);
         }
-        current = e.source();
+        if seen > BODY_LIMIT {
+            chunks.clear();
+        } else {
+            chunks.push(data);
+        }
     }
-    false
+    if seen > BODY_LIMIT {
+        return Err(HttpError::TooLarge);
+    }
+    Ok(match chunks.len() {
+        0 => bytes::Bytes::new(),
+        1 => chunks.pop().unwrap_or_default(),
+        _ => chunks.concat().into(),
+    })
 }
