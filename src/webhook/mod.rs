@@ -41,7 +41,15 @@ const CACHE_ENTRIES: usize = 10_000;
 
 /// Runs the webhook until SIGTERM or SIGINT, then drains within `--drain-timeout`.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One CPU (a pod with a 1-CPU limit, or `taskset`): a single-threaded runtime avoids the
+    // cross-thread hand-offs of a work-stealing pool. More CPUs: one worker per CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut builder = if cpus == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = builder
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
