@@ -88,7 +88,11 @@ async fn run(plan: Plan, bench: bool) {
     let pid = server.0.id();
     let h1 = throughput(addr, &ca, &body, Proto::H1, plan.throughput_for, pid).await;
     let h2 = throughput(addr, &ca, &body, Proto::H2, plan.throughput_for, pid).await;
-    let (sched, service) = open_loop(addr, &ca, &body, plan.latency_for).await;
+    let OpenLoop {
+        sched,
+        service,
+        late,
+    } = open_loop(addr, &ca, &body, plan.latency_for).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_after = rss_kib(server.0.id());
     stop(&mut server.0);
@@ -122,7 +126,8 @@ async fn run(plan: Plan, bench: bool) {
     println!(
         "open loop {OPEN_LOOP_RATE:.0}/s over {CONNECTIONS} HTTP/1.1 connections ({} reviews): \
          from send p50 {:.3} ms p99 {:.3} ms max {:.3} ms; \
-         from schedule (incl. client timer lag) p50 {:.3} ms p99 {:.3} ms",
+         from schedule (incl. client timer lag) p50 {:.3} ms p99 {:.3} ms; \
+         {late} sends were due while their connection was still busy",
         service.len(),
         pct(&service, 50.0),
         pct(&service, 99.0),
@@ -271,12 +276,7 @@ fn cpu_seconds(pid: &str) -> f64 {
 
 /// Open loop at [`OPEN_LOOP_RATE`]: each connection has its own fixed schedule. Returns the
 /// latencies (ms) from the scheduled time and from the actual send.
-async fn open_loop(
-    addr: SocketAddr,
-    ca: &str,
-    body: &[u8],
-    run_for: Duration,
-) -> (Vec<f64>, Vec<f64>) {
+async fn open_loop(addr: SocketAddr, ca: &str, body: &[u8], run_for: Duration) -> OpenLoop {
     let period = Duration::from_secs_f64(CONNECTIONS as f64 / OPEN_LOOP_RATE);
     let mut conns = Vec::new();
     for _ in 0..CONNECTIONS {
@@ -292,8 +292,15 @@ async fn open_loop(
                 let offset = period.mul_f64(i as f64 / CONNECTIONS as f64);
                 let count = (run_for.as_secs_f64() / period.as_secs_f64()) as u32;
                 let mut out = Vec::with_capacity(count as usize);
+                let mut late = 0u32;
+                let mut previous_done = t0;
                 for k in 0..count {
                     let scheduled = t0 + offset + period * k;
+                    if previous_done > scheduled {
+                        // Still waiting for the previous answer: a queueing delay the
+                        // "from schedule" figure includes.
+                        late += 1;
+                    }
                     tokio::time::sleep_until(scheduled).await;
                     let sent = tokio::time::Instant::now();
                     let (status, _) = conn
@@ -302,22 +309,39 @@ async fn open_loop(
                         .unwrap();
                     assert_eq!(status, StatusCode::OK);
                     let done = tokio::time::Instant::now();
+                    previous_done = done;
                     out.push((ms(done - scheduled), ms(done - sent)));
                 }
-                out
+                (out, late)
             })
         })
         .collect();
-    let (mut sched, mut service) = (Vec::new(), Vec::new());
+    let (mut sched, mut service, mut late) = (Vec::new(), Vec::new(), 0);
     for task in tasks {
-        for (a, b) in task.await.unwrap() {
+        let (out, task_late) = task.await.unwrap();
+        late += task_late;
+        for (a, b) in out {
             sched.push(a);
             service.push(b);
         }
     }
     sched.sort_by(f64::total_cmp);
     service.sort_by(f64::total_cmp);
-    (sched, service)
+    OpenLoop {
+        sched,
+        service,
+        late,
+    }
+}
+
+/// Latencies (ms, sorted) of an open-loop run.
+struct OpenLoop {
+    /// From the scheduled send time (includes the client's 1 ms timer granularity).
+    sched: Vec<f64>,
+    /// From the actual send.
+    service: Vec<f64>,
+    /// Sends that were due while the connection still waited for the previous answer.
+    late: u32,
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
