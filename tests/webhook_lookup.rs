@@ -288,3 +288,57 @@ async fn review_stamps_the_hash_when_the_api_answers_and_warns_when_it_hangs() {
         "a hash was stamped without the data: {patched}"
     );
 }
+
+#[tokio::test]
+async fn unreachable_api_becomes_a_failed_lookup() {
+    // A real client pointed at a loopback port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let (lookups, metrics) = lookups(client, Duration::from_secs(30), Duration::from_secs(5));
+    let id = ConfigId::config_map("web-settings");
+    let data = lookups.fetch("shop", &one(&id)).await;
+    assert_eq!(
+        data.get(&id),
+        Some(&Lookup::Failed("API unreachable".to_owned()))
+    );
+    assert!(
+        metrics
+            .render()
+            .contains("reload_injector_hash_lookup_failures_total 1")
+    );
+}
+
+#[tokio::test]
+async fn optional_absent_config_hashes_as_absent_and_required_absent_warns() {
+    let (client, _api) = mock_client();
+    for (optional, warns) in [(true, false), (false, true)] {
+        let (lookups, metrics) = lookups(
+            client.clone(),
+            Duration::from_secs(30),
+            Duration::from_secs(5),
+        );
+        let state = AppState::new(settings(), lookups, metrics);
+        let mut review = pod_review("uid-absent");
+        review["request"]["object"]["spec"]["containers"][0]["env"][0]["valueFrom"] =
+            json!({"configMapKeyRef": {"name": "absent", "key": "k", "optional": optional}});
+        let answer = review_through(state, &review).await;
+        let response = check_answer(&answer, "uid-absent");
+        let patched = apply_patch(&response, &review["request"]["object"]);
+        let hash = &patched["metadata"]["annotations"]["reload-injector.io/config-hash"];
+        assert!(
+            hash.as_str().is_some_and(|h| h.starts_with("sha256:")),
+            "{patched}"
+        );
+        let warnings = response["warnings"].to_string();
+        assert_eq!(
+            warnings.contains("does not exist"),
+            warns,
+            "optional={optional}: {warnings}"
+        );
+    }
+}
