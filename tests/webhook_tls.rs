@@ -314,3 +314,63 @@ fn bad_tls_material_fails_fast_with_a_clear_error() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_level_logs_nothing_per_review() {
+    let (dir, ca) = plain_files("quiet");
+    let mut server = Server::start_logging(
+        "info",
+        &dir.join("tls.crt"),
+        &dir.join("tls.key"),
+        &["--no-kube"],
+    );
+    let mut conn = Conn::connect(server.addr, &ca, Proto::H2).await.unwrap();
+    for i in 0..20 {
+        check_answer(
+            &conn.review(&pod_review(&format!("quiet-{i}"))).await,
+            &format!("quiet-{i}"),
+        );
+    }
+    let before = server.log().len();
+    server.terminate();
+    assert!(server.wait_exit(Duration::from_secs(15)).is_some());
+    let log = server.log();
+    assert!(log.len() > before, "shutdown is logged at info: {log:?}");
+    assert!(
+        !log.iter().any(|l| l.contains("quiet-")),
+        "a review was logged at info: {log:?}"
+    );
+    assert!(log.len() < 12, "too chatty at info: {log:?}");
+}
+
+#[test]
+fn without_a_cluster_serve_says_to_pass_no_kube() {
+    let (dir, _) = plain_files("no-cluster");
+    let home = scratch("no-cluster-home");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reload-injector"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--tls-cert")
+        .arg(dir.join("tls.crt"))
+        .arg("--tls-key")
+        .arg(dir.join("tls.key"))
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env_remove("RELOAD_INJECTOR_NO_KUBE")
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("failed to configure the Kubernetes client"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--no-kube"), "{stderr}");
+}

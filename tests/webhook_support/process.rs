@@ -23,13 +23,13 @@ impl Server {
     /// Starts `serve` with the TLS files and extra flags, both ports on 127.0.0.1:0, JSON
     /// logs at debug; returns once both addresses have been logged.
     pub fn start(cert: &Path, key: &Path, extra: &[&str]) -> Self {
+        Self::start_logging("reload_injector=debug", cert, key, extra)
+    }
+
+    /// Like [`Server::start`] with the given `--log-level` (it must include info lines).
+    pub fn start_logging(level: &str, cert: &Path, key: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_reload-injector"))
-            .args([
-                "--log-format",
-                "json",
-                "--log-level",
-                "reload_injector=debug",
-            ])
+            .args(["--log-format", "json", "--log-level", level])
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
             .arg("--tls-cert")
