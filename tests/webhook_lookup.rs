@@ -108,6 +108,7 @@ fn lookups(client: kube::Client, ttl: Duration, timeout: Duration) -> (Lookups, 
         ttl,
         timeout,
         max_entries: 100,
+        request_timeout: Duration::from_secs(1),
     };
     (Lookups::new(Some(client), config, metrics.clone()), metrics)
 }
@@ -178,6 +179,13 @@ async fn cache_hit_makes_no_api_call_and_stale_entries_refresh_in_the_background
         "a stale hit waited on the API"
     );
     assert_eq!(value(&second, &id, "upstream"), b"http://backend:8080");
+    // The refresh reached the API, which hangs; it gives up after the request timeout (1 s)
+    // and a later stale hit asks again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while api.calls.load(Ordering::SeqCst) < 4 {
+        assert!(Instant::now() < deadline, "no background refresh");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     *api.mode.lock().await = Api::Serve;
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
@@ -341,4 +349,23 @@ async fn optional_absent_config_hashes_as_absent_and_required_absent_warns() {
             "optional={optional}: {warnings}"
         );
     }
+}
+
+#[tokio::test]
+async fn concurrent_reviews_share_one_api_request_per_object() {
+    let (client, api) = mock_client();
+    *api.mode.lock().await = Api::Hang;
+    let (lookups, _) = lookups(client, Duration::from_secs(30), Duration::from_millis(300));
+    let id = ConfigId::config_map("web-settings");
+    let fetches: Vec<_> = (0..8)
+        .map(|_| {
+            let (lookups, id) = (lookups.clone(), id.clone());
+            tokio::spawn(async move { lookups.fetch("shop", &one(&id)).await })
+        })
+        .collect();
+    for fetch in fetches {
+        let data = fetch.await.unwrap();
+        assert!(matches!(data.get(&id), Some(Lookup::Failed(_))));
+    }
+    assert_eq!(api.calls.load(Ordering::SeqCst), 1);
 }

@@ -2,14 +2,17 @@
 //!
 //! A review in steady state never waits on the API: fresh entries are served directly, and
 //! entries older than the TTL are served stale while one background task refreshes them.
-//! Objects not cached yet are fetched in parallel, and the whole review waits at most the
-//! lookup timeout; whatever has not answered by then becomes [`Lookup::Failed`], so the core
+//! Objects not cached yet are fetched in parallel — one API request per object however many
+//! reviews want it at the same moment — and the whole review waits at most the lookup timeout; whatever has not answered by then becomes [`Lookup::Failed`], so the core
 //! admits the object with a warning instead of the API server timing the webhook out.
 //! Failures are not cached (the next review tries again). Values are never logged.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
@@ -29,6 +32,9 @@ pub struct CacheConfig {
     pub timeout: Duration,
     /// Most entries kept; the oldest is dropped to make room.
     pub max_entries: usize,
+    /// Longest one API request may take before it counts as failed (and can be retried);
+    /// longer than `timeout`, so a slow answer still fills the cache for later reviews.
+    pub request_timeout: Duration,
 }
 
 type Key = (String, ConfigKind, String);
@@ -36,13 +42,16 @@ type Key = (String, ConfigKind, String);
 struct Entry {
     lookup: Lookup,
     fetched: Instant,
-    refreshing: bool,
 }
+
+/// An API request under way, awaited by every review that needs its object.
+type Pending = Shared<BoxFuture<'static, Lookup>>;
 
 struct Inner {
     client: Option<kube::Client>,
     config: CacheConfig,
     cache: Mutex<HashMap<Key, Entry>>,
+    inflight: Mutex<HashMap<Key, Pending>>,
     metrics: Metrics,
 }
 
@@ -69,6 +78,7 @@ impl Lookups {
                 client,
                 config,
                 cache: Mutex::new(HashMap::new()),
+                inflight: Mutex::new(HashMap::new()),
                 metrics,
             }),
         }
@@ -88,43 +98,40 @@ impl Lookups {
             return data;
         }
         let mut missing = Vec::new();
+        let mut stale = Vec::new();
         {
             let now = Instant::now();
-            let mut cache = self.cache();
+            let cache = self.cache();
             for id in refs {
                 let key = key(namespace, id);
-                match cache.get_mut(&key) {
+                match cache.get(&key) {
                     Some(entry) => {
                         data.insert(id.clone(), entry.lookup.clone());
-                        if now.duration_since(entry.fetched) >= self.inner.config.ttl
-                            && !entry.refreshing
-                        {
-                            entry.refreshing = true;
-                            let this = self.clone();
-                            tokio::spawn(async move { this.load(key).await });
+                        if now.duration_since(entry.fetched) >= self.inner.config.ttl {
+                            stale.push(key);
                         }
                     }
                     None => missing.push((id, key)),
                 }
             }
         }
+        for key in stale {
+            // Served as it is; refreshed behind the scenes (once, however many ask).
+            drop(self.pending(key));
+        }
         if missing.is_empty() {
             return data;
         }
         let timeout = self.inner.config.timeout;
         let deadline = tokio::time::Instant::now() + timeout;
-        let tasks: Vec<_> = missing
+        let waits: Vec<_> = missing
             .into_iter()
-            .map(|(id, key)| {
-                let this = self.clone();
-                (id, tokio::spawn(async move { this.load(key).await }))
-            })
+            .map(|(id, key)| (id, self.pending(key)))
             .collect();
-        for (id, task) in tasks {
-            // A task that misses the deadline keeps running and fills the cache for later.
-            let lookup = match tokio::time::timeout_at(deadline, task).await {
-                Ok(Ok(lookup)) => lookup,
-                Ok(Err(_)) => Lookup::Failed("the lookup task failed".to_owned()),
+        for (id, pending) in waits {
+            // A request that misses the deadline keeps running and fills the cache for later.
+            let lookup = match tokio::time::timeout_at(deadline, pending).await {
+                Ok(lookup) => lookup,
                 Err(_) => Lookup::Failed(format!(
                     "API timed out after {}",
                     humantime::format_duration(timeout)
@@ -144,19 +151,46 @@ impl Lookups {
         self.cache().len()
     }
 
-    /// Asks the API for one object and caches the answer (failures are not cached).
+    /// The API request for `key`: the one under way, or a new one. Each request runs in its
+    /// own task, so it finishes (and fills the cache) even if every review stops waiting.
+    fn pending(&self, key: Key) -> Pending {
+        let mut inflight = lock(&self.inner.inflight);
+        if let Some(pending) = inflight.get(&key) {
+            return pending.clone();
+        }
+        let this = self.clone();
+        let request_key = key.clone();
+        let pending = async move {
+            let lookup = this.load(request_key.clone()).await;
+            lock(&this.inner.inflight).remove(&request_key);
+            lookup
+        }
+        .boxed()
+        .shared();
+        inflight.insert(key, pending.clone());
+        tokio::spawn(pending.clone());
+        pending
+    }
+
+    /// Asks the API for one object and caches the answer (failures are not cached, and a
+    /// failed refresh leaves the stale entry in place).
     async fn load(&self, key: Key) -> Lookup {
+        let request_timeout = self.inner.config.request_timeout;
         let lookup = match &self.inner.client {
-            Some(client) => get(client.clone(), &key).await,
+            Some(client) => tokio::time::timeout(request_timeout, get(client.clone(), &key))
+                .await
+                .unwrap_or_else(|_| {
+                    Lookup::Failed(format!(
+                        "API timed out after {}",
+                        humantime::format_duration(request_timeout)
+                    ))
+                }),
             None => Lookup::Failed(NO_KUBE.to_owned()),
         };
-        let mut cache = self.cache();
         if matches!(lookup, Lookup::Failed(_)) {
-            if let Some(entry) = cache.get_mut(&key) {
-                entry.refreshing = false;
-            }
             return lookup;
         }
+        let mut cache = self.cache();
         if !cache.contains_key(&key) && cache.len() >= self.inner.config.max_entries {
             evict_oldest(&mut cache);
         }
@@ -165,19 +199,21 @@ impl Lookups {
             Entry {
                 lookup: lookup.clone(),
                 fetched: Instant::now(),
-                refreshing: false,
             },
         );
         lookup
     }
 
     fn cache(&self) -> MutexGuard<'_, HashMap<Key, Entry>> {
-        // A panic while holding the lock cannot leave the map half-written; keep using it.
-        self.inner
-            .cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner.cache)
     }
+}
+
+/// Locks a map; a panic while holding the lock cannot leave it half-written, so keep using it.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn key(namespace: &str, id: &ConfigId) -> Key {

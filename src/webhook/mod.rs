@@ -36,6 +36,8 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const CERT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// Safety-net re-read of the certificate files.
 const CERT_RESYNC: Duration = Duration::from_secs(60);
+/// Longest one ConfigMap/Secret GET may take (reviews stop waiting after `--lookup-timeout`).
+const LOOKUP_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most ConfigMaps/Secrets kept in the lookup cache.
 const CACHE_ENTRIES: usize = 10_000;
 
@@ -77,6 +79,7 @@ pub async fn serve(
             ttl: args.cache_ttl,
             timeout: args.lookup_timeout,
             max_entries: CACHE_ENTRIES,
+            request_timeout: LOOKUP_REQUEST_TIMEOUT,
         },
         metrics.clone(),
     );

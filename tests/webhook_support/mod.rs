@@ -84,6 +84,7 @@ pub fn cache_config(timeout: Duration) -> CacheConfig {
         ttl: Duration::from_secs(30),
         timeout,
         max_entries: 100,
+        request_timeout: Duration::from_secs(10),
     }
 }
 
