@@ -9,5 +9,7 @@ fn main() -> ExitCode {
     reload_injector::run(cli)
 }
 
+/// mimalloc (transparent huge pages off): with glibc malloc, allocation was ~40% of the
+/// webhook's CPU per review (see docs/webhook.md, "Benchmarks").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
