@@ -177,6 +177,11 @@ pub struct WatchArgs {
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_RESYNC")]
     pub resync: Duration,
 
+    /// Longest one HTTP attempt (`--url`, and `--verify-url`) may take before it counts as
+    /// failed and is retried with backoff.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_TIMEOUT")]
+    pub timeout: Duration,
+
     /// Plain-HTTP address for `/healthz` and `/metrics` (off unless set).
     #[arg(long, env = "RELOAD_INJECTOR_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
