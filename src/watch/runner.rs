@@ -189,7 +189,7 @@ impl State {
                     .duration_since(UNIX_EPOCH)
                     .unwrap_or_default();
                 self.metrics.last_success.set(unix.as_secs_f64());
-                info!(dir = %dirs, hash = %hashes, target = %report.target,
+                info!(dir = %dirs, hash = %hashes, targets = %report.target,
                       result = report.result, duration_ms = %duration_ms, "reloaded");
             }
             Outcome::GiveUp => {
