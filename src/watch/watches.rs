@@ -33,14 +33,13 @@ pub enum WatchError {
     },
 }
 
-/// What is watched on every path: entries appearing, vanishing, written; the path itself
-/// going away.
+/// What is watched on every path: entries appearing, vanishing, closed after writing (not
+/// each write: a half-written file is not a new version); the path itself going away.
 fn mask() -> WatchMask {
     WatchMask::CREATE
         | WatchMask::DELETE
         | WatchMask::MOVED_FROM
         | WatchMask::MOVED_TO
-        | WatchMask::MODIFY
         | WatchMask::CLOSE_WRITE
         | WatchMask::DELETE_SELF
         | WatchMask::MOVE_SELF
