@@ -1,0 +1,198 @@
+//! Watcher benchmarks: reaction time from the kubelet's `..data` rename to the signal being
+//! received (`--debounce 0`), idle memory, and idle wake-ups.
+//!
+//! `cargo bench --bench watch_reaction` measures the release binary (200 swaps, 10 s idle);
+//! without `--bench` (as `cargo test --all-targets` runs it) it does a quick pass with few
+//! iterations so the test suite stays fast. Needs root (PID namespace), like the tests.
+
+#[path = "../tests/watch_support/mod.rs"]
+mod watch_support;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::time::{ClockId, clock_gettime};
+
+use watch_support::fixture::Counter;
+use watch_support::kubelet::AtomicDir;
+use watch_support::pidns::{PidNamespace, Proc};
+use watch_support::scratch::Scratch;
+use watch_support::watcher::{BINARY, Watcher};
+
+const CHILD_ENV: &str = "RI_BENCH_SIGNAL_CHILD";
+const TARGET_NAME: &str = "bench-target";
+
+fn main() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return signal_child();
+    }
+    let full = std::env::args().any(|arg| arg == "--bench");
+    let (swaps, idle) = if full {
+        (200, Duration::from_secs(10))
+    } else {
+        (5, Duration::from_secs(1))
+    };
+    println!("watch_reaction: binary {BINARY}");
+    reaction(swaps);
+    idle_cost(idle);
+}
+
+/// The signal target: blocks SIGHUP, and for each one received prints the CLOCK_MONOTONIC
+/// time it was taken from the kernel.
+fn signal_child() {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGHUP);
+    set.thread_block().expect("block SIGHUP");
+    fs::write("/proc/self/comm", TARGET_NAME).expect("rename comm");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready").and_then(|()| out.flush()).expect("stdout");
+    loop {
+        if set.wait().is_err() {
+            continue;
+        }
+        let now = monotonic_ns();
+        if writeln!(out, "{now}").and_then(|()| out.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let now = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("clock_gettime");
+    now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
+}
+
+fn reaction(swaps: usize) {
+    let scratch = Scratch::new("bench-reaction");
+    let pid1 = Counter::new(scratch.path(), "pid1", 0);
+    let ns = PidNamespace::new(&pid1);
+    let child = ns
+        .command(None)
+        .arg(std::env::current_exe().expect("own path"))
+        .env(CHILD_ENV, "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the signal target");
+    let mut child = Proc(child);
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.0.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let recv = || {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the target answered within 10 s")
+    };
+    assert_eq!(recv(), "ready");
+    let nginx_like = "server { listen 8080; location / { return 200 'x'; } }\n".repeat(40);
+    let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
+    let _watcher = Watcher::start_in(
+        &ns,
+        None,
+        &scratch.join("watch.log"),
+        &["--dir", config.path().to_str().unwrap(), "--process", TARGET_NAME, "--debounce", "0"],
+    );
+    let mut micros = Vec::with_capacity(swaps);
+    for i in 0..swaps {
+        let pending = config.prepare(&[("site.conf", &format!("{nginx_like}# {i}\n"))]);
+        // Let the watcher finish with the preparation events, so only the rename is timed.
+        std::thread::sleep(Duration::from_millis(20));
+        let start = monotonic_ns();
+        pending.rename();
+        let received: u64 = recv().parse().expect("a timestamp");
+        micros.push((received.saturating_sub(start)) as f64 / 1000.0);
+        pending.finish();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    micros.sort_by(f64::total_cmp);
+    let pct = |p: f64| micros[((micros.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "reaction (rename -> SIGHUP received, --debounce 0, {swaps} swaps): \
+         p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us",
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0)
+    );
+    ns.close();
+}
+
+/// Memory and wake-ups of an idle watcher (signal mode, default flags).
+fn idle_cost(idle: Duration) {
+    let scratch = Scratch::new("bench-idle");
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "x")]);
+    for (label, extra) in [
+        ("signal mode", vec![]),
+        (
+            "http mode + metrics",
+            vec!["--url", "http://127.0.0.1:1/-/reload", "--metrics-listen", "127.0.0.1:0"],
+        ),
+    ] {
+        let mut command = Command::new(BINARY);
+        command
+            .args(["watch", "--dir", config.path().to_str().unwrap(), "--process", "none"])
+            .args(&extra)
+            .stderr(Stdio::null());
+        let child = Proc(command.spawn().expect("start the watcher"));
+        std::thread::sleep(Duration::from_secs(1));
+        let before = status(child.id());
+        std::thread::sleep(idle);
+        let after = status(child.id());
+        let switches = |s: &Status| s.voluntary + s.nonvoluntary;
+        println!(
+            "idle ({label}): VmRSS {} kB (anon {} kB, file {} kB), threads {}, \
+             context switches in {:?} idle: {}, CPU time: {} ns",
+            after.rss_kb,
+            after.anon_kb,
+            after.file_kb,
+            after.threads,
+            idle,
+            switches(&after) - switches(&before),
+            after.cpu_ns - before.cpu_ns
+        );
+    }
+}
+
+#[derive(Debug, Default)]
+struct Status {
+    rss_kb: u64,
+    anon_kb: u64,
+    file_kb: u64,
+    threads: u64,
+    voluntary: u64,
+    nonvoluntary: u64,
+    cpu_ns: u64,
+}
+
+fn status(pid: u32) -> Status {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let schedstat = fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap_or_default();
+    Status {
+        rss_kb: field("VmRSS:"),
+        anon_kb: field("RssAnon:"),
+        file_kb: field("RssFile:"),
+        threads: field("Threads:"),
+        voluntary: field("voluntary_ctxt_switches:"),
+        nonvoluntary: field("nonvoluntary_ctxt_switches:"),
+        cpu_ns: schedstat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    }
+}
