@@ -14,12 +14,14 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use nix::sys::signal::{SigSet, Signal};
+use inotify::{Inotify, WatchMask};
+use nix::sys::signal::{SigSet, Signal, kill};
 use nix::time::{ClockId, clock_gettime};
+use nix::unistd::Pid;
 
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
-use watch_support::pidns::{PidNamespace, Proc};
+use watch_support::pidns::{self, PidNamespace, Proc};
 use watch_support::scratch::Scratch;
 use watch_support::watcher::{BINARY, Watcher};
 
@@ -49,7 +51,9 @@ fn signal_child() {
     set.thread_block().expect("block SIGHUP");
     fs::write("/proc/self/comm", TARGET_NAME).expect("rename comm");
     let mut out = std::io::stdout().lock();
-    writeln!(out, "ready").and_then(|()| out.flush()).expect("stdout");
+    writeln!(out, "ready")
+        .and_then(|()| out.flush())
+        .expect("stdout");
     loop {
         if set.wait().is_err() {
             continue;
@@ -93,37 +97,85 @@ fn reaction(swaps: usize) {
             .expect("the target answered within 10 s")
     };
     assert_eq!(recv(), "ready");
+    let target_pid = pidns::child_of(child.id()).expect("the target's host PID");
     let nginx_like = "server { listen 8080; location / { return 200 'x'; } }\n".repeat(40);
+
+    // The floor: a bare inotify loop that kills on the `..data` rename, same machine, same run.
+    let floor_dir = AtomicDir::create(&scratch.join("floor"), &[("site.conf", &nginx_like)]);
+    spawn_floor_watcher(floor_dir.path(), target_pid);
+    let floor = time_swaps(&floor_dir, swaps, &nginx_like, &recv);
+    report("floor (bare inotify -> kill in one thread)", swaps, floor);
+
     let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
     let _watcher = Watcher::start_in(
         &ns,
         None,
         &scratch.join("watch.log"),
-        &["--dir", config.path().to_str().unwrap(), "--process", TARGET_NAME, "--debounce", "0"],
+        &[
+            "--dir",
+            config.path().to_str().unwrap(),
+            "--process",
+            TARGET_NAME,
+            "--debounce",
+            "0",
+        ],
     );
+    let watcher = time_swaps(&config, swaps, &nginx_like, &recv);
+    report("reload-injector watch --debounce 0", swaps, watcher);
+    ns.close();
+}
+
+/// Times `swaps` kubelet updates of `dir`: from the rename to the SIGHUP received, in µs.
+fn time_swaps(dir: &AtomicDir, swaps: usize, body: &str, recv: &dyn Fn() -> String) -> Vec<f64> {
     let mut micros = Vec::with_capacity(swaps);
     for i in 0..swaps {
-        let pending = config.prepare(&[("site.conf", &format!("{nginx_like}# {i}\n"))]);
+        let pending = dir.prepare(&[("site.conf", &format!("{body}# {i}\n"))]);
         // Let the watcher finish with the preparation events, so only the rename is timed.
         std::thread::sleep(Duration::from_millis(20));
         let start = monotonic_ns();
         pending.rename();
         let received: u64 = recv().parse().expect("a timestamp");
-        micros.push((received.saturating_sub(start)) as f64 / 1000.0);
+        micros.push(received.saturating_sub(start) as f64 / 1000.0);
         pending.finish();
         std::thread::sleep(Duration::from_millis(10));
     }
     micros.sort_by(f64::total_cmp);
+    micros
+}
+
+fn report(label: &str, swaps: usize, micros: Vec<f64>) {
     let pct = |p: f64| micros[((micros.len() - 1) as f64 * p).round() as usize];
     println!(
-        "reaction (rename -> SIGHUP received, --debounce 0, {swaps} swaps): \
+        "reaction, {label} ({swaps} swaps, rename -> SIGHUP received): \
          p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us",
         pct(0.5),
         pct(0.9),
         pct(0.99),
         pct(1.0)
     );
-    ns.close();
+}
+
+fn spawn_floor_watcher(dir: &std::path::Path, target: u32) {
+    let inotify = Inotify::init().expect("inotify");
+    inotify
+        .watches()
+        .add(dir, WatchMask::MOVED_TO)
+        .expect("watch the floor dir");
+    std::thread::spawn(move || {
+        let mut inotify = inotify;
+        let mut buffer = [0u8; 4096];
+        let pid = Pid::from_raw(target as i32);
+        loop {
+            let Ok(events) = inotify.read_events_blocking(&mut buffer) else {
+                return;
+            };
+            for event in events {
+                if event.name.is_some_and(|name| name == "..data") {
+                    let _ = kill(pid, Signal::SIGHUP);
+                }
+            }
+        }
+    });
 }
 
 /// Memory and wake-ups of an idle watcher (signal mode, default flags).
@@ -134,12 +186,23 @@ fn idle_cost(idle: Duration) {
         ("signal mode", vec![]),
         (
             "http mode + metrics",
-            vec!["--url", "http://127.0.0.1:1/-/reload", "--metrics-listen", "127.0.0.1:0"],
+            vec![
+                "--url",
+                "http://127.0.0.1:1/-/reload",
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ],
         ),
     ] {
         let mut command = Command::new(BINARY);
         command
-            .args(["watch", "--dir", config.path().to_str().unwrap(), "--process", "none"])
+            .args([
+                "watch",
+                "--dir",
+                config.path().to_str().unwrap(),
+                "--process",
+                "none",
+            ])
             .args(&extra)
             .stderr(Stdio::null());
         let child = Proc(command.spawn().expect("start the watcher"));

@@ -56,8 +56,9 @@ pub fn parse_uid(status: &str) -> Option<u32> {
 }
 
 /// Lists the processes visible in `proc_root` (normally `/proc`). Processes that exit while
-/// being read are skipped. argv[0] is read only when `with_argv0` (needed for `--process`).
-pub fn list_processes(proc_root: &Path, with_argv0: bool) -> std::io::Result<Vec<ProcessInfo>> {
+/// being read are skipped. argv[0] is read only when looking for `name` and `comm` is not
+/// already `name` (the only case where it can change the choice).
+pub fn list_processes(proc_root: &Path, name: Option<&str>) -> std::io::Result<Vec<ProcessInfo>> {
     let mut processes = Vec::new();
     for entry in fs::read_dir(proc_root)? {
         let Ok(entry) = entry else { continue };
@@ -75,7 +76,7 @@ pub fn list_processes(proc_root: &Path, with_argv0: bool) -> std::io::Result<Vec
         else {
             continue;
         };
-        let argv0 = if with_argv0 {
+        let argv0 = if name.is_some_and(|name| name != stat.comm) {
             fs::read(dir.join("cmdline"))
                 .ok()
                 .and_then(|bytes| argv0_basename(&bytes))
@@ -147,7 +148,7 @@ mod tests {
 
     #[test]
     fn own_process_is_listed() {
-        let processes = list_processes(Path::new("/proc"), true).unwrap();
+        let processes = list_processes(Path::new("/proc"), Some("surely-not-this-test")).unwrap();
         let me = i32::try_from(std::process::id()).unwrap();
         let own = processes.iter().find(|p| p.pid == me).expect("self listed");
         assert!(own.argv0.is_some());

@@ -100,7 +100,7 @@ impl Signaller {
     /// Finds the targets and signals each; returns them as `comm[pid]` on success.
     pub fn send(&self) -> Result<Vec<String>, SignalError> {
         let processes =
-            procfs::list_processes(&self.proc_root, self.process.is_some()).map_err(|source| {
+            procfs::list_processes(&self.proc_root, self.process.as_deref()).map_err(|source| {
                 SignalError::ProcUnreadable {
                     path: self.proc_root.clone(),
                     source,

@@ -107,8 +107,8 @@ impl PidNamespace {
     }
 }
 
-/// The first process whose parent is `parent`.
-fn child_of(parent: u32) -> Option<u32> {
+/// The first process whose parent is `parent` (host PIDs).
+pub fn child_of(parent: u32) -> Option<u32> {
     fs::read_dir("/proc").ok()?.find_map(|entry| {
         let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
