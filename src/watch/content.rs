@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -69,7 +69,7 @@ pub fn hash_path(path: &Path) -> Hashed {
         }
         Err(err) => record_unreadable(&mut hasher, &mut unreadable, path, &err, None),
         Ok(meta) if meta.is_dir() => hash_dir(&mut hasher, &mut unreadable, path, 0),
-        Ok(_) => hash_file(&mut hasher, &mut unreadable, path),
+        Ok(meta) => hash_file(&mut hasher, &mut unreadable, path, meta.len()),
     }
     Hashed {
         hash: ContentHash::Present(hasher.finalize().into()),
@@ -105,21 +105,44 @@ fn hash_dir(hasher: &mut Sha256, unreadable: &mut Vec<String>, dir: &Path, depth
                 }
                 put(hasher, b'E', b"");
             }
-            Ok(_) => {
+            Ok(meta) => {
                 put(hasher, b'F', name.as_encoded_bytes());
-                hash_file(hasher, unreadable, &path);
+                hash_file(hasher, unreadable, &path, meta.len());
             }
         }
     }
 }
 
-fn hash_file(hasher: &mut Sha256, unreadable: &mut Vec<String>, path: &Path) {
-    match fs::read(path) {
+fn hash_file(hasher: &mut Sha256, unreadable: &mut Vec<String>, path: &Path, size_hint: u64) {
+    match read_all(path, size_hint) {
         Ok(bytes) => put(hasher, b'C', &bytes),
         Err(err) if err.kind() == io::ErrorKind::NotFound => put(hasher, b'A', b""),
         Err(err) => {
             let meta = fs::metadata(path).ok();
             record_unreadable(hasher, unreadable, path, &err, meta.as_ref());
+        }
+    }
+}
+
+/// Reads a whole file, sized by the metadata already at hand (no second `stat`).
+fn read_all(path: &Path, size_hint: u64) -> io::Result<Vec<u8>> {
+    let mut file = fs::File::open(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size_hint).unwrap_or(0).saturating_add(1));
+    loop {
+        if bytes.len() == bytes.capacity() {
+            bytes.reserve(4096);
+        }
+        let spare = bytes.capacity() - bytes.len();
+        let start = bytes.len();
+        bytes.resize(start + spare, 0);
+        match file.read(&mut bytes[start..]) {
+            Ok(0) => {
+                bytes.truncate(start);
+                return Ok(bytes);
+            }
+            Ok(read) => bytes.truncate(start + read),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => bytes.truncate(start),
+            Err(err) => return Err(err),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Reading the process list from `/proc` (thin I/O over pure parsers).
 
 use std::fs;
+use std::io::Read;
 use std::path::Path;
 
 use super::targets::ProcessInfo;
@@ -70,16 +71,15 @@ pub fn list_processes(proc_root: &Path, name: Option<&str>) -> std::io::Result<V
             continue;
         };
         let dir = entry.path();
-        let Some(stat) = fs::read_to_string(dir.join("stat"))
-            .ok()
-            .and_then(|text| parse_stat(&text))
+        let mut buffer = [0u8; 1024];
+        let Some(stat) = read_head(&dir.join("stat"), &mut buffer)
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+            .and_then(parse_stat)
         else {
             continue;
         };
         let argv0 = if name.is_some_and(|name| name != stat.comm) {
-            fs::read(dir.join("cmdline"))
-                .ok()
-                .and_then(|bytes| argv0_basename(&bytes))
+            read_head(&dir.join("cmdline"), &mut buffer).and_then(argv0_basename)
         } else {
             None
         };
@@ -93,6 +93,14 @@ pub fn list_processes(proc_root: &Path, name: Option<&str>) -> std::io::Result<V
         });
     }
     Ok(processes)
+}
+
+/// Reads the start of a small `/proc` file with one `read` (the kernel fills what fits; the
+/// watcher needs only the start of `stat` and argv[0] from `cmdline`).
+fn read_head<'b>(path: &Path, buffer: &'b mut [u8]) -> Option<&'b [u8]> {
+    let mut file = fs::File::open(path).ok()?;
+    let read = file.read(buffer).ok()?;
+    Some(&buffer[..read])
 }
 
 /// Real UID of process `pid`, if it can still be read.
