@@ -39,6 +39,7 @@ fn main() {
         (5, Duration::from_secs(1))
     };
     println!("watch_reaction: binary {BINARY}");
+    step_costs(if full { 2000 } else { 20 });
     reaction(swaps);
     idle_cost(idle);
 }
@@ -107,7 +108,7 @@ fn reaction(swaps: usize) {
     report("floor (bare inotify -> kill in one thread)", swaps, floor);
 
     let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
-    let _watcher = Watcher::start_in(
+    let watcher = Watcher::start_in(
         &ns,
         None,
         &scratch.join("watch.log"),
@@ -120,8 +121,19 @@ fn reaction(swaps: usize) {
             "0",
         ],
     );
-    let watcher = time_swaps(&config, swaps, &nginx_like, &recv);
-    report("reload-injector watch --debounce 0", swaps, watcher);
+    let watcher_pid = pidns::child_of(watcher.launcher_pid()).expect("the watcher's host PID");
+    let before = status(watcher_pid);
+    let micros = time_swaps(&config, swaps, &nginx_like, &recv);
+    let after = status(watcher_pid);
+    report("reload-injector watch --debounce 0", swaps, micros);
+    let per_update = |a: u64, b: u64| (a - b) as f64 / swaps as f64;
+    println!(
+        "watcher per kubelet update (all its events, hashing, /proc scan, kill, log line): \
+         CPU {:.1} us, wake-ups {:.1}, minor page faults {:.1}",
+        per_update(after.cpu_ns, before.cpu_ns) / 1000.0,
+        per_update(after.voluntary, before.voluntary),
+        per_update(after.minor_faults, before.minor_faults)
+    );
     ns.close();
 }
 
@@ -178,6 +190,36 @@ fn spawn_floor_watcher(dir: &std::path::Path, target: u32) {
     });
 }
 
+/// In-process cost of the two steps on the reload path, called directly through the library.
+fn step_costs(rounds: u32) {
+    use reload_injector::watch::{content, procfs};
+    let scratch = Scratch::new("bench-steps");
+    let nginx_like = "server { listen 8080; location / { return 200 'x'; } }\n".repeat(40);
+    let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
+    let time = |f: &dyn Fn()| {
+        let start = std::time::Instant::now();
+        for _ in 0..rounds {
+            f();
+        }
+        start.elapsed().as_secs_f64() * 1e6 / f64::from(rounds)
+    };
+    let hash = time(&|| {
+        content::hash_path(config.path());
+    });
+    let proc_root = std::path::Path::new("/proc");
+    let count = procfs::list_processes(proc_root, Some("no-such-name"))
+        .map(|p| p.len())
+        .unwrap_or(0);
+    let scan = time(&|| {
+        let _ = procfs::list_processes(proc_root, Some("no-such-name"));
+    });
+    println!(
+        "steps: content hash of a 2.4 KB kubelet volume {hash:.1} us; /proc scan of {count} \
+         processes (host) {scan:.1} us ({:.2} us per process)",
+        scan / count.max(1) as f64
+    );
+}
+
 /// Memory and wake-ups of an idle watcher (signal mode, default flags).
 fn idle_cost(idle: Duration) {
     let scratch = Scratch::new("bench-idle");
@@ -212,11 +254,13 @@ fn idle_cost(idle: Duration) {
         let after = status(child.id());
         let switches = |s: &Status| s.voluntary + s.nonvoluntary;
         println!(
-            "idle ({label}): VmRSS {} kB (anon {} kB, file {} kB), threads {}, \
-             context switches in {:?} idle: {}, CPU time: {} ns",
+            "idle ({label}): VmRSS {} kB (anon {} kB, file {} kB; PSS {} kB, private {} kB), \
+             threads {}, context switches in {:?} idle: {}, CPU time: {} ns",
             after.rss_kb,
             after.anon_kb,
             after.file_kb,
+            after.pss_kb,
+            after.private_kb,
             after.threads,
             idle,
             switches(&after) - switches(&before),
@@ -230,10 +274,13 @@ struct Status {
     rss_kb: u64,
     anon_kb: u64,
     file_kb: u64,
+    pss_kb: u64,
+    private_kb: u64,
     threads: u64,
     voluntary: u64,
     nonvoluntary: u64,
     cpu_ns: u64,
+    minor_faults: u64,
 }
 
 fn status(pid: u32) -> Status {
@@ -245,13 +292,30 @@ fn status(pid: u32) -> Status {
             .unwrap_or(0)
     };
     let schedstat = fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap_or_default();
+    let rollup = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let rolled = |name: &str| -> u64 {
+        rollup
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
     Status {
         rss_kb: field("VmRSS:"),
         anon_kb: field("RssAnon:"),
         file_kb: field("RssFile:"),
+        pss_kb: rolled("Pss:"),
+        private_kb: rolled("Private_Clean:") + rolled("Private_Dirty:"),
         threads: field("Threads:"),
         voluntary: field("voluntary_ctxt_switches:"),
         nonvoluntary: field("nonvoluntary_ctxt_switches:"),
+        minor_faults: fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = stat.rsplit_once(')')?.1.to_owned();
+                after.split_whitespace().nth(7)?.parse().ok()
+            })
+            .unwrap_or(0),
         cpu_ns: schedstat
             .split_whitespace()
             .next()
