@@ -102,15 +102,21 @@ fn config_labels(dir: &str, hash: &str) -> Labels {
     ]
 }
 
-/// Binds `addr` and serves `/healthz` and `/metrics` on the current runtime until dropped.
-pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<(), MetricsError> {
+/// Binds `addr` and serves `/healthz` and `/metrics` on the current runtime; returns the
+/// address bound (port 0 picks a free port).
+pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<SocketAddr, MetricsError> {
     let listener = TcpListener::bind(addr)
         .await
+        .map_err(|source| MetricsError::BindFailed { addr, source })?;
+    let bound = listener
+        .local_addr()
         .map_err(|source| MetricsError::BindFailed { addr, source })?;
     let registry = Arc::new(metrics.registry());
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                // Out of file descriptors or similar: do not spin.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             };
             let registry = Arc::clone(&registry);
@@ -125,7 +131,7 @@ pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<(), MetricsErr
             });
         }
     });
-    Ok(())
+    Ok(bound)
 }
 
 fn respond(request: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>> {

@@ -51,9 +51,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .set_config(&dir.display().to_string(), None, &hash.to_string());
     }
     state.delivery = Delivery::new(baseline);
-    if let Some(addr) = state.config.metrics_listen {
-        metrics::serve(addr, &state.metrics).await?;
-    }
+    let metrics_addr = match state.config.metrics_listen {
+        Some(addr) => Some(metrics::serve(addr, &state.metrics).await?),
+        None => None,
+    };
     let mut debouncer = Debouncer::new(state.config.debounce);
     let period = state.config.resync;
     let mut resync = interval_at(Instant::now() + period, period);
@@ -64,6 +65,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         action = %state.config.action.describe(),
         debounce = ?state.config.debounce,
         resync = ?period,
+        metrics = %metrics_addr.map_or_else(|| "off".to_owned(), |addr| addr.to_string()),
         "watching"
     );
     loop {

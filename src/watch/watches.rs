@@ -33,6 +33,9 @@ pub enum WatchError {
     },
 }
 
+/// How often one re-plan may go deeper because the path appeared meanwhile.
+const MAX_REPLANS: usize = 8;
+
 /// What is watched on every path: entries appearing, vanishing, closed after writing (not
 /// each write: a half-written file is not a new version); the path itself going away.
 fn mask() -> WatchMask {
@@ -109,20 +112,31 @@ impl WatchSet {
 
     /// Re-plans every watch (after a watch went away, and on every resync); returns the
     /// watches that could not be added (retried on the next re-plan).
+    ///
+    /// An ancestor is watched *before* checking again whether the path below it appeared,
+    /// so a directory created in between is never missed.
     pub fn rearm(&mut self) -> Vec<WatchError> {
         let mut errors = Vec::new();
         let mut roles: HashMap<WatchDescriptor, Vec<WatchRole>> = HashMap::new();
+        let mut added = Vec::new();
         let mut watches = self.stream.watches();
         for target in &self.targets {
-            // Two tries: the path may vanish between the check and the watch.
             let mut result = None;
-            for _ in 0..2 {
+            for _ in 0..MAX_REPLANS {
                 let (path, role) = plan(target, |p| p.exists());
                 match watches.add(&path, mask()) {
                     Ok(wd) => {
+                        added.push(wd.clone());
+                        let settled = match &role {
+                            WatchRole::Own => true,
+                            WatchRole::Ancestor { next } => !path.join(next).exists(),
+                        };
                         result = Some(Ok((wd, role)));
-                        break;
+                        if settled {
+                            break;
+                        }
                     }
+                    // The path may vanish between the check and the watch: plan again.
                     Err(source) => result = Some(Err(WatchError::AddFailed { path, source })),
                 }
             }
@@ -132,8 +146,15 @@ impl WatchSet {
                 None => {}
             }
         }
-        for stale in self.roles.keys().filter(|wd| !roles.contains_key(*wd)) {
-            let _ = watches.remove(stale.clone());
+        let unused: Vec<WatchDescriptor> = self
+            .roles
+            .keys()
+            .chain(added.iter())
+            .filter(|wd| !roles.contains_key(*wd))
+            .cloned()
+            .collect();
+        for wd in unused {
+            let _ = watches.remove(wd);
         }
         self.roles = roles;
         errors

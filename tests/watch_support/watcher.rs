@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use super::pidns::{PidNamespace, Proc};
-use super::{PATIENCE, free_port, http_get, wait_for};
+use super::{PATIENCE, http_get, wait_for};
 
 /// The binary built by cargo for this test run.
 pub const BINARY: &str = env!("CARGO_BIN_EXE_reload-injector");
@@ -37,41 +37,31 @@ impl Watcher {
     }
 
     fn start_with(mut command: Command, log: &Path, args: &[&str]) -> Watcher {
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let file = File::create(log).expect("create watcher log");
         command
-            .args(["watch", "--log-format", "json", "--metrics-listen"])
-            .arg(metrics.to_string())
+            .args([
+                "watch",
+                "--log-format",
+                "json",
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ])
             .args(args)
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::from(file));
         let child = command.spawn().expect("start the watcher");
-        let mut watcher = Watcher {
-            proc: Proc(child),
+        let mut proc = Proc(child);
+        let metrics = wait_ready(&mut proc, log);
+        let watcher = Watcher {
+            proc,
             log: log.to_path_buf(),
             metrics,
         };
-        watcher.wait_ready();
-        watcher
-    }
-
-    fn wait_ready(&mut self) {
-        let log = self.log.clone();
-        let proc = &mut self.proc;
-        wait_for("the watcher's `watching` line", PATIENCE, || {
-            if !proc.is_running() {
-                panic!(
-                    "the watcher exited early:\n{}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            (count_in(&log, "watching") > 0).then_some(())
-        });
-        let metrics = self.metrics;
         wait_for("the watcher's metrics endpoint", PATIENCE, || {
             http_get(metrics, "/healthz").filter(|(status, _)| *status == 200)
         });
+        watcher
     }
 
     /// Every JSON log line so far.
@@ -125,6 +115,11 @@ impl Watcher {
         });
     }
 
+    /// PID of the process started (`nsenter` when started in a namespace).
+    pub fn launcher_pid(&self) -> u32 {
+        self.proc.id()
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.proc.is_running()
@@ -141,17 +136,26 @@ impl Watcher {
     }
 }
 
+/// Waits for the `watching` line; returns the metrics address it names.
+fn wait_ready(proc: &mut Proc, log: &Path) -> SocketAddr {
+    wait_for("the watcher's `watching` line", PATIENCE, || {
+        if !proc.is_running() {
+            panic!(
+                "the watcher exited early:\n{}",
+                fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        read_lines(log)
+            .iter()
+            .find(|line| line["message"] == "watching")
+            .and_then(|line| line["metrics"].as_str()?.parse().ok())
+    })
+}
+
 fn read_lines(log: &Path) -> Vec<Value> {
     fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect()
-}
-
-fn count_in(log: &Path, message: &str) -> usize {
-    read_lines(log)
-        .iter()
-        .filter(|line| line["message"].as_str() == Some(message))
-        .count()
 }
