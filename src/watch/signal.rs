@@ -120,6 +120,9 @@ impl Signaller {
                 }
             }
         }
+        // Let a woken target run before the watcher's own bookkeeping (log line, metrics):
+        // on a busy node they often share a CPU, and the app's reload is what matters.
+        std::thread::yield_now();
         match first_error {
             Some(err) => Err(err),
             None => Ok(signalled),
