@@ -213,6 +213,12 @@ fn step_costs(rounds: u32) {
     let scan = time(&|| {
         let _ = procfs::list_processes(proc_root, Some("no-such-name"));
     });
+    let syscall = time(&|| {
+        for _ in 0..100 {
+            std::hint::black_box(nix::unistd::getppid());
+        }
+    }) / 100.0;
+    println!("steps: one null system call (getppid) {syscall:.2} us");
     println!(
         "steps: content hash of a 2.4 KB kubelet volume {hash:.1} us; /proc scan of {count} \
          processes (host) {scan:.1} us ({:.2} us per process)",
