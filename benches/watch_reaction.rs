@@ -207,11 +207,11 @@ fn step_costs(rounds: u32) {
         content::hash_path(config.path());
     });
     let proc_root = std::path::Path::new("/proc");
-    let count = procfs::list_processes(proc_root, Some("no-such-name"))
+    let count = procfs::list_processes(proc_root, Some("no-such-name"), -1)
         .map(|p| p.len())
         .unwrap_or(0);
     let scan = time(&|| {
-        let _ = procfs::list_processes(proc_root, Some("no-such-name"));
+        let _ = procfs::list_processes(proc_root, Some("no-such-name"), -1);
     });
     let syscall = time(&|| {
         for _ in 0..100 {

@@ -56,10 +56,16 @@ pub fn parse_uid(status: &str) -> Option<u32> {
     line.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-/// Lists the processes visible in `proc_root` (normally `/proc`). Processes that exit while
-/// being read are skipped. argv[0] is read only when looking for `name` and `comm` is not
-/// already `name` (the only case where it can change the choice).
-pub fn list_processes(proc_root: &Path, name: Option<&str>) -> std::io::Result<Vec<ProcessInfo>> {
+/// Lists the processes visible in `proc_root` (normally `/proc`), except `own_pid` (never a
+/// target, never anyone's parent here). Processes that exit while being read are skipped.
+/// argv[0] is read only when looking for `name`, `comm` is not already `name`, and the process
+/// is not PID 1 (the only cases where it can change the choice; reading `cmdline` is the
+/// costly part of a scan).
+pub fn list_processes(
+    proc_root: &Path,
+    name: Option<&str>,
+    own_pid: i32,
+) -> std::io::Result<Vec<ProcessInfo>> {
     let mut processes = Vec::new();
     for entry in fs::read_dir(proc_root)? {
         let Ok(entry) = entry else { continue };
@@ -70,6 +76,9 @@ pub fn list_processes(proc_root: &Path, name: Option<&str>) -> std::io::Result<V
         else {
             continue;
         };
+        if pid == own_pid {
+            continue;
+        }
         let dir = entry.path();
         let mut buffer = [0u8; 1024];
         let Some(stat) = read_head(&dir.join("stat"), &mut buffer)
@@ -78,7 +87,7 @@ pub fn list_processes(proc_root: &Path, name: Option<&str>) -> std::io::Result<V
         else {
             continue;
         };
-        let argv0 = if name.is_some_and(|name| name != stat.comm) {
+        let argv0 = if pid != 1 && name.is_some_and(|name| name != stat.comm) {
             read_head(&dir.join("cmdline"), &mut buffer).and_then(argv0_basename)
         } else {
             None
@@ -156,11 +165,14 @@ mod tests {
 
     #[test]
     fn own_process_is_listed() {
-        let processes = list_processes(Path::new("/proc"), Some("surely-not-this-test")).unwrap();
+        let processes =
+            list_processes(Path::new("/proc"), Some("surely-not-this-test"), -1).unwrap();
         let me = i32::try_from(std::process::id()).unwrap();
         let own = processes.iter().find(|p| p.pid == me).expect("self listed");
         assert!(own.argv0.is_some());
         assert!(!own.kernel_thread && !own.zombie);
         assert!(process_uid(Path::new("/proc"), me).is_some());
+        let without_self = list_processes(Path::new("/proc"), None, me).unwrap();
+        assert!(without_self.iter().all(|p| p.pid != me));
     }
 }

@@ -100,12 +100,11 @@ impl Signaller {
     /// Finds the targets and signals each; returns them as `comm[pid]` on success.
     pub fn send(&self) -> Result<Vec<String>, SignalError> {
         let processes =
-            procfs::list_processes(&self.proc_root, self.process.as_deref()).map_err(|source| {
-                SignalError::ProcUnreadable {
+            procfs::list_processes(&self.proc_root, self.process.as_deref(), self.own_pid)
+                .map_err(|source| SignalError::ProcUnreadable {
                     path: self.proc_root.clone(),
                     source,
-                }
-            })?;
+                })?;
         let chosen = targets::choose(&processes, self.own_pid, self.process.as_deref());
         if chosen.is_empty() {
             return Err(SignalError::NoTarget(self.describe_wanted()));
