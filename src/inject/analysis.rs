@@ -1,0 +1,304 @@
+//! Reads a pod spec into what the rules need: config volumes, how each container consumes
+//! them (directory mount, subPath mount, env), and the containers that run for the pod's life.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, PodSpec, Volume};
+
+use super::SIDECAR_NAME;
+use crate::hash::{ConfigId, Consumed};
+
+/// One ConfigMap/Secret feeding a config volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeSource {
+    /// The ConfigMap or Secret.
+    pub id: ConfigId,
+    /// `optional: true`.
+    pub optional: bool,
+    /// `items` (key → path), if the volume picks keys.
+    pub items: Option<Vec<(String, String)>>,
+}
+
+/// A volume made of ConfigMaps/Secrets (`configMap`, `secret`, or `projected` without a
+/// service-account token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigVolume {
+    /// Its sources (one, or several for `projected`).
+    pub sources: Vec<VolumeSource>,
+}
+
+impl ConfigVolume {
+    /// What a subPath mount of this volume reads: the one key behind the file when it can
+    /// be told, otherwise every source whole.
+    pub fn consumed_by_subpath(&self, sub_path: Option<&str>) -> Vec<Consumed> {
+        let mut out = Vec::new();
+        let Some(sub_path) = sub_path.filter(|p| !p.is_empty()) else {
+            return self
+                .sources
+                .iter()
+                .map(|s| Consumed::Whole(s.id.clone()))
+                .collect();
+        };
+        for source in &self.sources {
+            match &source.items {
+                Some(items) => {
+                    if let Some((key, _)) = items.iter().find(|(_, path)| path == sub_path) {
+                        out.push(Consumed::Key(source.id.clone(), key.clone()));
+                    } else if items
+                        .iter()
+                        .any(|(_, path)| path.starts_with(&format!("{sub_path}/")))
+                    {
+                        out.push(Consumed::Whole(source.id.clone()));
+                    }
+                }
+                None if !sub_path.contains('/') => {
+                    out.push(Consumed::Key(source.id.clone(), sub_path.to_owned()))
+                }
+                None => out.push(Consumed::Whole(source.id.clone())),
+            }
+        }
+        if out.is_empty() {
+            out = self
+                .sources
+                .iter()
+                .map(|s| Consumed::Whole(s.id.clone()))
+                .collect();
+        }
+        out
+    }
+}
+
+/// A config volume mounted with `subPath`/`subPathExpr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubPathMount {
+    /// Container name.
+    pub container: String,
+    /// Volume name.
+    pub volume: String,
+    /// `mountPath`.
+    pub mount_path: String,
+    /// `subPath` (`None` for `subPathExpr`, which is only known at run time).
+    pub sub_path: Option<String>,
+    /// Whether the container runs for the pod's whole life (app or native sidecar).
+    pub long_running: bool,
+}
+
+/// A config volume mounted as a directory by a long-running container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirMount {
+    /// Container name.
+    pub container: String,
+    /// Volume name.
+    pub volume: String,
+}
+
+/// How an env reference reads config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum EnvHow {
+    /// `env[].valueFrom.*KeyRef`
+    Env,
+    /// `envFrom[]`
+    EnvFrom,
+}
+
+/// One env/envFrom reference to a ConfigMap/Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvRef {
+    /// Container name.
+    pub container: String,
+    /// What is read.
+    pub consumed: Consumed,
+    /// `optional: true`.
+    pub optional: bool,
+    /// env or envFrom.
+    pub how: EnvHow,
+}
+
+/// Everything the rules read from a pod spec.
+#[derive(Debug)]
+pub struct PodAnalysis<'a> {
+    /// Config volumes by name (service-account and non-config volumes left out).
+    pub config_volumes: BTreeMap<String, ConfigVolume>,
+    /// Long-running containers (app containers and native sidecars), without our own sidecar.
+    pub apps: Vec<&'a Container>,
+    /// Directory mounts of config volumes by long-running containers.
+    pub dir_mounts: Vec<DirMount>,
+    /// subPath mounts of config volumes by any container.
+    pub subpath_mounts: Vec<SubPathMount>,
+    /// env/envFrom references by any container.
+    pub env_refs: Vec<EnvRef>,
+    /// A `config-reloader` container is already there.
+    pub has_sidecar: bool,
+}
+
+/// Analyses `spec`.
+pub fn analyse(spec: &PodSpec) -> PodAnalysis<'_> {
+    let config_volumes: BTreeMap<String, ConfigVolume> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| config_volume(v).map(|cv| (v.name.clone(), cv)))
+        .collect();
+    let mut analysis = PodAnalysis {
+        config_volumes,
+        apps: Vec::new(),
+        dir_mounts: Vec::new(),
+        subpath_mounts: Vec::new(),
+        env_refs: Vec::new(),
+        has_sidecar: false,
+    };
+    let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
+    for (container, is_init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
+        if container.name == SIDECAR_NAME {
+            analysis.has_sidecar = true;
+            continue;
+        }
+        let native_sidecar = is_init && container.restart_policy.as_deref() == Some("Always");
+        let long_running = !is_init || native_sidecar;
+        if long_running {
+            analysis.apps.push(container);
+        }
+        analysis.read_mounts(container, long_running);
+        analysis.read_env(container);
+    }
+    analysis
+}
+
+impl PodAnalysis<'_> {
+    fn read_mounts(&mut self, container: &Container, long_running: bool) {
+        for mount in container.volume_mounts.iter().flatten() {
+            if !self.config_volumes.contains_key(&mount.name) {
+                continue;
+            }
+            let sub_path = mount.sub_path.as_deref().filter(|p| !p.is_empty());
+            let expr = mount
+                .sub_path_expr
+                .as_deref()
+                .is_some_and(|p| !p.is_empty());
+            if sub_path.is_some() || expr {
+                self.subpath_mounts.push(SubPathMount {
+                    container: container.name.clone(),
+                    volume: mount.name.clone(),
+                    mount_path: mount.mount_path.clone(),
+                    sub_path: sub_path.map(str::to_owned),
+                    long_running,
+                });
+            } else if long_running {
+                self.dir_mounts.push(DirMount {
+                    container: container.name.clone(),
+                    volume: mount.name.clone(),
+                });
+            }
+        }
+    }
+
+    fn read_env(&mut self, container: &Container) {
+        let name = &container.name;
+        for var in container.env.iter().flatten() {
+            let Some(from) = &var.value_from else {
+                continue;
+            };
+            if let Some(r) = &from.config_map_key_ref {
+                self.push_env(
+                    name,
+                    Consumed::Key(ConfigId::config_map(&r.name), r.key.clone()),
+                    r.optional,
+                    EnvHow::Env,
+                );
+            }
+            if let Some(r) = &from.secret_key_ref {
+                self.push_env(
+                    name,
+                    Consumed::Key(ConfigId::secret(&r.name), r.key.clone()),
+                    r.optional,
+                    EnvHow::Env,
+                );
+            }
+        }
+        for source in container.env_from.iter().flatten() {
+            if let Some(r) = &source.config_map_ref {
+                self.push_env(
+                    name,
+                    Consumed::Whole(ConfigId::config_map(&r.name)),
+                    r.optional,
+                    EnvHow::EnvFrom,
+                );
+            }
+            if let Some(r) = &source.secret_ref {
+                self.push_env(
+                    name,
+                    Consumed::Whole(ConfigId::secret(&r.name)),
+                    r.optional,
+                    EnvHow::EnvFrom,
+                );
+            }
+        }
+    }
+
+    fn push_env(
+        &mut self,
+        container: &str,
+        consumed: Consumed,
+        optional: Option<bool>,
+        how: EnvHow,
+    ) {
+        self.env_refs.push(EnvRef {
+            container: container.to_owned(),
+            consumed,
+            optional: optional.unwrap_or(false),
+            how,
+        });
+    }
+}
+
+/// The config sources of a volume, or `None` when it is not application config.
+fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
+    let items = |items: &Option<Vec<k8s_openapi::api::core::v1::KeyToPath>>| {
+        items.as_ref().map(|items| {
+            items
+                .iter()
+                .map(|i| (i.key.clone(), i.path.clone()))
+                .collect()
+        })
+    };
+    let mut sources = Vec::new();
+    if let Some(cm) = &volume.config_map {
+        sources.push(VolumeSource {
+            id: ConfigId::config_map(&cm.name),
+            optional: cm.optional.unwrap_or(false),
+            items: items(&cm.items),
+        });
+    } else if let Some(secret) = &volume.secret {
+        sources.push(VolumeSource {
+            id: ConfigId::secret(secret.secret_name.as_deref().unwrap_or_default()),
+            optional: secret.optional.unwrap_or(false),
+            items: items(&secret.items),
+        });
+    } else if let Some(projected) = &volume.projected {
+        let projections = projected.sources.as_deref().unwrap_or_default();
+        // The kubelet's service-account volume (kube-api-access-*) is not application config.
+        if projections
+            .iter()
+            .any(|p| p.service_account_token.is_some())
+        {
+            return None;
+        }
+        for p in projections {
+            if let Some(cm) = &p.config_map {
+                sources.push(VolumeSource {
+                    id: ConfigId::config_map(&cm.name),
+                    optional: cm.optional.unwrap_or(false),
+                    items: items(&cm.items),
+                });
+            }
+            if let Some(secret) = &p.secret {
+                sources.push(VolumeSource {
+                    id: ConfigId::secret(&secret.name),
+                    optional: secret.optional.unwrap_or(false),
+                    items: items(&secret.items),
+                });
+            }
+        }
+    }
+    (!sources.is_empty()).then_some(ConfigVolume { sources })
+}

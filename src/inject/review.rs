@@ -1,0 +1,330 @@
+//! One review from start to end: [`Plan::new`] reads the request and says which
+//! ConfigMaps/Secrets to fetch; [`Plan::decide`] takes their contents and returns the outcome.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::PodSpec;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::analysis::analyse;
+use super::messages::{Warnings, quoted};
+use super::object::{self, Workload};
+use super::rules::{self, How, SubPathPolicy, Use, describe};
+use super::sidecar;
+use super::{
+    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, Operation, Outcome, Request,
+    ReviewError, Settings,
+};
+use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
+
+/// A request read and understood, waiting for its config data.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    req: Request<'a>,
+    settings: &'a Settings,
+    target: Option<Target<'a>>,
+}
+
+/// The pod (template) of a request that will be looked at.
+#[derive(Debug)]
+struct Target<'a> {
+    workload: Workload,
+    pod: &'a Value,
+    annotations: BTreeMap<String, String>,
+    spec: PodSpec,
+    policy: SubPathPolicy,
+    refs: BTreeSet<ConfigId>,
+}
+
+impl<'a> Plan<'a> {
+    /// Reads the request. Objects the product does not handle give a plan that admits them
+    /// untouched; an object of a handled kind that does not parse is an error.
+    pub fn new(req: &Request<'a>, settings: &'a Settings) -> Result<Self, ReviewError> {
+        let target = read_target(req, settings)?;
+        Ok(Self {
+            req: *req,
+            settings,
+            target,
+        })
+    }
+
+    /// The ConfigMaps/Secrets whose contents [`Plan::decide`] needs (Secrets only with a key).
+    pub fn config_refs(&self) -> BTreeSet<ConfigId> {
+        self.target
+            .as_ref()
+            .map(|t| t.refs.clone())
+            .unwrap_or_default()
+    }
+
+    /// Decides, given the lookups of [`Plan::config_refs`].
+    pub fn decide(&self, configs: &ConfigData) -> Outcome {
+        match &self.target {
+            None => Outcome::untouched(),
+            Some(target) => decide(&self.req, self.settings, target, configs),
+        }
+    }
+}
+
+fn read_target<'a>(
+    req: &Request<'a>,
+    settings: &Settings,
+) -> Result<Option<Target<'a>>, ReviewError> {
+    let Some(workload) = Workload::classify(req.group, req.kind) else {
+        return Ok(None);
+    };
+    let handled_op = match workload {
+        Workload::Pod => req.operation == Operation::Create,
+        Workload::Template(_) => matches!(req.operation, Operation::Create | Operation::Update),
+    };
+    let namespace = if req.namespace.is_empty() {
+        object::namespace(req.object).unwrap_or("")
+    } else {
+        req.namespace
+    };
+    if !handled_op
+        || EXCLUDED_NAMESPACES.contains(&namespace)
+        || namespace == settings.own_namespace
+    {
+        return Ok(None);
+    }
+    if req.object.is_null() {
+        return Err(ReviewError::MissingObject {
+            kind: req.kind.to_owned(),
+        });
+    }
+    let pod = pod_at(req.object, workload, req.kind)?;
+    let annotations = object::string_map(pod, "annotations");
+    let labels = object::string_map(pod, "labels");
+    if is_false(annotations.get(INJECT)) || is_false(labels.get(INJECT)) {
+        return Ok(None);
+    }
+    // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
+    // its owner wrote it: the owner was already checked and hashed, and a template that differs
+    // from the owner's would make the Deployment controller create ReplicaSets in a loop.
+    if matches!(workload, Workload::Template(_)) && object::has_controller(req.object) {
+        return Ok(None);
+    }
+    let spec = parse_spec(pod, req.kind)?;
+    let policy = subpath_policy(req, workload, pod, &annotations);
+    let analysis = analyse(&spec);
+    let outcome = rules::apply(&analysis, &policy);
+    let refs = outcome
+        .uses
+        .iter()
+        .map(|u| u.consumed.id())
+        .filter(|id| id.kind == ConfigKind::ConfigMap || settings.secret_key.is_some())
+        .cloned()
+        .collect();
+    Ok(Some(Target {
+        workload,
+        pod,
+        annotations,
+        spec,
+        policy,
+        refs,
+    }))
+}
+
+fn pod_at<'v>(object: &'v Value, workload: Workload, kind: &str) -> Result<&'v Value, ReviewError> {
+    object
+        .pointer(workload.pointer())
+        .filter(|v| v.is_object())
+        .ok_or_else(|| ReviewError::UnreadableObject {
+            kind: kind.to_owned(),
+            source: serde::de::Error::custom(format!(
+                "{} is missing or not an object",
+                workload.pointer()
+            )),
+        })
+}
+
+fn parse_spec(pod: &Value, kind: &str) -> Result<PodSpec, ReviewError> {
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    PodSpec::deserialize(spec).map_err(|source| ReviewError::UnreadableObject {
+        kind: kind.to_owned(),
+        source,
+    })
+}
+
+fn is_false(value: Option<&String>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+}
+
+/// Where denial happens: only where a person is at the terminal and nothing running can break.
+fn subpath_policy(
+    req: &Request,
+    workload: Workload,
+    pod: &Value,
+    annotations: &BTreeMap<String, String>,
+) -> SubPathPolicy {
+    if annotations
+        .get(ALLOW_SUBPATH)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    {
+        return SubPathPolicy::Allow;
+    }
+    match (workload, req.operation) {
+        (Workload::Pod, _) if object::has_controller(pod) => SubPathPolicy::Allow,
+        (Workload::Pod, _) | (Workload::Template(_), Operation::Create) => SubPathPolicy::DenyAll,
+        (Workload::Template(pointer), _) => {
+            let old = req
+                .old_object
+                .and_then(|old| old.pointer(pointer))
+                .and_then(|old_pod| PodSpec::deserialize(old_pod.get("spec")?).ok());
+            match old {
+                Some(old_spec) => SubPathPolicy::DenyNew(rules::subpath_keys(&analyse(&old_spec))),
+                // Without a readable oldObject nothing can be shown to be new: never deny.
+                None => SubPathPolicy::Allow,
+            }
+        }
+    }
+}
+
+fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
+    let analysis = analyse(&target.spec);
+    let outcome = rules::apply(&analysis, &target.policy);
+    let mut warnings = Warnings::default();
+    let on_template = matches!(target.workload, Workload::Template(_));
+    if !outcome.denied.is_empty() {
+        let message = rules::denial_message(&analysis, &outcome.denied, on_template);
+        return Outcome::Denied {
+            message,
+            warnings: warnings.into_vec(),
+        };
+    }
+    let rolls = on_template || object::has_controller(target.pod);
+    warn_uses(&outcome.uses, rolls, settings, &mut warnings);
+    let report = hash_uses(&outcome.uses, configs, settings);
+    warn_hash(&outcome.uses, &report, &mut warnings);
+    let plan = sidecar::plan(&target.annotations, &target.spec, &analysis, &mut warnings);
+
+    // Edit a copy of only what may change, and diff it against the same unedited view.
+    let original = object::editable_view(req.object, target.workload.pointer());
+    let mut edited = original.clone();
+    let Some(pod) = edited.pointer_mut(target.workload.pointer()) else {
+        return Outcome::untouched();
+    };
+    stamp_hash(
+        pod,
+        &target.annotations,
+        &outcome.uses,
+        report.hash.as_deref(),
+    );
+    let inject_here = !on_template || settings.inject_into_templates;
+    if let (Some(plan), true, false) = (&plan, inject_here, analysis.has_sidecar) {
+        insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
+    }
+    let patch = json_patch::diff(&original, &edited);
+    Outcome::Allowed {
+        patch,
+        warnings: warnings.into_vec(),
+    }
+}
+
+fn hash_uses(uses: &[Use], configs: &ConfigData, settings: &Settings) -> hash::HashReport {
+    let consumed = uses.iter().map(|u| u.consumed.clone()).collect();
+    let mut all_optional: BTreeMap<&ConfigId, bool> = BTreeMap::new();
+    for u in uses {
+        *all_optional.entry(u.consumed.id()).or_insert(true) &= u.optional;
+    }
+    let optional = all_optional
+        .into_iter()
+        .filter(|(_, o)| *o)
+        .map(|(id, _)| id.clone())
+        .collect();
+    hash::config_hash(&consumed, &optional, configs, settings.secret_key.as_ref())
+}
+
+/// One warning per container and object: what happens when it changes.
+fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warnings) {
+    let consequence = if rolls {
+        "pods roll when it changes"
+    } else {
+        "a change needs a new pod"
+    };
+    for u in uses {
+        let id = u.consumed.id();
+        let via = match u.how {
+            How::InitSubPath => continue,
+            How::Env => "reads {} via env",
+            How::EnvFrom => "reads {} via envFrom",
+            How::SubPath => "mounts {} via subPath (never updated)",
+        };
+        let what = via.replace("{}", &describe(id));
+        if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {
+            warnings.push(format!(
+                "container {} {what}; no secret hash key, so no restart on change",
+                quoted(&u.container)
+            ));
+        } else {
+            warnings.push(format!(
+                "container {} {what}; {consequence}",
+                quoted(&u.container)
+            ));
+        }
+    }
+}
+
+fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
+    for id in &report.missing {
+        let container = uses
+            .iter()
+            .find(|u| u.consumed.id() == id)
+            .map(|u| u.container.as_str())
+            .unwrap_or_default();
+        warnings.push(format!(
+            "container {} needs {}, which does not exist: the pod cannot start until it does",
+            quoted(container),
+            describe(id)
+        ));
+    }
+    for (id, reason) in &report.failed {
+        warnings.push(format!(
+            "could not read {} ({}); config hash not updated",
+            describe(id),
+            reason
+        ));
+    }
+}
+
+/// Writes the hash, removes a stale one when nothing restart-only is left, and leaves the
+/// annotation alone when the hash could not be computed.
+fn stamp_hash(
+    pod: &mut Value,
+    annotations: &BTreeMap<String, String>,
+    uses: &[Use],
+    hash: Option<&str>,
+) {
+    let current = annotations.get(CONFIG_HASH).map(String::as_str);
+    match hash {
+        Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
+        None if uses.is_empty() && current.is_some() => object::remove_annotation(pod, CONFIG_HASH),
+        _ => {}
+    }
+}
+
+fn insert_sidecar(
+    pod: &mut Value,
+    plan: &sidecar::SidecarPlan,
+    spec: &PodSpec,
+    annotations: &BTreeMap<String, String>,
+    settings: &Settings,
+) {
+    let list = if settings.native_sidecars {
+        "initContainers"
+    } else {
+        "containers"
+    };
+    object::push_container(
+        pod,
+        list,
+        plan.container(&settings.sidecar_image, settings.native_sidecars),
+    );
+    if plan.needs_shared_pid() && spec.share_process_namespace != Some(true) {
+        object::share_process_namespace(pod);
+    }
+    if !annotations.contains_key(INJECTED) {
+        object::set_annotation(pod, INJECTED, &settings.version);
+    }
+}

@@ -1,0 +1,415 @@
+//! Plans the `config-reloader` sidecar: which volumes it watches, how it reloads the app
+//! (signal or HTTP), which process it targets, and which user it must run as to be allowed
+//! to signal the app. Pure: reads the typed pod spec, writes warnings, returns a plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use serde_json::{Value, json};
+
+use super::analysis::PodAnalysis;
+use super::messages::{Warnings, quoted, quoted_list};
+use super::{PROCESS, RELOAD_URL, SIDECAR_NAME, SIGNAL, WATCH};
+
+/// Where the watched volumes are mounted in the sidecar.
+pub const WATCH_ROOT: &str = "/reload-injector/watch";
+/// UID/GID of the sidecar when it does not need to match the app (the image's user).
+pub const NONROOT_UID: i64 = 65532;
+
+/// How the sidecar reloads the app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Send `signal` to `process` (or to each other container's main process).
+    Signal {
+        /// Canonical signal name (`SIGHUP`) or number.
+        signal: String,
+        /// Target process name, when known.
+        process: Option<String>,
+    },
+    /// POST `url`.
+    Http {
+        /// The reload URL.
+        url: String,
+    },
+}
+
+/// The user the sidecar runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunAs {
+    /// The app's own UID (and GID when known): signalling needs no capability.
+    AppUser {
+        /// `runAsUser`.
+        uid: i64,
+        /// `runAsGroup`, when every target has the same one.
+        gid: Option<i64>,
+    },
+    /// Root with only CAP_KILL: the app's UID is unknown or differs between targets.
+    RootWithKill,
+    /// The image's unprivileged user (HTTP mode, or when root is not allowed).
+    Unprivileged,
+}
+
+/// The sidecar to inject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarPlan {
+    /// Volumes to watch, sorted.
+    pub volumes: Vec<String>,
+    /// Signal or HTTP.
+    pub mode: Mode,
+    /// Who it runs as.
+    pub run_as: RunAs,
+}
+
+impl SidecarPlan {
+    /// Signal mode needs `shareProcessNamespace: true`.
+    pub fn needs_shared_pid(&self) -> bool {
+        matches!(self.mode, Mode::Signal { .. })
+    }
+
+    /// The container, as JSON. `native` adds `restartPolicy: Always` (for `initContainers`).
+    pub fn container(&self, image: &str, native: bool) -> Value {
+        let mut args = vec!["watch".to_owned()];
+        for volume in &self.volumes {
+            args.push("--dir".to_owned());
+            args.push(format!("{WATCH_ROOT}/{volume}"));
+        }
+        match &self.mode {
+            Mode::Signal { signal, process } => {
+                args.extend(["--signal".to_owned(), signal.clone()]);
+                if let Some(process) = process {
+                    args.extend(["--process".to_owned(), process.clone()]);
+                }
+            }
+            Mode::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
+        }
+        let mounts: Vec<Value> = self
+            .volumes
+            .iter()
+            .map(|v| json!({"name": v, "mountPath": format!("{WATCH_ROOT}/{v}"), "readOnly": true}))
+            .collect();
+        let mut container = json!({
+            "name": SIDECAR_NAME,
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "args": args,
+            "resources": {
+                "requests": {"cpu": "5m", "memory": "8Mi"},
+                "limits": {"cpu": "100m", "memory": "32Mi"},
+            },
+            "securityContext": self.security_context(),
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            "volumeMounts": mounts,
+        });
+        if native {
+            container["restartPolicy"] = json!("Always");
+        }
+        container
+    }
+
+    fn security_context(&self) -> Value {
+        let mut sc = json!({
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        });
+        match &self.run_as {
+            RunAs::AppUser { uid, gid } => {
+                sc["runAsUser"] = json!(uid);
+                sc["runAsNonRoot"] = json!(*uid != 0);
+                if let Some(gid) = gid {
+                    sc["runAsGroup"] = json!(gid);
+                }
+            }
+            RunAs::RootWithKill => {
+                sc["runAsUser"] = json!(0);
+                sc["runAsNonRoot"] = json!(false);
+                sc["capabilities"]["add"] = json!(["KILL"]);
+            }
+            RunAs::Unprivileged => {
+                sc["runAsUser"] = json!(NONROOT_UID);
+                sc["runAsGroup"] = json!(NONROOT_UID);
+                sc["runAsNonRoot"] = json!(true);
+            }
+        }
+        sc
+    }
+}
+
+/// Plans the sidecar, or returns `None` (with a warning saying why, where it matters) when
+/// there is nothing to watch or the pod's explicit choices rule it out.
+pub fn plan(
+    annotations: &BTreeMap<String, String>,
+    spec: &PodSpec,
+    analysis: &PodAnalysis<'_>,
+    warnings: &mut Warnings,
+) -> Option<SidecarPlan> {
+    let volumes = watched_volumes(annotations, analysis, warnings);
+    if volumes.is_empty() {
+        return None;
+    }
+    let mode = mode(annotations, spec, analysis, &volumes, warnings)?;
+    let run_as = match &mode {
+        Mode::Http { .. } => RunAs::Unprivileged,
+        Mode::Signal { .. } => run_as(spec, analysis, warnings),
+    };
+    Some(SidecarPlan {
+        volumes: volumes.into_iter().collect(),
+        mode,
+        run_as,
+    })
+}
+
+/// Config volumes mounted as directories by app containers, narrowed by the `watch` annotation.
+fn watched_volumes(
+    annotations: &BTreeMap<String, String>,
+    analysis: &PodAnalysis<'_>,
+    warnings: &mut Warnings,
+) -> BTreeSet<String> {
+    let mounted: BTreeSet<String> = analysis
+        .dir_mounts
+        .iter()
+        .map(|m| m.volume.clone())
+        .collect();
+    let Some(wanted) = annotations.get(WATCH) else {
+        return mounted;
+    };
+    let mut watched = BTreeSet::new();
+    for name in wanted.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if mounted.contains(name) {
+            watched.insert(name.to_owned());
+        } else {
+            warnings.push(format!(
+                "{WATCH}: {} is not a config volume an app container mounts as a directory; ignored",
+                quoted(name)
+            ));
+        }
+    }
+    watched
+}
+
+fn mode(
+    annotations: &BTreeMap<String, String>,
+    spec: &PodSpec,
+    analysis: &PodAnalysis<'_>,
+    volumes: &BTreeSet<String>,
+    warnings: &mut Warnings,
+) -> Option<Mode> {
+    if let Some(url) = annotations
+        .get(RELOAD_URL)
+        .map(|u| u.trim())
+        .filter(|u| !u.is_empty())
+    {
+        if is_http_url(url) {
+            return Some(Mode::Http {
+                url: url.to_owned(),
+            });
+        }
+        warnings.push(format!(
+            "{RELOAD_URL}: {} is not an http(s) URL; no sidecar injected",
+            quoted(url)
+        ));
+        return None;
+    }
+    let signal = match annotations.get(SIGNAL) {
+        None => "SIGHUP".to_owned(),
+        Some(raw) => match canonical_signal(raw) {
+            Some(signal) => signal,
+            None => {
+                warnings.push(format!(
+                    "{SIGNAL}: {} is not a signal name or number; no sidecar injected",
+                    quoted(raw)
+                ));
+                return None;
+            }
+        },
+    };
+    if spec.host_pid == Some(true) {
+        warnings.push("pod sets hostPID: true: no signal-mode sidecar; use reload-injector.io/reload-url for HTTP reload");
+        return None;
+    }
+    if spec.share_process_namespace == Some(false) {
+        warnings.push(
+            "pod sets shareProcessNamespace: false: no signal-mode sidecar; use reload-injector.io/reload-url",
+        );
+        return None;
+    }
+    let process = match annotations.get(PROCESS).map(|p| p.trim()) {
+        Some(p) if is_process_name(p) => Some(p.to_owned()),
+        Some(p) => {
+            warnings.push(format!(
+                "{PROCESS}: {} is not a process name; no sidecar injected",
+                quoted(p)
+            ));
+            return None;
+        }
+        None => derived_process(analysis, volumes, &signal, warnings),
+    };
+    Some(Mode::Signal { signal, process })
+}
+
+/// The process to signal, from the `command` of the one app container that mounts the
+/// watched volumes; warns when several app containers leave the target ambiguous.
+fn derived_process(
+    analysis: &PodAnalysis<'_>,
+    volumes: &BTreeSet<String>,
+    signal: &str,
+    warnings: &mut Warnings,
+) -> Option<String> {
+    let watchers: BTreeSet<&str> = analysis
+        .dir_mounts
+        .iter()
+        .filter(|m| volumes.contains(&m.volume))
+        .map(|m| m.container.as_str())
+        .collect();
+    let mounting: Vec<&Container> = analysis
+        .apps
+        .iter()
+        .copied()
+        .filter(|c| watchers.contains(c.name.as_str()))
+        .collect();
+    let derived = match mounting.as_slice() {
+        [only] => process_from_command(only),
+        _ => None,
+    };
+    if derived.is_none() && analysis.apps.len() > 1 {
+        let names = analysis.apps.iter().map(|c| c.name.as_str());
+        warnings.push(format!(
+            "containers {} all get {signal} on change; set {PROCESS} to pick one",
+            quoted_list(names)
+        ));
+    }
+    derived
+}
+
+/// The basename of `command[0]`, unless it is a shell (whose child is the real server).
+fn process_from_command(container: &Container) -> Option<String> {
+    const SHELLS: [&str; 6] = ["sh", "bash", "dash", "ash", "zsh", "busybox"];
+    let first = container.command.as_ref()?.first()?;
+    let base = first.rsplit('/').next().unwrap_or(first);
+    (is_process_name(base) && !SHELLS.contains(&base)).then(|| base.to_owned())
+}
+
+/// Decides who the sidecar runs as so that it may signal its targets.
+fn run_as(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -> RunAs {
+    let pod_sc = spec.security_context.as_ref();
+    let targets = &analysis.apps;
+    let uid_of = |c: &Container| {
+        c.security_context
+            .as_ref()
+            .and_then(|s| s.run_as_user)
+            .or(pod_sc.and_then(|s| s.run_as_user))
+    };
+    let gid_of = |c: &Container| {
+        c.security_context
+            .as_ref()
+            .and_then(|s| s.run_as_group)
+            .or(pod_sc.and_then(|s| s.run_as_group))
+    };
+    let uids: BTreeSet<Option<i64>> = targets.iter().map(|c| uid_of(c)).collect();
+    let gids: BTreeSet<Option<i64>> = targets.iter().map(|c| gid_of(c)).collect();
+    if let [Some(uid)] = uids.iter().copied().collect::<Vec<_>>().as_slice() {
+        let gid = match gids.iter().copied().collect::<Vec<_>>().as_slice() {
+            [Some(gid)] => Some(*gid),
+            _ => None,
+        };
+        return RunAs::AppUser { uid: *uid, gid };
+    }
+    let unknown: Vec<&str> = targets
+        .iter()
+        .filter(|c| uid_of(c).is_none())
+        .map(|c| c.name.as_str())
+        .collect();
+    let who = if unknown.is_empty() {
+        let names = quoted_list(targets.iter().map(|c| c.name.as_str()));
+        format!("containers {names} run as different users")
+    } else {
+        format!("container {} sets no runAsUser", quoted_list(unknown))
+    };
+    if pod_sc.and_then(|s| s.run_as_non_root) == Some(true) {
+        warnings.push(format!(
+            "{who}, pod is runAsNonRoot: reloads may fail with EPERM"
+        ));
+        RunAs::Unprivileged
+    } else {
+        warnings.push(format!("{who}: sidecar runs as root with CAP_KILL only"));
+        RunAs::RootWithKill
+    }
+}
+
+/// `SIGHUP`, `HUP`, `hup` → `SIGHUP`; a number 1–64 stays a number.
+pub fn canonical_signal(raw: &str) -> Option<String> {
+    const NAMES: [&str; 14] = [
+        "HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "WINCH", "ALRM", "CONT", "TSTP", "TTIN",
+        "TTOU", "URG", "IO",
+    ];
+    let raw = raw.trim();
+    if let Ok(n) = raw.parse::<u8>() {
+        return (1..=64).contains(&n).then(|| n.to_string());
+    }
+    let upper = raw.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    NAMES.contains(&name).then(|| format!("SIG{name}"))
+}
+
+fn is_http_url(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+fn is_process_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.contains('/')
+        && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_canonicalised() {
+        for (raw, want) in [
+            ("SIGHUP", "SIGHUP"),
+            ("HUP", "SIGHUP"),
+            ("hup", "SIGHUP"),
+            (" usr1 ", "SIGUSR1"),
+            ("sigterm", "SIGTERM"),
+            ("10", "10"),
+        ] {
+            assert_eq!(canonical_signal(raw).as_deref(), Some(want), "{raw}");
+        }
+        for raw in ["", "SIG", "RELOAD", "0", "65", "-1", "SIGHUP; rm -rf"] {
+            assert_eq!(canonical_signal(raw), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn only_http_urls_with_a_host_are_accepted() {
+        assert!(is_http_url("http://127.0.0.1:9090/-/reload"));
+        assert!(is_http_url("https://localhost/reload"));
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http:///path",
+            "127.0.0.1/reload",
+            "http://a b",
+            "http://a\n",
+        ] {
+            assert!(!is_http_url(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn process_names_are_single_words() {
+        assert!(is_process_name("nginx"));
+        assert!(is_process_name("fluent-bit"));
+        for bad in ["", "/usr/sbin/nginx", "a b", "x\u{1b}"] {
+            assert!(!is_process_name(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Golden tests of the pure core: every `tests/fixtures/inject/*.yaml` case is reviewed and
+//! its outcome (patch, warnings or denial) compared with `*.golden.yaml` beside it.
+//!
+//! Refresh the goldens on purpose with `UPDATE_GOLDEN=1 cargo test --test golden`, then read
+//! the diff. A golden without a case, or a case without a golden, fails.
+//!
+//! Every admitted case is also checked: the patch applies, the result parses as its
+//! k8s-openapi type, and a second review of the result yields an empty patch.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
+use reload_injector::inject::{
+    MAX_WARNING_CHARS, Operation, Outcome, Plan, Request, Settings, WARNING_PREFIX,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const DIR: &str = "tests/fixtures/inject";
+
+/// One case file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Case {
+    /// What the case shows (for people).
+    #[allow(dead_code)]
+    description: String,
+    #[serde(default = "create")]
+    operation: String,
+    namespace: Option<String>,
+    #[serde(default)]
+    settings: CaseSettings,
+    /// ConfigMaps/Secrets that exist; anything else is not found.
+    #[serde(default)]
+    configs: Vec<Value>,
+    /// `Kind/name` lookups that fail (API down).
+    #[serde(default)]
+    failing: Vec<String>,
+    old_object: Option<Value>,
+    object: Value,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CaseSettings {
+    #[serde(default)]
+    no_native_sidecars: bool,
+    #[serde(default)]
+    secret_key: bool,
+    #[serde(default)]
+    inject_into_templates: bool,
+}
+
+fn create() -> String {
+    "CREATE".to_owned()
+}
+
+fn settings(case: &CaseSettings) -> Settings {
+    Settings {
+        sidecar_image: "reload-injector:test".to_owned(),
+        native_sidecars: !case.no_native_sidecars,
+        own_namespace: "reload-injector".to_owned(),
+        version: "0.0.0-test".to_owned(),
+        inject_into_templates: case.inject_into_templates,
+        secret_key: case
+            .secret_key
+            .then(|| SecretKey::new(b"golden-test-key").expect("non-empty key")),
+    }
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
+}
+
+fn config_data(case: &Case, refs: &std::collections::BTreeSet<ConfigId>) -> ConfigData {
+    let mut existing = BTreeMap::new();
+    for object in &case.configs {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("config has a name")
+            .to_owned();
+        match object["kind"].as_str() {
+            Some("ConfigMap") => {
+                let cm = ConfigMap::deserialize(object).expect("valid ConfigMap");
+                existing.insert(
+                    ConfigId::config_map(name),
+                    ConfigObject::from_config_map(&cm),
+                );
+            }
+            Some("Secret") => {
+                let secret = Secret::deserialize(object).expect("valid Secret");
+                existing.insert(ConfigId::secret(name), ConfigObject::from_secret(&secret));
+            }
+            other => panic!("configs holds ConfigMaps and Secrets, not {other:?}"),
+        }
+    }
+    let mut data = ConfigData::new();
+    for id in refs {
+        let label = format!("{}/{}", id.kind, id.name);
+        let lookup = if case.failing.contains(&label) {
+            Lookup::Failed("timed out after 1s".to_owned())
+        } else {
+            existing
+                .get(id)
+                .cloned()
+                .map_or(Lookup::NotFound, Lookup::Found)
+        };
+        data.insert(id.clone(), lookup);
+    }
+    data
+}
+
+/// Reviews `object` as the case says; returns the outcome.
+fn review(case: &Case, object: &Value, settings: &Settings) -> Outcome {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let namespace = case
+        .namespace
+        .clone()
+        .or_else(|| object["metadata"]["namespace"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "default".to_owned());
+    let req = Request {
+        group: group_of(api_version),
+        kind,
+        operation: Operation::parse(&case.operation),
+        namespace: &namespace,
+        object,
+        old_object: case.old_object.as_ref(),
+        dry_run: false,
+    };
+    let plan = Plan::new(&req, settings).expect("fixture objects are readable");
+    let data = config_data(case, &plan.config_refs());
+    let outcome = plan.decide(&data);
+    // Dry run must give the identical answer.
+    let dry = Request {
+        dry_run: true,
+        ..req
+    };
+    assert_eq!(
+        Plan::new(&dry, settings).expect("readable").decide(&data),
+        outcome,
+        "dry run differs"
+    );
+    outcome
+}
+
+fn golden_of(outcome: &Outcome) -> Value {
+    match outcome {
+        Outcome::Allowed { patch, warnings } => json!({
+            "allowed": true,
+            "warnings": warnings,
+            "patch": serde_json::to_value(patch).expect("patch serialises"),
+        }),
+        Outcome::Denied { message, warnings } => json!({
+            "allowed": false,
+            "message": message,
+            "warnings": warnings,
+        }),
+    }
+}
+
+/// Checks that hold for every admitted case.
+fn check_invariants(
+    name: &str,
+    case: &Case,
+    outcome: &Outcome,
+    settings: &Settings,
+) -> Result<(), String> {
+    let warnings = match outcome {
+        Outcome::Allowed { warnings, .. } | Outcome::Denied { warnings, .. } => warnings,
+    };
+    for w in warnings {
+        if !w.starts_with(WARNING_PREFIX)
+            || w.chars().count() > MAX_WARNING_CHARS
+            || w.chars().any(char::is_control)
+        {
+            return Err(format!("{name}: malformed warning {w:?}"));
+        }
+        if w.contains("golden-secret-value") {
+            return Err(format!(
+                "{name}: a secret value leaked into a warning: {w:?}"
+            ));
+        }
+    }
+    let Outcome::Allowed { patch, .. } = outcome else {
+        return Ok(());
+    };
+    let mut mutated = case.object.clone();
+    json_patch::patch(&mut mutated, patch)
+        .map_err(|e| format!("{name}: patch does not apply: {e}"))?;
+    if mutated.to_string().contains("golden-secret-value") {
+        return Err(format!("{name}: a secret value leaked into the object"));
+    }
+    parses_as_its_type(&mutated)
+        .map_err(|e| format!("{name}: mutated object does not parse: {e}"))?;
+    match review(case, &mutated, settings) {
+        Outcome::Allowed { patch, .. } if patch.0.is_empty() => Ok(()),
+        other => Err(format!("{name}: second pass is not a no-op: {other:?}")),
+    }
+}
+
+fn parses_as_its_type(object: &Value) -> Result<(), serde_json::Error> {
+    fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<(), serde_json::Error> {
+        serde_json::from_value::<T>(v.clone()).map(drop)
+    }
+    match object["kind"].as_str().unwrap_or_default() {
+        "Pod" => parse::<Pod>(object),
+        "Deployment" => parse::<Deployment>(object),
+        "StatefulSet" => parse::<StatefulSet>(object),
+        "DaemonSet" => parse::<DaemonSet>(object),
+        "ReplicaSet" => parse::<ReplicaSet>(object),
+        "Job" => parse::<Job>(object),
+        "CronJob" => parse::<CronJob>(object),
+        _ => Ok(()),
+    }
+}
+
+fn read_yaml(path: &Path) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+}
+
+fn cases() -> Vec<PathBuf> {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(DIR)
+        .expect("fixture dir exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml") && !is_golden(p))
+        .collect();
+    cases.sort();
+    cases
+}
+
+fn is_golden(path: &Path) -> bool {
+    path.to_string_lossy().ends_with(".golden.yaml")
+}
+
+fn golden_path(case: &Path) -> PathBuf {
+    case.with_extension("golden.yaml")
+}
+
+#[test]
+fn every_fixture_matches_its_golden() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let cases = cases();
+    assert!(
+        cases.len() >= 30,
+        "expected at least 30 fixtures, found {}",
+        cases.len()
+    );
+    let mut failures = Vec::new();
+    for path in &cases {
+        let name = path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let case: Case = serde_json::from_value(read_yaml(path))
+            .unwrap_or_else(|e| panic!("{name}: bad case: {e}"));
+        let settings = settings(&case.settings);
+        let outcome = review(&case, &case.object, &settings);
+        if let Err(problem) = check_invariants(&name, &case, &outcome, &settings) {
+            failures.push(problem);
+        }
+        let actual = golden_of(&outcome);
+        let golden = golden_path(path);
+        if update {
+            let text = serde_saphyr::to_string(&actual).expect("golden serialises");
+            std::fs::write(
+                &golden,
+                format!("# Generated by UPDATE_GOLDEN=1 cargo test --test golden\n{text}"),
+            )
+            .expect("write golden");
+            continue;
+        }
+        if !golden.exists() {
+            failures.push(format!(
+                "{name}: no golden; run UPDATE_GOLDEN=1 cargo test --test golden"
+            ));
+            continue;
+        }
+        let expected = read_yaml(&golden);
+        if expected != actual {
+            failures.push(format!(
+                "{name}: outcome differs from {}\n  expected: {expected}\n  actual:   {actual}",
+                golden.display()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn no_golden_is_stale() {
+    let stale: Vec<PathBuf> = std::fs::read_dir(DIR)
+        .expect("fixture dir exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| is_golden(p))
+        .filter(|golden| {
+            let case = golden.to_string_lossy().replace(".golden.yaml", ".yaml");
+            !Path::new(&case).exists()
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "goldens without a case (delete them): {stale:?}"
+    );
+}

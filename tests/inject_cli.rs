@@ -1,0 +1,228 @@
+//! The `inject` command as a user runs it: the real binary, files and stdin, exit codes.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_reload-injector");
+
+fn inject(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BIN)
+        .arg("inject")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run reload-injector");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn documents(output: &Output) -> Vec<Value> {
+    serde_saphyr::from_multiple(&text(&output.stdout)).expect("stdout is YAML")
+}
+
+#[test]
+fn the_readme_demo_injects_and_hashes() {
+    let out = inject(
+        &[
+            "-f",
+            "examples/nginx.yaml",
+            "--configs",
+            "examples/nginx-configs.yaml",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let docs = documents(&out);
+    assert_eq!(docs.len(), 1);
+    let template = &docs[0]["spec"]["template"];
+    let hash = template["metadata"]["annotations"]["reload-injector.io/config-hash"]
+        .as_str()
+        .expect("hash stamped");
+    assert!(hash.starts_with("sha256:"));
+    let sidecar = &template["spec"]["initContainers"][0];
+    assert_eq!(sidecar["name"], "config-reloader");
+    assert_eq!(sidecar["restartPolicy"], "Always");
+    assert_eq!(template["spec"]["shareProcessNamespace"], true);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("reload-injector: container \"nginx\" reads ConfigMap \"web-env\" via env"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn output_can_be_injected_again_without_change() {
+    let first = inject(
+        &[
+            "-f",
+            "examples/nginx.yaml",
+            "--configs",
+            "examples/nginx-configs.yaml",
+        ],
+        "",
+    );
+    assert_eq!(first.status.code(), Some(0));
+    let second = inject(
+        &["-f", "-", "--configs", "examples/nginx-configs.yaml"],
+        &text(&first.stdout),
+    );
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&second.stderr)
+    );
+    assert_eq!(
+        documents(&first),
+        documents(&second),
+        "inject is idempotent"
+    );
+}
+
+#[test]
+fn a_subpath_mount_is_denied_with_exit_1_and_no_output() {
+    let out = inject(&["-f", "examples/subpath.yaml"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "nothing to apply when denied");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("Deployment/legacy"), "{stderr}");
+    assert!(stderr.contains("subPath \"nginx.conf\""), "{stderr}");
+    assert!(
+        stderr.contains("mount the volume as a directory"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unreadable_yaml_exits_2_with_the_location() {
+    let out = inject(&["-f", "-"], "kind: Pod\nmetadata: [unclosed\n");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("failed to parse - as YAML"), "{stderr}");
+    assert!(stderr.contains("line"), "the error says where: {stderr}");
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    let out = inject(&["-f", "does/not/exist.yaml"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("failed to read does/not/exist.yaml"));
+}
+
+#[test]
+fn a_malformed_pod_spec_exits_2_naming_the_object() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec: {containers: 7}\n";
+    let out = inject(&["-f", "-"], pod);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("Pod/broken"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn lists_multi_documents_and_unknown_kinds_pass_through() {
+    let input = r#"
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: a}
+    spec:
+      securityContext: {runAsUser: 1}
+      containers: [{name: app, image: x, volumeMounts: [{name: c, mountPath: /c}]}]
+      volumes: [{name: c, configMap: {name: c}}]
+---
+apiVersion: apps/v1beta1
+kind: Deployment
+metadata: {name: old-api}
+spec: {template: {spec: {containers: [{name: app, image: x, volumeMounts: [{name: c, mountPath: /c, subPath: f}]}], volumes: [{name: c, configMap: {name: c}}]}}}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w}
+spec: {anything: [1, 2]}
+"#;
+    let out = inject(&["-f", "-", "-o", "json"], input);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let docs: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON per line"))
+        .collect();
+    assert_eq!(docs.len(), 3);
+    assert_eq!(
+        docs[0]["items"][0]["spec"]["initContainers"][0]["name"],
+        "config-reloader"
+    );
+    assert_eq!(
+        docs[1]["apiVersion"], "apps/v1beta1",
+        "unknown apiVersion untouched"
+    );
+    assert!(
+        docs[1]["spec"]["template"]["spec"]
+            .get("initContainers")
+            .is_none()
+    );
+    assert_eq!(docs[2]["spec"]["anything"], serde_json::json!([1, 2]));
+}
+
+#[test]
+fn native_sidecars_never_puts_the_watcher_in_containers() {
+    let out = inject(
+        &["-f", "examples/nginx.yaml", "--native-sidecars", "never"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let spec = &documents(&out)[0]["spec"]["template"]["spec"];
+    assert_eq!(spec["containers"][1]["name"], "config-reloader");
+    assert!(spec.get("initContainers").is_none());
+}
+
+#[test]
+fn secret_values_never_reach_the_output() {
+    let dir = std::env::temp_dir().join(format!("ri-inject-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp");
+    let configs = dir.join("configs.yaml");
+    std::fs::write(
+        &configs,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: very-secret-value}\n",
+    )
+    .expect("write");
+    let key = dir.join("key");
+    std::fs::write(&key, "0123456789abcdef\n").expect("write");
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: app\n    image: x\n    env: [{name: P, valueFrom: {secretKeyRef: {name: db, key: password}}}]\n";
+    let args = [
+        "-f",
+        "-",
+        "--configs",
+        configs.to_str().expect("utf-8"),
+        "--secret-hash-key-file",
+        key.to_str().expect("utf-8"),
+    ];
+    let out = inject(&args, pod);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!all.contains("very-secret-value"));
+    let hash =
+        documents(&out)[0]["metadata"]["annotations"]["reload-injector.io/config-hash"].clone();
+    assert!(
+        hash.as_str().is_some_and(|h| h.starts_with("sha256:")),
+        "{hash}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,245 @@
+//! The install manifests (`manifests/`, `manifests/cert-manager/`, and the overlay written by
+//! `certs/generate.sh`), rendered with a real kustomize, validated against the Kubernetes
+//! OpenAPI schemas (strict) and cert-manager's CRD schemas, and checked for the safety
+//! properties DESIGN.md promises.
+
+#[path = "manifests/tools.rs"]
+mod tools;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine;
+use serde_json::{Value, json};
+use tools::{find, render, repo, scratch, validate};
+
+const NAMESPACE: &str = "reload-injector";
+
+fn base() -> Vec<Value> {
+    render(&repo().join("manifests"))
+}
+
+fn cert_manager() -> Vec<Value> {
+    render(&repo().join("manifests/cert-manager"))
+}
+
+/// Runs certs/generate.sh with the freshly built binary into a scratch dir; returns the dir.
+fn generated(name: &str) -> PathBuf {
+    let out = scratch(name).join("overlay");
+    let run = Command::new(repo().join("certs/generate.sh"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_reload-injector"))
+        .output()
+        .expect("run certs/generate.sh");
+    assert!(
+        run.status.success(),
+        "certs/generate.sh: {}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    out
+}
+
+#[test]
+fn kustomize_is_recent_enough_for_the_manifests() {
+    let version = tools::kustomize_version();
+    assert!(
+        version >= tools::MIN_KUSTOMIZE,
+        "kustomize {version:?} is older than {:?}",
+        tools::MIN_KUSTOMIZE
+    );
+}
+
+#[test]
+fn every_manifest_file_passes_strict_schema_validation() {
+    let mut files = Vec::new();
+    for dir in ["manifests/base", "manifests/cert-manager"] {
+        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let is_yaml = path.extension().is_some_and(|e| e == "yaml");
+            if is_yaml && !path.ends_with("kustomization.yaml") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() >= 9, "{files:?}");
+    for file in files {
+        let objects = tools::parse_yaml(&std::fs::read_to_string(&file).unwrap());
+        assert!(!objects.is_empty(), "{}", file.display());
+        let label = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let problems = validate(&objects, &format!("file-{label}"));
+        assert!(problems.is_empty(), "{}: {problems:#?}", file.display());
+    }
+}
+
+#[test]
+fn rendered_base_and_overlays_pass_strict_schema_validation() {
+    let overlay = generated("validate-generated");
+    for (label, objects) in [
+        ("base", base()),
+        ("cert-manager", cert_manager()),
+        ("generated", render(&overlay)),
+    ] {
+        assert!(objects.len() >= 8, "{label}: {} objects", objects.len());
+        let problems = validate(&objects, &format!("rendered-{label}"));
+        assert!(problems.is_empty(), "{label}: {problems:#?}");
+    }
+}
+
+#[test]
+fn the_validators_reject_what_they_should() {
+    // A misspelt field, a wrong type, a bad enum: each must fail, or the checks above
+    // prove nothing.
+    let mut deployment = find(&base(), "Deployment", "reload-injector").clone();
+    deployment["spec"]["template"]["spec"]["containers"][0]["readOnlyRootFileSystem"] = json!(true);
+    assert!(!validate(&[deployment], "reject-typo").is_empty());
+
+    let mut service = find(&base(), "Service", "reload-injector").clone();
+    service["spec"]["ports"][0]["port"] = json!("https");
+    assert!(!validate(&[service], "reject-type").is_empty());
+
+    let mut cert = find(&cert_manager(), "Certificate", "reload-injector-serving").clone();
+    cert["spec"]["privateKey"]["algorithm"] = json!("DSA");
+    assert!(!validate(&[cert], "reject-enum").is_empty());
+
+    let unknown =
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}});
+    assert!(!validate(&[unknown], "reject-unknown-kind").is_empty());
+}
+
+fn webhooks(objects: &[Value]) -> Vec<Value> {
+    let config = find(objects, "MutatingWebhookConfiguration", "reload-injector");
+    config["webhooks"].as_array().unwrap().clone()
+}
+
+fn strings(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn webhook_configuration_is_safe() {
+    let hooks = webhooks(&base());
+    assert_eq!(hooks.len(), 2);
+    for hook in &hooks {
+        let name = hook["name"].as_str().unwrap();
+        assert_eq!(strings(&hook["admissionReviewVersions"]), ["v1"], "{name}");
+        assert_eq!(hook["sideEffects"], "None", "{name}");
+        assert_eq!(hook["reinvocationPolicy"], "IfNeeded", "{name}");
+        assert_eq!(hook["matchPolicy"], "Equivalent", "{name}");
+        let timeout = hook["timeoutSeconds"].as_u64().expect("explicit timeout");
+        assert!((1..=10).contains(&timeout), "{name}: timeout {timeout}");
+
+        let service = &hook["clientConfig"]["service"];
+        assert_eq!(service["name"], "reload-injector", "{name}");
+        assert_eq!(service["namespace"], NAMESPACE, "{name}");
+        assert_eq!(service["path"], "/mutate", "{name}");
+        assert!(hook["clientConfig"].get("url").is_none(), "{name}");
+
+        let expressions = hook["namespaceSelector"]["matchExpressions"]
+            .as_array()
+            .unwrap();
+        assert!(hook["namespaceSelector"].get("matchLabels").is_none());
+        let opt_in =
+            json!({"key": "reload-injector.io/inject", "operator": "In", "values": ["enabled"]});
+        assert!(expressions.contains(&opt_in), "{name}: no opt-in selector");
+        let excluded = expressions
+            .iter()
+            .find(|e| e["key"] == "kubernetes.io/metadata.name")
+            .expect("namespace exclusion by name");
+        assert_eq!(excluded["operator"], "NotIn");
+        let mut names = strings(&excluded["values"]);
+        names.sort();
+        assert_eq!(
+            names,
+            ["kube-node-lease", "kube-public", "kube-system", NAMESPACE],
+            "{name}"
+        );
+        let opt_out = json!({"matchExpressions": [
+            {"key": "reload-injector.io/inject", "operator": "NotIn", "values": ["false"]}
+        ]});
+        assert_eq!(hook["objectSelector"], opt_out, "{name}");
+    }
+
+    let pods = &hooks[0];
+    assert_eq!(pods["failurePolicy"], "Ignore");
+    let rules = pods["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(strings(&rules[0]["operations"]), ["CREATE"]);
+    assert_eq!(strings(&rules[0]["apiGroups"]), [""]);
+    assert_eq!(strings(&rules[0]["resources"]), ["pods"]);
+
+    let workloads = &hooks[1];
+    assert_eq!(workloads["failurePolicy"], "Fail");
+    let mut covered = Vec::new();
+    for rule in workloads["rules"].as_array().unwrap() {
+        assert_eq!(strings(&rule["operations"]), ["CREATE", "UPDATE"]);
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                assert!(!resource.contains('/'), "subresource {resource} matched");
+                covered.push(format!("{group}/{resource}"));
+            }
+        }
+    }
+    covered.sort();
+    assert_eq!(
+        covered,
+        [
+            "apps/daemonsets",
+            "apps/deployments",
+            "apps/replicasets",
+            "apps/statefulsets",
+            "batch/cronjobs",
+            "batch/jobs"
+        ]
+    );
+}
+
+#[path = "manifests/deployment.rs"]
+mod deployment;
+#[path = "manifests/overlays.rs"]
+mod overlays;
+
+/// The path of a file mounted from a Secret volume must be a file inside a mount of that
+/// volume, mounted as a directory (no subPath).
+fn assert_mounted_from(pod_spec: &Value, file: &Path, secret: &str) {
+    let container = &pod_spec["containers"][0];
+    let volume = pod_spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret)
+        .unwrap_or_else(|| panic!("no volume for Secret {secret}"));
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .unwrap_or_else(|| panic!("Secret {secret} is not mounted"));
+    assert!(
+        mount.get("subPath").is_none(),
+        "{secret} mounted with subPath"
+    );
+    assert_eq!(mount["readOnly"], true);
+    let dir = Path::new(mount["mountPath"].as_str().unwrap());
+    assert_eq!(
+        file.parent(),
+        Some(dir),
+        "{} not in {}",
+        file.display(),
+        dir.display()
+    );
+}
+
+/// Decodes a base64 field.
+fn b64(value: &Value) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD
+        .decode(value.as_str().expect("base64 string"))
+        .expect("valid base64")
+}
