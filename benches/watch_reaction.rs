@@ -230,10 +230,16 @@ fn step_costs(rounds: u32) {
 fn idle_cost(idle: Duration) {
     let scratch = Scratch::new("bench-idle");
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "x")]);
-    for (label, extra) in [
-        ("signal mode", vec![]),
+    // The image ships the static build of scripts/build-static.sh; measured too when present.
+    let shipped = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/x86_64-unknown-linux-gnu/release/reload-injector"
+    );
+    let mut runs = vec![
+        ("signal mode", BINARY, vec![]),
         (
             "http mode + metrics",
+            BINARY,
             vec![
                 "--url",
                 "http://127.0.0.1:1/-/reload",
@@ -241,8 +247,12 @@ fn idle_cost(idle: Duration) {
                 "127.0.0.1:0",
             ],
         ),
-    ] {
-        let mut command = Command::new(BINARY);
+    ];
+    if std::path::Path::new(shipped).exists() {
+        runs.push(("signal mode, static build as shipped", shipped, vec![]));
+    }
+    for (label, binary, extra) in runs {
+        let mut command = Command::new(binary);
         command
             .args([
                 "watch",
