@@ -194,6 +194,8 @@ fn https_and_bad_signals_are_refused_at_start_with_a_clear_message() {
             "only http:// is supported",
         ),
         (vec!["--signal", "SIGBOGUS"], "failed to understand signal"),
+        (vec!["--resync", "1000years"], "--resync must be"),
+        (vec!["--debounce", "2days"], "--debounce must be"),
     ] {
         let output = std::process::Command::new(BINARY)
             .arg("watch")

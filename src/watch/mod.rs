@@ -30,6 +30,11 @@ use http::Endpoint;
 use reload::Action;
 use signal::Signaller;
 
+/// Longest accepted `--resync`.
+const MAX_RESYNC: Duration = Duration::from_secs(24 * 3600);
+/// Longest accepted `--debounce`.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
+
 /// Everything the watcher needs, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -53,8 +58,11 @@ impl Config {
         if args.dirs.is_empty() {
             anyhow::bail!("failed to start: no --dir given");
         }
-        if args.resync.is_zero() {
-            anyhow::bail!("failed to start: --resync must be longer than 0s");
+        if args.resync.is_zero() || args.resync > MAX_RESYNC {
+            anyhow::bail!("failed to start: --resync must be longer than 0s and at most 1 day");
+        }
+        if args.debounce > MAX_DEBOUNCE {
+            anyhow::bail!("failed to start: --debounce must be at most 1 hour");
         }
         let action = match &args.url {
             Some(url) => {
