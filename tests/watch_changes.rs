@@ -229,3 +229,28 @@ fn a_plain_file_rewritten_unchanged_does_not_reload_but_an_edit_does() {
         "{page}"
     );
 }
+
+#[test]
+fn with_several_dirs_the_log_and_metrics_name_the_one_that_changed() {
+    let scratch = Scratch::new("multi");
+    let first = AtomicDir::create(&scratch.join("first"), &[("a.conf", "1")]);
+    let second = AtomicDir::create(&scratch.join("second"), &[("b.conf", "1")]);
+    let server = ok_server(second.path().join("b.conf"));
+    let url = server.url("/-/reload");
+    let dirs = format!("{},{}", first.path().display(), second.path().display());
+    let watcher = Watcher::start(
+        &scratch.join("watch.log"),
+        &["--dir", &dirs, "--url", &url, "--debounce", "0"],
+    );
+    second.update(&[("b.conf", "2")]);
+    watcher.wait_reloads(1);
+    let reloaded = &watcher.messages("reloaded")[0];
+    assert_eq!(reloaded["dir"], second.path().to_str().unwrap());
+    assert_eq!(server.hits()[0].content.as_deref(), Some("2"));
+    let page = watcher.metrics_page();
+    let infos = page
+        .lines()
+        .filter(|line| line.starts_with("config_info{"))
+        .count();
+    assert_eq!(infos, 2, "one config_info per directory:\n{page}");
+}
