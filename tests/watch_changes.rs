@@ -254,3 +254,63 @@ fn with_several_dirs_the_log_and_metrics_name_the_one_that_changed() {
         .count();
     assert_eq!(infos, 2, "one config_info per directory:\n{page}");
 }
+
+/// The `config_info` hash label of `dir` on a metrics page.
+fn shown_hash(page: &str, dir: &std::path::Path) -> String {
+    let prefix = format!("config_info{{dir=\"{}\",hash=\"", dir.display());
+    let line = page
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in:\n{page}"));
+    line[prefix.len()..]
+        .split('"')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn secret_dirs_show_a_per_process_keyed_hash_that_reveals_nothing() {
+    let scratch = Scratch::new("secret-dir");
+    let secret = AtomicDir::create(&scratch.join("secret"), &[("password", "hunter2")]);
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "a")]);
+    let server = ok_server(config.path().join("app.conf"));
+    let url = server.url("/-/reload");
+    let (secret_dir, config_dir) = (
+        secret.path().to_str().unwrap(),
+        config.path().to_str().unwrap(),
+    );
+    let args = [
+        "--secret-dir",
+        secret_dir,
+        "--dir",
+        config_dir,
+        "--url",
+        &url,
+    ];
+    let first = Watcher::start(&scratch.join("first.log"), &args);
+    let second = Watcher::start(&scratch.join("second.log"), &args);
+    let (page1, page2) = (first.metrics_page(), second.metrics_page());
+    let (secret1, secret2) = (
+        shown_hash(&page1, secret.path()),
+        shown_hash(&page2, secret.path()),
+    );
+    assert!(secret1.starts_with("private:"), "{secret1}");
+    assert_ne!(
+        secret1, secret2,
+        "the same Secret content must not give a comparable hash across processes"
+    );
+    let (config1, config2) = (
+        shown_hash(&page1, config.path()),
+        shown_hash(&page2, config.path()),
+    );
+    assert!(config1.starts_with("sha256:"), "{config1}");
+    assert_eq!(
+        config1, config2,
+        "ConfigMap content stays comparable across pods"
+    );
+    // A Secret change is still detected and delivered.
+    secret.update(&[("password", "correct horse")]);
+    first.wait_reloads(1);
+    assert!(shown_hash(&first.metrics_page(), secret.path()).starts_with("private:"));
+}

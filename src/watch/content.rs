@@ -12,6 +12,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// Deepest nesting followed below a watched directory (guards against symlink loops).
@@ -24,6 +25,9 @@ pub enum ContentHash {
     Absent,
     /// SHA-256 over the sorted names and contents the app would read.
     Present([u8; 32]),
+    /// HMAC-SHA256 of a [`ContentHash::Present`] digest under a key that never leaves the
+    /// process: for Secret data, so the hash shown in logs and metrics reveals nothing.
+    Private([u8; 32]),
 }
 
 impl ContentHash {
@@ -31,7 +35,22 @@ impl ContentHash {
     pub fn short(&self) -> String {
         match self {
             ContentHash::Absent => "absent".to_owned(),
-            ContentHash::Present(digest) => hex::encode(&digest[..6]),
+            ContentHash::Present(digest) | ContentHash::Private(digest) => {
+                hex::encode(&digest[..6])
+            }
+        }
+    }
+
+    /// This digest keyed with `key` (absent stays absent), for Secret data.
+    pub fn private(self, key: &[u8; 32]) -> ContentHash {
+        match self {
+            ContentHash::Present(digest) => {
+                let mut mac =
+                    Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+                mac.update(&digest);
+                ContentHash::Private(mac.finalize().into_bytes().into())
+            }
+            other => other,
         }
     }
 }
@@ -41,6 +60,7 @@ impl fmt::Display for ContentHash {
         match self {
             ContentHash::Absent => f.write_str("absent"),
             ContentHash::Present(digest) => write!(f, "sha256:{}", hex::encode(digest)),
+            ContentHash::Private(digest) => write!(f, "private:{}", hex::encode(digest)),
         }
     }
 }

@@ -40,6 +40,10 @@ const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
 pub struct Config {
     /// Paths to watch.
     pub dirs: Vec<PathBuf>,
+    /// Which of `dirs` hold Secret data (their shown hash is keyed with `private_key`).
+    pub private: Vec<bool>,
+    /// Random per-process key for the shown hash of Secret data.
+    pub private_key: [u8; 32],
     /// How the app is told.
     pub action: Action,
     /// Checked after each reload, if set.
@@ -55,8 +59,8 @@ pub struct Config {
 impl Config {
     /// Validates the command line (bad signal names, https URLs, ...) before anything starts.
     pub fn from_args(args: WatchArgs) -> anyhow::Result<Config> {
-        if args.dirs.is_empty() {
-            anyhow::bail!("failed to start: no --dir given");
+        if args.dirs.is_empty() && args.secret_dirs.is_empty() {
+            anyhow::bail!("failed to start: no --dir or --secret-dir given");
         }
         if args.resync.is_zero() || args.resync > MAX_RESYNC {
             anyhow::bail!("failed to start: --resync must be longer than 0s and at most 1 day");
@@ -84,8 +88,14 @@ impl Config {
             .map(|url| Endpoint::new("GET", url, args.timeout))
             .transpose()
             .context("--verify-url")?;
+        let private = std::iter::repeat_n(false, args.dirs.len())
+            .chain(std::iter::repeat_n(true, args.secret_dirs.len()))
+            .collect();
+        let dirs = args.dirs.into_iter().chain(args.secret_dirs).collect();
         Ok(Config {
-            dirs: args.dirs,
+            dirs,
+            private,
+            private_key: rand::random(),
             action,
             verify,
             debounce: args.debounce,

@@ -149,7 +149,7 @@ impl State {
     /// Hashes every watched path.
     fn snapshot(&mut self) -> Snapshot {
         let mut snapshot = Vec::with_capacity(self.config.dirs.len());
-        for dir in &self.config.dirs {
+        for (dir, private) in self.config.dirs.iter().zip(&self.config.private) {
             let hashed = hash_path(dir);
             if !hashed.unreadable.is_empty() {
                 self.metrics.errors.inc_by(hashed.unreadable.len() as u64);
@@ -162,7 +162,11 @@ impl State {
                     );
                 }
             }
-            snapshot.push(hashed.hash);
+            snapshot.push(if *private {
+                hashed.hash.private(&self.config.private_key)
+            } else {
+                hashed.hash
+            });
         }
         snapshot
     }
