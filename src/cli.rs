@@ -139,14 +139,24 @@ pub struct ServeArgs {
 /// Flags of `reload-injector watch`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WatchArgs {
-    /// Directory of a mounted ConfigMap/Secret volume to watch (repeatable).
+    /// Directory of a mounted ConfigMap volume to watch (repeatable).
     #[arg(
         long = "dir",
-        required = true,
+        required_unless_present = "secret_dirs",
         env = "RELOAD_INJECTOR_DIR",
         value_delimiter = ','
     )]
     pub dirs: Vec<PathBuf>,
+
+    /// Directory whose content includes Secret data (repeatable): watched like `--dir`, but the
+    /// content hash shown in logs and `config_info` is keyed with a random per-process key, so
+    /// it cannot be used to guess short secret values.
+    #[arg(
+        long = "secret-dir",
+        env = "RELOAD_INJECTOR_SECRET_DIR",
+        value_delimiter = ','
+    )]
+    pub secret_dirs: Vec<PathBuf>,
 
     /// Signal sent in signal mode: `SIGHUP`, `HUP`, `hup` or a number.
     #[arg(long, default_value = "SIGHUP", env = "RELOAD_INJECTOR_SIGNAL")]
@@ -176,6 +186,11 @@ pub struct WatchArgs {
     /// Safety-net re-check of the content, in case an event was missed.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_RESYNC")]
     pub resync: Duration,
+
+    /// Longest one HTTP attempt (`--url`, and `--verify-url`) may take before it counts as
+    /// failed and is retried with backoff.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_TIMEOUT")]
+    pub timeout: Duration,
 
     /// Plain-HTTP address for `/healthz` and `/metrics` (off unless set).
     #[arg(long, env = "RELOAD_INJECTOR_METRICS_LISTEN")]

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::analysis::PodAnalysis;
 use super::messages::{Warnings, quoted, quoted_list};
 use super::{PROCESS, RELOAD_URL, SIDECAR_NAME, SIGNAL, WATCH};
+use crate::hash::ConfigKind;
 
 /// Where the watched volumes are mounted in the sidecar.
 pub const WATCH_ROOT: &str = "/reload-injector/watch";
@@ -54,6 +55,9 @@ pub enum RunAs {
 pub struct SidecarPlan {
     /// Volumes to watch, sorted.
     pub volumes: Vec<String>,
+    /// Those of `volumes` with Secret data (passed as `--secret-dir`, so the watcher never
+    /// shows a bare hash of them).
+    pub secret_volumes: BTreeSet<String>,
     /// Signal or HTTP.
     pub mode: Mode,
     /// Who it runs as.
@@ -70,7 +74,12 @@ impl SidecarPlan {
     pub fn container(&self, image: &str, native: bool) -> Value {
         let mut args = vec!["watch".to_owned()];
         for volume in &self.volumes {
-            args.push("--dir".to_owned());
+            let flag = if self.secret_volumes.contains(volume) {
+                "--secret-dir"
+            } else {
+                "--dir"
+            };
+            args.push(flag.to_owned());
             args.push(format!("{WATCH_ROOT}/{volume}"));
         }
         match &self.mode {
@@ -153,8 +162,19 @@ pub fn plan(
         Mode::Http { .. } => RunAs::Unprivileged,
         Mode::Signal { .. } => run_as(spec, analysis, warnings),
     };
+    let secret_volumes = volumes
+        .iter()
+        .filter(|v| {
+            analysis
+                .config_volumes
+                .get(*v)
+                .is_some_and(|cv| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret))
+        })
+        .cloned()
+        .collect();
     Some(SidecarPlan {
         volumes: volumes.into_iter().collect(),
+        secret_volumes,
         mode,
         run_as,
     })

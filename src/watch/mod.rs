@@ -1,9 +1,118 @@
 //! `reload-injector watch`: the sidecar that reloads the app when its config changes.
+//!
+//! Pure parts — [`events`] (which inotify events matter), [`debounce`], [`retry`] (delivery
+//! with backoff), [`targets`] (whom to signal) — are driven by thin I/O: [`watches`]
+//! (inotify), [`content`] (hashing what the app reads), [`procfs`], [`signal`], [`http`],
+//! [`metrics`], all wired together by [`runner`] on a single-threaded runtime.
+
+pub mod content;
+pub mod debounce;
+pub mod events;
+pub mod http;
+pub mod metrics;
+pub mod procfs;
+pub mod reload;
+pub mod retry;
+pub mod runner;
+pub mod signal;
+pub mod targets;
+pub mod watches;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use tracing::warn;
 
 use crate::cli::WatchArgs;
+use http::Endpoint;
+use reload::Action;
+use signal::Signaller;
 
-/// Runs the watcher until SIGTERM.
+/// Longest accepted `--resync`.
+const MAX_RESYNC: Duration = Duration::from_secs(24 * 3600);
+/// Longest accepted `--debounce`.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
+
+/// Everything the watcher needs, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Paths to watch.
+    pub dirs: Vec<PathBuf>,
+    /// Which of `dirs` hold Secret data (their shown hash is keyed with `private_key`).
+    pub private: Vec<bool>,
+    /// Random per-process key for the shown hash of Secret data.
+    pub private_key: [u8; 32],
+    /// How the app is told.
+    pub action: Action,
+    /// Checked after each reload, if set.
+    pub verify: Option<Endpoint>,
+    /// Quiet period merging bursts.
+    pub debounce: Duration,
+    /// Safety-net re-check period.
+    pub resync: Duration,
+    /// Where `/healthz` and `/metrics` are served, if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl Config {
+    /// Validates the command line (bad signal names, https URLs, ...) before anything starts.
+    pub fn from_args(args: WatchArgs) -> anyhow::Result<Config> {
+        if args.dirs.is_empty() && args.secret_dirs.is_empty() {
+            anyhow::bail!("failed to start: no --dir or --secret-dir given");
+        }
+        if args.resync.is_zero() || args.resync > MAX_RESYNC {
+            anyhow::bail!("failed to start: --resync must be longer than 0s and at most 1 day");
+        }
+        if args.debounce > MAX_DEBOUNCE {
+            anyhow::bail!("failed to start: --debounce must be at most 1 hour");
+        }
+        let action = match &args.url {
+            Some(url) => {
+                if args.process.is_some() {
+                    warn!("--process is ignored in HTTP mode (--url is set)");
+                }
+                Action::Http(Endpoint::new(&args.method, url, args.timeout).context("--url")?)
+            }
+            None => Action::Signal(Signaller {
+                signal: signal::parse_signal(&args.signal).context("--signal")?,
+                process: args.process.clone().filter(|name| !name.is_empty()),
+                proc_root: PathBuf::from("/proc"),
+                own_pid: i32::try_from(std::process::id()).context("own PID")?,
+            }),
+        };
+        let verify = args
+            .verify_url
+            .as_deref()
+            .map(|url| Endpoint::new("GET", url, args.timeout))
+            .transpose()
+            .context("--verify-url")?;
+        let private = std::iter::repeat_n(false, args.dirs.len())
+            .chain(std::iter::repeat_n(true, args.secret_dirs.len()))
+            .collect();
+        let dirs = args.dirs.into_iter().chain(args.secret_dirs).collect();
+        Ok(Config {
+            dirs,
+            private,
+            private_key: rand::random(),
+            action,
+            verify,
+            debounce: args.debounce,
+            resync: args.resync,
+            metrics_listen: args.metrics_listen,
+        })
+    }
+}
+
+/// Runs the watcher until SIGTERM or SIGINT, on a single-threaded runtime (no idle threads,
+/// no idle timers faster than `--resync`).
 pub fn run(args: WatchArgs) -> anyhow::Result<()> {
-    let _ = args;
-    anyhow::bail!("watch: not built yet")
+    let config = Config::from_args(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .context("failed to start the async runtime")?;
+    runtime.block_on(runner::run(config))
 }

@@ -1,0 +1,341 @@
+//! Watcher benchmarks: reaction time from the kubelet's `..data` rename to the signal being
+//! received (`--debounce 0`), idle memory, and idle wake-ups.
+//!
+//! `cargo bench --bench watch_reaction` measures the release binary (200 swaps, 10 s idle);
+//! without `--bench` (as `cargo test --all-targets` runs it) it does a quick pass with few
+//! iterations so the test suite stays fast. Needs root (PID namespace), like the tests.
+
+#[path = "../tests/watch_support/mod.rs"]
+mod watch_support;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use inotify::{Inotify, WatchMask};
+use nix::sys::signal::{SigSet, Signal, kill};
+use nix::time::{ClockId, clock_gettime};
+use nix::unistd::Pid;
+
+use watch_support::fixture::Counter;
+use watch_support::kubelet::AtomicDir;
+use watch_support::pidns::{self, PidNamespace, Proc};
+use watch_support::scratch::Scratch;
+use watch_support::watcher::{BINARY, Watcher};
+
+const CHILD_ENV: &str = "RI_BENCH_SIGNAL_CHILD";
+const TARGET_NAME: &str = "bench-target";
+
+fn main() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return signal_child();
+    }
+    let full = std::env::args().any(|arg| arg == "--bench");
+    let (swaps, idle) = if full {
+        (200, Duration::from_secs(10))
+    } else {
+        (5, Duration::from_secs(1))
+    };
+    println!("watch_reaction: binary {BINARY}");
+    step_costs(if full { 2000 } else { 20 });
+    reaction(swaps);
+    idle_cost(idle);
+}
+
+/// The signal target: blocks SIGHUP, and for each one received prints the CLOCK_MONOTONIC
+/// time it was taken from the kernel.
+fn signal_child() {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGHUP);
+    set.thread_block().expect("block SIGHUP");
+    fs::write("/proc/self/comm", TARGET_NAME).expect("rename comm");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")
+        .and_then(|()| out.flush())
+        .expect("stdout");
+    loop {
+        if set.wait().is_err() {
+            continue;
+        }
+        let now = monotonic_ns();
+        if writeln!(out, "{now}").and_then(|()| out.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let now = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("clock_gettime");
+    now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
+}
+
+fn reaction(swaps: usize) {
+    let scratch = Scratch::new("bench-reaction");
+    let pid1 = Counter::new(scratch.path(), "pid1", 0);
+    let ns = PidNamespace::new(&pid1);
+    let child = ns
+        .command(None)
+        .arg(std::env::current_exe().expect("own path"))
+        .env(CHILD_ENV, "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the signal target");
+    let mut child = Proc(child);
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.0.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let recv = || {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the target answered within 10 s")
+    };
+    assert_eq!(recv(), "ready");
+    let target_pid = pidns::child_of(child.id()).expect("the target's host PID");
+    let nginx_like = "server { listen 8080; location / { return 200 'x'; } }\n".repeat(40);
+
+    // The floor: a bare inotify loop that kills on the `..data` rename, same machine, same run.
+    let floor_dir = AtomicDir::create(&scratch.join("floor"), &[("site.conf", &nginx_like)]);
+    spawn_floor_watcher(floor_dir.path(), target_pid);
+    let floor = time_swaps(&floor_dir, swaps, &nginx_like, &recv);
+    report("floor (bare inotify -> kill in one thread)", swaps, floor);
+
+    let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
+    let watcher = Watcher::start_in(
+        &ns,
+        None,
+        &scratch.join("watch.log"),
+        &[
+            "--dir",
+            config.path().to_str().unwrap(),
+            "--process",
+            TARGET_NAME,
+            "--debounce",
+            "0",
+        ],
+    );
+    let watcher_pid = pidns::child_of(watcher.launcher_pid()).expect("the watcher's host PID");
+    let before = status(watcher_pid);
+    let micros = time_swaps(&config, swaps, &nginx_like, &recv);
+    let after = status(watcher_pid);
+    report("reload-injector watch --debounce 0", swaps, micros);
+    let per_update = |a: u64, b: u64| (a - b) as f64 / swaps as f64;
+    println!(
+        "watcher per kubelet update (all its events, hashing, /proc scan, kill, log line): \
+         CPU {:.1} us, wake-ups {:.1}, minor page faults {:.1}",
+        per_update(after.cpu_ns, before.cpu_ns) / 1000.0,
+        per_update(after.voluntary, before.voluntary),
+        per_update(after.minor_faults, before.minor_faults)
+    );
+    ns.close();
+}
+
+/// Times `swaps` kubelet updates of `dir`: from the rename to the SIGHUP received, in µs.
+fn time_swaps(dir: &AtomicDir, swaps: usize, body: &str, recv: &dyn Fn() -> String) -> Vec<f64> {
+    let mut micros = Vec::with_capacity(swaps);
+    for i in 0..swaps {
+        let pending = dir.prepare(&[("site.conf", &format!("{body}# {i}\n"))]);
+        // Let the watcher finish with the preparation events, so only the rename is timed.
+        std::thread::sleep(Duration::from_millis(20));
+        let start = monotonic_ns();
+        pending.rename();
+        let received: u64 = recv().parse().expect("a timestamp");
+        micros.push(received.saturating_sub(start) as f64 / 1000.0);
+        pending.finish();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    micros.sort_by(f64::total_cmp);
+    micros
+}
+
+fn report(label: &str, swaps: usize, micros: Vec<f64>) {
+    let pct = |p: f64| micros[((micros.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "reaction, {label} ({swaps} swaps, rename -> SIGHUP received): \
+         p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us",
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0)
+    );
+}
+
+fn spawn_floor_watcher(dir: &std::path::Path, target: u32) {
+    let inotify = Inotify::init().expect("inotify");
+    inotify
+        .watches()
+        .add(dir, WatchMask::MOVED_TO)
+        .expect("watch the floor dir");
+    std::thread::spawn(move || {
+        let mut inotify = inotify;
+        let mut buffer = [0u8; 4096];
+        let pid = Pid::from_raw(target as i32);
+        loop {
+            let Ok(events) = inotify.read_events_blocking(&mut buffer) else {
+                return;
+            };
+            for event in events {
+                if event.name.is_some_and(|name| name == "..data") {
+                    let _ = kill(pid, Signal::SIGHUP);
+                }
+            }
+        }
+    });
+}
+
+/// In-process cost of the two steps on the reload path, called directly through the library.
+fn step_costs(rounds: u32) {
+    use reload_injector::watch::{content, procfs};
+    let scratch = Scratch::new("bench-steps");
+    let nginx_like = "server { listen 8080; location / { return 200 'x'; } }\n".repeat(40);
+    let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
+    let time = |f: &dyn Fn()| {
+        let start = std::time::Instant::now();
+        for _ in 0..rounds {
+            f();
+        }
+        start.elapsed().as_secs_f64() * 1e6 / f64::from(rounds)
+    };
+    let hash = time(&|| {
+        content::hash_path(config.path());
+    });
+    let proc_root = std::path::Path::new("/proc");
+    let count = procfs::list_processes(proc_root, Some("no-such-name"), -1)
+        .map(|p| p.len())
+        .unwrap_or(0);
+    let scan = time(&|| {
+        let _ = procfs::list_processes(proc_root, Some("no-such-name"), -1);
+    });
+    let syscall = time(&|| {
+        for _ in 0..100 {
+            std::hint::black_box(nix::unistd::getppid());
+        }
+    }) / 100.0;
+    println!("steps: one null system call (getppid) {syscall:.2} us");
+    println!(
+        "steps: content hash of a 2.4 KB kubelet volume {hash:.1} us; /proc scan of {count} \
+         processes (host) {scan:.1} us ({:.2} us per process)",
+        scan / count.max(1) as f64
+    );
+}
+
+/// Memory and wake-ups of an idle watcher (signal mode, default flags).
+fn idle_cost(idle: Duration) {
+    let scratch = Scratch::new("bench-idle");
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "x")]);
+    // The image ships the static build of scripts/build-static.sh; measured too when present.
+    let shipped = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/x86_64-unknown-linux-gnu/release/reload-injector"
+    );
+    let mut runs = vec![
+        ("signal mode", BINARY, vec![]),
+        (
+            "http mode + metrics",
+            BINARY,
+            vec![
+                "--url",
+                "http://127.0.0.1:1/-/reload",
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ],
+        ),
+    ];
+    if std::path::Path::new(shipped).exists() {
+        runs.push(("signal mode, static build as shipped", shipped, vec![]));
+    }
+    for (label, binary, extra) in runs {
+        let mut command = Command::new(binary);
+        command
+            .args([
+                "watch",
+                "--dir",
+                config.path().to_str().unwrap(),
+                "--process",
+                "none",
+            ])
+            .args(&extra)
+            .stderr(Stdio::null());
+        let child = Proc(command.spawn().expect("start the watcher"));
+        std::thread::sleep(Duration::from_secs(1));
+        let before = status(child.id());
+        std::thread::sleep(idle);
+        let after = status(child.id());
+        let switches = |s: &Status| s.voluntary + s.nonvoluntary;
+        println!(
+            "idle ({label}): VmRSS {} kB (anon {} kB, file {} kB; PSS {} kB, private {} kB), \
+             threads {}, context switches in {:?} idle: {}, CPU time: {} ns",
+            after.rss_kb,
+            after.anon_kb,
+            after.file_kb,
+            after.pss_kb,
+            after.private_kb,
+            after.threads,
+            idle,
+            switches(&after) - switches(&before),
+            after.cpu_ns - before.cpu_ns
+        );
+    }
+}
+
+#[derive(Debug, Default)]
+struct Status {
+    rss_kb: u64,
+    anon_kb: u64,
+    file_kb: u64,
+    pss_kb: u64,
+    private_kb: u64,
+    threads: u64,
+    voluntary: u64,
+    nonvoluntary: u64,
+    cpu_ns: u64,
+    minor_faults: u64,
+}
+
+fn status(pid: u32) -> Status {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let schedstat = fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap_or_default();
+    let rollup = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let rolled = |name: &str| -> u64 {
+        rollup
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    Status {
+        rss_kb: field("VmRSS:"),
+        anon_kb: field("RssAnon:"),
+        file_kb: field("RssFile:"),
+        pss_kb: rolled("Pss:"),
+        private_kb: rolled("Private_Clean:") + rolled("Private_Dirty:"),
+        threads: field("Threads:"),
+        voluntary: field("voluntary_ctxt_switches:"),
+        nonvoluntary: field("nonvoluntary_ctxt_switches:"),
+        minor_faults: fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = stat.rsplit_once(')')?.1.to_owned();
+                after.split_whitespace().nth(7)?.parse().ok()
+            })
+            .unwrap_or(0),
+        cpu_ns: schedstat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    }
+}

@@ -1,0 +1,205 @@
+//! Content hash of a watched directory: a digest of exactly what the app would read.
+//!
+//! The kubelet mounts a ConfigMap/Secret volume as user-visible symlinks (`key -> ..data/key`)
+//! plus a `..data` symlink to a timestamped directory. Reading through the user-visible names
+//! (and so through `..data`) gives what the app sees; entries whose name starts with `..` are
+//! the kubelet's bookkeeping and are skipped. A directory that does not exist hashes as
+//! [`ContentHash::Absent`], so deletion and re-creation are changes like any other.
+
+use std::fmt;
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+
+/// Deepest nesting followed below a watched directory (guards against symlink loops).
+const MAX_DEPTH: usize = 16;
+
+/// The digest of one watched path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContentHash {
+    /// The path does not exist (yet, or any more).
+    Absent,
+    /// SHA-256 over the sorted names and contents the app would read.
+    Present([u8; 32]),
+    /// HMAC-SHA256 of a [`ContentHash::Present`] digest under a key that never leaves the
+    /// process: for Secret data, so the hash shown in logs and metrics reveals nothing.
+    Private([u8; 32]),
+}
+
+impl ContentHash {
+    /// A short form for log lines: the first 12 hex digits, or `absent`.
+    pub fn short(&self) -> String {
+        match self {
+            ContentHash::Absent => "absent".to_owned(),
+            ContentHash::Present(digest) | ContentHash::Private(digest) => {
+                hex::encode(&digest[..6])
+            }
+        }
+    }
+
+    /// This digest keyed with `key` (absent stays absent), for Secret data.
+    pub fn private(self, key: &[u8; 32]) -> ContentHash {
+        match self {
+            ContentHash::Present(digest) => {
+                let mut mac =
+                    Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+                mac.update(&digest);
+                ContentHash::Private(mac.finalize().into_bytes().into())
+            }
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ContentHash::Absent => f.write_str("absent"),
+            ContentHash::Present(digest) => write!(f, "sha256:{}", hex::encode(digest)),
+            ContentHash::Private(digest) => write!(f, "private:{}", hex::encode(digest)),
+        }
+    }
+}
+
+/// What hashing a path found, besides the digest: entries that exist but could not be read
+/// (their error kind is part of the digest, so a permission fix counts as a change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hashed {
+    /// The digest.
+    pub hash: ContentHash,
+    /// Entries that could not be read, with why (for the error counter and a debug log).
+    pub unreadable: Vec<String>,
+}
+
+/// Hashes what an app would read at `path`: a directory's visible entries (recursively,
+/// following symlinks), a single file's bytes, or [`ContentHash::Absent`].
+pub fn hash_path(path: &Path) -> Hashed {
+    let mut hasher = Sha256::new();
+    let mut unreadable = Vec::new();
+    match fs::metadata(path) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Hashed {
+                hash: ContentHash::Absent,
+                unreadable,
+            };
+        }
+        Err(err) => record_unreadable(&mut hasher, &mut unreadable, path, &err, None),
+        Ok(meta) if meta.is_dir() => hash_dir(&mut hasher, &mut unreadable, path, 0),
+        Ok(meta) => hash_file(&mut hasher, &mut unreadable, path, meta.len()),
+    }
+    Hashed {
+        hash: ContentHash::Present(hasher.finalize().into()),
+        unreadable,
+    }
+}
+
+fn hash_dir(hasher: &mut Sha256, unreadable: &mut Vec<String>, dir: &Path, depth: usize) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            let meta = fs::metadata(dir).ok();
+            return record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
+        }
+    };
+    let mut names: Vec<_> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.file_name()))
+        .filter(|name| !name.as_encoded_bytes().starts_with(b".."))
+        .collect();
+    names.sort();
+    for name in names {
+        let path = dir.join(&name);
+        match fs::metadata(&path) {
+            // A dangling symlink or an entry removed while we read: the app sees nothing.
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                put(hasher, b'A', name.as_encoded_bytes());
+            }
+            Err(err) => record_unreadable(hasher, unreadable, &path, &err, None),
+            Ok(meta) if meta.is_dir() => {
+                put(hasher, b'D', name.as_encoded_bytes());
+                if depth < MAX_DEPTH {
+                    hash_dir(hasher, unreadable, &path, depth + 1);
+                }
+                put(hasher, b'E', b"");
+            }
+            Ok(meta) => {
+                put(hasher, b'F', name.as_encoded_bytes());
+                hash_file(hasher, unreadable, &path, meta.len());
+            }
+        }
+    }
+}
+
+fn hash_file(hasher: &mut Sha256, unreadable: &mut Vec<String>, path: &Path, size_hint: u64) {
+    match read_all(path, size_hint) {
+        Ok(bytes) => put(hasher, b'C', &bytes),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => put(hasher, b'A', b""),
+        Err(err) => {
+            let meta = fs::metadata(path).ok();
+            record_unreadable(hasher, unreadable, path, &err, meta.as_ref());
+        }
+    }
+}
+
+/// Reads a whole file, sized by the metadata already at hand (no second `stat`).
+fn read_all(path: &Path, size_hint: u64) -> io::Result<Vec<u8>> {
+    let mut file = fs::File::open(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size_hint).unwrap_or(0).saturating_add(1));
+    loop {
+        if bytes.len() == bytes.capacity() {
+            bytes.reserve(4096);
+        }
+        let spare = bytes.capacity() - bytes.len();
+        let start = bytes.len();
+        bytes.resize(start + spare, 0);
+        match file.read(&mut bytes[start..]) {
+            Ok(0) => {
+                bytes.truncate(start);
+                return Ok(bytes);
+            }
+            Ok(read) => bytes.truncate(start + read),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => bytes.truncate(start),
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// Records an entry the watcher may not read. Its identity (inode, size, mtime) stands in for
+/// its content: the kubelet writes every update to new files, so updates are still seen
+/// (an identical update then counts as a change too).
+fn record_unreadable(
+    hasher: &mut Sha256,
+    unreadable: &mut Vec<String>,
+    path: &Path,
+    err: &io::Error,
+    meta: Option<&fs::Metadata>,
+) {
+    let kind = format!("{:?}", err.kind());
+    put(hasher, b'U', kind.as_bytes());
+    if let Some(meta) = meta {
+        let identity = [
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.mtime() as u64,
+            meta.mtime_nsec() as u64,
+        ];
+        for value in identity {
+            hasher.update(value.to_le_bytes());
+        }
+    }
+    unreadable.push(format!("{}: {err}", path.display()));
+}
+
+/// Appends one tagged, length-prefixed record, so no two different trees share an encoding.
+fn put(hasher: &mut Sha256, tag: u8, bytes: &[u8]) {
+    hasher.update([tag]);
+    hasher.update((bytes.len() as u64).to_le_bytes());
+    hasher.update(bytes);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,187 @@
+//! Which inotify events matter: a pure predicate over plain data.
+//!
+//! On a watched directory, the kubelet's update shows up as a rename of `..data_tmp` onto
+//! `..data`; user-visible names (`key -> ..data/key`, or plain files) appear, change and go.
+//! The other `..`-prefixed names (timestamped directories, `..data_tmp`) are bookkeeping
+//! that changes nothing the app reads until `..data` moves. When the directory itself goes
+//! away, or does not exist yet, its nearest existing parent is watched instead, and only the
+//! name leading towards the directory matters there.
+
+use std::ffi::OsStr;
+
+/// What happened, reduced to what the watcher cares about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// An entry was created or moved in.
+    Appeared,
+    /// An entry was deleted or moved out.
+    Vanished,
+    /// An entry's content was written.
+    Written,
+    /// The watched path itself was deleted, moved, or its watch dropped by the kernel.
+    WatchGone,
+    /// The kernel's event queue overflowed: events were lost.
+    Overflow,
+    /// Anything else (access, attribute changes, ...).
+    Other,
+}
+
+/// How a watch relates to a configured directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchRole {
+    /// The watch is on the configured path itself.
+    Own,
+    /// The configured path is missing; the watch is on its nearest existing ancestor, and
+    /// `next` is the name of the path component leading towards it.
+    Ancestor {
+        /// The child name of the ancestor on the way to the configured path.
+        next: std::ffi::OsString,
+    },
+}
+
+/// What an event asks the watcher to do for one configured directory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Effect {
+    /// The content may have changed: re-hash (after the debounce).
+    pub rehash: bool,
+    /// The set of watches must be re-planned (a directory appeared or vanished).
+    pub rewatch: bool,
+}
+
+impl Effect {
+    /// Combines two effects (either asks → both asked).
+    pub fn union(self, other: Effect) -> Effect {
+        Effect {
+            rehash: self.rehash || other.rehash,
+            rewatch: self.rewatch || other.rewatch,
+        }
+    }
+}
+
+/// The name the kubelet renames over to publish a new version.
+const DATA: &str = "..data";
+
+/// Decides what one event means for a configured directory watched in `role`.
+pub fn classify(role: &WatchRole, kind: EventKind, name: Option<&OsStr>) -> Effect {
+    let everything = Effect {
+        rehash: true,
+        rewatch: true,
+    };
+    match kind {
+        EventKind::Overflow | EventKind::WatchGone => return everything,
+        EventKind::Other => return Effect::default(),
+        _ => {}
+    }
+    match role {
+        WatchRole::Ancestor { next } => match name {
+            Some(name) if name == next.as_os_str() => everything,
+            _ => Effect::default(),
+        },
+        WatchRole::Own => {
+            let Some(name) = name else {
+                // An event on the watched path itself (a single watched file was written).
+                return Effect {
+                    rehash: kind == EventKind::Written,
+                    rewatch: false,
+                };
+            };
+            let bookkeeping = name.as_encoded_bytes().starts_with(b"..");
+            let rehash = !bookkeeping || (name == DATA && kind != EventKind::Written);
+            Effect {
+                rehash,
+                rewatch: false,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own(kind: EventKind, name: &str) -> Effect {
+        classify(&WatchRole::Own, kind, Some(OsStr::new(name)))
+    }
+
+    #[test]
+    fn the_kubelet_swap_is_a_change() {
+        assert!(own(EventKind::Appeared, "..data").rehash);
+        assert!(own(EventKind::Vanished, "..data").rehash);
+    }
+
+    #[test]
+    fn kubelet_bookkeeping_is_not_a_change() {
+        assert_eq!(own(EventKind::Appeared, "..data_tmp"), Effect::default());
+        assert_eq!(own(EventKind::Vanished, "..data_tmp"), Effect::default());
+        assert_eq!(
+            own(EventKind::Appeared, "..2026_11_20_22_33_00.123456789"),
+            Effect::default()
+        );
+        assert_eq!(
+            own(EventKind::Vanished, "..2026_11_20_22_33_00.123456789"),
+            Effect::default()
+        );
+    }
+
+    #[test]
+    fn plain_files_created_written_moved_deleted_are_changes() {
+        for kind in [EventKind::Appeared, EventKind::Vanished, EventKind::Written] {
+            assert_eq!(
+                own(kind, "nginx.conf"),
+                Effect {
+                    rehash: true,
+                    rewatch: false
+                }
+            );
+        }
+        assert_eq!(own(EventKind::Other, "nginx.conf"), Effect::default());
+    }
+
+    #[test]
+    fn losing_the_watch_or_events_rechecks_everything() {
+        for kind in [EventKind::WatchGone, EventKind::Overflow] {
+            let effect = classify(&WatchRole::Own, kind, None);
+            assert!(effect.rehash && effect.rewatch);
+        }
+    }
+
+    #[test]
+    fn a_written_single_file_is_a_change() {
+        assert!(classify(&WatchRole::Own, EventKind::Written, None).rehash);
+        assert!(!classify(&WatchRole::Own, EventKind::Appeared, None).rehash);
+    }
+
+    #[test]
+    fn on_an_ancestor_only_the_way_to_the_directory_matters() {
+        let role = WatchRole::Ancestor {
+            next: "config".into(),
+        };
+        let hit = classify(&role, EventKind::Appeared, Some(OsStr::new("config")));
+        assert!(hit.rehash && hit.rewatch);
+        let moved_in = classify(&role, EventKind::Appeared, Some(OsStr::new("config")));
+        assert!(moved_in.rewatch);
+        assert_eq!(
+            classify(&role, EventKind::Appeared, Some(OsStr::new("other"))),
+            Effect::default()
+        );
+    }
+
+    #[test]
+    fn effects_combine() {
+        let a = Effect {
+            rehash: true,
+            rewatch: false,
+        };
+        let b = Effect {
+            rehash: false,
+            rewatch: true,
+        };
+        assert_eq!(
+            a.union(b),
+            Effect {
+                rehash: true,
+                rewatch: true
+            }
+        );
+    }
+}

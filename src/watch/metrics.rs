@@ -1,0 +1,196 @@
+//! The watcher's metrics, and the optional plain-HTTP endpoint serving `/healthz` and
+//! `/metrics` (Prometheus text format).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+type Labels = Vec<(String, String)>;
+
+/// Errors of the metrics endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// The listen address could not be bound.
+    #[error("failed to listen on {addr} for metrics")]
+    BindFailed {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The watcher's metrics (cheap to clone: shared handles).
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    /// `reloads_total{result}`: reload attempts by outcome.
+    pub reloads: Family<Labels, Counter>,
+    /// `last_reload_success_timestamp_seconds`.
+    pub last_success: Gauge<f64, AtomicU64>,
+    /// `config_info{dir,hash}`: 1 for the content the app was last told about.
+    pub config_info: Family<Labels, Gauge>,
+    /// `watch_events_total`: inotify events read.
+    pub events: Counter,
+    /// `watch_errors_total`: watch, read and hashing errors.
+    pub errors: Counter,
+}
+
+impl Metrics {
+    /// Counts one reload attempt with the given result label.
+    pub fn count_reload(&self, result: &str) {
+        self.reloads
+            .get_or_create(&vec![("result".to_owned(), result.to_owned())])
+            .inc();
+    }
+
+    /// Records that `dir` now runs content `hash` (replacing what it ran before).
+    pub fn set_config(&self, dir: &str, old_hash: Option<&str>, hash: &str) {
+        if let Some(old) = old_hash {
+            self.config_info.remove(&config_labels(dir, old));
+        }
+        self.config_info
+            .get_or_create(&config_labels(dir, hash))
+            .set(1);
+    }
+
+    /// Builds the registry with every metric under its public name.
+    pub fn registry(&self) -> Registry {
+        let mut registry = Registry::default();
+        registry.register(
+            "reloads",
+            "Reload attempts by result (success, failure, no_target, permission_denied)",
+            self.reloads.clone(),
+        );
+        registry.register(
+            "last_reload_success_timestamp_seconds",
+            "Unix time of the last successful reload",
+            self.last_success.clone(),
+        );
+        registry.register(
+            "config_info",
+            "The content hash each watched directory had when the app was last told (value 1)",
+            self.config_info.clone(),
+        );
+        registry.register("watch_events", "inotify events read", self.events.clone());
+        registry.register(
+            "watch_errors",
+            "Errors while watching or reading the watched directories",
+            self.errors.clone(),
+        );
+        registry
+    }
+}
+
+fn config_labels(dir: &str, hash: &str) -> Labels {
+    vec![
+        ("dir".to_owned(), dir.to_owned()),
+        ("hash".to_owned(), hash.to_owned()),
+    ]
+}
+
+/// Binds `addr` and serves `/healthz` and `/metrics` on the current runtime; returns the
+/// address bound (port 0 picks a free port).
+pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<SocketAddr, MetricsError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| MetricsError::BindFailed { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| MetricsError::BindFailed { addr, source })?;
+    let registry = Arc::new(metrics.registry());
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                // Out of file descriptors or similar: do not spin.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            };
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                    let registry = Arc::clone(&registry);
+                    async move { Ok::<_, Infallible>(respond(&request, &registry)) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(bound)
+}
+
+fn respond(request: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match request.uri().path() {
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
+        "/metrics" => {
+            let mut text = String::new();
+            match encode(&mut text, registry) {
+                Ok(()) => (
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    text,
+                ),
+                Err(_) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    "failed to encode metrics\n".to_owned(),
+                ),
+            }
+        }
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found: try /healthz or /metrics\n".to_owned(),
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = header::HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_have_their_public_names() {
+        let metrics = Metrics::default();
+        metrics.count_reload("success");
+        metrics.events.inc();
+        metrics.set_config("/etc/nginx", None, "sha256:aa");
+        metrics.set_config("/etc/nginx", Some("sha256:aa"), "sha256:bb");
+        let mut text = String::new();
+        encode(&mut text, &metrics.registry()).unwrap();
+        for needle in [
+            "reloads_total{result=\"success\"} 1",
+            "last_reload_success_timestamp_seconds",
+            "config_info{dir=\"/etc/nginx\",hash=\"sha256:bb\"} 1",
+            "watch_events_total 1",
+            "watch_errors_total 0",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from\n{text}");
+        }
+        assert!(
+            !text.contains("sha256:aa"),
+            "old hash still exported:\n{text}"
+        );
+    }
+}

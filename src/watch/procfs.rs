@@ -1,0 +1,178 @@
+//! Reading the process list from `/proc` (thin I/O over pure parsers).
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+
+use super::targets::ProcessInfo;
+
+/// `PF_KTHREAD` in `/proc/PID/stat`'s flags field.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Fields of `/proc/PID/stat` the watcher uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    /// The command name (between the parentheses; may itself contain spaces or parens).
+    pub comm: String,
+    /// One-letter state (`R`, `S`, `Z`, ...).
+    pub state: char,
+    /// Parent PID.
+    pub ppid: i32,
+    /// Kernel flags word.
+    pub flags: u64,
+}
+
+/// Parses the text of `/proc/PID/stat`.
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_owned();
+    let mut fields = text.get(close + 1..)?.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    // pgrp, session, tty_nr, tpgid, then flags.
+    let flags = fields.nth(4)?.parse().ok()?;
+    Some(Stat {
+        comm,
+        state,
+        ppid,
+        flags,
+    })
+}
+
+/// Basename of argv[0] from the raw bytes of `/proc/PID/cmdline` (`None` if empty).
+pub fn argv0_basename(cmdline: &[u8]) -> Option<String> {
+    let argv0 = cmdline.split(|b| *b == 0).next()?;
+    if argv0.is_empty() {
+        return None;
+    }
+    let base = argv0.rsplit(|b| *b == b'/').next().unwrap_or(argv0);
+    Some(String::from_utf8_lossy(base).into_owned())
+}
+
+/// Real UID from the text of `/proc/PID/status`.
+pub fn parse_uid(status: &str) -> Option<u32> {
+    let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+    line.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// Lists the processes visible in `proc_root` (normally `/proc`), except `own_pid` (never a
+/// target, never anyone's parent here). Processes that exit while being read are skipped.
+/// argv[0] is read only when looking for `name`, `comm` is not already `name`, and the process
+/// is not PID 1 (the only cases where it can change the choice; reading `cmdline` is the
+/// costly part of a scan).
+pub fn list_processes(
+    proc_root: &Path,
+    name: Option<&str>,
+    own_pid: i32,
+) -> std::io::Result<Vec<ProcessInfo>> {
+    let mut processes = Vec::new();
+    for entry in fs::read_dir(proc_root)? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == own_pid {
+            continue;
+        }
+        let dir = entry.path();
+        let mut buffer = [0u8; 1024];
+        let Some(stat) = read_head(&dir.join("stat"), &mut buffer)
+            .and_then(|bytes| std::str::from_utf8(bytes).ok())
+            .and_then(parse_stat)
+        else {
+            continue;
+        };
+        let argv0 = if pid != 1 && name.is_some_and(|name| name != stat.comm) {
+            read_head(&dir.join("cmdline"), &mut buffer).and_then(argv0_basename)
+        } else {
+            None
+        };
+        processes.push(ProcessInfo {
+            pid,
+            ppid: stat.ppid,
+            comm: stat.comm,
+            argv0,
+            kernel_thread: stat.flags & PF_KTHREAD != 0,
+            zombie: matches!(stat.state, 'Z' | 'X'),
+        });
+    }
+    Ok(processes)
+}
+
+/// Reads the start of a small `/proc` file with one `read` (the kernel fills what fits; the
+/// watcher needs only the start of `stat` and argv[0] from `cmdline`).
+fn read_head<'b>(path: &Path, buffer: &'b mut [u8]) -> Option<&'b [u8]> {
+    let mut file = fs::File::open(path).ok()?;
+    let read = file.read(buffer).ok()?;
+    Some(&buffer[..read])
+}
+
+/// Real UID of process `pid`, if it can still be read.
+pub fn process_uid(proc_root: &Path, pid: i32) -> Option<u32> {
+    let status = fs::read_to_string(proc_root.join(pid.to_string()).join("status")).ok()?;
+    parse_uid(&status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_odd_comm_parses() {
+        let text = "42 (we (ird) name) S 7 42 42 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0";
+        let stat = parse_stat(text).unwrap();
+        assert_eq!(stat.comm, "we (ird) name");
+        assert_eq!(stat.state, 'S');
+        assert_eq!(stat.ppid, 7);
+        assert_eq!(stat.flags, 4194560);
+    }
+
+    #[test]
+    fn kernel_thread_flag_is_visible() {
+        let stat = parse_stat("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0").unwrap();
+        assert_ne!(stat.flags & PF_KTHREAD, 0);
+    }
+
+    #[test]
+    fn truncated_stat_is_rejected() {
+        assert_eq!(parse_stat("42 (x) S 7"), None);
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S notanumber 1 1 1 1 1"), None);
+    }
+
+    #[test]
+    fn argv0_basename_from_cmdline() {
+        assert_eq!(
+            argv0_basename(b"/usr/sbin/nginx\0-g\0daemon off;\0").as_deref(),
+            Some("nginx")
+        );
+        assert_eq!(argv0_basename(b"postgres\0").as_deref(), Some("postgres"));
+        assert_eq!(argv0_basename(b""), None);
+        assert_eq!(argv0_basename(b"\0x\0"), None);
+    }
+
+    #[test]
+    fn uid_from_status() {
+        let status = "Name:\tnginx\nUid:\t101\t101\t101\t101\nGid:\t0\t0\t0\t0\n";
+        assert_eq!(parse_uid(status), Some(101));
+        assert_eq!(parse_uid("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn own_process_is_listed() {
+        let processes =
+            list_processes(Path::new("/proc"), Some("surely-not-this-test"), -1).unwrap();
+        let me = i32::try_from(std::process::id()).unwrap();
+        let own = processes.iter().find(|p| p.pid == me).expect("self listed");
+        assert!(own.argv0.is_some());
+        assert!(!own.kernel_thread && !own.zombie);
+        assert!(process_uid(Path::new("/proc"), me).is_some());
+        let without_self = list_processes(Path::new("/proc"), None, me).unwrap();
+        assert!(without_self.iter().all(|p| p.pid != me));
+    }
+}

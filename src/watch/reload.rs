@@ -1,0 +1,121 @@
+//! One reload attempt: signal the app or call its URL, then optionally verify.
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use super::http::Endpoint;
+use super::retry::Outcome;
+use super::signal::{SignalError, Signaller};
+
+/// How the app is told to reload.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Send a signal to processes in the shared process namespace.
+    Signal(Signaller),
+    /// Call an HTTP endpoint.
+    Http(Endpoint),
+}
+
+impl Action {
+    /// Short description for the start-up log line.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Signal(signaller) => {
+                format!("{} to {}", signaller.signal, signaller.describe_wanted())
+            }
+            Action::Http(endpoint) => endpoint.describe(),
+        }
+    }
+}
+
+/// What one attempt did.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// For the delivery state machine.
+    pub outcome: Outcome,
+    /// The `result` label of `reloads_total`.
+    pub result: &'static str,
+    /// Who was told (`nginx[7]`, `POST http://...`).
+    pub target: String,
+    /// Why it failed, as one line.
+    pub error: Option<String>,
+    /// How long the attempt took.
+    pub duration: Duration,
+}
+
+/// Runs one attempt. Signal mode completes without waiting; HTTP mode is bounded by the
+/// endpoint's timeout (and the verify URL's).
+pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
+    let started = Instant::now();
+    let mut report = match &action {
+        Action::Signal(signaller) => match signaller.send() {
+            Ok(targets) => success(targets.join(",")),
+            Err(err) => {
+                let (outcome, result) = match &err {
+                    SignalError::NoTarget(_) => (Outcome::Retry, "no_target"),
+                    SignalError::PermissionDenied { .. } => (Outcome::GiveUp, "permission_denied"),
+                    _ => (Outcome::Retry, "failure"),
+                };
+                failure(outcome, result, signaller.describe_wanted(), &err)
+            }
+        },
+        Action::Http(endpoint) => match endpoint.call().await {
+            Ok(_) => success(endpoint.describe()),
+            Err(err) => failure(Outcome::Retry, "failure", endpoint.describe(), &err),
+        },
+    };
+    if let (Outcome::Delivered, Some(verify)) = (report.outcome, verify)
+        && let Err(err) = verify.call().await
+    {
+        report = failure(Outcome::Retry, "failure", report.target, &err);
+    }
+    report.duration = started.elapsed();
+    report
+}
+
+fn success(target: String) -> Report {
+    Report {
+        outcome: Outcome::Delivered,
+        result: "success",
+        target,
+        error: None,
+        duration: Duration::ZERO,
+    }
+}
+
+fn failure(outcome: Outcome, result: &'static str, target: String, err: &dyn Error) -> Report {
+    Report {
+        outcome,
+        result,
+        target,
+        error: Some(one_line(err)),
+        duration: Duration::ZERO,
+    }
+}
+
+/// An error and its causes as one line: `outer: inner: innermost`.
+pub fn one_line(err: &dyn Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed to do the outer thing")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn errors_become_one_line_with_causes() {
+        let err = Outer(std::io::Error::other("disk on fire"));
+        assert_eq!(one_line(&err), "failed to do the outer thing: disk on fire");
+    }
+}

@@ -1,0 +1,127 @@
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn backoff_doubles_up_to_the_cap() {
+    let delays: Vec<_> = (1..=8).map(|n| backoff(n, 100 * MS, 2000 * MS)).collect();
+    assert_eq!(
+        delays,
+        [100, 200, 400, 800, 1600, 2000, 2000, 2000].map(|ms| ms * MS)
+    );
+    assert_eq!(backoff(u32::MAX, 100 * MS, 2000 * MS), 2000 * MS);
+}
+
+#[test]
+fn the_initial_state_is_never_delivered() {
+    let t0 = Instant::now();
+    let mut delivery = Delivery::new(1);
+    delivery.observe(1);
+    assert_eq!(delivery.next_attempt_at(t0), None);
+    assert_eq!(delivery.start(t0), None);
+}
+
+#[test]
+fn a_change_is_delivered_once() {
+    let t0 = Instant::now();
+    let mut delivery = Delivery::new(1);
+    delivery.observe(2);
+    assert_eq!(delivery.start(t0), Some(2));
+    assert_eq!(delivery.start(t0), None, "one attempt at a time");
+    assert_eq!(delivery.finish(Outcome::Delivered, t0), None);
+    assert_eq!(*delivery.delivered(), 2);
+    delivery.observe(2);
+    assert_eq!(delivery.start(t0), None);
+}
+
+#[test]
+fn failures_back_off_and_success_resets() {
+    let t0 = Instant::now();
+    let mut delivery = Delivery::new(1);
+    delivery.observe(2);
+    delivery.start(t0).unwrap();
+    assert_eq!(delivery.finish(Outcome::Retry, t0), Some(BACKOFF_INITIAL));
+    assert_eq!(delivery.start(t0), None);
+    assert_eq!(delivery.next_attempt_at(t0), Some(t0 + BACKOFF_INITIAL));
+    let t1 = t0 + BACKOFF_INITIAL;
+    assert_eq!(delivery.start(t1), Some(2));
+    assert_eq!(
+        delivery.finish(Outcome::Retry, t1),
+        Some(2 * BACKOFF_INITIAL)
+    );
+    assert_eq!(delivery.failures(), 2);
+    let t2 = t1 + 2 * BACKOFF_INITIAL;
+    assert_eq!(delivery.start(t2), Some(2));
+    delivery.finish(Outcome::Delivered, t2);
+    assert_eq!(delivery.failures(), 0);
+    delivery.observe(3);
+    delivery.start(t2).unwrap();
+    assert_eq!(delivery.finish(Outcome::Retry, t2), Some(BACKOFF_INITIAL));
+}
+
+#[test]
+fn a_newer_change_supersedes_a_pending_retry_and_is_delivered_once() {
+    let t0 = Instant::now();
+    let mut delivery = Delivery::new(1);
+    delivery.observe(2);
+    delivery.start(t0).unwrap();
+    delivery.finish(Outcome::Retry, t0);
+    delivery.observe(3);
+    assert_eq!(delivery.start(t0), Some(3), "no wait for the backoff");
+    delivery.finish(Outcome::Delivered, t0);
+    assert_eq!(*delivery.delivered(), 3);
+    assert_eq!(delivery.start(t0 + BACKOFF_CAP), None, "2 is never sent");
+}
+
+#[test]
+fn a_change_during_an_attempt_follows_it() {
+    let t0 = Instant::now();
+    let mut delivery = Delivery::new(1);
+    delivery.observe(2);
+    delivery.start(t0).unwrap();
+    delivery.observe(3);
+    assert_eq!(delivery.start(t0), None);
+    delivery.finish(Outcome::Delivered, t0);
+    assert_eq!(delivery.start(t0), Some(3));
+    let mut failing = Delivery::new(1);
+    failing.observe(2);
+    failing.start(t0).unwrap();
+    failing.observe(3);
+    assert_eq!(failing.finish(Outcome::Retry, t0), Some(Duration::ZERO));
+    assert_eq!(failing.start(t0), Some(3));
+}
+
+#[test]
+fn reverting_to_the_delivered_content_cancels_the_reload() {
+    let t0 = Instant::now();
+    let mut delivery = Delivery::new(1);
+    delivery.observe(2);
+    delivery.start(t0).unwrap();
+    delivery.finish(Outcome::Retry, t0);
+    delivery.observe(1);
+    assert_eq!(delivery.next_attempt_at(t0 + BACKOFF_CAP), None);
+}
+
+#[test]
+fn give_up_waits_for_the_next_change() {
+    let t0 = Instant::now();
+    let mut delivery = Delivery::new(1);
+    delivery.observe(2);
+    delivery.start(t0).unwrap();
+    assert_eq!(delivery.finish(Outcome::GiveUp, t0), None);
+    delivery.observe(2);
+    assert_eq!(
+        delivery.start(t0 + BACKOFF_CAP),
+        None,
+        "no retry for the same content"
+    );
+    delivery.observe(3);
+    assert_eq!(delivery.start(t0), Some(3), "the next change is tried");
+}
+
+#[test]
+fn finishing_without_an_attempt_is_ignored() {
+    let mut delivery = Delivery::new(1);
+    assert_eq!(delivery.finish(Outcome::Delivered, Instant::now()), None);
+    assert_eq!(*delivery.delivered(), 1);
+}

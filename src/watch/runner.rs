@@ -1,0 +1,233 @@
+//! The watcher's event loop: inotify, debounce, resync, delivery, shutdown.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
+use tracing::{debug, error, info, warn};
+
+use super::Config;
+use super::content::{ContentHash, hash_path};
+use super::debounce::Debouncer;
+use super::metrics::{self, Metrics};
+use super::reload::{self, Report};
+use super::retry::{Delivery, Outcome};
+use super::watches::{WatchError, WatchSet};
+
+type Snapshot = Vec<ContentHash>;
+type Attempt = Pin<Box<dyn Future<Output = Report>>>;
+
+/// Mutable state of the loop besides the watches.
+struct State {
+    config: Config,
+    metrics: Metrics,
+    delivery: Delivery<Snapshot>,
+    attempted: Option<Snapshot>,
+    last_error: Option<String>,
+    warned_unreadable: bool,
+}
+
+/// Runs until SIGTERM or SIGINT.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let metrics = Metrics::default();
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let (mut watches, errors) = WatchSet::new(config.dirs.clone())?;
+    report_watch_errors(&metrics, errors);
+    let mut state = State {
+        delivery: Delivery::new(Vec::new()),
+        config,
+        metrics,
+        attempted: None,
+        last_error: None,
+        warned_unreadable: false,
+    };
+    let baseline = state.snapshot();
+    for (dir, hash) in state.config.dirs.iter().zip(&baseline) {
+        state
+            .metrics
+            .set_config(&dir.display().to_string(), None, &hash.to_string());
+    }
+    state.delivery = Delivery::new(baseline);
+    let metrics_addr = match state.config.metrics_listen {
+        Some(addr) => Some(metrics::serve(addr, &state.metrics).await?),
+        None => None,
+    };
+    let mut debouncer = Debouncer::new(state.config.debounce);
+    let period = state.config.resync;
+    let mut resync = interval_at(Instant::now() + period, period);
+    resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut in_flight: Option<Attempt> = None;
+    info!(
+        dirs = %state.describe_dirs(),
+        action = %state.config.action.describe(),
+        debounce = ?state.config.debounce,
+        resync = ?period,
+        metrics = %metrics_addr.map_or_else(|| "off".to_owned(), |addr| addr.to_string()),
+        "watching"
+    );
+    loop {
+        let now = Instant::now();
+        let wake = [
+            debouncer.deadline(),
+            state.delivery.next_attempt_at(now.into_std()),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        tokio::select! {
+            biased;
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            report = async { in_flight.as_mut().expect("guarded by the branch condition").await },
+                if in_flight.is_some() => {
+                in_flight = None;
+                state.finish(report);
+            }
+            batch = watches.next_batch() => match batch {
+                Ok((count, effect)) => {
+                    state.metrics.events.inc_by(count);
+                    if effect.rewatch {
+                        report_watch_errors(&state.metrics, watches.rearm());
+                    }
+                    if effect.rehash {
+                        debouncer.on_event(std::time::Instant::now());
+                    }
+                }
+                Err(err) => {
+                    state.metrics.errors.inc();
+                    warn!(error = %reload::one_line(&err), "reading events failed; re-checking");
+                    report_watch_errors(&state.metrics, watches.rearm());
+                    debouncer.on_event(std::time::Instant::now());
+                }
+            },
+            _ = sleep_until(wake.map_or(now, Instant::from_std)), if wake.is_some() => {}
+            _ = resync.tick() => {
+                report_watch_errors(&state.metrics, watches.rearm());
+                let snapshot = state.snapshot();
+                state.delivery.observe(snapshot);
+            }
+        }
+        let now = std::time::Instant::now();
+        if debouncer.take_due(now) {
+            let snapshot = state.snapshot();
+            state.delivery.observe(snapshot);
+        }
+        if in_flight.is_none()
+            && let Some(snapshot) = state.delivery.start(now)
+        {
+            state.attempted = Some(snapshot);
+            let action = state.config.action.clone();
+            let verify = state.config.verify.clone();
+            in_flight = Some(Box::pin(reload::attempt(action, verify)));
+        }
+    }
+    info!("stopping");
+    Ok(())
+}
+
+fn report_watch_errors(metrics: &Metrics, errors: Vec<WatchError>) {
+    for err in errors {
+        metrics.errors.inc();
+        warn!(error = %reload::one_line(&err), "watch not set; will retry on the next re-check");
+    }
+}
+
+impl State {
+    fn describe_dirs(&self) -> String {
+        let dirs: Vec<String> = self
+            .config
+            .dirs
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect();
+        dirs.join(",")
+    }
+
+    /// Hashes every watched path.
+    fn snapshot(&mut self) -> Snapshot {
+        let mut snapshot = Vec::with_capacity(self.config.dirs.len());
+        for (dir, private) in self.config.dirs.iter().zip(&self.config.private) {
+            let hashed = hash_path(dir);
+            if !hashed.unreadable.is_empty() {
+                self.metrics.errors.inc_by(hashed.unreadable.len() as u64);
+                if !self.warned_unreadable {
+                    self.warned_unreadable = true;
+                    warn!(
+                        unreadable = %hashed.unreadable.join("; "),
+                        "some watched files cannot be read by the watcher; their updates are \
+                         detected by file identity instead of content"
+                    );
+                }
+            }
+            snapshot.push(if *private {
+                hashed.hash.private(&self.config.private_key)
+            } else {
+                hashed.hash
+            });
+        }
+        snapshot
+    }
+
+    /// Records the end of an attempt: state machine, metrics, one log line.
+    fn finish(&mut self, report: Report) {
+        let now = std::time::Instant::now();
+        let attempted = self.attempted.take().unwrap_or_default();
+        let previous = self.delivery.delivered().clone();
+        let retry_in = self.delivery.finish(report.outcome, now);
+        self.metrics.count_reload(report.result);
+        let (dirs, hashes) = self.changes(&previous, &attempted);
+        let duration_ms = format!("{:.3}", report.duration.as_secs_f64() * 1000.0);
+        let error = report.error.unwrap_or_default();
+        match report.outcome {
+            Outcome::Delivered => {
+                self.last_error = None;
+                for ((dir, old), new) in self.config.dirs.iter().zip(&previous).zip(&attempted) {
+                    if old != new {
+                        let dir = dir.display().to_string();
+                        let old = old.to_string();
+                        self.metrics.set_config(&dir, Some(&old), &new.to_string());
+                    }
+                }
+                let unix = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
+                self.metrics.last_success.set(unix.as_secs_f64());
+                info!(dir = %dirs, hash = %hashes, targets = %report.target,
+                      result = report.result, duration_ms = %duration_ms, "reloaded");
+            }
+            Outcome::GiveUp => {
+                self.last_error = None;
+                error!(dir = %dirs, hash = %hashes, result = report.result,
+                       "{error}; not retried until the content changes again");
+            }
+            Outcome::Retry => {
+                let retry_in = retry_in.unwrap_or_default();
+                if self.last_error.as_deref() != Some(error.as_str()) {
+                    warn!(dir = %dirs, hash = %hashes, result = report.result,
+                          retry_in = ?retry_in, "reload failed: {error}");
+                } else {
+                    debug!(dir = %dirs, hash = %hashes, result = report.result,
+                           retry_in = ?retry_in, "reload failed again: {error}");
+                }
+                self.last_error = Some(error);
+            }
+        }
+    }
+
+    /// The directories whose content differs between two snapshots, with the new short
+    /// hashes, as two comma-separated lists.
+    fn changes(&self, before: &Snapshot, after: &Snapshot) -> (String, String) {
+        let mut dirs = Vec::new();
+        let mut hashes = Vec::new();
+        for ((dir, old), new) in self.config.dirs.iter().zip(before).zip(after) {
+            if old != new {
+                dirs.push(dir.display().to_string());
+                hashes.push(new.short());
+            }
+        }
+        (dirs.join(","), hashes.join(","))
+    }
+}

@@ -1,0 +1,204 @@
+//! Signal mode with real processes receiving real SIGHUPs, inside a PID namespace laid out
+//! like a pod with `shareProcessNamespace: true` (needs root, as CI has).
+
+mod watch_support;
+
+use std::time::Duration;
+
+use watch_support::fixture::Counter;
+use watch_support::kubelet::AtomicDir;
+use watch_support::pidns::PidNamespace;
+use watch_support::scratch::Scratch;
+use watch_support::watcher::Watcher;
+use watch_support::{PATIENCE, wait_for};
+
+/// Waits until `counter` saw `n` SIGHUPs as `who`.
+fn wait_count(counter: &Counter, who: &str, n: usize) {
+    wait_for(&format!("{n} SIGHUP(s) counted by {who}"), PATIENCE, || {
+        (counter.count(who) >= n).then_some(())
+    });
+}
+
+#[test]
+fn a_process_name_signals_the_master_not_its_workers_nor_pid_1() {
+    let scratch = Scratch::new("sig-name");
+    let pid1 = Counter::new(scratch.path(), "pid1", 0);
+    let ns = PidNamespace::new(&pid1);
+    let app = Counter::new(scratch.path(), "app", 2);
+    let _app = ns.start_counter(&app, "fake-nginx");
+    let config = AtomicDir::create(&scratch.join("config"), &[("nginx.conf", "one")]);
+    let mut watcher = Watcher::start_in(
+        &ns,
+        None,
+        &scratch.join("watch.log"),
+        &[
+            "--dir",
+            config.path().to_str().unwrap(),
+            "--process",
+            "fake-nginx",
+            "--debounce",
+            "0",
+        ],
+    );
+    config.update(&[("nginx.conf", "two")]);
+    wait_count(&app, "master", 1);
+    config.update(&[("nginx.conf", "three")]);
+    wait_count(&app, "master", 2);
+    watcher.wait_reloads(2);
+    assert_eq!(app.count("master"), 2);
+    assert_eq!(app.count("worker"), 0, "workers must not be signalled");
+    assert_eq!(pid1.count("pid1"), 0, "PID 1 must not be signalled");
+    assert!(watcher.is_running(), "the watcher must not signal itself");
+    let reloaded = &watcher.messages("reloaded")[0];
+    assert!(
+        reloaded["targets"]
+            .as_str()
+            .unwrap()
+            .starts_with("fake-nginx[")
+    );
+    assert_eq!(reloaded["result"], "success");
+    ns.close();
+}
+
+#[test]
+fn without_a_name_each_other_containers_first_process_is_signalled() {
+    let scratch = Scratch::new("sig-main");
+    let pid1 = Counter::new(scratch.path(), "pid1", 0);
+    let ns = PidNamespace::new(&pid1);
+    let web = Counter::new(scratch.path(), "web", 2);
+    let _web = ns.start_counter(&web, "web");
+    let cache = Counter::new(scratch.path(), "cache", 1);
+    let _cache = ns.start_counter(&cache, "cache");
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
+    let mut watcher = Watcher::start_in(
+        &ns,
+        None,
+        &scratch.join("watch.log"),
+        &["--dir", config.path().to_str().unwrap(), "--debounce", "0"],
+    );
+    config.update(&[("app.conf", "two")]);
+    wait_count(&web, "master", 1);
+    wait_count(&cache, "master", 1);
+    watcher.wait_reloads(1);
+    assert_eq!(web.count("worker") + cache.count("worker"), 0);
+    assert_eq!(pid1.count("pid1"), 0);
+    assert!(watcher.is_running());
+    let targets = watcher.messages("reloaded")[0]["targets"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        targets.contains("web[") && targets.contains("cache["),
+        "{targets}"
+    );
+    ns.close();
+}
+
+#[test]
+fn a_missing_target_keeps_the_reload_pending_until_it_appears() {
+    let scratch = Scratch::new("sig-late");
+    let pid1 = Counter::new(scratch.path(), "pid1", 0);
+    let ns = PidNamespace::new(&pid1);
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
+    let watcher = Watcher::start_in(
+        &ns,
+        None,
+        &scratch.join("watch.log"),
+        &[
+            "--dir",
+            config.path().to_str().unwrap(),
+            "--process",
+            "late-app",
+            "--debounce",
+            "0",
+        ],
+    );
+    config.update(&[("app.conf", "two")]);
+    wait_for("a no-target attempt", PATIENCE, || {
+        (watcher.metric("reloads_total{result=\"no_target\"}") >= 1.0).then_some(())
+    });
+    let app = Counter::new(scratch.path(), "late", 1);
+    let _app = ns.start_counter(&app, "late-app");
+    wait_count(&app, "master", 1);
+    watcher.wait_reloads(1);
+    // Delivered once: no further signals for the same content.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(app.count("master"), 1);
+    assert_eq!(app.count("worker"), 0);
+    let warned = watcher
+        .lines()
+        .into_iter()
+        .filter(|line| line["level"] == "WARN")
+        .count();
+    assert_eq!(
+        warned,
+        1,
+        "one warning while waiting:\n{}",
+        watcher.log_text()
+    );
+    assert!(watcher.log_text().contains("late-app"));
+    ns.close();
+}
+
+#[test]
+fn permission_denied_is_one_clear_line_and_the_watcher_keeps_running() {
+    let scratch = Scratch::new("sig-eperm");
+    let pid1 = Counter::new(scratch.path(), "pid1", 0);
+    let ns = PidNamespace::new(&pid1);
+    let app = Counter::new(scratch.path(), "root-app", 0);
+    let _app = ns.start_counter(&app, "root-app");
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
+    let mut watcher = Watcher::start_in(
+        &ns,
+        Some(65534),
+        &scratch.join("watch.log"),
+        &[
+            "--dir",
+            config.path().to_str().unwrap(),
+            "--process",
+            "root-app",
+            "--debounce",
+            "0",
+        ],
+    );
+    config.update(&[("app.conf", "two")]);
+    let denied = |watcher: &Watcher| {
+        watcher
+            .lines()
+            .into_iter()
+            .filter(|line| line["result"] == "permission_denied")
+            .collect::<Vec<_>>()
+    };
+    wait_for("the permission-denied line", PATIENCE, || {
+        (!denied(&watcher).is_empty()).then_some(())
+    });
+    let line = &denied(&watcher)[0];
+    assert_eq!(line["level"], "ERROR");
+    let text = line["message"].as_str().unwrap();
+    for needle in [
+        "permission denied",
+        "uid 65534",
+        "uid 0",
+        "runAsUser",
+        "CAP_KILL",
+        "root-app[",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing: {text}");
+    }
+    // Not retried for the same content (one line), still running, tried again on the next
+    // change.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(denied(&watcher).len(), 1, "{}", watcher.log_text());
+    assert!(watcher.is_running());
+    config.update(&[("app.conf", "three")]);
+    wait_for("a second permission-denied line", PATIENCE, || {
+        (denied(&watcher).len() == 2).then_some(())
+    });
+    assert!(watcher.is_running());
+    assert_eq!(app.count("master"), 0);
+    assert_eq!(
+        watcher.metric("reloads_total{result=\"permission_denied\"}"),
+        2.0
+    );
+    ns.close();
+}

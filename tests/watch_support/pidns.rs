@@ -1,0 +1,119 @@
+//! A PID namespace like a pod's with `shareProcessNamespace: true`: PID 1 is a pause-like
+//! process, and every "container" is entered from outside with `nsenter`, so its first
+//! process has parent PID 0 inside the namespace, exactly as under a container runtime.
+
+use std::fs;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::fixture::Counter;
+use super::wait_for;
+
+/// A child process killed and reaped on drop.
+pub struct Proc(pub Child);
+
+impl Proc {
+    /// Its PID (outside any namespace).
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Whether it is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The namespace; dropping it kills everything inside.
+pub struct PidNamespace {
+    init_pid: u32,
+    unshare: Proc,
+}
+
+impl PidNamespace {
+    /// Creates the namespace with a SIGHUP-counting pause process as PID 1.
+    pub fn new(pid1: &Counter) -> PidNamespace {
+        super::require_root();
+        let unshare = Command::new("unshare")
+            .args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--kill-child",
+                "bash",
+                "-c",
+            ])
+            .arg(pid1.pid1_script())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("run unshare (util-linux) to make a PID namespace");
+        let unshare = Proc(unshare);
+        let parent = unshare.id();
+        let init_pid = wait_for("the namespace's PID 1", Duration::from_secs(10), || {
+            child_of(parent)
+        });
+        wait_for("PID 1 to set its trap", Duration::from_secs(10), || {
+            pid1.is_ready().then_some(())
+        });
+        PidNamespace { init_pid, unshare }
+    }
+
+    /// A command run inside the namespace as a new "container" (parent PID 0 there),
+    /// optionally as another user: append the program and its arguments.
+    pub fn command(&self, uid: Option<u32>) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg("--target")
+            .arg(self.init_pid.to_string())
+            .args(["--pid", "--mount"]);
+        if let Some(uid) = uid {
+            command
+                .arg(format!("--setuid={uid}"))
+                .arg(format!("--setgid={uid}"));
+        }
+        command.arg("--").stdin(Stdio::null());
+        command
+    }
+
+    /// Starts a counting app (a master with workers) as a container named `name`, and
+    /// waits until every process of it can count.
+    pub fn start_counter(&self, counter: &Counter, name: &str) -> Proc {
+        let child = self
+            .command(None)
+            .arg("bash")
+            .arg("-c")
+            .arg(counter.script(name))
+            .spawn()
+            .expect("nsenter a counting app");
+        let proc = Proc(child);
+        wait_for(
+            "the counting app to be ready",
+            Duration::from_secs(10),
+            || counter.is_ready().then_some(()),
+        );
+        proc
+    }
+
+    /// Keeps the namespace alive until here (for readability at the end of a test).
+    pub fn close(self) {
+        drop(self.unshare);
+    }
+}
+
+/// The first process whose parent is `parent` (host PIDs).
+pub fn child_of(parent: u32) -> Option<u32> {
+    fs::read_dir("/proc").ok()?.find_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 1..];
+        let ppid: u32 = after.split_whitespace().nth(1)?.parse().ok()?;
+        (ppid == parent).then_some(pid)
+    })
+}

@@ -1,0 +1,161 @@
+//! The watcher under test: the real binary, logging JSON lines to a file.
+
+use std::fs::{self, File};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use super::pidns::{PidNamespace, Proc};
+use super::{PATIENCE, http_get, wait_for};
+
+/// The binary built by cargo for this test run.
+pub const BINARY: &str = env!("CARGO_BIN_EXE_reload-injector");
+
+/// A running `reload-injector watch`.
+pub struct Watcher {
+    proc: Proc,
+    log: PathBuf,
+    metrics: SocketAddr,
+}
+
+impl Watcher {
+    /// Starts `reload-injector watch ARGS` (plus JSON logs and a metrics port) and waits
+    /// until it has taken its baseline (its `watching` line).
+    pub fn start(log: &Path, args: &[&str]) -> Watcher {
+        Watcher::start_with(Command::new(BINARY), log, args)
+    }
+
+    /// Like [`Watcher::start`], inside `ns` as its own container, optionally as `uid`.
+    pub fn start_in(ns: &PidNamespace, uid: Option<u32>, log: &Path, args: &[&str]) -> Watcher {
+        let mut command = ns.command(uid);
+        command.arg(BINARY);
+        Watcher::start_with(command, log, args)
+    }
+
+    fn start_with(mut command: Command, log: &Path, args: &[&str]) -> Watcher {
+        let file = File::create(log).expect("create watcher log");
+        command
+            .args([
+                "watch",
+                "--log-format",
+                "json",
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(file));
+        let child = command.spawn().expect("start the watcher");
+        let mut proc = Proc(child);
+        let metrics = wait_ready(&mut proc, log);
+        let watcher = Watcher {
+            proc,
+            log: log.to_path_buf(),
+            metrics,
+        };
+        wait_for("the watcher's metrics endpoint", PATIENCE, || {
+            http_get(metrics, "/healthz").filter(|(status, _)| *status == 200)
+        });
+        watcher
+    }
+
+    /// Every JSON log line so far.
+    pub fn lines(&self) -> Vec<Value> {
+        read_lines(&self.log)
+    }
+
+    /// Log lines whose message is `message`.
+    pub fn messages(&self, message: &str) -> Vec<Value> {
+        self.lines()
+            .into_iter()
+            .filter(|line| line["message"].as_str() == Some(message))
+            .collect()
+    }
+
+    /// How many `reloaded` lines so far.
+    pub fn reloads(&self) -> usize {
+        self.messages("reloaded").len()
+    }
+
+    /// Waits until at least `n` reloads were logged.
+    pub fn wait_reloads(&self, n: usize) {
+        wait_for(
+            &format!("{n} reload(s); log:\n{}", self.log_text()),
+            PATIENCE,
+            || (self.reloads() >= n).then_some(()),
+        );
+    }
+
+    /// The raw log.
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The `/metrics` page.
+    pub fn metrics_page(&self) -> String {
+        http_get(self.metrics, "/metrics")
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// One metric sample (0 when absent).
+    pub fn metric(&self, series: &str) -> f64 {
+        super::metric(&self.metrics_page(), series).unwrap_or(0.0)
+    }
+
+    /// Waits until `watch_events_total` reached `n`: the events were read and handled.
+    pub fn wait_events(&self, n: f64) {
+        wait_for(&format!("{n} inotify events"), PATIENCE, || {
+            (self.metric("watch_events_total") >= n).then_some(())
+        });
+    }
+
+    /// PID of the process started (`nsenter` when started in a namespace).
+    pub fn launcher_pid(&self) -> u32 {
+        self.proc.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.proc.is_running()
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let pid = Pid::from_raw(self.proc.id() as i32);
+        kill(pid, Signal::SIGTERM).expect("SIGTERM the watcher");
+        let child = &mut self.proc.0;
+        wait_for("the watcher to exit after SIGTERM", PATIENCE, || {
+            child.try_wait().ok().flatten()
+        })
+    }
+}
+
+/// Waits for the `watching` line; returns the metrics address it names.
+fn wait_ready(proc: &mut Proc, log: &Path) -> SocketAddr {
+    wait_for("the watcher's `watching` line", PATIENCE, || {
+        if !proc.is_running() {
+            panic!(
+                "the watcher exited early:\n{}",
+                fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        read_lines(log)
+            .iter()
+            .find(|line| line["message"] == "watching")
+            .and_then(|line| line["metrics"].as_str()?.parse().ok())
+    })
+}
+
+fn read_lines(log: &Path) -> Vec<Value> {
+    fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
