@@ -146,7 +146,7 @@ pub fn inject_text(
 ) -> Result<Injected, OfflineError> {
     let mut injected = Injected::default();
     for mut document in parse_documents(text, path)? {
-        if document.get("kind").and_then(Value::as_str) == Some("List") {
+        if str_at(&document, "/kind") == Some("List") {
             if let Some(items) = document.get_mut("items").and_then(Value::as_array_mut) {
                 for item in items {
                     inject_object(item, namespace, configs, settings, &mut injected)?;
@@ -167,15 +167,8 @@ fn inject_object(
     settings: &Settings,
     out: &mut Injected,
 ) -> Result<(), OfflineError> {
-    let api_version = object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let kind = object
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let api_version = str_at(object, "/apiVersion").unwrap_or_default();
+    let kind = str_at(object, "/kind").unwrap_or_default().to_owned();
     // Only the versions the webhook is registered for; anything else passes through untouched.
     let group = match api_version {
         "v1" => "",
@@ -183,15 +176,11 @@ fn inject_object(
         "batch/v1" => "batch",
         _ => return Ok(()),
     };
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
+    let namespace = str_at(object, "/metadata/namespace")
         .unwrap_or(default_namespace)
         .to_owned();
-    let name = object
-        .pointer("/metadata/name")
-        .or_else(|| object.pointer("/metadata/generateName"))
-        .and_then(Value::as_str)
+    let name = str_at(object, "/metadata/name")
+        .or_else(|| str_at(object, "/metadata/generateName"))
         .unwrap_or("<unnamed>");
     let label = format!("{kind}/{name}");
     let req = Request {
@@ -252,26 +241,18 @@ fn load_configs(
     let mut objects = Vec::new();
     for document in parse_documents(text, path)? {
         match document.get("items").and_then(Value::as_array) {
-            Some(items) if document.get("kind").and_then(Value::as_str) == Some("List") => {
+            Some(items) if str_at(&document, "/kind") == Some("List") => {
                 objects.extend(items.clone())
             }
             _ => objects.push(document),
         }
     }
     for object in objects {
-        let kind = object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
+        let kind = str_at(&object, "/kind").unwrap_or_default();
+        let name = str_at(&object, "/metadata/name")
             .unwrap_or_default()
             .to_owned();
-        let namespace = object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or(default_namespace);
+        let namespace = str_at(&object, "/metadata/namespace").unwrap_or(default_namespace);
         let invalid = |what: String| {
             move |source| OfflineError::ConfigInvalid {
                 what,
@@ -370,4 +351,9 @@ pub fn render(documents: &[Value], format: OutputFormat) -> Result<String, Strin
         }
     }
     Ok(out)
+}
+
+/// The string at `pointer` in `value`, if there is one.
+fn str_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v str> {
+    value.pointer(pointer).and_then(Value::as_str)
 }
