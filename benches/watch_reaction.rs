@@ -108,18 +108,12 @@ fn reaction(swaps: usize) {
     report("floor (bare inotify -> kill in one thread)", swaps, floor);
 
     let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
-    let watcher = Watcher::start_in(
+    let watcher = Watcher::of_dir_in(
         &ns,
         None,
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--process",
-            TARGET_NAME,
-            "--debounce",
-            "0",
-        ],
+        &scratch,
+        config.path(),
+        &["--process", TARGET_NAME, "--debounce", "0"],
     );
     let watcher_pid = pidns::child_of(watcher.launcher_pid()).expect("the watcher's host PID");
     let before = status(watcher_pid);

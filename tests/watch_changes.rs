@@ -23,16 +23,10 @@ fn a_burst_of_20_swaps_in_a_second_is_at_most_2_reloads_and_the_last_content_win
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "v0")]);
     let server = ok_server(config.path().join("app.conf"));
     let url = server.url("/-/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "500ms",
-        ],
+    let watcher = Watcher::of_dir(
+        &scratch,
+        config.path(),
+        &["--url", &url, "--debounce", "500ms"],
     );
     for i in 1..=20 {
         config.update(&[("app.conf", &format!("v{i}"))]);
@@ -60,17 +54,7 @@ fn an_identical_content_swap_does_not_reload() {
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "same")]);
     let server = ok_server(config.path().join("app.conf"));
     let url = server.url("/-/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "0",
-        ],
-    );
+    let watcher = Watcher::of_dir(&scratch, config.path(), &["--url", &url, "--debounce", "0"]);
     config.update(&[("app.conf", "same")]);
     // The swap is at least: ts dir created, ..data_tmp created, moved from, moved to
     // ..data, old ts dir deleted.
@@ -123,18 +107,10 @@ fn resync_catches_a_change_that_made_no_event() {
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
     let server = ok_server(config.path().join("app.conf"));
     let url = server.url("/-/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "0",
-            "--resync",
-            "1s",
-        ],
+    let watcher = Watcher::of_dir(
+        &scratch,
+        config.path(),
+        &["--url", &url, "--debounce", "0", "--resync", "1s"],
     );
     // Edit the file inside the timestamped directory: inotify on the volume directory
     // sees nothing, but the app would read the new bytes.
@@ -151,17 +127,7 @@ fn a_directory_created_later_then_deleted_and_recreated_is_followed() {
     let path = scratch.join("volumes/config");
     let server = ok_server(path.join("app.conf"));
     let url = server.url("/-/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            path.to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "200ms",
-        ],
-    );
+    let watcher = Watcher::of_dir(&scratch, &path, &["--url", &url, "--debounce", "200ms"]);
     let config = AtomicDir::create(&path, &[("app.conf", "born")]);
     watcher.wait_reloads(1);
     assert_eq!(server.successes()[0].content.as_deref(), Some("born"));
@@ -199,17 +165,7 @@ fn a_plain_file_rewritten_unchanged_does_not_reload_but_an_edit_does() {
     fs::write(dir.join("app.conf"), "one").unwrap();
     let server = ok_server(dir.join("app.conf"));
     let url = server.url("/-/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            dir.to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "0",
-        ],
-    );
+    let watcher = Watcher::of_dir(&scratch, &dir, &["--url", &url, "--debounce", "0"]);
     fs::write(dir.join("app.conf"), "one").unwrap();
     watcher.wait_events(1.0);
     std::thread::sleep(Duration::from_millis(300));

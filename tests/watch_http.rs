@@ -20,17 +20,7 @@ fn a_500_is_retried_until_a_200_and_delivered_once() {
         Reply::now(if n < 2 { 500 } else { 200 })
     });
     let url = server.url("/-/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "0",
-        ],
-    );
+    let watcher = Watcher::of_dir(&scratch, config.path(), &["--url", &url, "--debounce", "0"]);
     config.update(&[("app.conf", "two")]);
     watcher.wait_reloads(1);
     let hits = server.hits();
@@ -69,18 +59,10 @@ fn a_slow_server_times_out_and_the_reload_is_retried() {
         }
     });
     let url = server.url("/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "0",
-            "--timeout",
-            "500ms",
-        ],
+    let watcher = Watcher::of_dir(
+        &scratch,
+        config.path(),
+        &["--url", &url, "--debounce", "0", "--timeout", "500ms"],
     );
     config.update(&[("app.conf", "two")]);
     watcher.wait_reloads(1);
@@ -110,16 +92,10 @@ fn a_change_during_retries_is_delivered_once_with_the_last_content() {
         })
     };
     let url = server.url("/-/reload");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--url",
-            &url,
-            "--debounce",
-            "50ms",
-        ],
+    let watcher = Watcher::of_dir(
+        &scratch,
+        config.path(),
+        &["--url", &url, "--debounce", "50ms"],
     );
     config.update(&[("app.conf", "two")]);
     wait_for("two failed attempts with content two", PATIENCE, || {
@@ -157,18 +133,10 @@ fn a_failing_verify_url_counts_as_a_failed_reload() {
     });
     let url = server.url("/-/reload");
     let verify = server.url("/-/ready");
-    let watcher = Watcher::start(
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--url",
-            &url,
-            "--verify-url",
-            &verify,
-            "--debounce",
-            "0",
-        ],
+    let watcher = Watcher::of_dir(
+        &scratch,
+        config.path(),
+        &["--url", &url, "--verify-url", &verify, "--debounce", "0"],
     );
     config.update(&[("app.conf", "two")]);
     watcher.wait_reloads(1);

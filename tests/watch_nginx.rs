@@ -81,17 +81,7 @@ fn nginx_serves_the_new_config_after_a_kubelet_update_without_restarting() {
         || (served(addr)? == "value-one").then_some(()),
     );
     let master_pid = fs::read_to_string(scratch.join("nginx.pid")).unwrap();
-    let watcher = Watcher::start_in(
-        &ns,
-        None,
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--process",
-            "nginx",
-        ],
-    );
+    let watcher = Watcher::of_dir_in(&ns, None, &scratch, config.path(), &["--process", "nginx"]);
     config.update(&[("site.conf", &server_block(port, "value-two"))]);
     wait_for(
         &format!("nginx to serve value-two; log: {}", log(&scratch)),

@@ -27,18 +27,12 @@ fn a_process_name_signals_the_master_not_its_workers_nor_pid_1() {
     let app = Counter::new(scratch.path(), "app", 2);
     let _app = ns.start_counter(&app, "fake-nginx");
     let config = AtomicDir::create(&scratch.join("config"), &[("nginx.conf", "one")]);
-    let mut watcher = Watcher::start_in(
+    let mut watcher = Watcher::of_dir_in(
         &ns,
         None,
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--process",
-            "fake-nginx",
-            "--debounce",
-            "0",
-        ],
+        &scratch,
+        config.path(),
+        &["--process", "fake-nginx", "--debounce", "0"],
     );
     config.update(&[("nginx.conf", "two")]);
     wait_count(&app, "master", 1);
@@ -70,12 +64,7 @@ fn without_a_name_each_other_containers_first_process_is_signalled() {
     let cache = Counter::new(scratch.path(), "cache", 1);
     let _cache = ns.start_counter(&cache, "cache");
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let mut watcher = Watcher::start_in(
-        &ns,
-        None,
-        &scratch.join("watch.log"),
-        &["--dir", config.path().to_str().unwrap(), "--debounce", "0"],
-    );
+    let mut watcher = Watcher::of_dir_in(&ns, None, &scratch, config.path(), &["--debounce", "0"]);
     config.update(&[("app.conf", "two")]);
     wait_count(&web, "master", 1);
     wait_count(&cache, "master", 1);
@@ -100,18 +89,12 @@ fn a_missing_target_keeps_the_reload_pending_until_it_appears() {
     let pid1 = Counter::new(scratch.path(), "pid1", 0);
     let ns = PidNamespace::new(&pid1);
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let watcher = Watcher::start_in(
+    let watcher = Watcher::of_dir_in(
         &ns,
         None,
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--process",
-            "late-app",
-            "--debounce",
-            "0",
-        ],
+        &scratch,
+        config.path(),
+        &["--process", "late-app", "--debounce", "0"],
     );
     config.update(&[("app.conf", "two")]);
     wait_for("a no-target attempt", PATIENCE, || {
@@ -148,18 +131,12 @@ fn permission_denied_is_one_clear_line_and_the_watcher_keeps_running() {
     let app = Counter::new(scratch.path(), "root-app", 0);
     let _app = ns.start_counter(&app, "root-app");
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let mut watcher = Watcher::start_in(
+    let mut watcher = Watcher::of_dir_in(
         &ns,
         Some(65534),
-        &scratch.join("watch.log"),
-        &[
-            "--dir",
-            config.path().to_str().unwrap(),
-            "--process",
-            "root-app",
-            "--debounce",
-            "0",
-        ],
+        &scratch,
+        config.path(),
+        &["--process", "root-app", "--debounce", "0"],
     );
     config.update(&[("app.conf", "two")]);
     let denied = |watcher: &Watcher| {

@@ -10,6 +10,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use super::pidns::{PidNamespace, Proc};
+use super::scratch::Scratch;
 use super::{PATIENCE, http_get, wait_for};
 
 /// The binary built by cargo for this test run.
@@ -34,6 +35,22 @@ impl Watcher {
         let mut command = ns.command(uid);
         command.arg(BINARY);
         Watcher::start_with(command, log, args)
+    }
+
+    /// Starts `reload-injector watch --dir DIR ARGS`, logging to `watch.log` in `scratch`.
+    pub fn of_dir(scratch: &Scratch, dir: &Path, args: &[&str]) -> Watcher {
+        Watcher::start(&scratch.join("watch.log"), &dir_args(dir, args))
+    }
+
+    /// Like [`Watcher::of_dir`], inside `ns` as its own container, optionally as `uid`.
+    pub fn of_dir_in(
+        ns: &PidNamespace,
+        uid: Option<u32>,
+        scratch: &Scratch,
+        dir: &Path,
+        args: &[&str],
+    ) -> Watcher {
+        Watcher::start_in(ns, uid, &scratch.join("watch.log"), &dir_args(dir, args))
     }
 
     fn start_with(mut command: Command, log: &Path, args: &[&str]) -> Watcher {
@@ -157,5 +174,14 @@ fn read_lines(log: &Path) -> Vec<Value> {
         .unwrap_or_default()
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// `--dir DIR` followed by `args`.
+fn dir_args<'a>(dir: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
+    let dir = dir.to_str().expect("test paths are UTF-8");
+    ["--dir", dir]
+        .into_iter()
+        .chain(args.iter().copied())
         .collect()
 }
