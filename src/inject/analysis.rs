@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec, Volume};
+use k8s_openapi::api::core::v1::{Container, KeyToPath, PodSpec, Volume};
 
 use super::SIDECAR_NAME;
 use crate::hash::{ConfigId, Consumed};
@@ -253,27 +253,20 @@ impl PodAnalysis<'_> {
 
 /// The config sources of a volume, or `None` when it is not application config.
 fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
-    let items = |items: &Option<Vec<k8s_openapi::api::core::v1::KeyToPath>>| {
-        items.as_ref().map(|items| {
-            items
-                .iter()
-                .map(|i| (i.key.clone(), i.path.clone()))
-                .collect()
-        })
-    };
     let mut sources = Vec::new();
     if let Some(cm) = &volume.config_map {
-        sources.push(VolumeSource {
-            id: ConfigId::config_map(&cm.name),
-            optional: cm.optional.unwrap_or(false),
-            items: items(&cm.items),
-        });
+        sources.push(VolumeSource::new(
+            ConfigId::config_map(&cm.name),
+            cm.optional,
+            &cm.items,
+        ));
     } else if let Some(secret) = &volume.secret {
-        sources.push(VolumeSource {
-            id: ConfigId::secret(secret.secret_name.as_deref().unwrap_or_default()),
-            optional: secret.optional.unwrap_or(false),
-            items: items(&secret.items),
-        });
+        let name = secret.secret_name.as_deref().unwrap_or_default();
+        sources.push(VolumeSource::new(
+            ConfigId::secret(name),
+            secret.optional,
+            &secret.items,
+        ));
     } else if let Some(projected) = &volume.projected {
         let projections = projected.sources.as_deref().unwrap_or_default();
         // The kubelet's service-account volume (kube-api-access-*) is not application config.
@@ -285,20 +278,36 @@ fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
         }
         for p in projections {
             if let Some(cm) = &p.config_map {
-                sources.push(VolumeSource {
-                    id: ConfigId::config_map(&cm.name),
-                    optional: cm.optional.unwrap_or(false),
-                    items: items(&cm.items),
-                });
+                sources.push(VolumeSource::new(
+                    ConfigId::config_map(&cm.name),
+                    cm.optional,
+                    &cm.items,
+                ));
             }
             if let Some(secret) = &p.secret {
-                sources.push(VolumeSource {
-                    id: ConfigId::secret(&secret.name),
-                    optional: secret.optional.unwrap_or(false),
-                    items: items(&secret.items),
-                });
+                sources.push(VolumeSource::new(
+                    ConfigId::secret(&secret.name),
+                    secret.optional,
+                    &secret.items,
+                ));
             }
         }
     }
     (!sources.is_empty()).then_some(ConfigVolume { sources })
+}
+
+impl VolumeSource {
+    fn new(id: ConfigId, optional: Option<bool>, items: &Option<Vec<KeyToPath>>) -> Self {
+        let items = items.as_ref().map(|items| {
+            items
+                .iter()
+                .map(|i| (i.key.clone(), i.path.clone()))
+                .collect()
+        });
+        Self {
+            id,
+            optional: optional.unwrap_or(false),
+            items,
+        }
+    }
 }
