@@ -285,7 +285,7 @@ async fn review_stamps_the_hash_when_the_api_answers_and_warns_when_it_hangs() {
     assert_eq!(response["allowed"], true);
     let warnings = response["warnings"].to_string();
     assert!(
-        warnings.contains(r#"could not read ConfigMap \"web-settings\" (API timed out after 300ms); config hash not updated"#),
+        warnings.contains(r#"container \"nginx\": could not read ConfigMap \"web-settings\" (API timed out after 300ms); hash unchanged"#),
         "{warnings}"
     );
     let patched = apply_patch(&response, &review["request"]["object"]);

@@ -197,7 +197,13 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
     warn_uses(&outcome.uses, rolls, settings, &mut warnings);
     let report = hash_uses(&outcome.uses, configs, settings);
     warn_hash(&outcome.uses, &report, &mut warnings);
-    let plan = sidecar::plan(&target.annotations, &target.spec, &analysis, &mut warnings);
+    let plan = sidecar::plan(
+        &target.annotations,
+        &target.spec,
+        &analysis,
+        settings.native_sidecars,
+        &mut warnings,
+    );
 
     // Edit a copy of only what may change, and diff it against the same unedited view.
     let original = object::editable_view(req.object, target.workload.pointer());
@@ -267,23 +273,25 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
 }
 
 fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
-    for id in &report.missing {
+    let container_of = |id: &ConfigId| {
         let container = uses
             .iter()
             .find(|u| u.consumed.id() == id)
-            .map(|u| u.container.as_str())
-            .unwrap_or_default();
+            .map(|u| u.container.as_str());
+        quoted(container.unwrap_or_default())
+    };
+    for id in &report.missing {
         warnings.push(format!(
             "container {} needs {}, which does not exist: the pod cannot start until it does",
-            quoted(container),
+            container_of(id),
             describe(id)
         ));
     }
     for (id, reason) in &report.failed {
         warnings.push(format!(
-            "could not read {} ({}); config hash not updated",
-            describe(id),
-            reason
+            "container {}: could not read {} ({reason}); hash unchanged",
+            container_of(id),
+            describe(id)
         ));
     }
 }

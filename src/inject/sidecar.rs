@@ -151,10 +151,20 @@ pub fn plan(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
     analysis: &PodAnalysis<'_>,
+    native: bool,
     warnings: &mut Warnings,
 ) -> Option<SidecarPlan> {
     let volumes = watched_volumes(annotations, analysis, warnings);
     if volumes.is_empty() {
+        return None;
+    }
+    // A regular sidecar never exits, so a pod that should run to completion (a Job's) never would.
+    if let Some(policy @ ("Never" | "OnFailure")) =
+        spec.restart_policy.as_deref().filter(|_| !native)
+    {
+        warnings.push(format!(
+            "restartPolicy {policy} needs a native sidecar (Kubernetes >= 1.29) to complete; no watcher injected"
+        ));
         return None;
     }
     let mode = mode(annotations, spec, analysis, &volumes, warnings)?;
