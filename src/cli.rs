@@ -282,3 +282,36 @@ pub struct CertsArgs {
     #[arg(long, env = "RELOAD_INJECTOR_FORCE")]
     pub force: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// DESIGN.md: every flag also reads `RELOAD_INJECTOR_<FLAG>`.
+    #[test]
+    fn every_flag_has_its_environment_variable() {
+        let cli = Cli::command();
+        let mut checked = 0;
+        let commands = std::iter::once(&cli).chain(cli.get_subcommands());
+        for command in commands {
+            for arg in command.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if matches!(long, "help" | "version") {
+                    continue;
+                }
+                let want = format!("RELOAD_INJECTOR_{}", long.to_uppercase().replace('-', "_"));
+                let got = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+                assert_eq!(
+                    got.as_deref(),
+                    Some(want.as_str()),
+                    "{} --{long}",
+                    command.get_name()
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "only {checked} flags found");
+    }
+}
