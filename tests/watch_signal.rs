@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
-use watch_support::pidns::PidNamespace;
+use watch_support::pidns::{self, PidNamespace};
 use watch_support::scratch::Scratch;
 use watch_support::watcher::Watcher;
 use watch_support::{PATIENCE, wait_for};
@@ -80,6 +80,61 @@ fn without_a_name_each_other_containers_first_process_is_signalled() {
         targets.contains("web[") && targets.contains("cache["),
         "{targets}"
     );
+    ns.close();
+}
+
+#[test]
+fn targets_that_join_or_restart_between_changes_hear_each_change_once() {
+    let scratch = Scratch::new("sig-churn");
+    let pid1 = Counter::new(scratch.path(), "pid1", 0);
+    let ns = PidNamespace::new(&pid1);
+    let first = Counter::new(scratch.path(), "first", 0);
+    let mut first_app = ns.start_counter(&first, "fake-app");
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
+    let watcher = Watcher::of_dir_in(
+        &ns,
+        None,
+        &scratch,
+        config.path(),
+        &["--process", "fake-app", "--debounce", "0"],
+    );
+    config.update(&[("app.conf", "two")]);
+    watcher.wait_reloads(1);
+
+    // A second container running the same program joins: the remembered target is told
+    // first, the newcomer by the scan that follows.
+    let second = Counter::new(scratch.path(), "second", 0);
+    let _second_app = ns.start_counter(&second, "fake-app");
+    config.update(&[("app.conf", "three")]);
+    watcher.wait_reloads(2);
+
+    // The first container restarts: the remembered process is gone, a new one has its name.
+    let first_pid = pidns::child_of(first_app.id()).expect("the first app's PID");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first_pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the first app");
+    wait_for("the first app to exit", PATIENCE, || {
+        (!first_app.is_running()).then_some(())
+    });
+    let third = Counter::new(scratch.path(), "third", 0);
+    let _third_app = ns.start_counter(&third, "fake-app");
+    config.update(&[("app.conf", "four")]);
+    watcher.wait_reloads(3);
+
+    wait_count(&second, "master", 2);
+    wait_count(&third, "master", 1);
+    // Room for a duplicate to arrive, if one were sent.
+    std::thread::sleep(Duration::from_millis(300));
+    let counts = [&first, &second, &third].map(|app| app.count("master"));
+    assert_eq!(counts, [2, 2, 1], "SIGHUPs counted by first, second, third");
+    assert_eq!(pid1.count("pid1"), 0);
+    let targets = watcher.messages("reloaded")[2]["targets"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(targets.matches("fake-app[").count(), 2, "{targets}");
     ns.close();
 }
 

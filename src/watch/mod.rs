@@ -75,12 +75,12 @@ impl Config {
                 }
                 Action::Http(Endpoint::new(&args.method, url, args.timeout).context("--url")?)
             }
-            None => Action::Signal(Signaller {
-                signal: signal::parse_signal(&args.signal).context("--signal")?,
-                process: args.process.clone().filter(|name| !name.is_empty()),
-                proc_root: PathBuf::from("/proc"),
-                own_pid: i32::try_from(std::process::id()).context("own PID")?,
-            }),
+            None => Action::Signal(Signaller::new(
+                signal::parse_signal(&args.signal).context("--signal")?,
+                args.process.clone().filter(|name| !name.is_empty()),
+                PathBuf::from("/proc"),
+                i32::try_from(std::process::id()).context("own PID")?,
+            )),
         };
         let verify = args
             .verify_url

@@ -20,6 +20,8 @@ pub struct Stat {
     pub ppid: i32,
     /// Kernel flags word.
     pub flags: u64,
+    /// Start time in clock ticks after boot.
+    pub start_time: u64,
 }
 
 /// Parses the text of `/proc/PID/stat`.
@@ -32,11 +34,14 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     let ppid = fields.next()?.parse().ok()?;
     // pgrp, session, tty_nr, tpgid, then flags.
     let flags = fields.nth(4)?.parse().ok()?;
+    // minflt ... itrealvalue (12 fields), then starttime.
+    let start_time = fields.nth(12)?.parse().ok()?;
     Some(Stat {
         comm,
         state,
         ppid,
         flags,
+        start_time,
     })
 }
 
@@ -58,9 +63,6 @@ pub fn parse_uid(status: &str) -> Option<u32> {
 
 /// Lists the processes visible in `proc_root` (normally `/proc`), except `own_pid` (never a
 /// target, never anyone's parent here). Processes that exit while being read are skipped.
-/// argv[0] is read only when looking for `name`, `comm` is not already `name`, and the process
-/// is not PID 1 (the only cases where it can change the choice; reading `cmdline` is the
-/// costly part of a scan).
 pub fn list_processes(
     proc_root: &Path,
     name: Option<&str>,
@@ -79,29 +81,37 @@ pub fn list_processes(
         if pid == own_pid {
             continue;
         }
-        let dir = entry.path();
-        let mut buffer = [0u8; 1024];
-        let Some(stat) = read_head(&dir.join("stat"), &mut buffer)
-            .and_then(|bytes| std::str::from_utf8(bytes).ok())
-            .and_then(parse_stat)
-        else {
-            continue;
-        };
-        let argv0 = if pid != 1 && name.is_some_and(|name| name != stat.comm) {
-            read_head(&dir.join("cmdline"), &mut buffer).and_then(argv0_basename)
-        } else {
-            None
-        };
-        processes.push(ProcessInfo {
-            pid,
-            ppid: stat.ppid,
-            comm: stat.comm,
-            argv0,
-            kernel_thread: stat.flags & PF_KTHREAD != 0,
-            zombie: matches!(stat.state, 'Z' | 'X'),
-        });
+        if let Some(process) = read_process(&entry.path(), pid, name) {
+            processes.push(process);
+        }
     }
     Ok(processes)
+}
+
+/// Reads one process from its directory in `/proc` (`None` if it has exited).
+///
+/// argv[0] is read only when looking for `name`, `comm` is not already `name`, and the process
+/// is not PID 1 (the only cases where it can change the choice; reading `cmdline` is the
+/// costly part of a scan).
+pub fn read_process(dir: &Path, pid: i32, name: Option<&str>) -> Option<ProcessInfo> {
+    let mut buffer = [0u8; 1024];
+    let stat = read_head(&dir.join("stat"), &mut buffer)
+        .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        .and_then(parse_stat)?;
+    let argv0 = if pid != 1 && name.is_some_and(|name| name != stat.comm) {
+        read_head(&dir.join("cmdline"), &mut buffer).and_then(argv0_basename)
+    } else {
+        None
+    };
+    Some(ProcessInfo {
+        pid,
+        ppid: stat.ppid,
+        start_time: stat.start_time,
+        comm: stat.comm,
+        argv0,
+        kernel_thread: stat.flags & PF_KTHREAD != 0,
+        zombie: matches!(stat.state, 'Z' | 'X'),
+    })
 }
 
 /// Reads the start of a small `/proc` file with one `read` (the kernel fills what fits; the
@@ -124,17 +134,20 @@ mod tests {
 
     #[test]
     fn stat_with_odd_comm_parses() {
-        let text = "42 (we (ird) name) S 7 42 42 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0";
+        let text =
+            "42 (we (ird) name) S 7 42 42 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 987654 5 6";
         let stat = parse_stat(text).unwrap();
         assert_eq!(stat.comm, "we (ird) name");
         assert_eq!(stat.state, 'S');
         assert_eq!(stat.ppid, 7);
         assert_eq!(stat.flags, 4194560);
+        assert_eq!(stat.start_time, 987654);
     }
 
     #[test]
     fn kernel_thread_flag_is_visible() {
-        let stat = parse_stat("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0").unwrap();
+        let stat =
+            parse_stat("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 3 0 0").unwrap();
         assert_ne!(stat.flags & PF_KTHREAD, 0);
     }
 
@@ -143,6 +156,8 @@ mod tests {
         assert_eq!(parse_stat("42 (x) S 7"), None);
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S notanumber 1 1 1 1 1"), None);
+        // Everything up to flags, but no start time.
+        assert_eq!(parse_stat("1 (x) S 0 1 1 0 -1 4194560 0 0 0"), None);
     }
 
     #[test]
@@ -172,6 +187,9 @@ mod tests {
         assert!(own.argv0.is_some());
         assert!(!own.kernel_thread && !own.zombie);
         assert!(process_uid(Path::new("/proc"), me).is_some());
+        let again = read_process(&Path::new("/proc").join(me.to_string()), me, None).unwrap();
+        assert_eq!((again.pid, again.start_time), (own.pid, own.start_time));
+        assert!(own.start_time > 0);
         let without_self = list_processes(Path::new("/proc"), None, me).unwrap();
         assert!(without_self.iter().all(|p| p.pid != me));
     }

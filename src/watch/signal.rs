@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
@@ -76,6 +77,11 @@ pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
 }
 
 /// Sends the reload signal to the chosen processes.
+///
+/// The targets of the last successful send are remembered. The next send re-reads just those
+/// processes and, if each is still the same process and still a target, signals them before
+/// scanning `/proc`: the app hears of the change without waiting for the scan. The full scan
+/// still follows, and signals any process that became a target since.
 #[derive(Debug, Clone)]
 pub struct Signaller {
     /// The signal to send.
@@ -86,9 +92,22 @@ pub struct Signaller {
     pub proc_root: PathBuf,
     /// The watcher's own PID (never signalled).
     pub own_pid: i32,
+    /// The targets of the last successful send (shared by clones).
+    known: Arc<Mutex<Vec<ProcessInfo>>>,
 }
 
 impl Signaller {
+    /// A signaller that remembers nothing yet.
+    pub fn new(signal: Signal, process: Option<String>, proc_root: PathBuf, own_pid: i32) -> Self {
+        Signaller {
+            signal,
+            process,
+            proc_root,
+            own_pid,
+            known: Arc::default(),
+        }
+    }
+
     /// Describes what is signalled, for log lines.
     pub fn describe_wanted(&self) -> String {
         match &self.process {
@@ -97,35 +116,70 @@ impl Signaller {
         }
     }
 
-    /// Finds the targets and signals each; returns them as `comm[pid]` on success.
+    /// Finds the targets and signals each once; returns them as `comm[pid]` on success.
     pub fn send(&self) -> Result<Vec<String>, SignalError> {
-        let processes =
-            procfs::list_processes(&self.proc_root, self.process.as_deref(), self.own_pid)
-                .map_err(|source| SignalError::ProcUnreadable {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        let name = self.process.as_deref();
+        let mut sent = Sent::default();
+        let early = self.recheck(&known);
+        for process in &early {
+            sent.record(process, self.kill_one(process));
+        }
+        if !early.is_empty() {
+            // Let a woken target run before the scan: on a busy node they often share a CPU,
+            // and the app's reload is what matters.
+            std::thread::yield_now();
+        }
+        let processes = match procfs::list_processes(&self.proc_root, name, self.own_pid) {
+            Ok(processes) => processes,
+            // The remembered targets were told; the scan for new ones is retried next time.
+            Err(_) if !sent.done.is_empty() && sent.error.is_none() => {
+                return Ok(sent.labels());
+            }
+            Err(source) => {
+                known.clear();
+                return Err(SignalError::ProcUnreadable {
                     path: self.proc_root.clone(),
                     source,
-                })?;
-        let chosen = targets::choose(&processes, self.own_pid, self.process.as_deref());
-        if chosen.is_empty() {
-            return Err(SignalError::NoTarget(self.describe_wanted()));
-        }
-        let mut first_error = None;
-        let mut signalled = Vec::with_capacity(chosen.len());
+                });
+            }
+        };
+        let chosen = targets::choose(&processes, self.own_pid, name);
         for process in &chosen {
-            match self.kill_one(process) {
-                Ok(()) => signalled.push(label(process)),
-                Err(err) => {
-                    first_error.get_or_insert(err);
-                }
+            let already = early
+                .iter()
+                .any(|e| e.pid == process.pid && e.start_time == process.start_time);
+            if !already {
+                sent.record(process, self.kill_one(process));
             }
         }
-        // Let a woken target run before the watcher's own bookkeeping (log line, metrics):
-        // on a busy node they often share a CPU, and the app's reload is what matters.
-        std::thread::yield_now();
-        match first_error {
-            Some(err) => Err(err),
-            None => Ok(signalled),
+        if early.is_empty() {
+            std::thread::yield_now();
         }
+        if let Some(err) = sent.error.take() {
+            known.clear();
+            return Err(err);
+        }
+        if sent.done.is_empty() {
+            known.clear();
+            return Err(SignalError::NoTarget(self.describe_wanted()));
+        }
+        *known = chosen;
+        Ok(sent.labels())
+    }
+
+    /// The remembered targets, read again: all of them if each is still a target, else none.
+    fn recheck(&self, known: &[ProcessInfo]) -> Vec<ProcessInfo> {
+        let name = self.process.as_deref();
+        let mut fresh = Vec::with_capacity(known.len());
+        for before in known {
+            let dir = self.proc_root.join(before.pid.to_string());
+            match procfs::read_process(&dir, before.pid, name) {
+                Some(now) if targets::still_target(before, &now, name) => fresh.push(now),
+                _ => return Vec::new(),
+            }
+        }
+        fresh
     }
 
     fn kill_one(&self, process: &ProcessInfo) -> Result<(), SignalError> {
@@ -143,6 +197,30 @@ impl Signaller {
                 source,
             }),
         }
+    }
+}
+
+/// What one send did so far.
+#[derive(Default)]
+struct Sent {
+    done: Vec<ProcessInfo>,
+    error: Option<SignalError>,
+}
+
+impl Sent {
+    fn record(&mut self, process: &ProcessInfo, result: Result<(), SignalError>) {
+        match result {
+            Ok(()) => self.done.push(process.clone()),
+            Err(err) => {
+                self.error.get_or_insert(err);
+            }
+        }
+    }
+
+    fn labels(&self) -> Vec<String> {
+        let mut done: Vec<&ProcessInfo> = self.done.iter().collect();
+        done.sort_by_key(|p| p.pid);
+        done.into_iter().map(label).collect()
     }
 }
 
@@ -192,12 +270,12 @@ mod tests {
 
     #[test]
     fn no_target_is_an_error_naming_what_was_looked_for() {
-        let signaller = Signaller {
-            signal: Signal::SIGHUP,
-            process: Some("no-such-process-anywhere".into()),
-            proc_root: PathBuf::from("/proc"),
-            own_pid: i32::try_from(std::process::id()).unwrap(),
-        };
+        let signaller = Signaller::new(
+            Signal::SIGHUP,
+            Some("no-such-process-anywhere".into()),
+            PathBuf::from("/proc"),
+            i32::try_from(std::process::id()).unwrap(),
+        );
         let err = signaller.send().unwrap_err();
         assert!(matches!(err, SignalError::NoTarget(_)));
         assert!(err.to_string().contains("no-such-process-anywhere"));

@@ -11,6 +11,8 @@ pub struct ProcessInfo {
     pub pid: i32,
     /// Parent process ID (0 when the parent is outside the namespace).
     pub ppid: i32,
+    /// Start time in clock ticks after boot: with `pid`, names one process for good.
+    pub start_time: u64,
     /// Kernel command name (`/proc/PID/comm`, at most 15 bytes).
     pub comm: String,
     /// Basename of argv[0], when the command line could be read.
@@ -72,6 +74,25 @@ pub fn choose(processes: &[ProcessInfo], own_pid: i32, name: Option<&str>) -> Ve
     };
     chosen.sort_by_key(|p| p.pid);
     chosen
+}
+
+/// Whether `now`, a fresh read of `before` (a process chosen earlier), is still the same
+/// process and still a target: same start time, same parent, alive, and still called `name`
+/// (or, without a name, still a container's first process).
+///
+/// A process keeps its parent until that parent exits, so an unchanged parent PID means it is
+/// still a master rather than a worker. Processes that appeared since are not seen here; the
+/// caller finds them with a full scan.
+pub fn still_target(before: &ProcessInfo, now: &ProcessInfo, name: Option<&str>) -> bool {
+    let same = now.pid == before.pid
+        && now.start_time == before.start_time
+        && now.ppid == before.ppid
+        && !now.kernel_thread
+        && !now.zombie;
+    same && match name {
+        Some(name) => is_named(now, name),
+        None => now.ppid == 0,
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ fn process(pid: i32, ppid: i32, comm: &str, argv0: Option<&str>) -> ProcessInfo 
     ProcessInfo {
         pid,
         ppid,
+        start_time: 1000 + pid as u64,
         comm: comm.to_owned(),
         argv0: argv0.map(str::to_owned),
         kernel_thread: false,
@@ -102,4 +103,47 @@ fn kernel_threads_and_zombies_are_skipped() {
 #[test]
 fn nothing_matching_is_an_empty_choice() {
     assert!(choose(&pod(), 30, Some("haproxy")).is_empty());
+}
+
+#[test]
+fn a_chosen_process_read_again_unchanged_is_still_a_target() {
+    let pod = pod();
+    for name in [Some("nginx"), None] {
+        for chosen in choose(&pod, 30, name) {
+            assert!(still_target(&chosen, &chosen.clone(), name), "{chosen:?}");
+        }
+    }
+}
+
+#[test]
+fn a_restarted_exited_or_renamed_process_is_no_longer_the_same_target() {
+    let master = process(7, 0, "nginx", Some("nginx: master process nginx"));
+    type Change = fn(&mut ProcessInfo);
+    let changes: [(&str, Change); 6] = [
+        ("PID reused by a new process", |p| p.start_time += 1),
+        ("reparented after its parent exited", |p| p.ppid = 1),
+        ("exited, not yet reaped", |p| p.zombie = true),
+        ("exec'd another program", |p| {
+            p.comm = "sh".into();
+            p.argv0 = Some("sh".into());
+        }),
+        (
+            "a kernel thread now (cannot happen, but never signal one)",
+            |p| p.kernel_thread = true,
+        ),
+        ("another PID", |p| p.pid = 8),
+    ];
+    for (what, change) in changes {
+        let mut now = master.clone();
+        change(&mut now);
+        assert!(!still_target(&master, &now, Some("nginx")), "{what}");
+    }
+}
+
+#[test]
+fn without_a_name_a_target_must_still_be_a_containers_first_process() {
+    let app = process(20, 0, "python3", Some("python3"));
+    assert!(still_target(&app, &app.clone(), None));
+    let worker = process(8, 7, "nginx", None);
+    assert!(!still_target(&worker, &worker.clone(), None));
 }
