@@ -270,3 +270,34 @@ fn secret_dirs_show_a_per_process_keyed_hash_that_reveals_nothing() {
     first.wait_reloads(1);
     assert!(shown_hash(&first.metrics_page(), secret.path()).starts_with("private:"));
 }
+
+#[test]
+fn text_logs_written_to_a_pipe_carry_no_colour_codes() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let scratch = Scratch::new("plain-logs");
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
+    let mut child = Command::new(watch_support::watcher::BINARY)
+        .args([
+            "watch",
+            "--log-format",
+            "text",
+            "--process",
+            "nobody-here",
+            "--dir",
+        ])
+        .arg(config.path())
+        .env_remove("NO_COLOR")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the watcher");
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().expect("piped stderr"))
+        .read_line(&mut first)
+        .expect("read the first log line");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(first.contains("watching"), "{first:?}");
+    assert!(!first.contains('\u{1b}'), "escape codes in {first:?}");
+}
