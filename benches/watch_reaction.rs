@@ -104,9 +104,6 @@ fn reaction(swaps: usize) {
     // The floor: a bare inotify loop that kills on the `..data` rename, same machine, same run.
     let floor_dir = AtomicDir::create(&scratch.join("floor"), &[("site.conf", &nginx_like)]);
     spawn_floor_watcher(floor_dir.path(), target_pid);
-    let floor = time_swaps(&floor_dir, swaps, &nginx_like, &recv);
-    report("floor (bare inotify -> kill in one thread)", swaps, floor);
-
     let config = AtomicDir::create(&scratch.join("config"), &[("site.conf", &nginx_like)]);
     let watcher = Watcher::of_dir_in(
         &ns,
@@ -116,10 +113,24 @@ fn reaction(swaps: usize) {
         &["--process", TARGET_NAME, "--debounce", "0"],
     );
     let watcher_pid = pidns::child_of(watcher.launcher_pid()).expect("the watcher's host PID");
+    // Floor and watcher take turns, so both see the same machine: this VM's timings drift by
+    // 2x between minutes, and only numbers from the same moments compare.
     let before = status(watcher_pid);
-    let micros = time_swaps(&config, swaps, &nginx_like, &recv);
+    let mut floor = Vec::with_capacity(swaps);
+    let mut ours = Vec::with_capacity(swaps);
+    for i in 0..swaps {
+        floor.push(time_swap(&floor_dir, i, &nginx_like, &recv));
+        ours.push(time_swap(&config, i, &nginx_like, &recv));
+    }
     let after = status(watcher_pid);
-    report("reload-injector watch --debounce 0", swaps, micros);
+    let mut overhead: Vec<f64> = ours.iter().zip(&floor).map(|(o, f)| o - f).collect();
+    report("floor (bare inotify -> kill in one thread)", swaps, floor);
+    report("reload-injector watch --debounce 0", swaps, ours);
+    overhead.sort_by(f64::total_cmp);
+    println!(
+        "reaction, watcher minus the floor of the turn before: p50 {:.1} us",
+        overhead[overhead.len() / 2]
+    );
     let per_update = |a: u64, b: u64| (a - b) as f64 / swaps as f64;
     println!(
         "watcher per kubelet update (all its events, hashing, /proc scan, kill, log line): \
@@ -131,25 +142,21 @@ fn reaction(swaps: usize) {
     ns.close();
 }
 
-/// Times `swaps` kubelet updates of `dir`: from the rename to the SIGHUP received, in µs.
-fn time_swaps(dir: &AtomicDir, swaps: usize, body: &str, recv: &dyn Fn() -> String) -> Vec<f64> {
-    let mut micros = Vec::with_capacity(swaps);
-    for i in 0..swaps {
-        let pending = dir.prepare(&[("site.conf", &format!("{body}# {i}\n"))]);
-        // Let the watcher finish with the preparation events, so only the rename is timed.
-        std::thread::sleep(Duration::from_millis(20));
-        let start = monotonic_ns();
-        pending.rename();
-        let received: u64 = recv().parse().expect("a timestamp");
-        micros.push(received.saturating_sub(start) as f64 / 1000.0);
-        pending.finish();
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    micros.sort_by(f64::total_cmp);
-    micros
+/// Times one kubelet update of `dir`: from the rename to the SIGHUP received, in µs.
+fn time_swap(dir: &AtomicDir, i: usize, body: &str, recv: &dyn Fn() -> String) -> f64 {
+    let pending = dir.prepare(&[("site.conf", &format!("{body}# {i}\n"))]);
+    // Let the watcher finish with the preparation events, so only the rename is timed.
+    std::thread::sleep(Duration::from_millis(20));
+    let start = monotonic_ns();
+    pending.rename();
+    let received: u64 = recv().parse().expect("a timestamp");
+    pending.finish();
+    std::thread::sleep(Duration::from_millis(10));
+    received.saturating_sub(start) as f64 / 1000.0
 }
 
-fn report(label: &str, swaps: usize, micros: Vec<f64>) {
+fn report(label: &str, swaps: usize, mut micros: Vec<f64>) {
+    micros.sort_by(f64::total_cmp);
     let pct = |p: f64| micros[((micros.len() - 1) as f64 * p).round() as usize];
     println!(
         "reaction, {label} ({swaps} swaps, rename -> SIGHUP received): \
