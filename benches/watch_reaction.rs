@@ -33,14 +33,14 @@ fn main() {
         return signal_child();
     }
     let full = std::env::args().any(|arg| arg == "--bench");
-    let (swaps, idle) = if full {
-        (200, Duration::from_secs(10))
+    let (swaps, quiet_swaps, idle) = if full {
+        (200, 20, Duration::from_secs(10))
     } else {
-        (5, Duration::from_secs(1))
+        (5, 2, Duration::from_secs(1))
     };
     println!("watch_reaction: binary {BINARY}");
     step_costs(if full { 2000 } else { 20 });
-    reaction(swaps);
+    reaction(swaps, quiet_swaps);
     idle_cost(idle);
 }
 
@@ -71,7 +71,7 @@ fn monotonic_ns() -> u64 {
     now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64
 }
 
-fn reaction(swaps: usize) {
+fn reaction(swaps: usize, quiet_swaps: usize) {
     let scratch = Scratch::new("bench-reaction");
     let pid1 = Counter::new(scratch.path(), "pid1", 0);
     let ns = PidNamespace::new(&pid1);
@@ -139,7 +139,92 @@ fn reaction(swaps: usize) {
         per_update(after.voluntary, before.voluntary),
         per_update(after.minor_faults, before.minor_faults)
     );
+    drop(watcher);
+    after_quiet_resyncs(&ns, &scratch, &floor_dir, quiet_swaps, &nginx_like, &recv);
     ns.close();
+}
+
+/// The image's build of the binary when `scripts/build-static.sh` has made it, else the one
+/// under test.
+fn shipped_or_tested() -> &'static str {
+    let shipped = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/x86_64-unknown-linux-gnu/release/reload-injector"
+    );
+    if std::path::Path::new(shipped).exists() {
+        shipped
+    } else {
+        BINARY
+    }
+}
+
+/// A watcher that sees updates only now and then: each `--resync` that finds nothing to do
+/// drops its mapped code pages. Its memory after reloads and after a quiet resync, and its
+/// reaction to the first update after such a pause (floor timed in the turn just before).
+fn after_quiet_resyncs(
+    ns: &PidNamespace,
+    scratch: &Scratch,
+    floor_dir: &AtomicDir,
+    swaps: usize,
+    body: &str,
+    recv: &dyn Fn() -> String,
+) {
+    let binary = shipped_or_tested();
+    let dir = AtomicDir::create(&scratch.join("quiet"), &[("site.conf", body)]);
+    let path = dir.path().to_str().expect("UTF-8 path");
+    let watcher = Watcher::start_binary_in(
+        binary,
+        ns,
+        None,
+        &scratch.join("quiet.log"),
+        &[
+            "--dir",
+            path,
+            "--process",
+            TARGET_NAME,
+            "--debounce",
+            "0",
+            "--resync",
+            "1s",
+        ],
+    );
+    let pid = pidns::child_of(watcher.launcher_pid()).expect("the watcher's host PID");
+    let quiet = Duration::from_millis(1300);
+    let mut floor = Vec::with_capacity(swaps);
+    let mut ours = Vec::with_capacity(swaps);
+    let mut after_reload = Status::default();
+    for i in 0..swaps {
+        std::thread::sleep(quiet);
+        floor.push(time_swap(floor_dir, 1000 + i, body, recv));
+        ours.push(time_swap(&dir, i, body, recv));
+        after_reload = status(pid);
+    }
+    std::thread::sleep(quiet);
+    let idle = status(pid);
+    println!("quiet resyncs: binary {binary}");
+    let memory = |s: &Status| {
+        format!(
+            "VmRSS {} kB (anon {} kB, file {} kB)",
+            s.rss_kb, s.anon_kb, s.file_kb
+        )
+    };
+    println!(
+        "memory, right after a reload: {}; after the next quiet resync: {}",
+        memory(&after_reload),
+        memory(&idle)
+    );
+    let mut overhead: Vec<f64> = ours.iter().zip(&floor).map(|(o, f)| o - f).collect();
+    report(
+        "floor, turns before a first update after a pause",
+        swaps,
+        floor,
+    );
+    report("first update after a quiet resync", swaps, ours);
+    overhead.sort_by(f64::total_cmp);
+    println!(
+        "reaction, first update after a quiet resync minus the floor: p50 {:.1} us",
+        overhead[overhead.len() / 2]
+    );
 }
 
 /// Times one kubelet update of `dir`: from the rename to the SIGHUP received, in µs.

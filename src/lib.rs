@@ -7,7 +7,7 @@
 //! - [`webhook`] is the HTTPS server (`serve`), [`offline`] the `inject` command, [`watch`]
 //!   the sidecar, [`certs`] the certificate generator.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod certs;
 pub mod cli;

@@ -301,3 +301,55 @@ fn text_logs_written_to_a_pipe_carry_no_colour_codes() {
     assert!(first.contains("watching"), "{first:?}");
     assert!(!first.contains('\u{1b}'), "escape codes in {first:?}");
 }
+
+#[test]
+fn a_quiet_resync_gives_back_code_pages_and_the_next_change_still_reloads() {
+    const DROPPED: &str = "dropped the mapped pages of the executable";
+    let scratch = Scratch::new("quiet");
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
+    let server = ok_server(config.path().join("app.conf"));
+    let url = server.url("/-/reload");
+    let watcher = Watcher::of_dir(
+        &scratch,
+        config.path(),
+        &[
+            "--url",
+            &url,
+            "--debounce",
+            "0",
+            "--resync",
+            "1s",
+            "--log-level",
+            "debug",
+        ],
+    );
+    assert_eq!(watcher.messages(DROPPED).len(), 1, "once after start-up");
+    config.update(&[("app.conf", "two")]);
+    watcher.wait_reloads(1);
+    let dropped = watcher.messages(DROPPED).len();
+    let mapped_after_reload = rss_file_kb(watcher.launcher_pid());
+    wait_for("a quiet resync", PATIENCE, || {
+        (watcher.messages(DROPPED).len() > dropped).then_some(())
+    });
+    let mapped_after_resync = rss_file_kb(watcher.launcher_pid());
+    assert!(
+        mapped_after_resync < mapped_after_reload,
+        "file-backed RSS {mapped_after_reload} kB after the reload, \
+         {mapped_after_resync} kB after the quiet resync"
+    );
+    assert!(watcher.messages(DROPPED).last().unwrap()["bytes"].as_u64() > Some(0));
+    config.update(&[("app.conf", "three")]);
+    watcher.wait_reloads(2);
+    assert_eq!(server.hits().len(), 2);
+    assert_eq!(server.hits()[1].content.as_deref(), Some("three"));
+}
+
+/// The file-backed part of a process's resident memory, in kB.
+fn rss_file_kb(pid: u32) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("read status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("RssFile:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("RssFile in status")
+}

@@ -16,6 +16,7 @@ pub mod retry;
 pub mod runner;
 pub mod signal;
 pub mod targets;
+pub mod trim;
 pub mod watches;
 
 use std::net::SocketAddr;

@@ -14,6 +14,7 @@ use super::debounce::Debouncer;
 use super::metrics::{self, Metrics};
 use super::reload::{self, Report};
 use super::retry::{Delivery, Outcome};
+use super::trim;
 use super::watches::{WatchError, WatchSet};
 
 type Snapshot = Vec<ContentHash>;
@@ -60,6 +61,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut resync = interval_at(Instant::now() + period, period);
     resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut in_flight: Option<Attempt> = None;
+    let mut quiet_check = false;
     info!(
         dirs = %state.describe_dirs(),
         action = %state.config.action.describe(),
@@ -68,6 +70,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         metrics = %metrics_addr.map_or_else(|| "off".to_owned(), |addr| addr.to_string()),
         "watching"
     );
+    drop_code_pages();
     loop {
         let now = Instant::now();
         let wake = [
@@ -108,6 +111,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 report_watch_errors(&state.metrics, watches.rearm());
                 let snapshot = state.snapshot();
                 state.delivery.observe(snapshot);
+                quiet_check = true;
             }
         }
         let now = std::time::Instant::now();
@@ -123,9 +127,25 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             let verify = state.config.verify.clone();
             in_flight = Some(Box::pin(reload::attempt(action, verify)));
         }
+        if std::mem::take(&mut quiet_check)
+            && in_flight.is_none()
+            && debouncer.deadline().is_none()
+            && state.delivery.next_attempt_at(now).is_none()
+        {
+            drop_code_pages();
+        }
     }
     info!("stopping");
     Ok(())
+}
+
+/// Gives back the mapped pages of code not running now (see [`trim`]); failing that, keeps
+/// them, which costs only memory.
+fn drop_code_pages() {
+    match trim::drop_code_pages() {
+        Ok(bytes) => debug!(bytes, "dropped the mapped pages of the executable"),
+        Err(err) => debug!(error = %reload::one_line(&err), "kept the mapped pages"),
+    }
 }
 
 fn report_watch_errors(metrics: &Metrics, errors: Vec<WatchError>) {

@@ -32,8 +32,20 @@ impl Watcher {
 
     /// Like [`Watcher::start`], inside `ns` as its own container, optionally as `uid`.
     pub fn start_in(ns: &PidNamespace, uid: Option<u32>, log: &Path, args: &[&str]) -> Watcher {
+        Watcher::start_binary_in(BINARY, ns, uid, log, args)
+    }
+
+    /// Like [`Watcher::start_in`] with another build of the binary (the benchmarks measure
+    /// the static build the image ships too).
+    pub fn start_binary_in(
+        binary: &str,
+        ns: &PidNamespace,
+        uid: Option<u32>,
+        log: &Path,
+        args: &[&str],
+    ) -> Watcher {
         let mut command = ns.command(uid);
-        command.arg(BINARY);
+        command.arg(binary);
         Watcher::start_with(command, log, args)
     }
 
