@@ -77,19 +77,28 @@ pub struct Hashed {
 
 /// Hashes what an app would read at `path`: a directory's visible entries (recursively,
 /// following symlinks), a single file's bytes, or [`ContentHash::Absent`].
+///
+/// This runs on every change before the app is told, so it asks the kernel as little as it
+/// can: the directory is opened without a `stat` first, and each entry is opened and then
+/// `fstat`ed through its descriptor rather than looked up by path twice.
 pub fn hash_path(path: &Path) -> Hashed {
     let mut hasher = Sha256::new();
     let mut unreadable = Vec::new();
-    match fs::metadata(path) {
+    match fs::read_dir(path) {
+        Ok(entries) => hash_entries(&mut hasher, &mut unreadable, path, entries, 0),
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             return Hashed {
                 hash: ContentHash::Absent,
                 unreadable,
             };
         }
-        Err(err) => record_unreadable(&mut hasher, &mut unreadable, path, &err, None),
-        Ok(meta) if meta.is_dir() => hash_dir(&mut hasher, &mut unreadable, path, 0),
-        Ok(meta) => hash_file(&mut hasher, &mut unreadable, path, meta.len()),
+        Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
+            hash_entry(&mut hasher, &mut unreadable, path, None, 0);
+        }
+        Err(err) => {
+            let meta = fs::metadata(path).ok();
+            record_unreadable(&mut hasher, &mut unreadable, path, &err, meta.as_ref());
+        }
     }
     Hashed {
         hash: ContentHash::Present(hasher.finalize().into()),
@@ -98,13 +107,22 @@ pub fn hash_path(path: &Path) -> Hashed {
 }
 
 fn hash_dir(hasher: &mut Sha256, unreadable: &mut Vec<String>, dir: &Path, depth: usize) {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
+    match fs::read_dir(dir) {
+        Ok(entries) => hash_entries(hasher, unreadable, dir, entries, depth),
         Err(err) => {
             let meta = fs::metadata(dir).ok();
-            return record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
+            record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
         }
-    };
+    }
+}
+
+fn hash_entries(
+    hasher: &mut Sha256,
+    unreadable: &mut Vec<String>,
+    dir: &Path,
+    entries: fs::ReadDir,
+    depth: usize,
+) {
     let mut names: Vec<_> = entries
         .filter_map(|entry| entry.ok().map(|entry| entry.file_name()))
         .filter(|name| !name.as_encoded_bytes().starts_with(b".."))
@@ -112,41 +130,65 @@ fn hash_dir(hasher: &mut Sha256, unreadable: &mut Vec<String>, dir: &Path, depth
     names.sort();
     for name in names {
         let path = dir.join(&name);
-        match fs::metadata(&path) {
-            // A dangling symlink or an entry removed while we read: the app sees nothing.
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                put(hasher, b'A', name.as_encoded_bytes());
-            }
-            Err(err) => record_unreadable(hasher, unreadable, &path, &err, None),
-            Ok(meta) if meta.is_dir() => {
-                put(hasher, b'D', name.as_encoded_bytes());
-                if depth < MAX_DEPTH {
-                    hash_dir(hasher, unreadable, &path, depth + 1);
-                }
-                put(hasher, b'E', b"");
-            }
-            Ok(meta) => {
-                put(hasher, b'F', name.as_encoded_bytes());
-                hash_file(hasher, unreadable, &path, meta.len());
-            }
-        }
+        hash_entry(
+            hasher,
+            unreadable,
+            &path,
+            Some(name.as_encoded_bytes()),
+            depth,
+        );
     }
 }
 
-fn hash_file(hasher: &mut Sha256, unreadable: &mut Vec<String>, path: &Path, size_hint: u64) {
-    match read_all(path, size_hint) {
-        Ok(bytes) => put(hasher, b'C', &bytes),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => put(hasher, b'A', b""),
+/// Hashes one entry of a directory (`name` is its record name), or the watched path itself
+/// when that is a file (`name` is `None`).
+fn hash_entry(
+    hasher: &mut Sha256,
+    unreadable: &mut Vec<String>,
+    path: &Path,
+    name: Option<&[u8]>,
+    depth: usize,
+) {
+    let tag = |hasher: &mut Sha256, tag: u8| {
+        if let Some(name) = name {
+            put(hasher, tag, name);
+        }
+    };
+    let opened = fs::File::open(path).and_then(|file| Ok((file.metadata()?, file)));
+    match opened {
+        // A dangling symlink or an entry removed while we read: the app sees nothing.
+        Err(err) if err.kind() == io::ErrorKind::NotFound => tag(hasher, b'A'),
         Err(err) => {
             let meta = fs::metadata(path).ok();
+            match &meta {
+                Some(meta) if meta.is_dir() => tag(hasher, b'D'),
+                Some(_) => tag(hasher, b'F'),
+                None => {}
+            }
             record_unreadable(hasher, unreadable, path, &err, meta.as_ref());
+            if meta.is_some_and(|meta| meta.is_dir()) {
+                tag(hasher, b'E');
+            }
+        }
+        Ok((meta, _)) if meta.is_dir() => {
+            tag(hasher, b'D');
+            if depth < MAX_DEPTH {
+                hash_dir(hasher, unreadable, path, depth + 1);
+            }
+            tag(hasher, b'E');
+        }
+        Ok((meta, file)) => {
+            tag(hasher, b'F');
+            match read_all(file, meta.len()) {
+                Ok(bytes) => put(hasher, b'C', &bytes),
+                Err(err) => record_unreadable(hasher, unreadable, path, &err, Some(&meta)),
+            }
         }
     }
 }
 
-/// Reads a whole file, sized by the metadata already at hand (no second `stat`).
-fn read_all(path: &Path, size_hint: u64) -> io::Result<Vec<u8>> {
-    let mut file = fs::File::open(path)?;
+/// Reads a whole open file, sized by the metadata already at hand (no second `stat`).
+fn read_all(mut file: fs::File, size_hint: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(usize::try_from(size_hint).unwrap_or(0).saturating_add(1));
     loop {
         if bytes.len() == bytes.capacity() {
