@@ -3,7 +3,8 @@
 //! Pure parts — [`events`] (which inotify events matter), [`debounce`], [`retry`] (delivery
 //! with backoff), [`targets`] (whom to signal) — are driven by thin I/O: [`watches`]
 //! (inotify), [`content`] (hashing what the app reads), [`procfs`], [`signal`], [`http`],
-//! [`metrics`], all wired together by [`runner`] on a single-threaded runtime.
+//! [`metrics`], [`trim`] (giving back code pages while idle), all wired together by [`runner`]
+//! on a single-threaded runtime.
 
 pub mod content;
 pub mod debounce;
