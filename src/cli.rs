@@ -162,7 +162,7 @@ pub struct WatchArgs {
     #[arg(long, default_value = "SIGHUP", env = "RELOAD_INJECTOR_SIGNAL")]
     pub signal: String,
 
-    /// Name of the process to signal (its `comm` or argv[0] basename). Without it, the main
+    /// Name of the process to signal (its `comm` or `argv[0]` basename). Without it, the main
     /// process of every other container in the shared process namespace is signalled.
     #[arg(long, env = "RELOAD_INJECTOR_PROCESS")]
     pub process: Option<String>,

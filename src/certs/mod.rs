@@ -2,7 +2,7 @@
 //! without cert-manager.
 //!
 //! [`generate`] is pure apart from randomness: it builds an ECDSA P-256 CA and a serving
-//! certificate signed by it, in memory. [`run`] writes the files (see [`files`]).
+//! certificate signed by it, in memory. [`run`] writes the files (see [`write_bundle`]).
 
 mod files;
 mod names;

@@ -45,7 +45,7 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
-/// Basename of argv[0] from the raw bytes of `/proc/PID/cmdline` (`None` if empty).
+/// Basename of `argv[0]` from the raw bytes of `/proc/PID/cmdline` (`None` if empty).
 pub fn argv0_basename(cmdline: &[u8]) -> Option<String> {
     let argv0 = cmdline.split(|b| *b == 0).next()?;
     if argv0.is_empty() {
@@ -90,7 +90,7 @@ pub fn list_processes(
 
 /// Reads one process from its directory in `/proc` (`None` if it has exited).
 ///
-/// argv[0] is read only when looking for `name`, `comm` is not already `name`, and the process
+/// `argv[0]` is read only when looking for `name`, `comm` is not already `name`, and the process
 /// is not PID 1 (the only cases where it can change the choice; reading `cmdline` is the
 /// costly part of a scan).
 pub fn read_process(dir: &Path, pid: i32, name: Option<&str>) -> Option<ProcessInfo> {
@@ -115,7 +115,7 @@ pub fn read_process(dir: &Path, pid: i32, name: Option<&str>) -> Option<ProcessI
 }
 
 /// Reads the start of a small `/proc` file with one `read` (the kernel fills what fits; the
-/// watcher needs only the start of `stat` and argv[0] from `cmdline`).
+/// watcher needs only the start of `stat` and `argv[0]` from `cmdline`).
 fn read_head<'b>(path: &Path, buffer: &'b mut [u8]) -> Option<&'b [u8]> {
     let mut file = fs::File::open(path).ok()?;
     let read = file.read(buffer).ok()?;

@@ -15,7 +15,7 @@ pub struct ProcessInfo {
     pub start_time: u64,
     /// Kernel command name (`/proc/PID/comm`, at most 15 bytes).
     pub comm: String,
-    /// Basename of argv[0], when the command line could be read.
+    /// Basename of `argv[0]`, when the command line could be read.
     pub argv0: Option<String>,
     /// A kernel thread (never signalled).
     pub kernel_thread: bool,
@@ -27,7 +27,7 @@ pub struct ProcessInfo {
 const COMM_LEN: usize = 15;
 
 /// Whether `process` is called `name`: by `comm` (also when `name` is longer than the kernel
-/// keeps) or by the basename of argv[0].
+/// keeps) or by the basename of `argv[0]`.
 pub fn is_named(process: &ProcessInfo, name: &str) -> bool {
     let truncated = truncate_to_boundary(name, COMM_LEN);
     process.comm == name
