@@ -85,7 +85,6 @@ pub fn hash_path(path: &Path) -> Hashed {
     let mut hasher = Sha256::new();
     let mut unreadable = Vec::new();
     match fs::read_dir(path) {
-        Ok(entries) => hash_entries(&mut hasher, &mut unreadable, path, entries, 0),
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             return Hashed {
                 hash: ContentHash::Absent,
@@ -95,10 +94,7 @@ pub fn hash_path(path: &Path) -> Hashed {
         Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
             hash_entry(&mut hasher, &mut unreadable, path, None, 0);
         }
-        Err(err) => {
-            let meta = fs::metadata(path).ok();
-            record_unreadable(&mut hasher, &mut unreadable, path, &err, meta.as_ref());
-        }
+        listing => hash_listing(&mut hasher, &mut unreadable, path, listing, 0),
     }
     Hashed {
         hash: ContentHash::Present(hasher.finalize().into()),
@@ -106,23 +102,21 @@ pub fn hash_path(path: &Path) -> Hashed {
     }
 }
 
-fn hash_dir(hasher: &mut Sha256, unreadable: &mut Vec<String>, dir: &Path, depth: usize) {
-    match fs::read_dir(dir) {
-        Ok(entries) => hash_entries(hasher, unreadable, dir, entries, depth),
-        Err(err) => {
-            let meta = fs::metadata(dir).ok();
-            record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
-        }
-    }
-}
-
-fn hash_entries(
+/// Hashes the visible entries of `dir` from its `listing` (or records why it has none).
+fn hash_listing(
     hasher: &mut Sha256,
     unreadable: &mut Vec<String>,
     dir: &Path,
-    entries: fs::ReadDir,
+    listing: io::Result<fs::ReadDir>,
     depth: usize,
 ) {
+    let entries = match listing {
+        Ok(entries) => entries,
+        Err(err) => {
+            let meta = fs::metadata(dir).ok();
+            return record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
+        }
+    };
     let mut names: Vec<_> = entries
         .filter_map(|entry| entry.ok().map(|entry| entry.file_name()))
         .filter(|name| !name.as_encoded_bytes().starts_with(b".."))
@@ -173,7 +167,7 @@ fn hash_entry(
         Ok((meta, _)) if meta.is_dir() => {
             tag(hasher, b'D');
             if depth < MAX_DEPTH {
-                hash_dir(hasher, unreadable, path, depth + 1);
+                hash_listing(hasher, unreadable, path, fs::read_dir(path), depth + 1);
             }
             tag(hasher, b'E');
         }
