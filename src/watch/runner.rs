@@ -61,7 +61,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut resync = interval_at(Instant::now() + period, period);
     resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut in_flight: Option<Attempt> = None;
-    let mut quiet_check = false;
     info!(
         dirs = %state.describe_dirs(),
         action = %state.config.action.describe(),
@@ -70,7 +69,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         metrics = %metrics_addr.map_or_else(|| "off".to_owned(), |addr| addr.to_string()),
         "watching"
     );
-    drop_code_pages();
+    let code_pages = trim::CodePages::of_this_process()
+        .inspect_err(|err| debug!(error = %reload::one_line(err), "keeping the mapped pages"))
+        .ok();
+    drop_code_pages(code_pages.as_ref());
     loop {
         let now = Instant::now();
         let wake = [
@@ -80,7 +82,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .into_iter()
         .flatten()
         .min();
-        tokio::select! {
+        let resynced = tokio::select! {
             biased;
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
@@ -88,6 +90,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 if in_flight.is_some() => {
                 in_flight = None;
                 state.finish(report);
+                false
             }
             batch = watches.next_batch() => match batch {
                 Ok((count, effect)) => {
@@ -98,22 +101,24 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     if effect.rehash {
                         debouncer.on_event(std::time::Instant::now());
                     }
+                    false
                 }
                 Err(err) => {
                     state.metrics.errors.inc();
                     warn!(error = %reload::one_line(&err), "reading events failed; re-checking");
                     report_watch_errors(&state.metrics, watches.rearm());
                     debouncer.on_event(std::time::Instant::now());
+                    false
                 }
             },
-            _ = sleep_until(wake.map_or(now, Instant::from_std)), if wake.is_some() => {}
+            _ = sleep_until(wake.map_or(now, Instant::from_std)), if wake.is_some() => false,
             _ = resync.tick() => {
                 report_watch_errors(&state.metrics, watches.rearm());
                 let snapshot = state.snapshot();
                 state.delivery.observe(snapshot);
-                quiet_check = true;
+                true
             }
-        }
+        };
         let now = std::time::Instant::now();
         if debouncer.take_due(now) {
             let snapshot = state.snapshot();
@@ -127,12 +132,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             let verify = state.config.verify.clone();
             in_flight = Some(Box::pin(reload::attempt(action, verify)));
         }
-        if std::mem::take(&mut quiet_check)
+        // A resync that leaves nothing to do: a quiet moment to give back code pages.
+        if resynced
             && in_flight.is_none()
             && debouncer.deadline().is_none()
             && state.delivery.next_attempt_at(now).is_none()
         {
-            drop_code_pages();
+            drop_code_pages(code_pages.as_ref());
         }
     }
     info!("stopping");
@@ -141,10 +147,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
 /// Gives back the mapped pages of code not running now (see [`trim`]); failing that, keeps
 /// them, which costs only memory.
-fn drop_code_pages() {
-    match trim::drop_code_pages() {
-        Ok(bytes) => debug!(bytes, "dropped the mapped pages of the executable"),
-        Err(err) => debug!(error = %reload::one_line(&err), "kept the mapped pages"),
+fn drop_code_pages(code_pages: Option<&trim::CodePages>) {
+    match code_pages.map(trim::CodePages::drop_clean) {
+        Some(Ok(bytes)) => debug!(bytes, "dropped the mapped pages of the executable"),
+        Some(Err(err)) => debug!(error = %reload::one_line(&err), "kept the mapped pages"),
+        None => {}
     }
 }
 

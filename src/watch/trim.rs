@@ -16,7 +16,7 @@ use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// Errors of [`drop_code_pages`].
+/// Errors of [`CodePages`].
 #[derive(Debug, thiserror::Error)]
 pub enum TrimError {
     /// `/proc/self/smaps` or `/proc/self/exe` could not be read.
@@ -41,9 +41,9 @@ pub enum TrimError {
 
 /// The file a mapping shows: path and inode.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MappedFile<'a> {
+pub struct MappedFile {
     /// The path, as `/proc/self/smaps` shows it.
-    pub path: &'a str,
+    pub path: String,
     /// The inode number.
     pub inode: u64,
 }
@@ -52,7 +52,7 @@ pub struct MappedFile<'a> {
 /// read-only mappings of `file` that hold no anonymous (copy-on-write) page. Every page of such
 /// a mapping is an unmodified page of the file, so a later access reads the same bytes back.
 /// Writable mappings, and relocated read-only data (which holds anonymous pages), never qualify.
-pub fn droppable(smaps: &str, file: &MappedFile<'_>) -> Vec<Range<usize>> {
+pub fn droppable(smaps: &str, file: &MappedFile) -> Vec<Range<usize>> {
     let mut found = Vec::new();
     let mut candidate: Option<Range<usize>> = None;
     for line in smaps.lines() {
@@ -79,7 +79,7 @@ struct Mapping<'a> {
 }
 
 impl Mapping<'_> {
-    fn qualifies(&self, file: &MappedFile<'_>) -> bool {
+    fn qualifies(&self, file: &MappedFile) -> bool {
         let private_read_only = self.perms.len() == 4
             && self.perms.starts_with('r')
             && self.perms.as_bytes()[1] == b'-'
@@ -118,24 +118,43 @@ fn after_fields(line: &str, count: usize) -> &str {
     rest
 }
 
-/// Drops this process's mappings of its executable's clean pages; returns how many bytes of
-/// address space were advised.
-pub fn drop_code_pages() -> Result<usize, TrimError> {
-    let exe = Path::new("/proc/self/exe");
-    let read = |path: &'static str| move |source| TrimError::Read { path, source };
-    let target = std::fs::read_link(exe).map_err(read("/proc/self/exe"))?;
-    let inode = std::fs::metadata(exe)
-        .map_err(read("/proc/self/exe"))?
-        .ino();
-    let smaps = std::fs::read_to_string("/proc/self/smaps").map_err(read("/proc/self/smaps"))?;
-    let path = target.to_string_lossy();
-    let file = MappedFile { path: &path, inode };
-    let mut advised = 0;
-    for range in droppable(&smaps, &file) {
-        advise_dont_need(&range)?;
-        advised += range.len();
+/// This process's own executable, whose clean mapped pages can be given back.
+#[derive(Debug, Clone)]
+pub struct CodePages {
+    exe: MappedFile,
+}
+
+impl CodePages {
+    /// Finds this process's executable (once: it does not change while the process runs).
+    pub fn of_this_process() -> Result<CodePages, TrimError> {
+        let exe = Path::new("/proc/self/exe");
+        let read = |source| TrimError::Read {
+            path: "/proc/self/exe",
+            source,
+        };
+        let path = std::fs::read_link(exe).map_err(read)?;
+        let inode = std::fs::metadata(exe).map_err(read)?.ino();
+        let path = path.to_string_lossy().into_owned();
+        Ok(CodePages {
+            exe: MappedFile { path, inode },
+        })
     }
-    Ok(advised)
+
+    /// Drops this process's mappings of the executable's clean pages; returns how many bytes
+    /// of address space were advised.
+    pub fn drop_clean(&self) -> Result<usize, TrimError> {
+        let smaps =
+            std::fs::read_to_string("/proc/self/smaps").map_err(|source| TrimError::Read {
+                path: "/proc/self/smaps",
+                source,
+            })?;
+        let mut advised = 0;
+        for range in droppable(&smaps, &self.exe) {
+            advise_dont_need(&range)?;
+            advised += range.len();
+        }
+        Ok(advised)
+    }
 }
 
 #[allow(unsafe_code)]

@@ -3,14 +3,16 @@ use super::*;
 /// `/proc/PID/smaps` of an idle watcher (the static build), fields cut to the ones that matter.
 const STATIC_WATCHER: &str = include_str!("../../../tests/fixtures/watch/smaps-static.txt");
 
-const EXE: MappedFile<'static> = MappedFile {
-    path: "/usr/local/bin/reload-injector",
-    inode: 1234567,
-};
+fn exe() -> MappedFile {
+    MappedFile {
+        path: "/usr/local/bin/reload-injector".into(),
+        inode: 1234567,
+    }
+}
 
 #[test]
 fn code_and_read_only_data_of_the_executable_qualify() {
-    let ranges = droppable(STATIC_WATCHER, &EXE);
+    let ranges = droppable(STATIC_WATCHER, &exe());
     assert_eq!(
         ranges,
         [
@@ -22,7 +24,7 @@ fn code_and_read_only_data_of_the_executable_qualify() {
 
 #[test]
 fn relocated_data_writable_data_and_anonymous_memory_never_qualify() {
-    let ranges = droppable(STATIC_WATCHER, &EXE);
+    let ranges = droppable(STATIC_WATCHER, &exe());
     for kept in [
         0x7f6c_88f5_3000, // read-only after relocation, but holds 512 kB of written pages
         0x7f6c_88fd_5000, // .data
@@ -36,10 +38,10 @@ fn relocated_data_writable_data_and_anonymous_memory_never_qualify() {
 #[test]
 fn another_file_or_a_replaced_inode_does_not_qualify() {
     let other_path = MappedFile {
-        path: "/usr/local/bin/reload-injector-old",
-        ..EXE
+        path: "/usr/local/bin/reload-injector-old".into(),
+        ..exe()
     };
-    let other_inode = MappedFile { inode: 7, ..EXE };
+    let other_inode = MappedFile { inode: 7, ..exe() };
     assert!(droppable(STATIC_WATCHER, &other_path).is_empty());
     assert!(droppable(STATIC_WATCHER, &other_inode).is_empty());
 }
@@ -49,7 +51,7 @@ fn paths_with_spaces_are_read_whole() {
     let smaps = "1000-2000 r-xp 00000000 fe:00 42      /opt/my tools/reload-injector\n\
                  Anonymous:             0 kB\n";
     let file = MappedFile {
-        path: "/opt/my tools/reload-injector",
+        path: "/opt/my tools/reload-injector".into(),
         inode: 42,
     };
     assert_eq!(droppable(smaps, &file), vec![0x1000..0x2000]);
@@ -60,7 +62,7 @@ fn a_mapping_without_an_anonymous_line_is_left_alone() {
     let smaps = "1000-2000 r-xp 00000000 fe:00 42 /bin/x\n3000-4000 r--p 00000000 fe:00 42 /bin/x\n\
                  Anonymous:             0 kB\n";
     let file = MappedFile {
-        path: "/bin/x",
+        path: "/bin/x".into(),
         inode: 42,
     };
     assert_eq!(droppable(smaps, &file), vec![0x3000..0x4000]);
@@ -85,7 +87,8 @@ fn dropping_our_own_code_pages_lowers_rss_and_the_code_still_runs() {
     };
     let expected = digest();
     let before = rss();
-    let advised = drop_code_pages().expect("drop pages");
+    let code = CodePages::of_this_process().expect("find the executable");
+    let advised = code.drop_clean().expect("drop pages");
     let after = rss();
     assert!(advised > 0);
     assert!(after < before, "RssFile {before} kB -> {after} kB");
