@@ -47,7 +47,8 @@ pub enum SignalError {
         /// The target's real UID (`?` if it could not be read).
         target_uid: String,
     },
-    /// Another kill(2) failure (the process exited between listing and signalling, ...).
+    /// Another kill(2) failure (a process that exited between listing and signalling is not
+    /// one: it is skipped).
     #[error("failed to send {signal} to {target}")]
     KillFailed {
         /// The signal.
@@ -182,9 +183,13 @@ impl Signaller {
         fresh
     }
 
-    fn kill_one(&self, process: &ProcessInfo) -> Result<(), SignalError> {
+    /// Signals one process: `Ok(false)` if it has exited since it was read (it has nothing
+    /// left to reload, and counting it as a failure would make the retry signal the others
+    /// twice).
+    fn kill_one(&self, process: &ProcessInfo) -> Result<bool, SignalError> {
         match kill(Pid::from_raw(process.pid), self.signal) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(true),
+            Err(Errno::ESRCH) => Ok(false),
             Err(Errno::EPERM) => Err(SignalError::PermissionDenied {
                 signal: self.signal,
                 target: label(process),
@@ -208,9 +213,10 @@ struct Sent {
 }
 
 impl Sent {
-    fn record(&mut self, process: &ProcessInfo, result: Result<(), SignalError>) {
+    fn record(&mut self, process: &ProcessInfo, result: Result<bool, SignalError>) {
         match result {
-            Ok(()) => self.done.push(process.clone()),
+            Ok(true) => self.done.push(process.clone()),
+            Ok(false) => {}
             Err(err) => {
                 self.error.get_or_insert(err);
             }
@@ -266,6 +272,24 @@ mod tests {
         for needle in ["uid 65534", "uid 0", "runAsUser", "CAP_KILL", "nginx[7]"] {
             assert!(text.contains(needle), "{text}");
         }
+    }
+
+    #[test]
+    fn a_target_that_exited_since_it_was_read_is_skipped_not_a_failure() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        child.wait().unwrap();
+        let gone = ProcessInfo {
+            pid,
+            ppid: 0,
+            start_time: 1,
+            comm: "true".into(),
+            argv0: None,
+            kernel_thread: false,
+            zombie: false,
+        };
+        let signaller = Signaller::new(Signal::SIGHUP, None, PathBuf::from("/proc"), -1);
+        assert!(!signaller.kill_one(&gone).unwrap(), "an exited process is skipped");
     }
 
     #[test]
