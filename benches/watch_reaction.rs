@@ -19,9 +19,8 @@ use nix::sys::signal::{SigSet, Signal, kill};
 use nix::time::{ClockId, clock_gettime};
 use nix::unistd::Pid;
 
-use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
-use watch_support::pidns::{self, PidNamespace, Proc};
+use watch_support::pidns::{self, PidNamespace, Pod, Proc};
 use watch_support::scratch::Scratch;
 use watch_support::watcher::{BINARY, Watcher};
 
@@ -72,9 +71,7 @@ fn monotonic_ns() -> u64 {
 }
 
 fn reaction(swaps: usize, quiet_swaps: usize) {
-    let scratch = Scratch::new("bench-reaction");
-    let pid1 = Counter::new(scratch.path(), "pid1", 0);
-    let ns = PidNamespace::new(&pid1);
+    let Pod { scratch, ns, .. } = Pod::new("bench-reaction");
     let child = ns
         .command(None)
         .arg(std::env::current_exe().expect("own path"))

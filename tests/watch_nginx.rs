@@ -7,9 +7,8 @@ use std::fs;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
-use watch_support::pidns::{PidNamespace, Proc};
+use watch_support::pidns::{Pod, Proc};
 use watch_support::scratch::Scratch;
 use watch_support::watcher::Watcher;
 use watch_support::{PATIENCE, free_port, http_get, wait_for};
@@ -46,9 +45,7 @@ fn nginx_serves_the_new_config_after_a_kubelet_update_without_restarting() {
         Path::new(NGINX).exists(),
         "{NGINX} is missing: run scripts/install-test-deps.sh (installs Debian's nginx-light)"
     );
-    let scratch = Scratch::new("nginx");
-    let pid1 = Counter::new(scratch.path(), "pid1", 0);
-    let ns = PidNamespace::new(&pid1);
+    let Pod { scratch, pid1, ns } = Pod::new("nginx");
     let port = free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let config = AtomicDir::create(
@@ -101,5 +98,10 @@ fn nginx_serves_the_new_config_after_a_kubelet_update_without_restarting() {
         "only the master is signalled"
     );
     assert_eq!(watcher.reloads(), 1);
+    assert_eq!(
+        pid1.count("pid1"),
+        0,
+        "PID 1 (the pause process) must not be signalled"
+    );
     ns.close();
 }

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
-use watch_support::pidns::{self, PidNamespace};
-use watch_support::scratch::Scratch;
+use watch_support::pidns::{self, Pod};
 use watch_support::watcher::Watcher;
 use watch_support::{PATIENCE, wait_for};
 
@@ -21,9 +20,7 @@ fn wait_count(counter: &Counter, who: &str, n: usize) {
 
 #[test]
 fn a_process_name_signals_the_master_not_its_workers_nor_pid_1() {
-    let scratch = Scratch::new("sig-name");
-    let pid1 = Counter::new(scratch.path(), "pid1", 0);
-    let ns = PidNamespace::new(&pid1);
+    let Pod { scratch, pid1, ns } = Pod::new("sig-name");
     let app = Counter::new(scratch.path(), "app", 2);
     let _app = ns.start_counter(&app, "fake-nginx");
     let config = AtomicDir::create(&scratch.join("config"), &[("nginx.conf", "one")]);
@@ -56,9 +53,7 @@ fn a_process_name_signals_the_master_not_its_workers_nor_pid_1() {
 
 #[test]
 fn without_a_name_each_other_containers_first_process_is_signalled() {
-    let scratch = Scratch::new("sig-main");
-    let pid1 = Counter::new(scratch.path(), "pid1", 0);
-    let ns = PidNamespace::new(&pid1);
+    let Pod { scratch, pid1, ns } = Pod::new("sig-main");
     let web = Counter::new(scratch.path(), "web", 2);
     let _web = ns.start_counter(&web, "web");
     let cache = Counter::new(scratch.path(), "cache", 1);
@@ -85,9 +80,7 @@ fn without_a_name_each_other_containers_first_process_is_signalled() {
 
 #[test]
 fn targets_that_join_or_restart_between_changes_hear_each_change_once() {
-    let scratch = Scratch::new("sig-churn");
-    let pid1 = Counter::new(scratch.path(), "pid1", 0);
-    let ns = PidNamespace::new(&pid1);
+    let Pod { scratch, pid1, ns } = Pod::new("sig-churn");
     let first = Counter::new(scratch.path(), "first", 0);
     let mut first_app = ns.start_counter(&first, "fake-app");
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
@@ -140,9 +133,7 @@ fn targets_that_join_or_restart_between_changes_hear_each_change_once() {
 
 #[test]
 fn a_missing_target_keeps_the_reload_pending_until_it_appears() {
-    let scratch = Scratch::new("sig-late");
-    let pid1 = Counter::new(scratch.path(), "pid1", 0);
-    let ns = PidNamespace::new(&pid1);
+    let Pod { scratch, pid1, ns } = Pod::new("sig-late");
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
     let watcher = Watcher::of_dir_in(
         &ns,
@@ -175,14 +166,17 @@ fn a_missing_target_keeps_the_reload_pending_until_it_appears() {
         watcher.log_text()
     );
     assert!(watcher.log_text().contains("late-app"));
+    assert_eq!(
+        pid1.count("pid1"),
+        0,
+        "waiting must never fall back to PID 1"
+    );
     ns.close();
 }
 
 #[test]
 fn permission_denied_is_one_clear_line_and_the_watcher_keeps_running() {
-    let scratch = Scratch::new("sig-eperm");
-    let pid1 = Counter::new(scratch.path(), "pid1", 0);
-    let ns = PidNamespace::new(&pid1);
+    let Pod { scratch, ns, .. } = Pod::new("sig-eperm");
     let app = Counter::new(scratch.path(), "root-app", 0);
     let _app = ns.start_counter(&app, "root-app");
     let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);

@@ -289,7 +289,10 @@ mod tests {
             zombie: false,
         };
         let signaller = Signaller::new(Signal::SIGHUP, None, PathBuf::from("/proc"), -1);
-        assert!(!signaller.kill_one(&gone).unwrap(), "an exited process is skipped");
+        assert!(
+            !signaller.kill_one(&gone).unwrap(),
+            "an exited process is skipped"
+        );
     }
 
     #[test]

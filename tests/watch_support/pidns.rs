@@ -7,7 +7,29 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use super::fixture::Counter;
+use super::scratch::Scratch;
 use super::wait_for;
+
+/// What a pod-like test starts with: a scratch directory and a PID namespace whose PID 1
+/// counts SIGHUPs as `pid1` (it must never get one).
+pub struct Pod {
+    /// Files of the test.
+    pub scratch: Scratch,
+    /// PID 1's SIGHUP counter.
+    pub pid1: Counter,
+    /// The namespace.
+    pub ns: PidNamespace,
+}
+
+impl Pod {
+    /// A new pod for the test called `tag`.
+    pub fn new(tag: &str) -> Pod {
+        let scratch = Scratch::new(tag);
+        let pid1 = Counter::new(scratch.path(), "pid1", 0);
+        let ns = PidNamespace::new(&pid1);
+        Pod { scratch, pid1, ns }
+    }
+}
 
 /// A child process killed and reaped on drop.
 pub struct Proc(pub Child);
