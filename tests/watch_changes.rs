@@ -17,12 +17,36 @@ fn ok_server(watched: std::path::PathBuf) -> TestServer {
     TestServer::start(watched, |_| Reply::now(200))
 }
 
-#[test]
-fn a_burst_of_20_swaps_in_a_second_is_at_most_2_reloads_and_the_last_content_wins() {
-    let scratch = Scratch::new("burst");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "v0")]);
+/// What most tests here start with: a scratch directory, a kubelet-style `config` directory
+/// holding `app.conf`, and an app answering 200 at `url` that records `app.conf` at each call.
+struct Setup {
+    scratch: Scratch,
+    config: AtomicDir,
+    server: TestServer,
+    url: String,
+}
+
+fn setup(tag: &str, app_conf: &str) -> Setup {
+    let scratch = Scratch::new(tag);
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", app_conf)]);
     let server = ok_server(config.path().join("app.conf"));
     let url = server.url("/-/reload");
+    Setup {
+        scratch,
+        config,
+        server,
+        url,
+    }
+}
+
+#[test]
+fn a_burst_of_20_swaps_in_a_second_is_at_most_2_reloads_and_the_last_content_wins() {
+    let Setup {
+        scratch,
+        config,
+        server,
+        url,
+    } = setup("burst", "v0");
     let watcher = Watcher::of_dir(
         &scratch,
         config.path(),
@@ -50,10 +74,12 @@ fn a_burst_of_20_swaps_in_a_second_is_at_most_2_reloads_and_the_last_content_win
 
 #[test]
 fn an_identical_content_swap_does_not_reload() {
-    let scratch = Scratch::new("identical");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "same")]);
-    let server = ok_server(config.path().join("app.conf"));
-    let url = server.url("/-/reload");
+    let Setup {
+        scratch,
+        config,
+        server,
+        url,
+    } = setup("identical", "same");
     let watcher = Watcher::of_dir(&scratch, config.path(), &["--url", &url, "--debounce", "0"]);
     config.update(&[("app.conf", "same")]);
     // The swap is at least: ts dir created, ..data_tmp created, moved from, moved to
@@ -72,10 +98,12 @@ fn an_identical_content_swap_does_not_reload() {
 
 #[test]
 fn restarting_the_watcher_does_not_reload() {
-    let scratch = Scratch::new("restart");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let server = ok_server(config.path().join("app.conf"));
-    let url = server.url("/-/reload");
+    let Setup {
+        scratch,
+        config,
+        server,
+        url,
+    } = setup("restart", "one");
     let args = [
         "--dir",
         config.path().to_str().unwrap(),
@@ -103,10 +131,12 @@ fn restarting_the_watcher_does_not_reload() {
 
 #[test]
 fn resync_catches_a_change_that_made_no_event() {
-    let scratch = Scratch::new("resync");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let server = ok_server(config.path().join("app.conf"));
-    let url = server.url("/-/reload");
+    let Setup {
+        scratch,
+        config,
+        server,
+        url,
+    } = setup("resync", "one");
     let watcher = Watcher::of_dir(
         &scratch,
         config.path(),
@@ -305,10 +335,12 @@ fn text_logs_written_to_a_pipe_carry_no_colour_codes() {
 #[test]
 fn a_quiet_resync_gives_back_code_pages_and_the_next_change_still_reloads() {
     const DROPPED: &str = "dropped the mapped pages of the executable";
-    let scratch = Scratch::new("quiet");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let server = ok_server(config.path().join("app.conf"));
-    let url = server.url("/-/reload");
+    let Setup {
+        scratch,
+        config,
+        server,
+        url,
+    } = setup("quiet", "one");
     let watcher = Watcher::of_dir(
         &scratch,
         config.path(),
