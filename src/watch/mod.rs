@@ -11,6 +11,7 @@ pub mod debounce;
 pub mod events;
 pub mod http;
 pub mod metrics;
+pub mod process_handle;
 pub mod procfs;
 pub mod reload;
 pub mod retry;

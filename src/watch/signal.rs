@@ -8,6 +8,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::process_handle::ProcessHandle;
 use super::procfs;
 use super::targets::{self, ProcessInfo};
 
@@ -79,10 +80,11 @@ pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
 
 /// Sends the reload signal to the chosen processes.
 ///
-/// The targets of the last successful send are remembered. The next send re-reads just those
-/// processes and, if each is still the same process and still a target, signals them before
-/// scanning `/proc`: the app hears of the change without waiting for the scan. The full scan
-/// still follows, and signals any process that became a target since.
+/// The targets of the last successful send are remembered, held open ([`ProcessHandle`]). The
+/// next send re-reads just those processes and, if each is still the same process and still a
+/// target, signals them before scanning `/proc`: the app hears of the change without waiting
+/// for the scan. The full scan still follows, and signals any process that became a target
+/// since.
 #[derive(Debug, Clone)]
 pub struct Signaller {
     /// The signal to send.
@@ -94,7 +96,14 @@ pub struct Signaller {
     /// The watcher's own PID (never signalled).
     pub own_pid: i32,
     /// The targets of the last successful send (shared by clones).
-    known: Arc<Mutex<Vec<ProcessInfo>>>,
+    known: Arc<Mutex<Vec<Known>>>,
+}
+
+/// A remembered target: what it was when chosen, and the handle to re-check and signal it.
+#[derive(Debug)]
+struct Known {
+    info: ProcessInfo,
+    handle: ProcessHandle,
 }
 
 impl Signaller {
@@ -123,8 +132,8 @@ impl Signaller {
         let name = self.process.as_deref();
         let mut sent = Sent::default();
         let early = self.recheck(&known);
-        for process in &early {
-            sent.record(process, self.kill_one(process));
+        for (process, handle) in &early {
+            sent.record(process, self.result_of(process, handle.signal(self.signal)));
         }
         if !early.is_empty() {
             // Let a woken target run before the scan: on a busy node they often share a CPU,
@@ -147,11 +156,10 @@ impl Signaller {
         };
         let chosen = targets::choose(&processes, self.own_pid, name);
         for process in &chosen {
-            let already = early
-                .iter()
-                .any(|e| e.pid == process.pid && e.start_time == process.start_time);
+            let already = early.iter().any(|(e, _)| same_process(e, process));
             if !already {
-                sent.record(process, self.kill_one(process));
+                let result = kill(Pid::from_raw(process.pid), self.signal);
+                sent.record(process, self.result_of(process, result));
             }
         }
         if early.is_empty() {
@@ -165,29 +173,53 @@ impl Signaller {
             known.clear();
             return Err(SignalError::NoTarget(self.describe_wanted()));
         }
-        *known = chosen;
-        Ok(sent.labels())
+        let labels = sent.labels();
+        let held = std::mem::take(&mut *known);
+        *known = self.remember(chosen, held);
+        Ok(labels)
     }
 
-    /// The remembered targets, read again: all of them if each is still a target, else none.
-    fn recheck(&self, known: &[ProcessInfo]) -> Vec<ProcessInfo> {
+    /// The remembered targets, read again through their handles: all of them if each is still
+    /// a target, else none.
+    fn recheck<'k>(&self, known: &'k [Known]) -> Vec<(ProcessInfo, &'k ProcessHandle)> {
         let name = self.process.as_deref();
         let mut fresh = Vec::with_capacity(known.len());
-        for before in known {
-            let dir = self.proc_root.join(before.pid.to_string());
-            match procfs::read_process(&dir, before.pid, name) {
-                Some(now) if targets::still_target(before, &now, name) => fresh.push(now),
+        for Known { info, handle } in known {
+            match handle.read(name) {
+                Some(now) if targets::still_target(info, &now, name) => fresh.push((now, handle)),
                 _ => return Vec::new(),
             }
         }
         fresh
     }
 
-    /// Signals one process: `Ok(false)` if it has exited since it was read (it has nothing
-    /// left to reload, and counting it as a failure would make the retry signal the others
-    /// twice).
-    fn kill_one(&self, process: &ProcessInfo) -> Result<bool, SignalError> {
-        match kill(Pid::from_raw(process.pid), self.signal) {
+    /// The targets to remember after a send: `chosen`, each with the handle already held for
+    /// it or a new one. One that cannot be opened (it just exited) is left out; if the PID was
+    /// reused in between, the next re-check sees another start time and falls back to a scan.
+    fn remember(&self, chosen: Vec<ProcessInfo>, mut held: Vec<Known>) -> Vec<Known> {
+        let mut known = Vec::with_capacity(chosen.len());
+        for info in chosen {
+            let handle = match held.iter().position(|k| same_process(&k.info, &info)) {
+                Some(index) => held.swap_remove(index).handle,
+                None => match ProcessHandle::open(&self.proc_root, info.pid) {
+                    Ok(handle) => handle,
+                    Err(_) => continue,
+                },
+            };
+            known.push(Known { info, handle });
+        }
+        known
+    }
+
+    /// What one `kill` means: `Ok(false)` if the process has exited since it was read (it has
+    /// nothing left to reload, and counting it as a failure would make the retry signal the
+    /// others twice).
+    fn result_of(
+        &self,
+        process: &ProcessInfo,
+        result: Result<(), Errno>,
+    ) -> Result<bool, SignalError> {
+        match result {
             Ok(()) => Ok(true),
             Err(Errno::ESRCH) => Ok(false),
             Err(Errno::EPERM) => Err(SignalError::PermissionDenied {
@@ -203,6 +235,11 @@ impl Signaller {
             }),
         }
     }
+}
+
+/// Whether two reads are of the same process (PID and start time).
+fn same_process(a: &ProcessInfo, b: &ProcessInfo) -> bool {
+    a.pid == b.pid && a.start_time == b.start_time
 }
 
 /// What one send did so far.
@@ -289,8 +326,9 @@ mod tests {
             zombie: false,
         };
         let signaller = Signaller::new(Signal::SIGHUP, None, PathBuf::from("/proc"), -1);
+        let result = kill(Pid::from_raw(gone.pid), Signal::SIGHUP);
         assert!(
-            !signaller.kill_one(&gone).unwrap(),
+            !signaller.result_of(&gone, result).unwrap(),
             "an exited process is skipped"
         );
     }
