@@ -1,11 +1,11 @@
 //! An open handle on one process: how the watcher re-checks and signals a remembered target
 //! in two system calls, with no path lookup in `/proc` and no PID-reuse race.
 //!
-//! The handle is the process's `/proc/PID` directory, opened, plus its `stat` opened through
-//! it. Both name the process itself, not its number: once it exits, reads and signals fail
-//! with `ESRCH` even if the PID is given to a new process. `stat` is re-read in place
-//! (`pread`), and the signal goes through the directory descriptor (`pidfd_send_signal`,
-//! Linux 5.1; on older kernels, `kill` by PID after the re-read).
+//! The handle is the process's `/proc/PID` directory, opened, plus its `comm` opened through
+//! it. Both name the process itself, not its number: once it exits and is reaped, reads and
+//! signals fail with `ESRCH` even if the PID is given to a new process. `comm` is re-read in
+//! place (`pread`; far cheaper for the kernel than `stat`), and the signal goes through the
+//! directory descriptor (`pidfd_send_signal`, Linux 5.1; on older kernels, `kill` by PID).
 
 use std::fs::File;
 use std::io;
@@ -17,15 +17,12 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rustix::fs::{Mode, OFlags, open, openat};
 
-use super::procfs::{self, argv0_basename};
-use super::targets::ProcessInfo;
-
 /// One process, held open (see the module documentation).
 #[derive(Debug)]
 pub struct ProcessHandle {
     pid: i32,
     dir: File,
-    stat: File,
+    comm: File,
 }
 
 impl ProcessHandle {
@@ -33,13 +30,9 @@ impl ProcessHandle {
     pub fn open(proc_root: &Path, pid: i32) -> io::Result<ProcessHandle> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let dir = File::from(open(proc_root.join(pid.to_string()), flags, Mode::empty())?);
-        let stat = File::from(openat(
-            &dir,
-            "stat",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?);
-        Ok(ProcessHandle { pid, dir, stat })
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        let comm = File::from(openat(&dir, "comm", flags, Mode::empty())?);
+        Ok(ProcessHandle { pid, dir, comm })
     }
 
     /// The process's PID.
@@ -47,36 +40,24 @@ impl ProcessHandle {
         self.pid
     }
 
-    /// Reads the process again (`None` once it has exited). `argv[0]` is read only when it can
-    /// change the choice, as in [`procfs::read_process`].
-    pub fn read(&self, name: Option<&str>) -> Option<ProcessInfo> {
-        let mut buffer = [0u8; 1024];
-        let read = self.stat.read_at(&mut buffer, 0).ok()?;
-        let stat = procfs::stat_of(&buffer[..read])?;
-        let argv0 = if procfs::wants_argv0(self.pid, name, &stat) {
-            self.argv0(&mut buffer)
-        } else {
-            None
-        };
-        Some(procfs::process_info(self.pid, stat, argv0))
+    /// The process's command name now (`None` once it has exited and been reaped).
+    pub fn comm(&self) -> Option<String> {
+        let mut buffer = [0u8; 64];
+        let read = self.comm.read_at(&mut buffer, 0).ok()?;
+        let text = std::str::from_utf8(&buffer[..read]).ok()?;
+        Some(text.strip_suffix('\n').unwrap_or(text).to_owned())
     }
 
-    fn argv0(&self, buffer: &mut [u8]) -> Option<String> {
-        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
-        let cmdline = File::from(openat(&self.dir, "cmdline", flags, Mode::empty()).ok()?);
-        let read = cmdline.read_at(buffer, 0).ok()?;
-        argv0_basename(&buffer[..read])
-    }
-
-    /// Sends `signal` to this very process: `ESRCH` if it has exited, whatever now holds its PID.
+    /// Sends `signal` to this very process: `ESRCH` once it has exited, whatever holds its PID
+    /// now.
     pub fn signal(&self, signal: Signal) -> Result<(), Errno> {
         let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
             return kill(Pid::from_raw(self.pid), signal);
         };
         match rustix::process::pidfd_send_signal(&self.dir, sig) {
             Ok(()) => Ok(()),
-            // Before Linux 5.1, or a `/proc` that is not a PID directory the kernel accepts
-            // as a process handle: fall back to the PID, just re-read and still this process.
+            // Before Linux 5.1, or a `/proc` whose directories the kernel does not take as
+            // process handles: fall back to the PID.
             Err(err) if err == rustix::io::Errno::NOSYS || err == rustix::io::Errno::INVAL => {
                 kill(Pid::from_raw(self.pid), signal)
             }
@@ -89,6 +70,7 @@ impl ProcessHandle {
 mod tests {
     use super::*;
 
+    use std::os::unix::process::ExitStatusExt;
     use std::process::{Command, Stdio};
 
     /// A `sleep` child, once it has become `sleep` (spawn returns before the exec is seen
@@ -116,35 +98,42 @@ mod tests {
         let mut child = sleeper();
         let pid = i32::try_from(child.id()).unwrap();
         let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
-        let first = handle.read(Some("sleep")).expect("alive");
-        let scanned = procfs::read_process(&Path::new("/proc").join(pid.to_string()), pid, None)
-            .expect("listed");
+        assert_eq!(handle.pid(), pid);
+        assert_eq!(handle.comm().as_deref(), Some("sleep"));
         assert_eq!(
-            (first.pid, first.start_time, first.ppid),
-            (scanned.pid, scanned.start_time, scanned.ppid)
-        );
-        assert_eq!(first.comm, "sleep");
-        assert_eq!(
-            handle.read(None),
-            Some(first),
-            "reading twice gives the same"
+            handle.comm().as_deref(),
+            Some("sleep"),
+            "read again in place"
         );
         handle.signal(Signal::SIGTERM).expect("signalled");
         let status = child.wait().unwrap();
-        use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(Signal::SIGTERM as i32));
     }
 
     #[test]
-    fn argv0_is_read_through_the_handle_when_comm_differs() {
-        let mut child = sleeper();
+    fn an_exec_shows_as_a_new_command_name() {
+        // `sh` replaces itself with `sleep` once told to go on.
+        let mut child = Command::new("sh")
+            .args(["-c", "read line; exec sleep 30"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
         let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
-        let info = handle.read(Some("not-sleep")).expect("alive");
-        assert_eq!(info.argv0.as_deref(), Some("sleep"));
-        assert_eq!(handle.read(Some("sleep")).unwrap().argv0, None);
+        assert_eq!(handle.comm().as_deref(), Some("sh"));
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let mut comm = handle.comm();
+        for _ in 0..500 {
+            if comm.as_deref() == Some("sleep") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            comm = handle.comm();
+        }
         child.kill().unwrap();
         child.wait().unwrap();
+        assert_eq!(comm.as_deref(), Some("sleep"));
     }
 
     #[test]
@@ -154,7 +143,7 @@ mod tests {
         let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(handle.read(None), None);
+        assert_eq!(handle.comm(), None);
         assert_eq!(handle.signal(Signal::SIGHUP), Err(Errno::ESRCH));
     }
 }

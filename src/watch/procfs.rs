@@ -95,29 +95,15 @@ pub fn list_processes(
 /// costly part of a scan).
 pub fn read_process(dir: &Path, pid: i32, name: Option<&str>) -> Option<ProcessInfo> {
     let mut buffer = [0u8; 1024];
-    let stat = read_head(&dir.join("stat"), &mut buffer).and_then(stat_of)?;
-    let argv0 = if wants_argv0(pid, name, &stat) {
+    let stat = read_head(&dir.join("stat"), &mut buffer)
+        .and_then(|bytes| std::str::from_utf8(bytes).ok())
+        .and_then(parse_stat)?;
+    let argv0 = if pid != 1 && name.is_some_and(|name| name != stat.comm) {
         read_head(&dir.join("cmdline"), &mut buffer).and_then(argv0_basename)
     } else {
         None
     };
-    Some(process_info(pid, stat, argv0))
-}
-
-/// Parses the raw bytes of `/proc/PID/stat`.
-pub(super) fn stat_of(bytes: &[u8]) -> Option<Stat> {
-    std::str::from_utf8(bytes).ok().and_then(parse_stat)
-}
-
-/// Whether `argv[0]` can change the choice: looking for `name`, `comm` is not already `name`,
-/// and the process is not PID 1.
-pub(super) fn wants_argv0(pid: i32, name: Option<&str>, stat: &Stat) -> bool {
-    pid != 1 && name.is_some_and(|name| name != stat.comm)
-}
-
-/// The watcher's view of process `pid` from its `stat` and `argv[0]`.
-pub(super) fn process_info(pid: i32, stat: Stat, argv0: Option<String>) -> ProcessInfo {
-    ProcessInfo {
+    Some(ProcessInfo {
         pid,
         ppid: stat.ppid,
         start_time: stat.start_time,
@@ -125,7 +111,7 @@ pub(super) fn process_info(pid: i32, stat: Stat, argv0: Option<String>) -> Proce
         argv0,
         kernel_thread: stat.flags & PF_KTHREAD != 0,
         zombie: matches!(stat.state, 'Z' | 'X'),
-    }
+    })
 }
 
 /// Reads the start of a small `/proc` file with one `read` (the kernel fills what fits; the

@@ -81,10 +81,9 @@ pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
 /// Sends the reload signal to the chosen processes.
 ///
 /// The targets of the last successful send are remembered, held open ([`ProcessHandle`]). The
-/// next send re-reads just those processes and, if each is still the same process and still a
-/// target, signals them before scanning `/proc`: the app hears of the change without waiting
-/// for the scan. The full scan still follows, and signals any process that became a target
-/// since.
+/// next send signals those whose command name is unchanged before it scans `/proc`: the app
+/// hears of the change without waiting for the scan. The full scan still follows: it signals
+/// any process that became a target since, and decides which remembered ones count as told.
 #[derive(Debug, Clone)]
 pub struct Signaller {
     /// The signal to send.
@@ -132,8 +131,8 @@ impl Signaller {
         let name = self.process.as_deref();
         let mut sent = Sent::default();
         let early = self.recheck(&known);
-        for (process, handle) in &early {
-            sent.record(process, self.result_of(process, handle.signal(self.signal)));
+        for Known { info, handle } in &early {
+            sent.record(info, self.result_of(info, handle.signal(self.signal)));
         }
         if !early.is_empty() {
             // Let a woken target run before the scan: on a busy node they often share a CPU,
@@ -155,8 +154,12 @@ impl Signaller {
             }
         };
         let chosen = targets::choose(&processes, self.own_pid, name);
+        // The scan decides who counts as told: a remembered process that is a zombie or a
+        // worker now got a signal it will not act on.
+        sent.done
+            .retain(|told| chosen.iter().any(|c| same_process(c, told)));
         for process in &chosen {
-            let already = early.iter().any(|(e, _)| same_process(e, process));
+            let already = early.iter().any(|k| same_process(&k.info, process));
             if !already {
                 let result = kill(Pid::from_raw(process.pid), self.signal);
                 sent.record(process, self.result_of(process, result));
@@ -179,36 +182,45 @@ impl Signaller {
         Ok(labels)
     }
 
-    /// The remembered targets, read again through their handles: all of them if each is still
-    /// a target, else none.
-    fn recheck<'k>(&self, known: &'k [Known]) -> Vec<(ProcessInfo, &'k ProcessHandle)> {
-        let name = self.process.as_deref();
-        let mut fresh = Vec::with_capacity(known.len());
-        for Known { info, handle } in known {
-            match handle.read(name) {
-                Some(now) if targets::still_target(info, &now, name) => fresh.push((now, handle)),
-                _ => return Vec::new(),
-            }
-        }
-        fresh
+    /// The remembered targets that may be signalled before the scan: those whose command name
+    /// is unchanged (see [`targets::may_signal_early`]).
+    fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
+        known
+            .iter()
+            .filter(|k| {
+                k.handle
+                    .comm()
+                    .is_some_and(|comm| targets::may_signal_early(&k.info, &comm))
+            })
+            .collect()
     }
 
     /// The targets to remember after a send: `chosen`, each with the handle already held for
-    /// it or a new one. One that cannot be opened (it just exited) is left out; if the PID was
-    /// reused in between, the next re-check sees another start time and falls back to a scan.
+    /// it or a new one. One that cannot be opened (it just exited) is left out, and found by
+    /// the next scan if it is back.
     fn remember(&self, chosen: Vec<ProcessInfo>, mut held: Vec<Known>) -> Vec<Known> {
         let mut known = Vec::with_capacity(chosen.len());
         for info in chosen {
             let handle = match held.iter().position(|k| same_process(&k.info, &info)) {
                 Some(index) => held.swap_remove(index).handle,
-                None => match ProcessHandle::open(&self.proc_root, info.pid) {
-                    Ok(handle) => handle,
-                    Err(_) => continue,
+                None => match self.open_checked(&info) {
+                    Some(handle) => handle,
+                    None => continue,
                 },
             };
             known.push(Known { info, handle });
         }
         known
+    }
+
+    /// A handle on `info`'s process, if what it opens is that process: its PID may have been
+    /// reused since the scan, and the handle must never name a stranger.
+    fn open_checked(&self, info: &ProcessInfo) -> Option<ProcessHandle> {
+        let handle = ProcessHandle::open(&self.proc_root, info.pid).ok()?;
+        let dir = self.proc_root.join(info.pid.to_string());
+        let now = procfs::read_process(&dir, info.pid, None)?;
+        (now.start_time == info.start_time && handle.comm().as_deref() == Some(&info.comm))
+            .then_some(handle)
     }
 
     /// What one `kill` means: `Ok(false)` if the process has exited since it was read (it has
@@ -330,6 +342,51 @@ mod tests {
         assert!(
             !signaller.result_of(&gone, result).unwrap(),
             "an exited process is skipped"
+        );
+    }
+
+    #[test]
+    fn a_remembered_target_that_became_a_zombie_does_not_count_as_told() {
+        // A copy of `sleep` under a name no other process has, so nothing else is signalled.
+        let name = format!("rizombie{}", std::process::id());
+        let dir = std::env::temp_dir().join(format!("ri-signal-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let program = dir.join(&name);
+        std::fs::copy("/bin/sleep", &program).unwrap();
+        let mut child = std::process::Command::new(&program)
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let state = || procfs::read_process(&Path::new("/proc").join(pid.to_string()), pid, None);
+        let wait_for = |wanted: &dyn Fn(&ProcessInfo) -> bool| {
+            for _ in 0..500 {
+                if state().is_some_and(|p| wanted(&p)) {
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            false
+        };
+        let became_named = wait_for(&|p| p.comm == name);
+        // SIGWINCH: ignored unless handled, so the test disturbs nothing.
+        let signaller = Signaller::new(
+            Signal::SIGWINCH,
+            Some(name.clone()),
+            PathBuf::from("/proc"),
+            i32::try_from(std::process::id()).unwrap(),
+        );
+        let first = signaller.send();
+        kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        let became_zombie = wait_for(&|p| p.zombie);
+        let second = signaller.send();
+        child.wait().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(became_named && became_zombie);
+        assert_eq!(first.unwrap(), vec![format!("{name}[{pid}]")]);
+        assert!(
+            matches!(second, Err(SignalError::NoTarget(_))),
+            "a zombie is not told: {second:?}"
         );
     }
 

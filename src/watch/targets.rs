@@ -76,23 +76,15 @@ pub fn choose(processes: &[ProcessInfo], own_pid: i32, name: Option<&str>) -> Ve
     chosen
 }
 
-/// Whether `now`, a fresh read of `before` (a process chosen earlier), is still the same
-/// process and still a target: same start time, same parent, alive, and still called `name`
-/// (or, without a name, still a container's first process).
+/// Whether a process chosen earlier (`before`, held open so it is that very process) may be
+/// signalled before the next `/proc` scan, given its command name `comm_now`: only if the name
+/// is unchanged. A new name means it exec'd another program, which may not expect the signal.
 ///
-/// A process keeps its parent until that parent exits, so an unchanged parent PID means it is
-/// still a master rather than a worker. Processes that appeared since are not seen here; the
-/// caller finds them with a full scan.
-pub fn still_target(before: &ProcessInfo, now: &ProcessInfo, name: Option<&str>) -> bool {
-    let same = now.pid == before.pid
-        && now.start_time == before.start_time
-        && now.ppid == before.ppid
-        && !now.kernel_thread
-        && !now.zombie;
-    same && match name {
-        Some(name) => is_named(now, name),
-        None => now.ppid == 0,
-    }
+/// Everything else is left to the scan that follows: a remembered target that became a zombie,
+/// or a worker, gets a signal it does not act on, and counts as told only if the scan still
+/// chooses it.
+pub fn may_signal_early(before: &ProcessInfo, comm_now: &str) -> bool {
+    !before.kernel_thread && before.comm == comm_now
 }
 
 #[cfg(test)]

@@ -106,44 +106,24 @@ fn nothing_matching_is_an_empty_choice() {
 }
 
 #[test]
-fn a_chosen_process_read_again_unchanged_is_still_a_target() {
+fn a_chosen_process_with_its_name_unchanged_may_be_signalled_early() {
     let pod = pod();
     for name in [Some("nginx"), None] {
         for chosen in choose(&pod, 30, name) {
-            assert!(still_target(&chosen, &chosen.clone(), name), "{chosen:?}");
+            assert!(may_signal_early(&chosen, &chosen.comm), "{chosen:?}");
         }
     }
 }
 
 #[test]
-fn a_restarted_exited_or_renamed_process_is_no_longer_the_same_target() {
+fn a_process_that_exec_d_another_program_waits_for_the_scan() {
     let master = process(7, 0, "nginx", Some("nginx: master process nginx"));
-    type Change = fn(&mut ProcessInfo);
-    let changes: [(&str, Change); 6] = [
-        ("PID reused by a new process", |p| p.start_time += 1),
-        ("reparented after its parent exited", |p| p.ppid = 1),
-        ("exited, not yet reaped", |p| p.zombie = true),
-        ("exec'd another program", |p| {
-            p.comm = "sh".into();
-            p.argv0 = Some("sh".into());
-        }),
-        (
-            "a kernel thread now (cannot happen, but never signal one)",
-            |p| p.kernel_thread = true,
-        ),
-        ("another PID", |p| p.pid = 8),
-    ];
-    for (what, change) in changes {
-        let mut now = master.clone();
-        change(&mut now);
-        assert!(!still_target(&master, &now, Some("nginx")), "{what}");
-    }
-}
-
-#[test]
-fn without_a_name_a_target_must_still_be_a_containers_first_process() {
-    let app = process(20, 0, "python3", Some("python3"));
-    assert!(still_target(&app, &app.clone(), None));
-    let worker = process(8, 7, "nginx", None);
-    assert!(!still_target(&worker, &worker.clone(), None));
+    assert!(!may_signal_early(&master, "sh"));
+    assert!(!may_signal_early(&master, ""));
+    let mut kthread = master.clone();
+    kthread.kernel_thread = true;
+    assert!(
+        !may_signal_early(&kthread, "nginx"),
+        "never a kernel thread"
+    );
 }
