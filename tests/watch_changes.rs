@@ -241,6 +241,36 @@ fn with_several_dirs_the_log_and_metrics_name_the_one_that_changed() {
     assert_eq!(infos, 2, "one config_info per directory:\n{page}");
 }
 
+#[test]
+fn keys_added_to_or_removed_from_a_config_map_reload_and_are_hashed_like_a_fresh_listing() {
+    let Setup {
+        scratch,
+        config,
+        server: _server,
+        url,
+    } = setup("keys", "same");
+    let watcher = Watcher::of_dir(&scratch, config.path(), &["--url", &url, "--debounce", "0"]);
+    let fresh = || {
+        reload_injector::watch::content::hash_path(config.path())
+            .hash
+            .to_string()
+    };
+    // The swap itself changes nothing the app reads: the new key shows only once the kubelet
+    // adds its symlink, and the watcher must notice that new name.
+    config.update(&[("app.conf", "same"), ("extra.conf", "new")]);
+    watcher.wait_reloads(1);
+    wait_for("the new key in the loaded hash", PATIENCE, || {
+        (shown_hash(&watcher.metrics_page(), config.path()) == fresh()).then_some(())
+    });
+    let reloads = watcher.reloads();
+    config.update(&[("app.conf", "same")]);
+    wait_for("a reload without the removed key", PATIENCE, || {
+        let shown = shown_hash(&watcher.metrics_page(), config.path());
+        (watcher.reloads() > reloads && shown == fresh()).then_some(())
+    });
+    assert_eq!(watcher.metric("watch_errors_total"), 0.0);
+}
+
 /// The `config_info` hash label of `dir` on a metrics page.
 fn shown_hash(page: &str, dir: &std::path::Path) -> String {
     let prefix = format!("config_info{{dir=\"{}\",hash=\"", dir.display());

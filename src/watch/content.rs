@@ -6,6 +6,7 @@
 //! the kubelet's bookkeeping and are skipped. A directory that does not exist hashes as
 //! [`ContentHash::Absent`], so deletion and re-creation are changes like any other.
 
+use std::ffi::OsString;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
@@ -82,6 +83,32 @@ pub struct Hashed {
 /// can: the directory is opened without a `stat` first, and each entry is opened and then
 /// `fstat`ed through its descriptor rather than looked up by path twice.
 pub fn hash_path(path: &Path) -> Hashed {
+    hash_path_listed(path, &mut None)
+}
+
+/// The visible names of a watched directory, sorted, as listed when it was last hashed.
+pub type Names = Vec<OsString>;
+
+/// [`hash_path`], reusing the names `listed` for the directory last time when there are
+/// some, and keeping the names it lists for next time.
+///
+/// The kubelet's swap renames only `..` names, so the names a directory shows stay the same
+/// across most updates, and listing the directory again (which also waits for the kubelet to
+/// finish its rename) can be skipped. The caller forgets `listed` whenever names may have come
+/// or gone (see [`super::events::Effect::relist`]); a reused name that is no longer there makes
+/// this list again, so the digest is always that of a fresh listing.
+pub fn hash_path_listed(path: &Path, listed: &mut Option<Names>) -> Hashed {
+    if let Some(names) = listed.as_deref() {
+        let mut hasher = Sha256::new();
+        let mut unreadable = Vec::new();
+        if hash_names(&mut hasher, &mut unreadable, path, names, 0) {
+            return Hashed {
+                hash: ContentHash::Present(hasher.finalize().into()),
+                unreadable,
+            };
+        }
+    }
+    *listed = None;
     let mut hasher = Sha256::new();
     let mut unreadable = Vec::new();
     match fs::read_dir(path) {
@@ -94,7 +121,12 @@ pub fn hash_path(path: &Path) -> Hashed {
         Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
             hash_entry(&mut hasher, &mut unreadable, path, None, 0);
         }
-        listing => hash_listing(&mut hasher, &mut unreadable, path, listing, 0),
+        Ok(entries) => {
+            let names = visible_names(entries);
+            hash_names(&mut hasher, &mut unreadable, path, &names, 0);
+            *listed = Some(names);
+        }
+        Err(err) => hash_listing(&mut hasher, &mut unreadable, path, Err(err), 0),
     }
     Hashed {
         hash: ContentHash::Present(hasher.finalize().into()),
@@ -110,39 +142,60 @@ fn hash_listing(
     listing: io::Result<fs::ReadDir>,
     depth: usize,
 ) {
-    let entries = match listing {
-        Ok(entries) => entries,
+    match listing {
+        Ok(entries) => {
+            hash_names(hasher, unreadable, dir, &visible_names(entries), depth);
+        }
         Err(err) => {
             let meta = fs::metadata(dir).ok();
-            return record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
+            record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
         }
-    };
-    let mut names: Vec<_> = entries
+    }
+}
+
+/// The names in a listing that the app sees (not the kubelet's `..` bookkeeping), sorted.
+fn visible_names(entries: fs::ReadDir) -> Names {
+    let mut names: Names = entries
         .filter_map(|entry| entry.ok().map(|entry| entry.file_name()))
         .filter(|name| !name.as_encoded_bytes().starts_with(b".."))
         .collect();
     names.sort();
+    names
+}
+
+/// Hashes the entries `names` of `dir`; returns whether every name was still there (a
+/// dangling symlink is there: it is hashed as an absent entry).
+fn hash_names(
+    hasher: &mut Sha256,
+    unreadable: &mut Vec<String>,
+    dir: &Path,
+    names: &[OsString],
+    depth: usize,
+) -> bool {
+    let mut all_there = true;
     for name in names {
-        let path = dir.join(&name);
-        hash_entry(
+        let path = dir.join(name);
+        let found = hash_entry(
             hasher,
             unreadable,
             &path,
             Some(name.as_encoded_bytes()),
             depth,
         );
+        all_there &= found || fs::symlink_metadata(&path).is_ok();
     }
+    all_there
 }
 
 /// Hashes one entry of a directory (`name` is its record name), or the watched path itself
-/// when that is a file (`name` is `None`).
+/// when that is a file (`name` is `None`); returns `false` if nothing could be opened there.
 fn hash_entry(
     hasher: &mut Sha256,
     unreadable: &mut Vec<String>,
     path: &Path,
     name: Option<&[u8]>,
     depth: usize,
-) {
+) -> bool {
     let tag = |hasher: &mut Sha256, tag: u8| {
         if let Some(name) = name {
             put(hasher, tag, name);
@@ -151,7 +204,15 @@ fn hash_entry(
     let opened = fs::File::open(path).and_then(|file| Ok((file.metadata()?, file)));
     match opened {
         // A dangling symlink or an entry removed while we read: the app sees nothing.
-        Err(err) if err.kind() == io::ErrorKind::NotFound => tag(hasher, b'A'),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            tag(hasher, b'A');
+            return false;
+        }
+        // The path through a directory that is no longer one: as the app sees it.
+        Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
+            record_unreadable(hasher, unreadable, path, &err, None);
+            return false;
+        }
         Err(err) => {
             let meta = fs::metadata(path).ok();
             match &meta {
@@ -179,6 +240,7 @@ fn hash_entry(
             }
         }
     }
+    true
 }
 
 /// Reads a whole open file, sized by the metadata already at hand (no second `stat`).

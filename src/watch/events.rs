@@ -46,6 +46,9 @@ pub struct Effect {
     pub rehash: bool,
     /// The set of watches must be re-planned (a directory appeared or vanished).
     pub rewatch: bool,
+    /// The visible names of a watched directory may have changed: list it again rather than
+    /// reuse the names listed before (the kubelet's swap renames only `..` names).
+    pub relist: bool,
 }
 
 impl Effect {
@@ -54,6 +57,7 @@ impl Effect {
         Effect {
             rehash: self.rehash || other.rehash,
             rewatch: self.rewatch || other.rewatch,
+            relist: self.relist || other.relist,
         }
     }
 }
@@ -66,6 +70,7 @@ pub fn classify(role: &WatchRole, kind: EventKind, name: Option<&OsStr>) -> Effe
     let everything = Effect {
         rehash: true,
         rewatch: true,
+        relist: true,
     };
     match kind {
         EventKind::Overflow | EventKind::WatchGone => return everything,
@@ -82,7 +87,7 @@ pub fn classify(role: &WatchRole, kind: EventKind, name: Option<&OsStr>) -> Effe
                 // An event on the watched path itself (a single watched file was written).
                 return Effect {
                     rehash: kind == EventKind::Written,
-                    rewatch: false,
+                    ..Effect::default()
                 };
             };
             let bookkeeping = name.as_encoded_bytes().starts_with(b"..");
@@ -90,6 +95,7 @@ pub fn classify(role: &WatchRole, kind: EventKind, name: Option<&OsStr>) -> Effe
             Effect {
                 rehash,
                 rewatch: false,
+                relist: !bookkeeping && kind != EventKind::Written,
             }
         }
     }
@@ -126,22 +132,28 @@ mod tests {
     #[test]
     fn plain_files_created_written_moved_deleted_are_changes() {
         for kind in [EventKind::Appeared, EventKind::Vanished, EventKind::Written] {
-            assert_eq!(
-                own(kind, "nginx.conf"),
-                Effect {
-                    rehash: true,
-                    rewatch: false
-                }
-            );
+            assert!(own(kind, "nginx.conf").rehash, "{kind:?}");
+            assert!(!own(kind, "nginx.conf").rewatch, "{kind:?}");
         }
         assert_eq!(own(EventKind::Other, "nginx.conf"), Effect::default());
+    }
+
+    #[test]
+    fn only_visible_names_coming_or_going_call_for_a_new_listing() {
+        assert!(own(EventKind::Appeared, "nginx.conf").relist);
+        assert!(own(EventKind::Vanished, "nginx.conf").relist);
+        assert!(!own(EventKind::Written, "nginx.conf").relist);
+        for name in ["..data", "..data_tmp", "..2026_11_20_22_33_00.1"] {
+            assert!(!own(EventKind::Appeared, name).relist, "{name}");
+            assert!(!own(EventKind::Vanished, name).relist, "{name}");
+        }
     }
 
     #[test]
     fn losing_the_watch_or_events_rechecks_everything() {
         for kind in [EventKind::WatchGone, EventKind::Overflow] {
             let effect = classify(&WatchRole::Own, kind, None);
-            assert!(effect.rehash && effect.rewatch);
+            assert!(effect.rehash && effect.rewatch && effect.relist);
         }
     }
 
@@ -157,7 +169,7 @@ mod tests {
             next: "config".into(),
         };
         let hit = classify(&role, EventKind::Appeared, Some(OsStr::new("config")));
-        assert!(hit.rehash && hit.rewatch);
+        assert!(hit.rehash && hit.rewatch && hit.relist);
         let moved_in = classify(&role, EventKind::Appeared, Some(OsStr::new("config")));
         assert!(moved_in.rewatch);
         assert_eq!(
@@ -170,17 +182,22 @@ mod tests {
     fn effects_combine() {
         let a = Effect {
             rehash: true,
-            rewatch: false,
+            ..Effect::default()
         };
         let b = Effect {
-            rehash: false,
             rewatch: true,
+            ..Effect::default()
+        };
+        let c = Effect {
+            relist: true,
+            ..Effect::default()
         };
         assert_eq!(
-            a.union(b),
+            a.union(b).union(c),
             Effect {
                 rehash: true,
-                rewatch: true
+                rewatch: true,
+                relist: true
             }
         );
     }

@@ -9,7 +9,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tracing::{debug, error, info, warn};
 
 use super::Config;
-use super::content::{ContentHash, hash_path};
+use super::content::{ContentHash, Names, hash_path_listed};
 use super::debounce::Debouncer;
 use super::metrics::{self, Metrics};
 use super::reload::{self, Report};
@@ -28,6 +28,8 @@ struct State {
     attempted: Option<Snapshot>,
     last_error: Option<String>,
     warned_unreadable: bool,
+    /// Per watched path, its visible names as last listed (see [`hash_path_listed`]).
+    listed: Vec<Option<Names>>,
 }
 
 /// Runs until SIGTERM or SIGINT.
@@ -44,6 +46,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         attempted: None,
         last_error: None,
         warned_unreadable: false,
+        listed: Vec::new(),
     };
     let baseline = state.snapshot();
     for (dir, hash) in state.config.dirs.iter().zip(&baseline) {
@@ -98,6 +101,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     if effect.rewatch {
                         report_watch_errors(&state.metrics, watches.rearm());
                     }
+                    if effect.relist {
+                        state.forget_listings();
+                    }
                     if effect.rehash {
                         debouncer.on_event(std::time::Instant::now());
                     }
@@ -107,6 +113,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     state.metrics.errors.inc();
                     warn!(error = %reload::one_line(&err), "reading events failed; re-checking");
                     report_watch_errors(&state.metrics, watches.rearm());
+                    state.forget_listings();
                     debouncer.on_event(std::time::Instant::now());
                     false
                 }
@@ -114,6 +121,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             _ = sleep_until(wake.map_or(now, Instant::from_std)), if wake.is_some() => false,
             _ = resync.tick() => {
                 report_watch_errors(&state.metrics, watches.rearm());
+                // The safety net trusts nothing kept: every directory is listed again.
+                state.forget_listings();
                 let snapshot = state.snapshot();
                 state.delivery.observe(snapshot);
                 true
@@ -173,11 +182,18 @@ impl State {
         dirs.join(",")
     }
 
+    /// Forgets the names listed for every watched path: the next hash lists them again.
+    fn forget_listings(&mut self) {
+        self.listed.clear();
+    }
+
     /// Hashes every watched path.
     fn snapshot(&mut self) -> Snapshot {
         let mut snapshot = Vec::with_capacity(self.config.dirs.len());
-        for (dir, private) in self.config.dirs.iter().zip(&self.config.private) {
-            let hashed = hash_path(dir);
+        self.listed.resize(self.config.dirs.len(), None);
+        let paths = self.config.dirs.iter().zip(&self.config.private);
+        for ((dir, private), listed) in paths.zip(&mut self.listed) {
+            let hashed = hash_path_listed(dir, listed);
             if !hashed.unreadable.is_empty() {
                 self.metrics.errors.inc_by(hashed.unreadable.len() as u64);
                 if !self.warned_unreadable {

@@ -118,3 +118,75 @@ fn symlink_loops_terminate() {
     let hashed = hash_path(&scratch.0);
     assert!(matches!(hashed.hash, ContentHash::Present(_)));
 }
+
+#[test]
+fn names_kept_from_the_last_listing_hash_a_kubelet_swap_like_a_fresh_listing() {
+    let scratch = Scratch::new("listed-swap");
+    kubelet_layout(&scratch.0, "..ts1", &[("a.conf", "one"), ("b.conf", "x")]);
+    let mut listed = None;
+    let first = hash_path_listed(&scratch.0, &mut listed);
+    assert_eq!(first.hash, hash_path(&scratch.0).hash);
+    assert_eq!(
+        listed,
+        Some(vec![OsString::from("a.conf"), OsString::from("b.conf")]),
+        "the visible names are kept, sorted, without the kubelet's `..` names"
+    );
+    kubelet_layout(&scratch.0, "..ts2", &[("a.conf", "two"), ("b.conf", "x")]);
+    let kept = listed.clone();
+    let second = hash_path_listed(&scratch.0, &mut listed);
+    assert_ne!(second.hash, first.hash);
+    assert_eq!(second.hash, hash_path(&scratch.0).hash);
+    assert_eq!(listed, kept, "the names were reused, not listed again");
+}
+
+#[test]
+fn a_kept_name_that_is_gone_makes_the_hash_list_again() {
+    let scratch = Scratch::new("listed-gone");
+    fs::write(scratch.0.join("a.conf"), "one").unwrap();
+    fs::write(scratch.0.join("b.conf"), "two").unwrap();
+    let mut listed = None;
+    hash_path_listed(&scratch.0, &mut listed);
+    fs::remove_file(scratch.0.join("b.conf")).unwrap();
+    let hashed = hash_path_listed(&scratch.0, &mut listed);
+    assert_eq!(hashed.hash, hash_path(&scratch.0).hash);
+    assert_eq!(listed, Some(vec![OsString::from("a.conf")]));
+}
+
+#[test]
+fn a_kept_dangling_symlink_is_still_an_entry() {
+    let scratch = Scratch::new("listed-dangling");
+    fs::write(scratch.0.join("a.conf"), "one").unwrap();
+    symlink("nowhere", scratch.0.join("b.conf")).unwrap();
+    let mut listed = None;
+    let first = hash_path_listed(&scratch.0, &mut listed);
+    let kept = listed.clone();
+    let second = hash_path_listed(&scratch.0, &mut listed);
+    assert_eq!(first.hash, second.hash);
+    assert_eq!(second.hash, hash_path(&scratch.0).hash);
+    assert_eq!(listed, kept);
+}
+
+#[test]
+fn a_directory_that_went_away_or_became_a_file_is_hashed_afresh() {
+    let scratch = Scratch::new("listed-replaced");
+    let dir = scratch.0.join("config");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("a.conf"), "one").unwrap();
+    let mut listed = None;
+    hash_path_listed(&dir, &mut listed);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        hash_path_listed(&dir, &mut listed).hash,
+        ContentHash::Absent
+    );
+    assert_eq!(listed, None);
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("a.conf"), "one").unwrap();
+    hash_path_listed(&dir, &mut listed);
+    fs::remove_dir_all(&dir).unwrap();
+    fs::write(&dir, "a file now").unwrap();
+    let hashed = hash_path_listed(&dir, &mut listed);
+    assert_eq!(hashed.hash, hash_path(&dir).hash);
+    assert!(hashed.unreadable.is_empty(), "{:?}", hashed.unreadable);
+    assert_eq!(listed, None, "a file has no names to keep");
+}
