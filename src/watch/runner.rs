@@ -141,12 +141,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             let verify = state.config.verify.clone();
             in_flight = Some(Box::pin(reload::attempt(action, verify)));
         }
-        // A resync that leaves nothing to do: a quiet moment to give back code pages.
+        // A resync that leaves nothing to do: a quiet moment to close the handles of targets
+        // that exited and to give back code pages.
         if resynced
             && in_flight.is_none()
             && debouncer.deadline().is_none()
             && state.delivery.next_attempt_at(now).is_none()
         {
+            state.config.action.forget_exited_targets();
             drop_code_pages(code_pages.as_ref());
         }
     }

@@ -182,6 +182,12 @@ impl Signaller {
         Ok(labels)
     }
 
+    /// Forgets the remembered targets that have exited, closing their handles.
+    pub fn forget_exited(&self) {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        known.retain(|k| k.handle.comm().is_some());
+    }
+
     /// The remembered targets that may be signalled before the scan: those whose command name
     /// is unchanged (see [`targets::may_signal_early`]).
     fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
@@ -345,49 +351,102 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_remembered_target_that_became_a_zombie_does_not_count_as_told() {
-        // A copy of `sleep` under a name no other process has, so nothing else is signalled.
-        let name = format!("rizombie{}", std::process::id());
-        let dir = std::env::temp_dir().join(format!("ri-signal-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let program = dir.join(&name);
-        std::fs::copy("/bin/sleep", &program).unwrap();
-        let mut child = std::process::Command::new(&program)
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let pid = i32::try_from(child.id()).unwrap();
-        let state = || procfs::read_process(&Path::new("/proc").join(pid.to_string()), pid, None);
-        let wait_for = |wanted: &dyn Fn(&ProcessInfo) -> bool| {
+    /// A running copy of `sleep` under a name no other process has (so a test signals nothing
+    /// else), once `/proc` shows that name; with the directory holding the copy.
+    struct UniqueSleeper {
+        child: std::process::Child,
+        pid: i32,
+        name: String,
+        dir: PathBuf,
+    }
+
+    impl UniqueSleeper {
+        fn start(tag: &str) -> UniqueSleeper {
+            let name = format!("ri{tag}{}", std::process::id());
+            let dir = std::env::temp_dir().join(format!("ri-signal-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let program = dir.join(&name);
+            std::fs::copy("/bin/sleep", &program).unwrap();
+            let child = std::process::Command::new(&program)
+                .arg("30")
+                .spawn()
+                .unwrap();
+            let pid = i32::try_from(child.id()).unwrap();
+            let sleeper = UniqueSleeper {
+                child,
+                pid,
+                name,
+                dir,
+            };
+            assert!(
+                sleeper.wait_until(|p| p.comm == sleeper.name),
+                "never renamed"
+            );
+            sleeper
+        }
+
+        fn wait_until(&self, wanted: impl Fn(&ProcessInfo) -> bool) -> bool {
+            let dir = Path::new("/proc").join(self.pid.to_string());
             for _ in 0..500 {
-                if state().is_some_and(|p| wanted(&p)) {
+                if procfs::read_process(&dir, self.pid, None).is_some_and(|p| wanted(&p)) {
                     return true;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             false
-        };
-        let became_named = wait_for(&|p| p.comm == name);
-        // SIGWINCH: ignored unless handled, so the test disturbs nothing.
-        let signaller = Signaller::new(
-            Signal::SIGWINCH,
-            Some(name.clone()),
-            PathBuf::from("/proc"),
-            i32::try_from(std::process::id()).unwrap(),
-        );
+        }
+
+        /// A signaller looking for this process by name; SIGWINCH is ignored unless handled,
+        /// so signalling disturbs nothing.
+        fn signaller(&self) -> Signaller {
+            Signaller::new(
+                Signal::SIGWINCH,
+                Some(self.name.clone()),
+                PathBuf::from("/proc"),
+                i32::try_from(std::process::id()).unwrap(),
+            )
+        }
+    }
+
+    impl Drop for UniqueSleeper {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    #[test]
+    fn a_remembered_target_that_became_a_zombie_does_not_count_as_told() {
+        let sleeper = UniqueSleeper::start("zombie");
+        let signaller = sleeper.signaller();
         let first = signaller.send();
-        kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
-        let became_zombie = wait_for(&|p| p.zombie);
+        kill(Pid::from_raw(sleeper.pid), Signal::SIGKILL).unwrap();
+        assert!(sleeper.wait_until(|p| p.zombie), "never a zombie");
         let second = signaller.send();
-        child.wait().unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
-        assert!(became_named && became_zombie);
-        assert_eq!(first.unwrap(), vec![format!("{name}[{pid}]")]);
+        assert_eq!(
+            first.unwrap(),
+            vec![format!("{}[{}]", sleeper.name, sleeper.pid)]
+        );
         assert!(
             matches!(second, Err(SignalError::NoTarget(_))),
             "a zombie is not told: {second:?}"
         );
+    }
+
+    #[test]
+    fn remembered_targets_that_exited_are_forgotten() {
+        let mut sleeper = UniqueSleeper::start("gone");
+        let signaller = sleeper.signaller();
+        signaller.send().unwrap();
+        let remembered = || signaller.known.lock().unwrap().len();
+        assert_eq!(remembered(), 1);
+        signaller.forget_exited();
+        assert_eq!(remembered(), 1, "a live target is kept");
+        sleeper.child.kill().unwrap();
+        sleeper.child.wait().unwrap();
+        signaller.forget_exited();
+        assert_eq!(remembered(), 0, "an exited one is forgotten");
     }
 
     #[test]
