@@ -5,7 +5,8 @@
 //! it. Both name the process itself, not its number: once it exits and is reaped, reads and
 //! signals fail with `ESRCH` even if the PID is given to a new process. `comm` is re-read in
 //! place (`pread`; far cheaper for the kernel than `stat`), and the signal goes through the
-//! directory descriptor (`pidfd_send_signal`, Linux 5.1; on older kernels, `kill` by PID).
+//! directory descriptor (`pidfd_send_signal`, Linux 5.1; where that call is missing or refused,
+//! `kill` by PID).
 
 use std::fs::File;
 use std::io;
@@ -56,9 +57,14 @@ impl ProcessHandle {
         };
         match rustix::process::pidfd_send_signal(&self.dir, sig) {
             Ok(()) => Ok(()),
-            // Before Linux 5.1, or a `/proc` whose directories the kernel does not take as
-            // process handles: fall back to the PID.
-            Err(err) if err == rustix::io::Errno::NOSYS || err == rustix::io::Errno::INVAL => {
+            // Before Linux 5.1 (ENOSYS), a `/proc` whose directories the kernel does not take
+            // as process handles (EINVAL), or a seccomp profile that refuses the call (EPERM
+            // or ENOSYS): fall back to the PID, which also tells a real EPERM.
+            Err(err)
+                if err == rustix::io::Errno::NOSYS
+                    || err == rustix::io::Errno::INVAL
+                    || err == rustix::io::Errno::PERM =>
+            {
                 kill(Pid::from_raw(self.pid), signal)
             }
             Err(err) => Err(Errno::from_raw(err.raw_os_error())),
