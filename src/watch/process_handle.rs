@@ -126,20 +126,28 @@ mod tests {
             .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
         let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
-        assert_eq!(handle.comm().as_deref(), Some("sh"));
+        // The handle may be opened before the child has become `sh`: it follows the process.
+        let before = wait_for_comm(&handle, "sh");
         use std::io::Write;
         child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let after = wait_for_comm(&handle, "sleep");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(before.as_deref(), Some("sh"));
+        assert_eq!(after.as_deref(), Some("sleep"));
+    }
+
+    /// The handle's command name once it is `wanted`, or the last one seen after 5 s.
+    fn wait_for_comm(handle: &ProcessHandle, wanted: &str) -> Option<String> {
         let mut comm = handle.comm();
         for _ in 0..500 {
-            if comm.as_deref() == Some("sleep") {
+            if comm.as_deref() == Some(wanted) {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
             comm = handle.comm();
         }
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert_eq!(comm.as_deref(), Some("sleep"));
+        comm
     }
 
     #[test]
