@@ -121,12 +121,7 @@ pub fn hash_path_listed(path: &Path, listed: &mut Option<Names>) -> Hashed {
         Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
             hash_entry(&mut hasher, &mut unreadable, path, None, 0);
         }
-        Ok(entries) => {
-            let names = visible_names(entries);
-            hash_names(&mut hasher, &mut unreadable, path, &names, 0);
-            *listed = Some(names);
-        }
-        Err(err) => hash_listing(&mut hasher, &mut unreadable, path, Err(err), 0),
+        listing => *listed = hash_listing(&mut hasher, &mut unreadable, path, listing, 0),
     }
     Hashed {
         hash: ContentHash::Present(hasher.finalize().into()),
@@ -134,21 +129,25 @@ pub fn hash_path_listed(path: &Path, listed: &mut Option<Names>) -> Hashed {
     }
 }
 
-/// Hashes the visible entries of `dir` from its `listing` (or records why it has none).
+/// Hashes the visible entries of `dir` from its `listing` and returns their names, or records
+/// why it has none.
 fn hash_listing(
     hasher: &mut Sha256,
     unreadable: &mut Vec<String>,
     dir: &Path,
     listing: io::Result<fs::ReadDir>,
     depth: usize,
-) {
+) -> Option<Names> {
     match listing {
         Ok(entries) => {
-            hash_names(hasher, unreadable, dir, &visible_names(entries), depth);
+            let names = visible_names(entries);
+            hash_names(hasher, unreadable, dir, &names, depth);
+            Some(names)
         }
         Err(err) => {
             let meta = fs::metadata(dir).ok();
             record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
+            None
         }
     }
 }

@@ -36,11 +36,6 @@ impl ProcessHandle {
         Ok(ProcessHandle { pid, dir, comm })
     }
 
-    /// The process's PID.
-    pub fn pid(&self) -> i32 {
-        self.pid
-    }
-
     /// The process's command name now (`None` once it has exited and been reaped).
     pub fn comm(&self) -> Option<String> {
         let mut buffer = [0u8; 64];
@@ -104,7 +99,6 @@ mod tests {
         let mut child = sleeper();
         let pid = i32::try_from(child.id()).unwrap();
         let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
-        assert_eq!(handle.pid(), pid);
         assert_eq!(handle.comm().as_deref(), Some("sleep"));
         assert_eq!(
             handle.comm().as_deref(),
