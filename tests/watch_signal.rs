@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
-use watch_support::pidns::{self, Pod};
+use watch_support::pidns::{self, PidNamespace, Pod};
+use watch_support::scratch::Scratch;
 use watch_support::watcher::Watcher;
 use watch_support::{PATIENCE, wait_for};
 
@@ -18,22 +19,29 @@ fn wait_count(counter: &Counter, who: &str, n: usize) {
     });
 }
 
+/// A kubelet-style `config` directory holding `app.conf = "one"`, and a watcher on it inside
+/// the pod's namespace (as `uid`, root if `None`) reacting at once (`--debounce 0`), plus `args`.
+fn watched_config(
+    ns: &PidNamespace,
+    scratch: &Scratch,
+    uid: Option<u32>,
+    args: &[&str],
+) -> (AtomicDir, Watcher) {
+    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
+    let args: Vec<&str> = args.iter().copied().chain(["--debounce", "0"]).collect();
+    let watcher = Watcher::of_dir_in(ns, uid, scratch, config.path(), &args);
+    (config, watcher)
+}
+
 #[test]
 fn a_process_name_signals_the_master_not_its_workers_nor_pid_1() {
     let Pod { scratch, pid1, ns } = Pod::new("sig-name");
     let app = Counter::new(scratch.path(), "app", 2);
     let _app = ns.start_counter(&app, "fake-nginx");
-    let config = AtomicDir::create(&scratch.join("config"), &[("nginx.conf", "one")]);
-    let mut watcher = Watcher::of_dir_in(
-        &ns,
-        None,
-        &scratch,
-        config.path(),
-        &["--process", "fake-nginx", "--debounce", "0"],
-    );
-    config.update(&[("nginx.conf", "two")]);
+    let (config, mut watcher) = watched_config(&ns, &scratch, None, &["--process", "fake-nginx"]);
+    config.update(&[("app.conf", "two")]);
     wait_count(&app, "master", 1);
-    config.update(&[("nginx.conf", "three")]);
+    config.update(&[("app.conf", "three")]);
     wait_count(&app, "master", 2);
     watcher.wait_reloads(2);
     assert_eq!(app.count("master"), 2);
@@ -58,8 +66,7 @@ fn without_a_name_each_other_containers_first_process_is_signalled() {
     let _web = ns.start_counter(&web, "web");
     let cache = Counter::new(scratch.path(), "cache", 1);
     let _cache = ns.start_counter(&cache, "cache");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let mut watcher = Watcher::of_dir_in(&ns, None, &scratch, config.path(), &["--debounce", "0"]);
+    let (config, mut watcher) = watched_config(&ns, &scratch, None, &[]);
     config.update(&[("app.conf", "two")]);
     wait_count(&web, "master", 1);
     wait_count(&cache, "master", 1);
@@ -83,14 +90,7 @@ fn targets_that_join_or_restart_between_changes_hear_each_change_once() {
     let Pod { scratch, pid1, ns } = Pod::new("sig-churn");
     let first = Counter::new(scratch.path(), "first", 0);
     let mut first_app = ns.start_counter(&first, "fake-app");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let watcher = Watcher::of_dir_in(
-        &ns,
-        None,
-        &scratch,
-        config.path(),
-        &["--process", "fake-app", "--debounce", "0"],
-    );
+    let (config, watcher) = watched_config(&ns, &scratch, None, &["--process", "fake-app"]);
     config.update(&[("app.conf", "two")]);
     watcher.wait_reloads(1);
 
@@ -134,14 +134,7 @@ fn targets_that_join_or_restart_between_changes_hear_each_change_once() {
 #[test]
 fn a_missing_target_keeps_the_reload_pending_until_it_appears() {
     let Pod { scratch, pid1, ns } = Pod::new("sig-late");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let watcher = Watcher::of_dir_in(
-        &ns,
-        None,
-        &scratch,
-        config.path(),
-        &["--process", "late-app", "--debounce", "0"],
-    );
+    let (config, watcher) = watched_config(&ns, &scratch, None, &["--process", "late-app"]);
     config.update(&[("app.conf", "two")]);
     wait_for("a no-target attempt", PATIENCE, || {
         (watcher.metric("reloads_total{result=\"no_target\"}") >= 1.0).then_some(())
@@ -179,14 +172,8 @@ fn permission_denied_is_one_clear_line_and_the_watcher_keeps_running() {
     let Pod { scratch, ns, .. } = Pod::new("sig-eperm");
     let app = Counter::new(scratch.path(), "root-app", 0);
     let _app = ns.start_counter(&app, "root-app");
-    let config = AtomicDir::create(&scratch.join("config"), &[("app.conf", "one")]);
-    let mut watcher = Watcher::of_dir_in(
-        &ns,
-        Some(65534),
-        &scratch,
-        config.path(),
-        &["--process", "root-app", "--debounce", "0"],
-    );
+    let (config, mut watcher) =
+        watched_config(&ns, &scratch, Some(65534), &["--process", "root-app"]);
     config.update(&[("app.conf", "two")]);
     let denied = |watcher: &Watcher| {
         watcher
