@@ -8,4 +8,5 @@ scripts/install-test-deps.sh
 
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --all-targets --locked
+# --no-fail-fast: one failing test target never hides the results of the others.
+cargo test --all-targets --locked --no-fail-fast

@@ -3,13 +3,19 @@
 
 mod watch_support;
 
+use std::fs::{self, Permissions};
+use std::io::ErrorKind;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
 use watch_support::pidns::{self, PidNamespace, Pod};
-use watch_support::scratch::Scratch;
-use watch_support::watcher::Watcher;
+use watch_support::scratch::{Scratch, runnable_by_others};
+use watch_support::watcher::{BINARY, Watcher};
 use watch_support::{PATIENCE, wait_for};
 
 /// Waits until `counter` saw `n` SIGHUPs as `who`.
@@ -214,4 +220,36 @@ fn permission_denied_is_one_clear_line_and_the_watcher_keeps_running() {
         2.0
     );
     ns.close();
+}
+
+/// A checkout may sit below directories only their owner can enter (`mktemp -d`, a 0700 home):
+/// another user cannot run a binary there, and the copy the test helpers make for such a user
+/// (as the permission-denied test above does) runs.
+#[test]
+fn a_binary_below_an_owner_only_directory_is_run_as_another_user_from_a_copy() {
+    watch_support::require_root();
+    let private = Scratch::new("owner-only");
+    fs::set_permissions(private.path(), Permissions::from_mode(0o700)).unwrap();
+    let inside = private.join("reload-injector");
+    fs::copy(BINARY, &inside).unwrap();
+    let as_nobody = |program: &Path| {
+        Command::new(program)
+            .arg("--version")
+            .uid(65534)
+            .gid(65534)
+            .output()
+    };
+    let denied = as_nobody(&inside);
+    assert!(
+        matches!(&denied, Err(e) if e.kind() == ErrorKind::PermissionDenied),
+        "precondition: uid 65534 cannot run a binary below a 0700 directory: {denied:?}"
+    );
+    let reachable = Scratch::new("for-others");
+    let copy = runnable_by_others(&inside, reachable.path());
+    let out = as_nobody(&copy).expect("uid 65534 runs the copy");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(env!("CARGO_PKG_VERSION")),
+        "{out:?}"
+    );
 }

@@ -1,7 +1,7 @@
 //! Scratch directories, removed on drop.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -39,4 +39,37 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.path);
     }
+}
+
+/// A copy of `program` in `dir` that any user may run, for processes a test starts as another
+/// user. The original may sit below directories only their owner can enter (a checkout in a
+/// 0700 home directory or in `mktemp -d`), which another user cannot traverse; `dir` and every
+/// directory above it must be traversable by others (a [`Scratch`] under `/tmp` is).
+pub fn runnable_by_others(program: &Path, dir: &Path) -> PathBuf {
+    for ancestor in dir.ancestors() {
+        let mode = fs::metadata(ancestor)
+            .unwrap_or_else(|e| panic!("failed to stat {}: {e}", ancestor.display()))
+            .mode();
+        assert!(
+            mode & 0o001 != 0,
+            "{} (mode {:o}) cannot be entered by other users, so a process started as another \
+             user cannot reach {}: point TMPDIR at a directory like /tmp",
+            ancestor.display(),
+            mode & 0o7777,
+            dir.display()
+        );
+    }
+    let name = program
+        .file_name()
+        .expect("a program path ends in a file name");
+    let copy = dir.join(name);
+    fs::copy(program, &copy).unwrap_or_else(|e| {
+        panic!(
+            "failed to copy {} into {}: {e}",
+            program.display(),
+            dir.display()
+        )
+    });
+    fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).expect("chmod the copy");
+    copy
 }

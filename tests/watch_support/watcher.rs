@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use super::pidns::{PidNamespace, Proc};
-use super::scratch::Scratch;
+use super::scratch::{Scratch, runnable_by_others};
 use super::{PATIENCE, http_get, wait_for};
 
 /// The binary built by cargo for this test run.
@@ -45,7 +45,12 @@ impl Watcher {
         args: &[&str],
     ) -> Watcher {
         let mut command = ns.command(uid);
-        command.arg(binary);
+        match (uid, log.parent()) {
+            // Another user may not be able to reach the build directory (an owner-only
+            // checkout): run a copy from the test's scratch directory instead.
+            (Some(_), Some(dir)) => command.arg(runnable_by_others(Path::new(binary), dir)),
+            _ => command.arg(binary),
+        };
         Watcher::start_with(command, log, args)
     }
 
