@@ -37,11 +37,10 @@ fn body() -> Vec<u8> {
 
 fn configs() -> ConfigData {
     let mut data = ConfigData::new();
-    let mut object = ConfigObject::default();
-    object
-        .data
-        .insert("upstream".into(), b"http://backend:8080".to_vec());
-    data.insert(ConfigId::config_map("web-settings"), Lookup::Found(object));
+    let id = ConfigId::config_map("web-settings");
+    let object = ConfigObject::from_values(&id, [("upstream", b"http://backend:8080")], None)
+        .expect("a ConfigMap needs no key");
+    data.insert(id, Lookup::Found(object));
     data
 }
 

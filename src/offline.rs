@@ -123,7 +123,13 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
     } else {
         let mut by_namespace = BTreeMap::new();
         for path in &args.configs {
-            load_configs(path, &read_input(path)?, &args.namespace, &mut by_namespace)?;
+            let text = read_input(path)?;
+            let reduce = Reduce {
+                path,
+                default_namespace: &args.namespace,
+                secret_key: settings.secret_key.as_ref(),
+            };
+            reduce.load(&text, &mut by_namespace)?;
         }
         Some(by_namespace)
     };
@@ -232,55 +238,65 @@ fn lookups(plan: &Plan, given: Option<Option<&ConfigData>>) -> ConfigData {
     data
 }
 
-fn load_configs(
-    path: &Path,
-    text: &str,
-    default_namespace: &str,
-    out: &mut BTreeMap<String, ConfigData>,
-) -> Result<(), OfflineError> {
-    let mut objects = Vec::new();
-    for document in parse_documents(text, path)? {
-        match document.get("items").and_then(Value::as_array) {
-            Some(items) if str_at(&document, "/kind") == Some("List") => {
-                objects.extend(items.clone())
+/// Reads `--configs` files into per-key digests (values are never kept).
+struct Reduce<'a> {
+    path: &'a Path,
+    default_namespace: &'a str,
+    secret_key: Option<&'a SecretKey>,
+}
+
+impl Reduce<'_> {
+    fn load(&self, text: &str, out: &mut BTreeMap<String, ConfigData>) -> Result<(), OfflineError> {
+        let mut objects = Vec::new();
+        for document in parse_documents(text, self.path)? {
+            match document.get("items").and_then(Value::as_array) {
+                Some(items) if str_at(&document, "/kind") == Some("List") => {
+                    objects.extend(items.clone())
+                }
+                _ => objects.push(document),
             }
-            _ => objects.push(document),
         }
+        for object in objects {
+            let kind = str_at(&object, "/kind").unwrap_or_default();
+            let name = str_at(&object, "/metadata/name")
+                .unwrap_or_default()
+                .to_owned();
+            let namespace =
+                str_at(&object, "/metadata/namespace").unwrap_or(self.default_namespace);
+            let invalid = |what: String| {
+                move |source| OfflineError::ConfigInvalid {
+                    what,
+                    path: self.path.to_owned(),
+                    source,
+                }
+            };
+            let (id, contents) = match kind {
+                "ConfigMap" => {
+                    let cm = ConfigMap::deserialize(&object)
+                        .map_err(invalid(format!("ConfigMap {name:?}")))?;
+                    (
+                        ConfigId::config_map(name),
+                        ConfigObject::from_config_map(&cm),
+                    )
+                }
+                "Secret" => {
+                    let secret = Secret::deserialize(&object)
+                        .map_err(invalid(format!("Secret {name:?}")))?;
+                    // Without a key Secrets are not hashed at all, so nothing is kept.
+                    let Some(key) = self.secret_key else { continue };
+                    (
+                        ConfigId::secret(name),
+                        ConfigObject::from_secret(&secret, key),
+                    )
+                }
+                _ => continue,
+            };
+            out.entry(namespace.to_owned())
+                .or_default()
+                .insert(id, Lookup::Found(contents));
+        }
+        Ok(())
     }
-    for object in objects {
-        let kind = str_at(&object, "/kind").unwrap_or_default();
-        let name = str_at(&object, "/metadata/name")
-            .unwrap_or_default()
-            .to_owned();
-        let namespace = str_at(&object, "/metadata/namespace").unwrap_or(default_namespace);
-        let invalid = |what: String| {
-            move |source| OfflineError::ConfigInvalid {
-                what,
-                path: path.to_owned(),
-                source,
-            }
-        };
-        let (id, contents) = match kind {
-            "ConfigMap" => {
-                let cm = ConfigMap::deserialize(&object)
-                    .map_err(invalid(format!("ConfigMap {name:?}")))?;
-                (
-                    ConfigId::config_map(name),
-                    ConfigObject::from_config_map(&cm),
-                )
-            }
-            "Secret" => {
-                let secret =
-                    Secret::deserialize(&object).map_err(invalid(format!("Secret {name:?}")))?;
-                (ConfigId::secret(name), ConfigObject::from_secret(&secret))
-            }
-            _ => continue,
-        };
-        out.entry(namespace.to_owned())
-            .or_default()
-            .insert(id, Lookup::Found(contents));
-    }
-    Ok(())
 }
 
 fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> {

@@ -76,7 +76,11 @@ fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
-fn config_data(case: &Case, refs: &std::collections::BTreeSet<ConfigId>) -> ConfigData {
+fn config_data(
+    case: &Case,
+    refs: &std::collections::BTreeSet<ConfigId>,
+    key: Option<&SecretKey>,
+) -> ConfigData {
     let mut existing = BTreeMap::new();
     for object in &case.configs {
         let name = object["metadata"]["name"]
@@ -93,7 +97,12 @@ fn config_data(case: &Case, refs: &std::collections::BTreeSet<ConfigId>) -> Conf
             }
             Some("Secret") => {
                 let secret = Secret::deserialize(object).expect("valid Secret");
-                existing.insert(ConfigId::secret(name), ConfigObject::from_secret(&secret));
+                if let Some(key) = key {
+                    existing.insert(
+                        ConfigId::secret(name),
+                        ConfigObject::from_secret(&secret, key),
+                    );
+                }
             }
             other => panic!("configs holds ConfigMaps and Secrets, not {other:?}"),
         }
@@ -133,7 +142,7 @@ fn review(case: &Case, object: &Value, settings: &Settings) -> Outcome {
         dry_run: false,
     };
     let plan = Plan::new(&req, settings).expect("fixture objects are readable");
-    let data = config_data(case, &plan.config_refs());
+    let data = config_data(case, &plan.config_refs(), settings.secret_key.as_ref());
     let outcome = plan.decide(&data);
     // Dry run must give the identical answer.
     let dry = Request {

@@ -2,42 +2,88 @@
 
 use std::collections::BTreeMap;
 
+use hmac::{Hmac, Mac};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use sha2::{Digest as _, Sha256};
 
-use super::ConfigId;
+use super::{ConfigId, ConfigKind, SecretKey};
 
-/// The keys and values of one ConfigMap (`data` and `binaryData`) or Secret (`data`, decoded).
+/// What hashing keeps of one value: its SHA-256 for a ConfigMap, an HMAC-SHA256 bound to the
+/// Secret's name and key for a Secret. Values themselves are never kept.
+pub type Digest = [u8; 32];
+
+/// The keys of one ConfigMap (`data` and `binaryData`) or Secret (`data`, decoded), each
+/// reduced to its [`Digest`] the moment it is read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigObject {
-    /// Key → value bytes.
-    pub data: BTreeMap<String, Vec<u8>>,
+    /// Key → digest of its value.
+    pub digests: BTreeMap<String, Digest>,
 }
 
 impl ConfigObject {
-    /// The contents of a ConfigMap.
-    pub fn from_config_map(cm: &ConfigMap) -> Self {
-        let mut data = BTreeMap::new();
-        for (k, v) in cm.data.iter().flatten() {
-            data.insert(k.clone(), v.clone().into_bytes());
-        }
-        for (k, v) in cm.binary_data.iter().flatten() {
-            data.insert(k.clone(), v.0.clone());
-        }
-        Self { data }
+    /// Reduces the values of `id`. A Secret needs `key` (its values are only ever kept keyed);
+    /// without one it gives `None`.
+    pub fn from_values<K, V>(
+        id: &ConfigId,
+        values: impl IntoIterator<Item = (K, V)>,
+        key: Option<&SecretKey>,
+    ) -> Option<Self>
+    where
+        K: Into<String>,
+        V: AsRef<[u8]>,
+    {
+        let secret_key = match id.kind {
+            ConfigKind::ConfigMap => None,
+            ConfigKind::Secret => Some(key?),
+        };
+        let digests = values
+            .into_iter()
+            .map(|(name, value)| {
+                let name = name.into();
+                let digest = match secret_key {
+                    None => Sha256::digest(value.as_ref()).into(),
+                    Some(key) => keyed_digest(key, &id.name, &name, value.as_ref()),
+                };
+                (name, digest)
+            })
+            .collect();
+        Some(Self { digests })
     }
 
-    /// The contents of a Secret (`stringData` is write-only and never stored, so only `data`).
-    pub fn from_secret(secret: &Secret) -> Self {
-        let mut data = BTreeMap::new();
-        for (k, v) in secret.data.iter().flatten() {
-            data.insert(k.clone(), v.0.clone());
-        }
-        for (k, v) in secret.string_data.iter().flatten() {
-            data.entry(k.clone())
-                .or_insert_with(|| v.clone().into_bytes());
-        }
-        Self { data }
+    /// The digests of a ConfigMap.
+    pub fn from_config_map(cm: &ConfigMap) -> Self {
+        let id = ConfigId::config_map(cm.metadata.name.clone().unwrap_or_default());
+        let text = cm.data.iter().flatten().map(|(k, v)| (k, v.as_bytes()));
+        let binary = cm.binary_data.iter().flatten().map(|(k, v)| (k, &v.0[..]));
+        let values = text.chain(binary).map(|(k, v)| (k.clone(), v));
+        Self::from_values(&id, values, None).unwrap_or_default()
     }
+
+    /// The digests of a Secret under `key` (`stringData` is write-only and normally never
+    /// stored; a value there counts only where `data` has none).
+    pub fn from_secret(secret: &Secret, key: &SecretKey) -> Self {
+        let id = ConfigId::secret(secret.metadata.name.clone().unwrap_or_default());
+        let mut values: BTreeMap<&String, &[u8]> = BTreeMap::new();
+        for (k, v) in secret.string_data.iter().flatten() {
+            values.insert(k, v.as_bytes());
+        }
+        for (k, v) in secret.data.iter().flatten() {
+            values.insert(k, &v.0);
+        }
+        let values = values.into_iter().map(|(k, v)| (k.clone(), v));
+        Self::from_values(&id, values, Some(key)).unwrap_or_default()
+    }
+}
+
+/// HMAC-SHA256 of a Secret value, bound to where it came from (name and key).
+fn keyed_digest(key: &SecretKey, name: &str, key_name: &str, value: &[u8]) -> Digest {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key.bytes())
+        .expect("HMAC-SHA256 accepts keys of any length");
+    for part in [name.as_bytes(), key_name.as_bytes(), value] {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
 }
 
 /// The outcome of looking one object up.

@@ -4,18 +4,22 @@
 //! `configMapKeyRef`/`secretKeyRef` or a subPath file, the whole object for `envFrom`. Items are
 //! sorted and length-prefixed, so the digest does not depend on the order of containers, env
 //! entries or map keys. An absent object or key hashes as "absent", so creating an `optional`
-//! ConfigMap later changes the hash. Secret values only ever enter through HMAC-SHA256 with a
-//! key the webhook holds, so the public annotation cannot be brute-forced back to a short secret.
+//! ConfigMap later changes the hash.
+//!
+//! Values enter only as per-key digests ([`ConfigObject`]), made the moment an object is read:
+//! the SHA-256 of a ConfigMap value, and for a Secret value an HMAC-SHA256 with a key the
+//! webhook holds (so the public annotation cannot be brute-forced back to a short secret). The
+//! webhook, the offline `inject` and the rollout controller's watch-fed view therefore keep no
+//! values, and compute the same hash from the same digests.
 
 mod data;
 
 use std::collections::BTreeSet;
 use std::fmt;
 
-use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
-pub use data::{ConfigData, ConfigObject, Lookup};
+pub use data::{ConfigData, ConfigObject, Digest, Lookup};
 
 /// A ConfigMap or a Secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,6 +101,10 @@ impl SecretKey {
         let trimmed = bytes.trim_ascii();
         (!trimmed.is_empty()).then(|| Self(trimmed.to_vec()))
     }
+
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl fmt::Debug for SecretKey {
@@ -162,23 +170,21 @@ pub fn config_hash(
             }
         };
         hashed_any = true;
-        let secret_key = (id.kind == ConfigKind::Secret).then_some(key).flatten();
         match item {
             Consumed::Key(_, name) => {
                 write_item(
                     &mut hasher,
                     id,
                     Some(name),
-                    object.map(|o| o.data.get(name)),
-                    secret_key,
+                    object.map(|o| o.digests.get(name)),
                 );
             }
             Consumed::Whole(_) => match object {
-                None => write_item(&mut hasher, id, None, None, secret_key),
+                None => write_item(&mut hasher, id, None, None),
                 Some(object) => {
-                    write_item(&mut hasher, id, None, Some(None), secret_key);
-                    for (name, value) in &object.data {
-                        write_item(&mut hasher, id, Some(name), Some(Some(value)), secret_key);
+                    write_item(&mut hasher, id, None, Some(None));
+                    for (name, digest) in &object.digests {
+                        write_item(&mut hasher, id, Some(name), Some(Some(digest)));
                     }
                 }
             },
@@ -190,15 +196,14 @@ pub fn config_hash(
     report
 }
 
-/// Feeds one (kind, name, key, value) record. `object` is `None` when the object is absent,
-/// `Some(None)` when it exists but the key does not (or for the "object exists" marker of a
-/// whole-object record), `Some(Some(v))` for a value.
+/// Feeds one (kind, name, key, value digest) record. `object` is `None` when the object is
+/// absent, `Some(None)` when it exists but the key does not (or for the "object exists"
+/// marker of a whole-object record), `Some(Some(d))` for the digest of a value.
 fn write_item(
     hasher: &mut Sha256,
     id: &ConfigId,
     key_name: Option<&String>,
-    object: Option<Option<&Vec<u8>>>,
-    secret_key: Option<&SecretKey>,
+    object: Option<Option<&Digest>>,
 ) {
     hasher.update([match id.kind {
         ConfigKind::ConfigMap => b'c',
@@ -215,34 +220,11 @@ fn write_item(
     match object {
         None => hasher.update([b'0']),
         Some(None) => hasher.update([b'1']),
-        Some(Some(value)) => {
+        Some(Some(digest)) => {
             hasher.update([b'v']);
-            match secret_key {
-                Some(key) => write_field(hasher, &keyed_digest(key, id, key_name, value)),
-                None => write_field(hasher, value),
-            }
+            write_field(hasher, digest);
         }
     }
-}
-
-/// HMAC-SHA256 of a Secret value, bound to where it came from.
-fn keyed_digest(
-    key: &SecretKey,
-    id: &ConfigId,
-    key_name: Option<&String>,
-    value: &[u8],
-) -> [u8; 32] {
-    let mut mac =
-        Hmac::<Sha256>::new_from_slice(&key.0).expect("HMAC-SHA256 accepts keys of any length");
-    for part in [
-        id.name.as_bytes(),
-        key_name.map_or(&b""[..], |k| k.as_bytes()),
-        value,
-    ] {
-        mac.update(&(part.len() as u64).to_be_bytes());
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().into()
 }
 
 fn write_field(hasher: &mut Sha256, bytes: &[u8]) {

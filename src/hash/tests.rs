@@ -1,13 +1,16 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::*;
 
+/// A ConfigMap's keys and values as the hash sees them.
 fn object(pairs: &[(&str, &str)]) -> Lookup {
-    let data: BTreeMap<String, Vec<u8>> = pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), v.as_bytes().to_vec()))
-        .collect();
-    Lookup::Found(ConfigObject { data })
+    keyed(&ConfigId::config_map("unused"), pairs, None)
+}
+
+/// The keys and values of `id` reduced under `key`.
+fn keyed(id: &ConfigId, pairs: &[(&str, &str)], key: Option<&SecretKey>) -> Lookup {
+    let values = pairs.iter().map(|(k, v)| (*k, v.as_bytes()));
+    Lookup::Found(ConfigObject::from_values(id, values, key).expect("a key for Secrets"))
 }
 
 fn data(entries: Vec<(ConfigId, Lookup)>) -> ConfigData {
@@ -140,7 +143,10 @@ fn configmap_and_secret_of_the_same_name_differ() {
     let secret = ConfigId::secret("same");
     let d = data(vec![
         (cm.clone(), object(&[("a", "1")])),
-        (secret.clone(), object(&[("a", "1")])),
+        (
+            secret.clone(),
+            keyed(&secret, &[("a", "1")], Some(&secret_key)),
+        ),
     ]);
     let h1 = hash_of(&[Consumed::Key(cm, "a".into())], &d, Some(&secret_key)).hash;
     let h2 = hash_of(&[Consumed::Key(secret, "a".into())], &d, Some(&secret_key)).hash;
@@ -150,15 +156,22 @@ fn configmap_and_secret_of_the_same_name_differ() {
 #[test]
 fn secrets_need_a_key_and_depend_on_it() {
     let id = ConfigId::secret("db");
-    let d = data(vec![(id.clone(), object(&[("password", "hunter2")]))]);
+    let values = [("password", "hunter2")];
+    assert_eq!(
+        ConfigObject::from_values(&id, [("password", b"hunter2")], None),
+        None,
+        "no key: Secret values cannot even be reduced"
+    );
     let consumed = [Consumed::Key(id.clone(), "password".into())];
-    let unkeyed = hash_of(&consumed, &d, None);
-    assert_eq!(unkeyed.hash, None, "no key: Secrets are not hashed");
-    assert_eq!(unkeyed.unkeyed_secrets, vec![id.clone()]);
     let k1 = SecretKey::new(b"key-one").expect("key");
     let k2 = SecretKey::new(b"key-two").expect("key");
-    let h1 = hash_of(&consumed, &d, Some(&k1)).hash.expect("hashed");
-    let h2 = hash_of(&consumed, &d, Some(&k2)).hash.expect("hashed");
+    let d1 = data(vec![(id.clone(), keyed(&id, &values, Some(&k1)))]);
+    let d2 = data(vec![(id.clone(), keyed(&id, &values, Some(&k2)))]);
+    let unkeyed = hash_of(&consumed, &d1, None);
+    assert_eq!(unkeyed.hash, None, "no key: Secrets are not hashed");
+    assert_eq!(unkeyed.unkeyed_secrets, vec![id.clone()]);
+    let h1 = hash_of(&consumed, &d1, Some(&k1)).hash.expect("hashed");
+    let h2 = hash_of(&consumed, &d2, Some(&k2)).hash.expect("hashed");
     assert_ne!(
         h1, h2,
         "the HMAC key must matter, or the hash could be brute-forced"
@@ -204,13 +217,42 @@ fn missing_objects_are_reported_unless_optional() {
 #[test]
 fn empty_keys_are_refused_and_keys_are_trimmed() {
     assert!(SecretKey::new(b"  \n").is_none());
-    let d = data(vec![(ConfigId::secret("s"), object(&[("a", "1")]))]);
-    let consumed = [Consumed::Key(ConfigId::secret("s"), "a".into())];
-    let a = hash_of(&consumed, &d, SecretKey::new(b"abc\n").as_ref()).hash;
-    let b = hash_of(&consumed, &d, SecretKey::new(b"abc").as_ref()).hash;
+    let id = ConfigId::secret("s");
+    let consumed = [Consumed::Key(id.clone(), "a".into())];
+    let hash = |raw: &[u8]| {
+        let key = SecretKey::new(raw);
+        let d = data(vec![(id.clone(), keyed(&id, &[("a", "1")], key.as_ref()))]);
+        hash_of(&consumed, &d, key.as_ref()).hash
+    };
+    let (a, b) = (hash(b"abc\n"), hash(b"abc"));
     assert_eq!(a, b);
     assert_eq!(
         format!("{:?}", SecretKey::new(b"abc").expect("key")),
         "SecretKey(<redacted>)"
+    );
+}
+
+#[test]
+fn values_enter_only_as_digests() {
+    let cm = ConfigId::config_map("app");
+    let reduced = ConfigObject::from_values(&cm, [("a", b"1")], None).expect("reduced");
+    assert_eq!(
+        reduced.digests["a"],
+        <[u8; 32]>::from(sha2::Sha256::digest(b"1")),
+        "a ConfigMap value is kept as its SHA-256"
+    );
+    let secret = ConfigId::secret("db");
+    let key = SecretKey::new(b"k").expect("key");
+    let keyed = ConfigObject::from_values(&secret, [("a", b"1")], Some(&key)).expect("reduced");
+    assert_ne!(
+        keyed.digests["a"], reduced.digests["a"],
+        "a Secret value only keyed"
+    );
+    let elsewhere =
+        ConfigObject::from_values(&ConfigId::secret("other"), [("a", b"1")], Some(&key));
+    assert_ne!(
+        elsewhere.expect("reduced").digests["a"],
+        keyed.digests["a"],
+        "bound to the Secret's name"
     );
 }

@@ -17,7 +17,7 @@ use futures_util::future::{BoxFuture, Shared};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 
-use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
+use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup, SecretKey};
 use crate::webhook::metrics::Metrics;
 
 /// The reason given for every lookup when the server runs with `--no-kube`.
@@ -49,6 +49,7 @@ type Pending = Shared<BoxFuture<'static, Lookup>>;
 
 struct Inner {
     client: Option<kube::Client>,
+    secret_key: Option<SecretKey>,
     config: CacheConfig,
     cache: Mutex<HashMap<Key, Entry>>,
     inflight: Mutex<HashMap<Key, Pending>>,
@@ -72,10 +73,18 @@ impl std::fmt::Debug for Lookups {
 
 impl Lookups {
     /// Lookups through `client`; `None` (`--no-kube`) makes every lookup fail with [`NO_KUBE`].
-    pub fn new(client: Option<kube::Client>, config: CacheConfig, metrics: Metrics) -> Self {
+    /// Secret values are reduced under `secret_key` as they arrive (without one, Secrets are
+    /// never asked for).
+    pub fn new(
+        client: Option<kube::Client>,
+        secret_key: Option<SecretKey>,
+        config: CacheConfig,
+        metrics: Metrics,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
+                secret_key,
                 config,
                 cache: Mutex::new(HashMap::new()),
                 inflight: Mutex::new(HashMap::new()),
@@ -177,14 +186,17 @@ impl Lookups {
     async fn load(&self, key: Key) -> Lookup {
         let request_timeout = self.inner.config.request_timeout;
         let lookup = match &self.inner.client {
-            Some(client) => tokio::time::timeout(request_timeout, get(client.clone(), &key))
-                .await
-                .unwrap_or_else(|_| {
-                    Lookup::Failed(format!(
-                        "API timed out after {}",
-                        humantime::format_duration(request_timeout)
-                    ))
-                }),
+            Some(client) => tokio::time::timeout(
+                request_timeout,
+                get(client.clone(), self.inner.secret_key.as_ref(), &key),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Lookup::Failed(format!(
+                    "API timed out after {}",
+                    humantime::format_duration(request_timeout)
+                ))
+            }),
             None => Lookup::Failed(NO_KUBE.to_owned()),
         };
         if matches!(lookup, Lookup::Failed(_)) {
@@ -230,16 +242,21 @@ fn evict_oldest(cache: &mut HashMap<Key, Entry>) {
     }
 }
 
-async fn get(client: kube::Client, (namespace, kind, name): &Key) -> Lookup {
-    let result = match kind {
-        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client, namespace)
+async fn get(
+    client: kube::Client,
+    secret_key: Option<&SecretKey>,
+    (namespace, kind, name): &Key,
+) -> Lookup {
+    let result = match (kind, secret_key) {
+        (ConfigKind::ConfigMap, _) => Api::<ConfigMap>::namespaced(client, namespace)
             .get_opt(name)
             .await
             .map(|o| o.map(|cm| ConfigObject::from_config_map(&cm))),
-        ConfigKind::Secret => Api::<Secret>::namespaced(client, namespace)
+        (ConfigKind::Secret, Some(key)) => Api::<Secret>::namespaced(client, namespace)
             .get_opt(name)
             .await
-            .map(|o| o.map(|s| ConfigObject::from_secret(&s))),
+            .map(|o| o.map(|s| ConfigObject::from_secret(&s, key))),
+        (ConfigKind::Secret, None) => return Lookup::Failed("no secret hash key".to_owned()),
     };
     match result {
         Ok(Some(object)) => Lookup::Found(object),

@@ -72,9 +72,10 @@ pub async fn serve(
     let secret_key = startup::secret_key(args.secret_hash_key_file.as_deref())?;
     let client = startup::kube_client(args.no_kube).await?;
     let native = startup::native_sidecars(args.native_sidecars, client.as_ref()).await;
-    let settings = startup::settings(&args, native, secret_key);
+    let settings = startup::settings(&args, native, secret_key.clone());
     let lookups = lookup::Lookups::new(
         client,
+        secret_key,
         lookup::CacheConfig {
             ttl: args.cache_ttl,
             timeout: args.lookup_timeout,

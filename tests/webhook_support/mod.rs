@@ -74,7 +74,12 @@ pub fn settings() -> Settings {
 /// An application state like `serve --no-kube`.
 pub fn state() -> AppState {
     let metrics = Metrics::new();
-    let lookups = Lookups::new(None, cache_config(Duration::from_secs(1)), metrics.clone());
+    let lookups = Lookups::new(
+        None,
+        None,
+        cache_config(Duration::from_secs(1)),
+        metrics.clone(),
+    );
     AppState::new(settings(), lookups, metrics)
 }
 
