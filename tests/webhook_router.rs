@@ -272,7 +272,8 @@ async fn reviews_are_counted_in_metrics() {
         r#"reload_injector_reviews_total{kind="Pod",operation="CREATE",outcome="patched"} 1"#,
         r#"reload_injector_reviews_total{kind="Deployment",operation="CREATE",outcome="denied"} 1"#,
         "reload_injector_denials_total 1",
-        "reload_injector_hash_lookup_failures_total 1",
+        // --no-kube: the Pod's env ConfigMap and the one its sidecar watches.
+        "reload_injector_hash_lookup_failures_total 2",
         "reload_injector_review_duration_seconds_count 2",
     ] {
         assert!(

@@ -7,6 +7,7 @@
 //! untouched — and the patch is the diff between the original and the edited copy.
 
 mod analysis;
+pub mod consumption;
 mod messages;
 mod object;
 mod review;
@@ -42,6 +43,14 @@ pub const ALLOW_SUBPATH: &str = "reload-injector.io/allow-subpath";
 pub const CONFIG_HASH: &str = "reload-injector.io/config-hash";
 /// Written on Pods: the version that injected the sidecar.
 pub const INJECTED: &str = "reload-injector.io/injected";
+/// Written on Pods with the sidecar: `sha256:<hex>` over the config volumes it watches. The
+/// rollout controller patches it when that config changes, which makes the kubelet refresh the
+/// mounted files at once.
+pub const MOUNTED_CONFIG_HASH: &str = "reload-injector.io/mounted-config-hash";
+/// Label (`"true"`) on Pods that carry the sidecar, so the controller can watch only those.
+pub const SIDECAR_LABEL: &str = "reload-injector.io/sidecar";
+/// `"true"` on a ConfigMap/Secret: its changes never cause a write.
+pub const IGNORE: &str = "reload-injector.io/ignore";
 /// Name of the injected container.
 pub const SIDECAR_NAME: &str = "config-reloader";
 /// Namespaces that are never mutated, whatever their labels say (plus the webhook's own).

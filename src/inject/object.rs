@@ -68,8 +68,17 @@ pub fn namespace(object: &Value) -> Option<&str> {
 
 /// Sets `metadata.annotations[key]`, creating the maps when absent.
 pub fn set_annotation(pod: &mut Value, key: &str, value: &str) {
-    let annotations = child(child(as_object(pod), "metadata"), "annotations");
-    annotations.insert(key.to_owned(), Value::String(value.to_owned()));
+    set_metadata_entry(pod, "annotations", key, value);
+}
+
+/// Sets `metadata.labels[key]`, creating the maps when absent.
+pub fn set_label(pod: &mut Value, key: &str, value: &str) {
+    set_metadata_entry(pod, "labels", key, value);
+}
+
+fn set_metadata_entry(pod: &mut Value, map: &str, key: &str, value: &str) {
+    let entries = child(child(as_object(pod), "metadata"), map);
+    entries.insert(key.to_owned(), Value::String(value.to_owned()));
 }
 
 /// Removes `metadata.annotations[key]` if present.
@@ -100,8 +109,9 @@ pub fn share_process_namespace(pod: &mut Value) {
 }
 
 /// The fields of the pod (template) that the core may edit, relative to the pod.
-pub const EDITABLE_FIELDS: [&[&str]; 4] = [
+pub const EDITABLE_FIELDS: [&[&str]; 5] = [
     &["metadata", "annotations"],
+    &["metadata", "labels"],
     &["spec", "containers"],
     &["spec", "initContainers"],
     &["spec", "shareProcessNamespace"],

@@ -7,14 +7,15 @@ use k8s_openapi::api::core::v1::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::analysis::analyse;
+use super::analysis::{PodAnalysis, analyse};
+use super::consumption::{self, Consumption};
 use super::messages::{Warnings, quoted};
 use super::object::{self, Workload};
 use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
 use super::{
-    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, Operation, Outcome, Request,
-    ReviewError, Settings,
+    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, MOUNTED_CONFIG_HASH,
+    Operation, Outcome, Request, ReviewError, SIDECAR_LABEL, Settings,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 
@@ -32,6 +33,7 @@ struct Target<'a> {
     workload: Workload,
     pod: &'a Value,
     annotations: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
     spec: PodSpec,
     policy: SubPathPolicy,
     refs: BTreeSet<ConfigId>,
@@ -109,10 +111,17 @@ fn read_target<'a>(
     let policy = subpath_policy(req, workload, pod, &annotations);
     let analysis = analyse(&spec);
     let outcome = rules::apply(&analysis, &policy);
+    // A Pod's sidecar watches some of the volumes its apps mount as directories: their
+    // contents give its `mounted-config-hash`.
+    let watchable = match workload {
+        Workload::Pod => watchable_mounts(&spec, &analysis),
+        Workload::Template(_) => Consumption::default(),
+    };
     let refs = outcome
         .uses
         .iter()
         .map(|u| u.consumed.id())
+        .chain(watchable.ids())
         .filter(|id| id.kind == ConfigKind::ConfigMap || settings.secret_key.is_some())
         .cloned()
         .collect();
@@ -120,10 +129,21 @@ fn read_target<'a>(
         workload,
         pod,
         annotations,
+        labels,
         spec,
         policy,
         refs,
     }))
+}
+
+/// Every config volume an app mounts as a directory, and whatever an existing sidecar mounts.
+fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
+    let dirs = analysis.dir_mounts.iter().map(|m| m.volume.as_str());
+    let mut all = consumption::of_volumes(dirs, &analysis.config_volumes);
+    let existing = consumption::mounted(spec);
+    all.consumed.extend(existing.consumed);
+    all.optional.extend(existing.optional);
+    all
 }
 
 fn pod_at<'v>(object: &'v Value, workload: Workload, kind: &str) -> Result<&'v Value, ReviewError> {
@@ -218,8 +238,27 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
         report.hash.as_deref(),
     );
     let inject_here = !on_template || settings.inject_into_templates;
-    if let (Some(plan), true, false) = (&plan, inject_here, analysis.has_sidecar) {
-        insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
+    let inserted = match (&plan, inject_here, analysis.has_sidecar) {
+        (Some(plan), true, false) => {
+            insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
+            Some(plan)
+        }
+        _ => None,
+    };
+    if inserted.is_some() || analysis.has_sidecar {
+        if target.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
+            object::set_label(pod, SIDECAR_LABEL, "true");
+        }
+        if !on_template {
+            let mounted = match inserted {
+                Some(plan) => {
+                    let volumes = plan.volumes.iter().map(String::as_str);
+                    consumption::of_volumes(volumes, &analysis.config_volumes)
+                }
+                None => consumption::mounted(&target.spec),
+            };
+            stamp_mounted_hash(pod, &target.annotations, &mounted, configs, settings);
+        }
     }
     let patch = json_patch::diff(&original, &edited);
     Outcome::Allowed {
@@ -229,17 +268,24 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
 }
 
 fn hash_uses(uses: &[Use], configs: &ConfigData, settings: &Settings) -> hash::HashReport {
-    let consumed = uses.iter().map(|u| u.consumed.clone()).collect();
-    let mut all_optional: BTreeMap<&ConfigId, bool> = BTreeMap::new();
-    for u in uses {
-        *all_optional.entry(u.consumed.id()).or_insert(true) &= u.optional;
+    consumption::of_uses(uses).hash(configs, settings.secret_key.as_ref())
+}
+
+/// Writes the `mounted-config-hash` of a Pod's sidecar volumes when it can be computed and
+/// differs; a failed lookup leaves it as it is (the rollout controller fills it in later).
+fn stamp_mounted_hash(
+    pod: &mut Value,
+    annotations: &BTreeMap<String, String>,
+    mounted: &Consumption,
+    configs: &ConfigData,
+    settings: &Settings,
+) {
+    let report = mounted.hash(configs, settings.secret_key.as_ref());
+    if let Some(hash) = report.hash
+        && annotations.get(MOUNTED_CONFIG_HASH) != Some(&hash)
+    {
+        object::set_annotation(pod, MOUNTED_CONFIG_HASH, &hash);
     }
-    let optional = all_optional
-        .into_iter()
-        .filter(|(_, o)| *o)
-        .map(|(id, _)| id.clone())
-        .collect();
-    hash::config_hash(&consumed, &optional, configs, settings.secret_key.as_ref())
 }
 
 /// One warning per container and object: what happens when it changes.

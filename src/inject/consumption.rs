@@ -1,0 +1,126 @@
+//! What a pod (template) reads from ConfigMaps/Secrets, in the two ways the product hashes it:
+//! restart-only (env, envFrom, allowed subPath: the `config-hash`), and mounted into the
+//! `config-reloader` sidecar as directories (the `mounted-config-hash`). The webhook and the
+//! rollout controller both call these, so they agree on every hash.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::PodSpec;
+
+use super::SIDECAR_NAME;
+use super::analysis::{ConfigVolume, analyse};
+use super::rules::{self, SubPathPolicy, Use};
+use crate::hash::{self, ConfigData, ConfigId, Consumed, HashReport, SecretKey};
+
+/// A set of consumed keys/objects and which objects are `optional` everywhere they are named.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Consumption {
+    /// What is read: one key, or a whole object.
+    pub consumed: BTreeSet<Consumed>,
+    /// Objects whose every reference is `optional: true` (their absence is no problem).
+    pub optional: BTreeSet<ConfigId>,
+}
+
+impl Consumption {
+    /// Whether nothing is consumed.
+    pub fn is_empty(&self) -> bool {
+        self.consumed.is_empty()
+    }
+
+    /// The objects read.
+    pub fn ids(&self) -> BTreeSet<&ConfigId> {
+        self.consumed.iter().map(Consumed::id).collect()
+    }
+
+    /// The canonical hash of what is consumed, over `data`.
+    pub fn hash(&self, data: &ConfigData, key: Option<&SecretKey>) -> HashReport {
+        hash::config_hash(&self.consumed, &self.optional, data, key)
+    }
+
+    fn add(
+        &mut self,
+        consumed: Consumed,
+        optional: bool,
+        all_optional: &mut BTreeMap<ConfigId, bool>,
+    ) {
+        *all_optional.entry(consumed.id().clone()).or_insert(true) &= optional;
+        self.consumed.insert(consumed);
+    }
+
+    fn finish(mut self, all_optional: BTreeMap<ConfigId, bool>) -> Self {
+        self.optional = all_optional
+            .into_iter()
+            .filter_map(|(id, optional)| optional.then_some(id))
+            .collect();
+        self
+    }
+}
+
+/// Restart-only consumption from the rules' uses (what the webhook stamps as `config-hash`).
+pub fn of_uses(uses: &[Use]) -> Consumption {
+    let mut out = Consumption::default();
+    let mut all_optional = BTreeMap::new();
+    for u in uses {
+        out.add(u.consumed.clone(), u.optional, &mut all_optional);
+    }
+    out.finish(all_optional)
+}
+
+/// Restart-only consumption of a stamped pod template, as the rollout controller recomputes
+/// it: every subPath mount counts (a stamped template was admitted, so its subPath mounts were
+/// allowed or already there).
+pub fn restart_only(spec: &PodSpec) -> Consumption {
+    let analysis = analyse(spec);
+    of_uses(&rules::apply(&analysis, &SubPathPolicy::Allow).uses)
+}
+
+/// What the sidecar watches in a pod that has one: the config volumes mounted into the
+/// `config-reloader` container. Empty when there is no sidecar.
+pub fn mounted(spec: &PodSpec) -> Consumption {
+    let sidecar = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .find(|c| c.name == SIDECAR_NAME);
+    let Some(sidecar) = sidecar else {
+        return Consumption::default();
+    };
+    let volumes = sidecar
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| m.name.as_str());
+    of_volumes(volumes, &analyse(spec).config_volumes)
+}
+
+/// The keys a set of directory-mounted config volumes shows: the `items` when a source picks
+/// keys, the whole object otherwise.
+pub fn of_volumes<'v>(
+    names: impl IntoIterator<Item = &'v str>,
+    config_volumes: &BTreeMap<String, ConfigVolume>,
+) -> Consumption {
+    let mut out = Consumption::default();
+    let mut all_optional = BTreeMap::new();
+    for volume in names.into_iter().filter_map(|n| config_volumes.get(n)) {
+        for source in &volume.sources {
+            match &source.items {
+                None => out.add(
+                    Consumed::Whole(source.id.clone()),
+                    source.optional,
+                    &mut all_optional,
+                ),
+                Some(items) => {
+                    for (key, _) in items {
+                        let consumed = Consumed::Key(source.id.clone(), key.clone());
+                        out.add(consumed, source.optional, &mut all_optional);
+                    }
+                }
+            }
+        }
+    }
+    out.finish(all_optional)
+}
+
+#[cfg(test)]
+mod tests;

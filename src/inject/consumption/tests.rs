@@ -1,0 +1,100 @@
+use k8s_openapi::api::core::v1::PodSpec;
+use serde_json::json;
+
+use super::*;
+
+fn spec(value: serde_json::Value) -> PodSpec {
+    serde_json::from_value(value).expect("a pod spec")
+}
+
+fn key(kind: &str, name: &str, key: &str) -> Consumed {
+    let id = match kind {
+        "cm" => ConfigId::config_map(name),
+        _ => ConfigId::secret(name),
+    };
+    Consumed::Key(id, key.to_owned())
+}
+
+#[test]
+fn restart_only_counts_env_envfrom_and_every_subpath_mount() {
+    let spec = spec(json!({
+        "containers": [{
+            "name": "app",
+            "env": [
+                {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}},
+                {"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw", "optional": true}}}
+            ],
+            "envFrom": [{"configMapRef": {"name": "all"}}],
+            "volumeMounts": [
+                {"name": "conf", "mountPath": "/etc/app/app.conf", "subPath": "app.conf"},
+                {"name": "dir", "mountPath": "/etc/dir"}
+            ]
+        }],
+        "volumes": [
+            {"name": "conf", "configMap": {"name": "files"}},
+            {"name": "dir", "configMap": {"name": "mounted"}}
+        ]
+    }));
+    let got = restart_only(&spec);
+    let want: BTreeSet<Consumed> = [
+        key("cm", "env", "a"),
+        key("secret", "db", "pw"),
+        Consumed::Whole(ConfigId::config_map("all")),
+        key("cm", "files", "app.conf"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got.consumed, want, "a directory mount is not restart-only");
+    assert_eq!(got.optional, BTreeSet::from([ConfigId::secret("db")]));
+}
+
+#[test]
+fn mounted_reads_the_sidecars_volumes_with_their_items() {
+    let spec = spec(json!({
+        "containers": [
+            {"name": "app", "volumeMounts": [
+                {"name": "conf", "mountPath": "/etc/app"},
+                {"name": "picked", "mountPath": "/etc/picked"},
+                {"name": "unwatched", "mountPath": "/etc/other"}
+            ]}
+        ],
+        "initContainers": [
+            {"name": "config-reloader", "restartPolicy": "Always", "volumeMounts": [
+                {"name": "conf", "mountPath": "/reload-injector/watch/conf"},
+                {"name": "picked", "mountPath": "/reload-injector/watch/picked"}
+            ]}
+        ],
+        "volumes": [
+            {"name": "conf", "configMap": {"name": "web", "optional": true}},
+            {"name": "picked", "secret": {"secretName": "tls", "items": [{"key": "tls.crt", "path": "c"}]}},
+            {"name": "unwatched", "configMap": {"name": "other"}}
+        ]
+    }));
+    let got = mounted(&spec);
+    let want: BTreeSet<Consumed> = [
+        Consumed::Whole(ConfigId::config_map("web")),
+        key("secret", "tls", "tls.crt"),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got.consumed, want);
+    assert_eq!(got.optional, BTreeSet::from([ConfigId::config_map("web")]));
+}
+
+#[test]
+fn no_sidecar_mounts_nothing_and_optional_needs_every_reference() {
+    let spec = spec(json!({
+        "containers": [{"name": "app",
+            "env": [
+                {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a", "optional": true}}},
+                {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "b"}}}
+            ],
+            "volumeMounts": [{"name": "conf", "mountPath": "/etc/app"}]}],
+        "volumes": [{"name": "conf", "configMap": {"name": "web"}}]
+    }));
+    assert!(mounted(&spec).is_empty());
+    assert!(
+        restart_only(&spec).optional.is_empty(),
+        "one non-optional reference makes the object required"
+    );
+}
