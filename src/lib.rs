@@ -11,6 +11,7 @@
 
 pub mod certs;
 pub mod cli;
+pub mod controller;
 pub mod hash;
 pub mod inject;
 pub mod offline;

@@ -1,0 +1,5 @@
+//! The rollout controller inside `serve`: keeps the promise of the admission hash after
+//! admission. Every replica keeps one watch-fed view of the config its opted-in namespaces
+//! consume (reduced to per-key digests); the replica holding the Lease writes.
+
+pub mod target;
