@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::hash::{ConfigData, ConfigId, SecretKey};
 
-pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX};
+pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
 pub use object::Workload;
 pub use review::Plan;
 pub use sidecar::canonical_signal;

@@ -1,0 +1,148 @@
+//! The decision for one target (pure): compute its hash from the view's digests with the
+//! webhook's own function, compare, and say what to write — or which digests must be fetched
+//! first, because a hash may only be replaced with one computed from data at least as new as the
+//! moment the view saw that hash.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::store::{ConfigKey, ConfigStore};
+use super::target::{Target, Write};
+use super::view::View;
+use crate::hash::{ConfigData, ConfigKind, Lookup, SecretKey};
+use crate::inject::quoted as quoted_name;
+
+/// The data changes that made a target due: object → changed keys (empty: created or deleted).
+pub type Causes = BTreeMap<ConfigKey, BTreeSet<String>>;
+
+/// Longest Event message (the API server's limit is 1 KiB).
+const MAX_MESSAGE: usize = 1000;
+
+/// What to do about one target now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its hash is right, or it must be left alone.
+    Nothing,
+    /// Fetch these digests, then decide again.
+    Fetch(Vec<ConfigKey>),
+    /// Write this.
+    Write(Write),
+}
+
+/// Decides on `target`. `causes` are the data changes seen since it was last written (empty when
+/// the check comes from start-up, a new leader, or the target's own update).
+pub fn evaluate(
+    view: &View,
+    store: &ConfigStore,
+    target: &Target,
+    causes: &Causes,
+    secret_key: Option<&SecretKey>,
+) -> Verdict {
+    let Some(tracked) = view.consumer(target) else {
+        return Verdict::Nothing;
+    };
+    if !view.is_opted_in(&target.namespace) {
+        return Verdict::Nothing;
+    }
+    let keys: BTreeSet<ConfigKey> = view
+        .keys_of(target)
+        .into_iter()
+        .filter(|k| k.id.kind == ConfigKind::ConfigMap || secret_key.is_some())
+        .collect();
+    let mut data = ConfigData::new();
+    let mut missing = Vec::new();
+    let mut older_than_seen = Vec::new();
+    for key in &keys {
+        match store.fresh(key) {
+            None => missing.push(key.clone()),
+            Some(fetched) => {
+                if fetched.sent <= tracked.seen {
+                    older_than_seen.push(key.clone());
+                }
+                let lookup = match &fetched.object {
+                    Some(object) => Lookup::Found(object.clone()),
+                    None => Lookup::NotFound,
+                };
+                data.insert(key.id.clone(), lookup);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Verdict::Fetch(missing);
+    }
+    let Some(hash) = tracked.consumer.consumption.hash(&data, secret_key).hash else {
+        return Verdict::Nothing;
+    };
+    let current = tracked.consumer.hash.as_ref();
+    if current == Some(&hash) {
+        return Verdict::Nothing;
+    }
+    if causes.is_empty() {
+        // A Pod without a mounted hash is left alone until its config changes; a mismatch an
+        // ignored object may explain is never acted on.
+        let ignored = keys.iter().any(|k| store.meta(k).is_some_and(|m| m.ignore));
+        if current.is_none() || ignored {
+            return Verdict::Nothing;
+        }
+    }
+    // The hash there may have been computed from newer data than the view holds (another
+    // replica's webhook, a GET during admission): confirm with data fetched after it was seen.
+    if !older_than_seen.is_empty() {
+        return Verdict::Fetch(older_than_seen);
+    }
+    let event = target
+        .kind
+        .is_workload()
+        .then(|| event_message(causes, &keys));
+    Verdict::Write(Write {
+        target: target.clone(),
+        uid: tracked.consumer.uid.clone(),
+        expected: current.cloned(),
+        desired: hash,
+        event,
+    })
+}
+
+/// The Event message: the objects and keys that changed, never a value.
+pub fn event_message(causes: &Causes, keys: &BTreeSet<ConfigKey>) -> String {
+    let what = if causes.is_empty() {
+        let objects: Vec<String> = keys.iter().map(describe).collect();
+        format!(
+            "config changed since the hash was stamped ({})",
+            objects.join(", ")
+        )
+    } else {
+        let parts: Vec<String> = causes
+            .iter()
+            .map(|(key, changed)| match changed.len() {
+                0 => format!("{} was created or deleted", describe(key)),
+                1 => format!("{} changed (key {})", describe(key), list(changed)),
+                _ => format!("{} changed (keys {})", describe(key), list(changed)),
+            })
+            .collect();
+        parts.join("; ")
+    };
+    let mut message = format!("reload-injector: {what}; rolling out the new config hash");
+    if message.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE - 3;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("...");
+    }
+    message
+}
+
+fn describe(key: &ConfigKey) -> String {
+    format!("{} {}", key.id.kind, quoted_name(&key.id.name))
+}
+
+fn list(keys: &BTreeSet<String>) -> String {
+    keys.iter()
+        .map(|k| quoted_name(k))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,227 @@
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::controller::reduce::Consumer;
+use crate::controller::store::{Fetched, Meta};
+use crate::controller::target::TargetKind;
+use crate::hash::{ConfigId, ConfigObject, Consumed};
+use crate::inject::consumption::Consumption;
+
+const NS: &str = "shop";
+
+fn key(name: &str) -> ConfigKey {
+    ConfigKey {
+        namespace: NS.into(),
+        id: ConfigId::config_map(name),
+    }
+}
+
+fn deployment() -> Target {
+    Target {
+        kind: TargetKind::Deployment,
+        namespace: NS.into(),
+        name: "web".into(),
+    }
+}
+
+fn pod() -> Target {
+    Target {
+        kind: TargetKind::Pod,
+        namespace: NS.into(),
+        name: "web-1".into(),
+    }
+}
+
+fn reads(names: &[&str]) -> Consumption {
+    Consumption {
+        consumed: names
+            .iter()
+            .map(|n| Consumed::Key(ConfigId::config_map(*n), "a".into()))
+            .collect(),
+        optional: BTreeSet::new(),
+    }
+}
+
+/// The hash a consumer of `names` (key `a`) gets when each holds `a = value`.
+fn hash_of(names: &[&str], value: &str) -> String {
+    let mut data = ConfigData::new();
+    for name in names {
+        let id = ConfigId::config_map(*name);
+        let object = ConfigObject::from_values(&id, [("a", value.as_bytes())], None).unwrap();
+        data.insert(id, Lookup::Found(object));
+    }
+    reads(names).hash(&data, None).hash.unwrap()
+}
+
+struct World {
+    view: View,
+    store: ConfigStore,
+}
+
+impl World {
+    fn new() -> Self {
+        let mut view = View::new("reload-injector");
+        view.set_namespace(NS, true);
+        World {
+            view,
+            store: ConfigStore::default(),
+        }
+    }
+
+    fn consumer(&mut self, target: &Target, hash: Option<&str>, names: &[&str]) {
+        let consumer = Consumer {
+            uid: "uid-1".into(),
+            hash: hash.map(str::to_owned),
+            consumption: reads(names),
+        };
+        self.view.set_consumer(target, Some(consumer));
+    }
+
+    /// The watch saw `name` at `rv`, and its digests (`a = value`) were fetched after everything
+    /// the view has seen so far.
+    fn config(&mut self, name: &str, rv: &str, value: &str) {
+        let meta = Meta {
+            resource_version: rv.into(),
+            ignore: false,
+        };
+        self.store.set_meta(key(name), meta);
+        let id = ConfigId::config_map(name);
+        let object = ConfigObject::from_values(&id, [("a", value.as_bytes())], None);
+        let sent = self.view.tick();
+        let fetched = Fetched {
+            resource_version: Some(rv.into()),
+            object,
+            sent,
+        };
+        self.store.set_fetched(key(name), fetched);
+    }
+
+    fn evaluate(&self, target: &Target, causes: &Causes) -> Verdict {
+        evaluate(&self.view, &self.store, target, causes, None)
+    }
+}
+
+fn changed(name: &str, keys: &[&str]) -> Causes {
+    Causes::from([(key(name), keys.iter().map(|k| (*k).to_owned()).collect())])
+}
+
+#[test]
+fn a_hash_that_matches_the_data_is_left_alone() {
+    let mut world = World::new();
+    world.consumer(&deployment(), Some(&hash_of(&["env"], "1")), &["env"]);
+    world.config("env", "10", "1");
+    assert_eq!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Nothing
+    );
+}
+
+#[test]
+fn digests_not_fetched_yet_are_fetched_first() {
+    let mut world = World::new();
+    world.consumer(&deployment(), Some("sha256:old"), &["env", "more"]);
+    world.config("env", "10", "1");
+    assert_eq!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Fetch(vec![key("more")])
+    );
+}
+
+#[test]
+fn a_data_change_rewrites_the_hash_with_an_event_naming_object_and_key() {
+    let mut world = World::new();
+    world.consumer(&deployment(), Some(&hash_of(&["env"], "1")), &["env"]);
+    world.config("env", "11", "2");
+    let Verdict::Write(write) = world.evaluate(&deployment(), &changed("env", &["a"])) else {
+        panic!("expected a write");
+    };
+    assert_eq!(write.desired, hash_of(&["env"], "2"));
+    assert_eq!(write.expected, Some(hash_of(&["env"], "1")));
+    assert_eq!(write.uid, "uid-1");
+    assert_eq!(
+        write.event.as_deref(),
+        Some(
+            r#"reload-injector: ConfigMap "env" changed (key "a"); rolling out the new config hash"#
+        )
+    );
+}
+
+#[test]
+fn data_older_than_the_hash_seen_is_fetched_again_before_any_write() {
+    let mut world = World::new();
+    world.config("env", "11", "1");
+    // Another replica's webhook stamped a hash from newer data than this view holds.
+    world.consumer(&deployment(), Some(&hash_of(&["env"], "2")), &["env"]);
+    assert_eq!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Fetch(vec![key("env")]),
+        "the view's older data must not undo the newer hash"
+    );
+    world.config("env", "12", "2");
+    assert_eq!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Nothing
+    );
+}
+
+#[test]
+fn a_pod_without_a_mounted_hash_waits_for_a_change_and_gets_no_event() {
+    let mut world = World::new();
+    world.consumer(&pod(), None, &["conf"]);
+    world.config("conf", "5", "1");
+    assert_eq!(world.evaluate(&pod(), &Causes::new()), Verdict::Nothing);
+    let Verdict::Write(write) = world.evaluate(&pod(), &changed("conf", &["a"])) else {
+        panic!("expected a write");
+    };
+    assert_eq!(write.expected, None);
+    assert_eq!(
+        write.event, None,
+        "a refresh rolls nothing and records no Event"
+    );
+}
+
+#[test]
+fn ignored_objects_and_namespaces_not_opted_in_cause_nothing() {
+    let mut world = World::new();
+    world.consumer(&deployment(), Some("sha256:stale"), &["env"]);
+    world.config("env", "10", "1");
+    let ignore = Meta {
+        resource_version: "10".into(),
+        ignore: true,
+    };
+    world.store.set_meta(key("env"), ignore);
+    assert_eq!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Nothing
+    );
+    world.store.set_meta(
+        key("env"),
+        Meta {
+            resource_version: "10".into(),
+            ignore: false,
+        },
+    );
+    assert!(matches!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Write(_)
+    ));
+    world.view.set_namespace(NS, false);
+    assert_eq!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Nothing
+    );
+}
+
+#[test]
+fn event_messages_stay_short_and_name_creations() {
+    let many: BTreeSet<String> = (0..500).map(|i| format!("key-{i}")).collect();
+    let causes = Causes::from([(key("big"), many), (key("new"), BTreeSet::new())]);
+    let message = event_message(&causes, &BTreeSet::new());
+    assert!(message.starts_with("reload-injector: "));
+    assert!(message.len() <= MAX_MESSAGE, "{}", message.len());
+    let created = event_message(&changed("new", &[]), &BTreeSet::new());
+    assert!(
+        created.contains(r#"ConfigMap "new" was created or deleted"#),
+        "{created}"
+    );
+}

@@ -1,0 +1,172 @@
+//! Reduces watched objects to the little the controller keeps (pure): for a stamped workload,
+//! its hash and what its pod template reads restart-only; for a sidecar Pod, its mounted hash and
+//! what its sidecar watches. Nothing else of an object is kept.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodSpec;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::target::TargetKind;
+use crate::inject::consumption::{self, Consumption};
+use crate::inject::{CONFIG_HASH, INJECT, MOUNTED_CONFIG_HASH};
+
+/// An object the controller may write to, reduced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumer {
+    /// `metadata.uid` of the object.
+    pub uid: String,
+    /// The annotation it carries now (`config-hash` on a template, `mounted-config-hash` on a Pod).
+    pub hash: Option<String>,
+    /// What the hash is over.
+    pub consumption: Consumption,
+}
+
+/// An object whose pod (template) cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReduceError {
+    /// The pod template is missing or not an object.
+    #[error("failed to find the pod template at {0}")]
+    NoTemplate(&'static str),
+    /// The pod spec does not have the shape of a PodSpec.
+    #[error("failed to read the pod spec: {0}")]
+    BadSpec(#[source] serde_json::Error),
+}
+
+/// A workload as the controller keeps it, or `None` when it must never be written to: no stamped
+/// hash (never adopted) or opted out. `object` is the whole object (`spec` inside).
+pub fn workload(
+    kind: TargetKind,
+    uid: &str,
+    object: &Value,
+) -> Result<Option<Consumer>, ReduceError> {
+    let pointer = match kind {
+        TargetKind::CronJob => "/spec/jobTemplate/spec/template",
+        _ => "/spec/template",
+    };
+    let template = object
+        .pointer(pointer)
+        .filter(|t| t.is_object())
+        .ok_or(ReduceError::NoTemplate(pointer))?;
+    let annotations = string_map(template, "annotations");
+    let labels = string_map(template, "labels");
+    let opted_out = [&annotations, &labels].iter().any(|m| {
+        m.get(INJECT)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    });
+    let Some(hash) = annotations.get(CONFIG_HASH).filter(|_| !opted_out) else {
+        return Ok(None);
+    };
+    let spec = pod_spec(template)?;
+    Ok(Some(Consumer {
+        uid: uid.to_owned(),
+        hash: Some(hash.clone()),
+        consumption: consumption::restart_only(&spec),
+    }))
+}
+
+/// A Pod carrying the sidecar: its `mounted-config-hash` (if stamped) and what the sidecar watches.
+pub fn pod(
+    uid: &str,
+    annotations: &BTreeMap<String, String>,
+    object: &Value,
+) -> Result<Consumer, ReduceError> {
+    let spec = pod_spec(object)?;
+    Ok(Consumer {
+        uid: uid.to_owned(),
+        hash: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
+        consumption: consumption::mounted(&spec),
+    })
+}
+
+fn pod_spec(pod: &Value) -> Result<PodSpec, ReduceError> {
+    PodSpec::deserialize(pod.get("spec").unwrap_or(&Value::Null)).map_err(ReduceError::BadSpec)
+}
+
+/// `metadata.<field>` as a string map; non-string values are skipped.
+fn string_map(pod: &Value, field: &str) -> BTreeMap<String, String> {
+    pod.pointer(&format!("/metadata/{field}"))
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::hash::{ConfigId, Consumed};
+
+    fn deployment(annotations: Value, labels: Value) -> Value {
+        json!({"spec": {"template": {
+            "metadata": {"annotations": annotations, "labels": labels},
+            "spec": {"containers": [{"name": "app", "env": [
+                {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}
+            ]}]}
+        }}})
+    }
+
+    #[test]
+    fn a_stamped_workload_keeps_its_hash_and_what_it_reads() {
+        let object = deployment(json!({CONFIG_HASH: "sha256:1"}), json!({}));
+        let got = workload(TargetKind::Deployment, "u1", &object)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.hash.as_deref(), Some("sha256:1"));
+        assert_eq!(
+            got.consumption.consumed.into_iter().collect::<Vec<_>>(),
+            vec![Consumed::Key(ConfigId::config_map("env"), "a".into())]
+        );
+    }
+
+    #[test]
+    fn unstamped_or_opted_out_workloads_are_never_kept() {
+        let unstamped = deployment(json!({}), json!({}));
+        assert_eq!(
+            workload(TargetKind::Deployment, "u", &unstamped).unwrap(),
+            None
+        );
+        let by_label = deployment(json!({CONFIG_HASH: "sha256:1"}), json!({INJECT: "false"}));
+        assert_eq!(
+            workload(TargetKind::Deployment, "u", &by_label).unwrap(),
+            None
+        );
+        let by_annotation = deployment(
+            json!({CONFIG_HASH: "sha256:1", INJECT: " False "}),
+            json!({}),
+        );
+        assert_eq!(
+            workload(TargetKind::Deployment, "u", &by_annotation).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_cronjobs_template_is_under_its_job_template() {
+        let template =
+            deployment(json!({CONFIG_HASH: "sha256:2"}), json!({}))["spec"]["template"].clone();
+        let cronjob = json!({"spec": {"jobTemplate": {"spec": {"template": template}}}});
+        let got = workload(TargetKind::CronJob, "u", &cronjob)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.hash.as_deref(), Some("sha256:2"));
+        assert!(workload(TargetKind::Deployment, "u", &cronjob).is_err());
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let bad = json!({"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: "x"}}, "spec": {"containers": "nope"}}}});
+        let err = workload(TargetKind::Deployment, "u", &bad).unwrap_err();
+        assert!(
+            err.to_string().starts_with("failed to read the pod spec"),
+            "{err}"
+        );
+        assert!(pod("u", &BTreeMap::new(), &json!({"spec": 7})).is_err());
+    }
+}

@@ -1,0 +1,276 @@
+//! What every replica knows of the ConfigMaps and Secrets (pure): their metadata from the
+//! metadata-only watch, and the per-key digests of those something consumes, fetched by GET.
+//! Shared with the webhook, which answers its lookups from here once the view has synced.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::hash::{ConfigId, ConfigObject, Lookup};
+
+/// One ConfigMap or Secret in one namespace.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConfigKey {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// Kind and name.
+    pub id: ConfigId,
+}
+
+impl std::fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.id.kind, self.namespace, self.id.name)
+    }
+}
+
+/// What the metadata watch says of an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// Annotated `reload-injector.io/ignore: "true"`: its changes never cause a write.
+    pub ignore: bool,
+}
+
+/// An object's digests as last fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// `metadata.resourceVersion` of what was read (`None`: the object did not exist).
+    pub resource_version: Option<String>,
+    /// The digests (`None`: the object did not exist).
+    pub object: Option<ConfigObject>,
+    /// The view's tick when the request was sent: the data is at least as new as that moment.
+    pub sent: u64,
+}
+
+/// How an object's data changed between two fetches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// It was created or deleted.
+    pub existence: bool,
+    /// Keys added, removed or with another value.
+    pub keys: BTreeSet<String>,
+}
+
+impl Changes {
+    /// Whether `key` (or, with `None`, anything) of the object changed.
+    pub fn touches(&self, key: Option<&str>) -> bool {
+        self.existence || key.map_or(!self.keys.is_empty(), |k| self.keys.contains(k))
+    }
+}
+
+/// Config metadata and digests.
+#[derive(Debug, Default)]
+pub struct ConfigStore {
+    meta: HashMap<ConfigKey, Meta>,
+    fetched: HashMap<ConfigKey, Fetched>,
+    synced: bool,
+}
+
+impl ConfigStore {
+    /// Records an object seen by the metadata watch; returns whether its resourceVersion moved.
+    pub fn set_meta(&mut self, key: ConfigKey, meta: Meta) -> bool {
+        let moved = self
+            .meta
+            .get(&key)
+            .is_none_or(|old| old.resource_version != meta.resource_version);
+        self.meta.insert(key, meta);
+        moved
+    }
+
+    /// Forgets an object the watch saw deleted; returns its last metadata.
+    pub fn remove_meta(&mut self, key: &ConfigKey) -> Option<Meta> {
+        self.meta.remove(key)
+    }
+
+    /// The metadata of `key`, if the watch has seen it.
+    pub fn meta(&self, key: &ConfigKey) -> Option<&Meta> {
+        self.meta.get(key)
+    }
+
+    /// Every object the metadata watch knows (for a relist's sweep).
+    pub fn keys(&self) -> impl Iterator<Item = &ConfigKey> {
+        self.meta.keys()
+    }
+
+    /// Records digests; returns what changed since the last fetch (`None` for the first fetch,
+    /// which is a baseline, or when nothing changed).
+    pub fn set_fetched(&mut self, key: ConfigKey, fetched: Fetched) -> Option<Changes> {
+        let previous = self.fetched.insert(key, fetched.clone())?;
+        let changes = diff(previous.object.as_ref(), fetched.object.as_ref());
+        (changes != Changes::default()).then_some(changes)
+    }
+
+    /// Drops the digests of an object nothing consumes any more.
+    pub fn forget_fetched(&mut self, key: &ConfigKey) {
+        self.fetched.remove(key);
+    }
+
+    /// The digests of `key` if they are as new as the metadata watch: fetched at the watched
+    /// resourceVersion, or known absent while the watch knows no such object.
+    pub fn fresh(&self, key: &ConfigKey) -> Option<&Fetched> {
+        let fetched = self.fetched.get(key)?;
+        let current = match (self.meta.get(key), &fetched.resource_version) {
+            (Some(meta), Some(rv)) => &meta.resource_version == rv,
+            (None, None) => true,
+            _ => false,
+        };
+        current.then_some(fetched)
+    }
+
+    /// Marks the first sync done (or not, when a watch starts over).
+    pub fn set_synced(&mut self, synced: bool) {
+        self.synced = synced;
+    }
+
+    /// Whether every watch has delivered its first list.
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// The webhook's answer for `id` in `namespace` from the view, when the view has it fresh.
+    pub fn lookup(&self, namespace: &str, id: &ConfigId) -> Option<Lookup> {
+        if !self.synced {
+            return None;
+        }
+        let key = ConfigKey {
+            namespace: namespace.to_owned(),
+            id: id.clone(),
+        };
+        let fetched = self.fresh(&key)?;
+        Some(match &fetched.object {
+            Some(object) => Lookup::Found(object.clone()),
+            None => Lookup::NotFound,
+        })
+    }
+
+    /// How many objects of each kind the watch knows: (ConfigMaps, Secrets).
+    pub fn counts(&self) -> (usize, usize) {
+        let secrets = self
+            .meta
+            .keys()
+            .filter(|k| k.id.kind == crate::hash::ConfigKind::Secret)
+            .count();
+        (self.meta.len() - secrets, secrets)
+    }
+}
+
+fn diff(old: Option<&ConfigObject>, new: Option<&ConfigObject>) -> Changes {
+    match (old, new) {
+        (None, None) => Changes::default(),
+        (Some(_), None) | (None, Some(_)) => {
+            let keys = old
+                .into_iter()
+                .chain(new)
+                .flat_map(|o| o.digests.keys().cloned())
+                .collect();
+            Changes {
+                existence: true,
+                keys,
+            }
+        }
+        (Some(old), Some(new)) => {
+            let mut keys = BTreeSet::new();
+            for (k, v) in &old.digests {
+                if new.digests.get(k) != Some(v) {
+                    keys.insert(k.clone());
+                }
+            }
+            for k in new.digests.keys() {
+                if !old.digests.contains_key(k) {
+                    keys.insert(k.clone());
+                }
+            }
+            Changes {
+                existence: false,
+                keys,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> ConfigKey {
+        ConfigKey {
+            namespace: "shop".into(),
+            id: ConfigId::config_map("web"),
+        }
+    }
+
+    fn object(pairs: &[(&str, &str)]) -> Option<ConfigObject> {
+        let values = pairs.iter().map(|(k, v)| (*k, v.as_bytes()));
+        ConfigObject::from_values(&key().id, values, None)
+    }
+
+    fn fetched(rv: &str, pairs: &[(&str, &str)], sent: u64) -> Fetched {
+        Fetched {
+            resource_version: Some(rv.into()),
+            object: object(pairs),
+            sent,
+        }
+    }
+
+    fn meta(rv: &str) -> Meta {
+        Meta {
+            resource_version: rv.into(),
+            ignore: false,
+        }
+    }
+
+    #[test]
+    fn the_first_fetch_is_a_baseline_and_only_data_changes_count() {
+        let mut store = ConfigStore::default();
+        assert_eq!(
+            store.set_fetched(key(), fetched("1", &[("a", "1"), ("b", "2")], 1)),
+            None
+        );
+        assert_eq!(
+            store.set_fetched(key(), fetched("2", &[("a", "1"), ("b", "2")], 2)),
+            None,
+            "the same data rewritten (or a label edit) is no change"
+        );
+        let changes = store
+            .set_fetched(key(), fetched("3", &[("a", "9"), ("c", "3")], 3))
+            .expect("changed");
+        assert!(!changes.existence);
+        assert_eq!(
+            changes.keys,
+            BTreeSet::from(["a".into(), "b".into(), "c".into()])
+        );
+        assert!(changes.touches(Some("a")) && !changes.touches(Some("z")) && changes.touches(None));
+        let gone = Fetched {
+            resource_version: None,
+            object: None,
+            sent: 4,
+        };
+        let changes = store.set_fetched(key(), gone).expect("deleted");
+        assert!(changes.existence && changes.touches(Some("never-there")));
+    }
+
+    #[test]
+    fn digests_are_fresh_only_at_the_watched_resource_version_and_after_sync() {
+        let mut store = ConfigStore::default();
+        store.set_fetched(key(), fetched("5", &[("a", "1")], 1));
+        assert_eq!(store.lookup("shop", &key().id), None, "not synced yet");
+        store.set_synced(true);
+        assert_eq!(
+            store.lookup("shop", &key().id),
+            None,
+            "the watch has not seen it"
+        );
+        assert!(store.set_meta(key(), meta("5")));
+        assert!(matches!(
+            store.lookup("shop", &key().id),
+            Some(Lookup::Found(_))
+        ));
+        assert!(!store.set_meta(key(), meta("5")), "same resourceVersion");
+        assert!(store.set_meta(key(), meta("6")));
+        assert_eq!(
+            store.lookup("shop", &key().id),
+            None,
+            "stale: the webhook GETs instead"
+        );
+        assert_eq!(store.lookup("other", &key().id), None);
+    }
+}

@@ -1,0 +1,239 @@
+//! The controller's own half of the view (pure): which namespaces opted in, the objects it may
+//! write to (stamped workloads, sidecar Pods) reduced to what they consume, and the index from
+//! each ConfigMap/Secret to its consumers.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::reduce::Consumer;
+use super::store::ConfigKey;
+use super::target::Target;
+use crate::inject::EXCLUDED_NAMESPACES;
+
+/// A consumer and when the view last saw its hash or consumption change.
+#[derive(Debug, Clone)]
+pub struct Tracked {
+    /// The reduced object.
+    pub consumer: Consumer,
+    /// The view's tick when its hash or what it reads last changed.
+    pub seen: u64,
+}
+
+/// Namespaces, consumers and the reverse index.
+#[derive(Debug)]
+pub struct View {
+    own_namespace: String,
+    opted_in: BTreeSet<String>,
+    consumers: HashMap<Target, Tracked>,
+    by_config: HashMap<ConfigKey, BTreeSet<Target>>,
+    tick: u64,
+}
+
+impl View {
+    /// An empty view for a webhook running in `own_namespace` (never acted on).
+    pub fn new(own_namespace: &str) -> Self {
+        Self {
+            own_namespace: own_namespace.to_owned(),
+            opted_in: BTreeSet::new(),
+            consumers: HashMap::new(),
+            by_config: HashMap::new(),
+            tick: 0,
+        }
+    }
+
+    /// Advances and returns the view's clock (it orders what was seen against what was fetched).
+    pub fn tick(&mut self) -> u64 {
+        self.tick += 1;
+        self.tick
+    }
+
+    /// Records a namespace's opt-in label; returns whether that changed whether it is acted on.
+    pub fn set_namespace(&mut self, name: &str, labelled: bool) -> bool {
+        let acted_on =
+            labelled && !EXCLUDED_NAMESPACES.contains(&name) && name != self.own_namespace;
+        if acted_on {
+            self.opted_in.insert(name.to_owned())
+        } else {
+            self.opted_in.remove(name)
+        }
+    }
+
+    /// Whether objects in `namespace` are acted on.
+    pub fn is_opted_in(&self, namespace: &str) -> bool {
+        self.opted_in.contains(namespace)
+    }
+
+    /// The opted-in namespaces.
+    pub fn namespaces(&self) -> impl Iterator<Item = &String> {
+        self.opted_in.iter()
+    }
+
+    /// Records a consumer (or its removal with `None`). Returns whether its hash or what it
+    /// reads changed.
+    pub fn set_consumer(&mut self, target: &Target, consumer: Option<Consumer>) -> bool {
+        let old = match consumer {
+            None => self.consumers.remove(target),
+            Some(consumer) => {
+                let unchanged = self.consumers.get(target).is_some_and(|t| {
+                    t.consumer.hash == consumer.hash
+                        && t.consumer.consumption == consumer.consumption
+                });
+                if unchanged {
+                    if let Some(tracked) = self.consumers.get_mut(target) {
+                        tracked.consumer.uid = consumer.uid;
+                    }
+                    return false;
+                }
+                let seen = self.tick();
+                let keys = config_keys(target, &consumer);
+                for key in keys {
+                    self.by_config
+                        .entry(key)
+                        .or_default()
+                        .insert(target.clone());
+                }
+                self.consumers
+                    .insert(target.clone(), Tracked { consumer, seen })
+            }
+        };
+        if let Some(old) = &old {
+            let still: BTreeSet<ConfigKey> = self
+                .consumers
+                .get(target)
+                .map(|t| config_keys(target, &t.consumer))
+                .unwrap_or_default();
+            for key in config_keys(target, &old.consumer) {
+                if still.contains(&key) {
+                    continue;
+                }
+                if let Some(set) = self.by_config.get_mut(&key) {
+                    set.remove(target);
+                    if set.is_empty() {
+                        self.by_config.remove(&key);
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// A consumer, if tracked.
+    pub fn consumer(&self, target: &Target) -> Option<&Tracked> {
+        self.consumers.get(target)
+    }
+
+    /// Every tracked target.
+    pub fn targets(&self) -> impl Iterator<Item = &Target> {
+        self.consumers.keys()
+    }
+
+    /// The consumers of an object.
+    pub fn consumers_of(&self, key: &ConfigKey) -> impl Iterator<Item = &Target> {
+        self.by_config.get(key).into_iter().flatten()
+    }
+
+    /// Whether something in an opted-in namespace consumes `key` (so its digests are kept).
+    pub fn wants(&self, key: &ConfigKey) -> bool {
+        self.is_opted_in(&key.namespace) && self.by_config.contains_key(key)
+    }
+
+    /// The objects a target reads.
+    pub fn keys_of(&self, target: &Target) -> BTreeSet<ConfigKey> {
+        self.consumers
+            .get(target)
+            .map(|t| config_keys(target, &t.consumer))
+            .unwrap_or_default()
+    }
+
+    /// How many targets of each kind are tracked.
+    pub fn count(&self, kind: super::target::TargetKind) -> usize {
+        self.consumers.keys().filter(|t| t.kind == kind).count()
+    }
+}
+
+/// The objects a consumer in `target`'s namespace reads.
+pub fn config_keys(target: &Target, consumer: &Consumer) -> BTreeSet<ConfigKey> {
+    consumer
+        .consumption
+        .ids()
+        .into_iter()
+        .map(|id| ConfigKey {
+            namespace: target.namespace.clone(),
+            id: id.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::target::TargetKind;
+    use crate::hash::{ConfigId, Consumed};
+    use crate::inject::consumption::Consumption;
+
+    fn target(name: &str) -> Target {
+        Target {
+            kind: TargetKind::Deployment,
+            namespace: "shop".into(),
+            name: name.into(),
+        }
+    }
+
+    fn consumer(hash: &str, reads: &[&str]) -> Consumer {
+        Consumer {
+            uid: "u".into(),
+            hash: Some(hash.into()),
+            consumption: Consumption {
+                consumed: reads
+                    .iter()
+                    .map(|n| Consumed::Whole(ConfigId::config_map(*n)))
+                    .collect(),
+                optional: BTreeSet::new(),
+            },
+        }
+    }
+
+    fn key(name: &str) -> ConfigKey {
+        ConfigKey {
+            namespace: "shop".into(),
+            id: ConfigId::config_map(name),
+        }
+    }
+
+    #[test]
+    fn the_index_follows_what_each_consumer_reads() {
+        let mut view = View::new("reload-injector");
+        assert!(view.set_namespace("shop", true));
+        assert!(view.set_consumer(&target("a"), Some(consumer("h1", &["x", "y"]))));
+        assert!(view.set_consumer(&target("b"), Some(consumer("h1", &["y"]))));
+        assert_eq!(view.consumers_of(&key("y")).count(), 2);
+        assert!(view.wants(&key("x")));
+        let seen = view.consumer(&target("a")).unwrap().seen;
+        assert!(
+            !view.set_consumer(&target("a"), Some(consumer("h1", &["x", "y"]))),
+            "a status update changes nothing the view keeps"
+        );
+        assert_eq!(view.consumer(&target("a")).unwrap().seen, seen);
+        assert!(view.set_consumer(&target("a"), Some(consumer("h2", &["y"]))));
+        assert!(!view.wants(&key("x")), "nothing reads x any more");
+        assert!(view.consumer(&target("a")).unwrap().seen > seen);
+        assert!(view.set_consumer(&target("b"), None));
+        assert_eq!(
+            view.consumers_of(&key("y")).collect::<Vec<_>>(),
+            vec![&target("a")]
+        );
+    }
+
+    #[test]
+    fn only_labelled_namespaces_that_are_not_excluded_are_acted_on() {
+        let mut view = View::new("reload-injector");
+        assert!(!view.set_namespace("kube-system", true));
+        assert!(!view.set_namespace("reload-injector", true));
+        assert!(!view.set_namespace("other", false));
+        assert!(view.set_namespace("shop", true));
+        assert!(!view.set_namespace("shop", true));
+        assert!(view.set_consumer(&target("a"), Some(consumer("h", &["x"]))));
+        assert!(view.wants(&key("x")));
+        assert!(view.set_namespace("shop", false));
+        assert!(!view.wants(&key("x")), "opted out: its config is not kept");
+    }
+}
