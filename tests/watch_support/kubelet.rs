@@ -19,7 +19,7 @@ pub struct AtomicDir {
 
 impl AtomicDir {
     /// Creates `path` (if needed) and publishes `files` in it.
-    pub fn create(path: &Path, files: &[(&str, &str)]) -> AtomicDir {
+    pub fn create<K: AsRef<str>, V: AsRef<[u8]>>(path: &Path, files: &[(K, V)]) -> AtomicDir {
         fs::create_dir_all(path).expect("create volume dir");
         let dir = AtomicDir {
             path: path.to_path_buf(),
@@ -34,20 +34,20 @@ impl AtomicDir {
     }
 
     /// Publishes a new version: `files` are `(key, value)`; keys may contain `/`.
-    pub fn update(&self, files: &[(&str, &str)]) {
+    pub fn update<K: AsRef<str>, V: AsRef<[u8]>>(&self, files: &[(K, V)]) {
         self.prepare(files).publish();
     }
 
     /// Writes the new timestamped directory and `..data_tmp`, stopping right before the
     /// rename (benchmarks time the rename alone).
-    pub fn prepare(&self, files: &[(&str, &str)]) -> Pending {
+    pub fn prepare<K: AsRef<str>, V: AsRef<[u8]>>(&self, files: &[(K, V)]) -> Pending {
         let data = self.path.join("..data");
         let old = fs::read_link(&data).ok();
         let ts_name = timestamped_name();
         let ts_dir = self.path.join(&ts_name);
         fs::create_dir(&ts_dir).expect("create timestamped dir");
         for (key, value) in files {
-            let file = ts_dir.join(key);
+            let file = ts_dir.join(key.as_ref());
             if let Some(parent) = file.parent() {
                 fs::create_dir_all(parent).expect("create key parent");
             }
@@ -59,7 +59,10 @@ impl AtomicDir {
         Pending {
             dir: self.path.clone(),
             old,
-            new_keys: files.iter().map(|(key, _)| top_level(key)).collect(),
+            new_keys: files
+                .iter()
+                .map(|(key, _)| top_level(key.as_ref()))
+                .collect(),
         }
     }
 }

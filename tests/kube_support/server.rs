@@ -1,0 +1,93 @@
+//! The listener: HTTP/1.1 on 127.0.0.1, one task per connection, and outages (listener
+//! closed, every open connection cut, then the same port bound again).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use super::http;
+use super::state::State;
+
+/// Accepts connections until `shutdown` fires.
+pub async fn serve(
+    state: Arc<State>,
+    listener: std::net::TcpListener,
+    mut shutdown: tokio::sync::oneshot::Receiver<()>,
+    outage_ack: std::sync::mpsc::Sender<()>,
+) {
+    let addr = listener.local_addr().expect("listener address");
+    listener
+        .set_nonblocking(true)
+        .expect("nonblocking listener");
+    let mut listener = Some(TcpListener::from_std(listener).expect("tokio listener"));
+    let mut net = state.net.subscribe();
+    loop {
+        let Some(active) = &listener else {
+            let until = net.borrow().down_until;
+            if let Some(until) = until {
+                tokio::select! {
+                    () = tokio::time::sleep_until(until.into()) => {}
+                    _ = &mut shutdown => return,
+                }
+            }
+            listener = Some(rebind(addr).await);
+            continue;
+        };
+        tokio::select! {
+            accepted = active.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(connection(state.clone(), stream));
+                }
+            }
+            changed = net.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if net.borrow_and_update().down_until.is_some() {
+                    listener = None;
+                    let _ = outage_ack.send(());
+                }
+            }
+            _ = &mut shutdown => return,
+        }
+    }
+}
+
+async fn rebind(addr: SocketAddr) -> TcpListener {
+    loop {
+        match TcpListener::bind(addr).await {
+            Ok(listener) => return listener,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+async fn connection(state: Arc<State>, stream: tokio::net::TcpStream) {
+    let mut net = state.net.subscribe();
+    let epoch = net.borrow_and_update().epoch;
+    let service = {
+        let state = state.clone();
+        service_fn(move |request| {
+            let state = state.clone();
+            async move { Ok::<_, std::convert::Infallible>(http::handle(state, request).await) }
+        })
+    };
+    let served = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = served => {}
+        () = async {
+            while net.changed().await.is_ok() {
+                if net.borrow_and_update().epoch != epoch {
+                    return;
+                }
+            }
+            std::future::pending::<()>().await;
+        } => {}
+    }
+}
