@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod load;
 pub mod process;
 
 use std::path::{Path, PathBuf};
