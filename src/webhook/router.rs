@@ -24,6 +24,9 @@ pub const DRAIN_LIMIT: usize = 4 * BODY_LIMIT;
 /// otherwise.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Longest a refused (503) body is read and dropped before the answer goes out.
+const BUSY_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Default `--max-inflight-body-bytes`: ten bodies of the largest size at once.
 pub const DEFAULT_BODY_BUDGET: usize = 10 * BODY_LIMIT;
 
@@ -126,10 +129,15 @@ async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Respon
     } = &routes.limits;
     let started = tokio::time::Instant::now();
     // Held until the answer is built: the body and the objects parsed from it live that long.
-    let _reserved = budget
+    let Ok(_reserved) = budget
         .reserve(reservation(declared, BODY_LIMIT), *body_timeout)
         .await
-        .map_err(|_| HttpError::Busy)?;
+    else {
+        // Read and drop the body first, as for a 413: the client then gets the 503 rather
+        // than a broken pipe. Nothing is kept, so this costs no budget.
+        let _ = tokio::time::timeout(BUSY_DRAIN_TIMEOUT, discard(request.into_body())).await;
+        return Err(HttpError::Busy);
+    };
     let left = body_timeout.saturating_sub(started.elapsed());
     let body = read_body(request.into_body(), left, *body_timeout).await?;
     let answer = handle(&routes.state, &body).await?;
@@ -178,6 +186,19 @@ async fn read_body(
     match tokio::time::timeout(left, collect_limited(body)).await {
         Err(_) => Err(HttpError::TimedOut(timeout)),
         Ok(result) => result,
+    }
+}
+
+/// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.
+async fn discard(mut body: Body) {
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            seen = seen.saturating_add(data.len());
+            if seen > DRAIN_LIMIT {
+                return;
+            }
+        }
     }
 }
 
