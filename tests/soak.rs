@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use webhook_support::client::{Conn, Proto, client_config, peer_cert, tls_stream};
 use webhook_support::load::{open_fds, rss_kib};
 use webhook_support::process::Server;
-use webhook_support::{bundle, kubelet_write, scratch};
+use webhook_support::{bundle, kubelet_write, review_of_case, scratch};
 
 const DEFAULT_SECONDS: u64 = 60;
 
@@ -59,32 +59,6 @@ fn valid_reviews() -> Vec<(String, Value)> {
     }
     assert!(out.len() > 40, "only {} fixtures found", out.len());
     out
-}
-
-/// The AdmissionReview kube-apiserver would send for a golden-test case.
-fn review_of_case(case: &Value) -> Value {
-    let object = &case["object"];
-    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let namespace = case["namespace"]
-        .as_str()
-        .or_else(|| object["metadata"]["namespace"].as_str())
-        .unwrap_or("default");
-    let mut request = json!({
-        "uid": "",
-        "kind": {"group": group, "version": version, "kind": kind},
-        "resource": {"group": group, "version": version, "resource": format!("{}s", kind.to_lowercase())},
-        "namespace": namespace,
-        "operation": case["operation"].as_str().unwrap_or("CREATE"),
-        "userInfo": {"username": "soak"},
-        "object": object,
-        "dryRun": false,
-    });
-    if !case["oldObject"].is_null() {
-        request["oldObject"] = case["oldObject"].clone();
-    }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }
 
 /// Bad inputs and the status each must get.
