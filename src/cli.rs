@@ -130,10 +130,58 @@ pub struct ServeArgs {
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_DRAIN_TIMEOUT")]
     pub drain_timeout: Duration,
 
+    /// Most client connections open at once. Further clients wait in the kernel's accept
+    /// queue until one closes; this bounds the memory idle or slow clients can pin.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..), env = "RELOAD_INJECTOR_MAX_CONNECTIONS")]
+    pub max_connections: u32,
+
+    /// Most request-body bytes held in memory at once, across all requests (`Ki`, `Mi`, `Gi`
+    /// suffixes allowed). A request reserves its declared length (at most 6Mi) before its
+    /// body is read; one that cannot within `--body-read-timeout` gets HTTP 503.
+    #[arg(long, default_value = "60Mi", value_parser = parse_bytes, env = "RELOAD_INJECTOR_MAX_INFLIGHT_BODY_BYTES")]
+    pub max_inflight_body_bytes: usize,
+
+    /// Longest a client may take to complete the TLS handshake before it is disconnected.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_HANDSHAKE_TIMEOUT")]
+    pub handshake_timeout: Duration,
+
+    /// Longest the headers of an HTTP/1.1 request may take to arrive (slow clients are
+    /// disconnected).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_HEADER_READ_TIMEOUT")]
+    pub header_read_timeout: Duration,
+
+    /// Longest the body of a request may take to arrive, waiting for
+    /// `--max-inflight-body-bytes` included (HTTP 408 after that).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_BODY_READ_TIMEOUT")]
+    pub body_read_timeout: Duration,
+
     /// Do not contact the Kubernetes API at all (no hashing of cluster config, no
     /// version detection). For tests and for running outside a cluster.
     #[arg(long, env = "RELOAD_INJECTOR_NO_KUBE")]
     pub no_kube: bool,
+}
+
+/// Parses a byte count: `65536`, `64Ki`, `60Mi`, `1Gi` (also `k`/`K`, `M`, `G` as powers of
+/// 1024).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &text[digits.len()..];
+    let shift = match unit {
+        "" => 0,
+        "Ki" | "k" | "K" => 10,
+        "Mi" | "M" => 20,
+        "Gi" | "G" => 30,
+        _ => return Err(format!("unknown unit {unit:?}: use Ki, Mi or Gi")),
+    };
+    let number: usize = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count like 65536, 64Ki or 60Mi"))?;
+    number
+        .checked_mul(1 << shift)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{text:?} must be more than zero and fit in memory"))
 }
 
 /// Flags of `reload-injector watch`.
@@ -287,7 +335,19 @@ pub struct CertsArgs {
 mod tests {
     use clap::CommandFactory;
 
-    use super::Cli;
+    use super::{Cli, parse_bytes};
+
+    #[test]
+    fn byte_counts_parse_with_binary_units() {
+        assert_eq!(parse_bytes("65536"), Ok(65536));
+        assert_eq!(parse_bytes("64Ki"), Ok(64 << 10));
+        assert_eq!(parse_bytes("60Mi"), Ok(60 << 20));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("12Xi").unwrap_err().contains("unit"));
+        assert!(parse_bytes("Mi").is_err());
+        assert!(parse_bytes("-5").is_err());
+    }
 
     /// DESIGN.md: every flag also reads `RELOAD_INJECTOR_<FLAG>`.
     #[test]

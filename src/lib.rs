@@ -15,6 +15,7 @@ pub mod controller;
 pub mod hash;
 pub mod inject;
 pub mod offline;
+pub mod report;
 pub mod telemetry;
 pub mod watch;
 pub mod webhook;
@@ -45,7 +46,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", report::one_line(err.as_ref()));
             ExitCode::FAILURE
         }
     }

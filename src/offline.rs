@@ -22,7 +22,7 @@ use crate::inject::{Operation, Outcome, Plan, Request, ReviewError, Settings};
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
     /// A file (or stdin) could not be read.
-    #[error("failed to read {path}: {source}")]
+    #[error("failed to read {}", path.display())]
     ReadFailed {
         /// The file, or `-`.
         path: PathBuf,
@@ -31,7 +31,7 @@ pub enum OfflineError {
         source: std::io::Error,
     },
     /// The YAML did not parse.
-    #[error("failed to parse {path} as YAML: {message}")]
+    #[error("failed to parse {} as YAML: {message}", path.display())]
     YamlInvalid {
         /// The file, or `-`.
         path: PathBuf,
@@ -39,7 +39,7 @@ pub enum OfflineError {
         message: String,
     },
     /// A ConfigMap/Secret in `--configs` is malformed.
-    #[error("failed to read {what} from {path}: {source}")]
+    #[error("failed to read {what} from {} (--configs)", path.display())]
     ConfigInvalid {
         /// `ConfigMap "x"`.
         what: String,
@@ -49,21 +49,33 @@ pub enum OfflineError {
         #[source]
         source: serde_json::Error,
     },
-    /// An object of a handled kind has a malformed pod spec.
-    #[error("{object}: {source}")]
+    /// An object of a handled kind does not have the shape of its kind.
+    #[error("failed to read {object} in {} as a {kind}: {cause}{}", path.display(), yaml_hint(cause))]
     ObjectUnreadable {
         /// `Deployment/web`.
         object: String,
-        /// What the core said.
-        #[source]
-        source: ReviewError,
+        /// `Deployment`.
+        kind: String,
+        /// The file, or `-`.
+        path: PathBuf,
+        /// What serde said (part of the message: the hint follows it).
+        cause: serde_json::Error,
     },
     /// The secret hash key file is empty.
-    #[error("failed to use {path} as the secret hash key: the file is empty")]
+    #[error("failed to use {} as the secret hash key: the file is empty", path.display())]
     KeyEmpty {
         /// The file.
         path: PathBuf,
     },
+}
+
+/// A hint for the commonest surprise: YAML reads unquoted `y`, `yes`, `on`, `no`… as booleans.
+fn yaml_hint(err: &serde_json::Error) -> &'static str {
+    if err.to_string().starts_with("invalid type: boolean") {
+        " (YAML reads unquoted true/false, yes/no, y/n, on/off as booleans: quote the value)"
+    } else {
+        ""
+    }
 }
 
 /// The result of injecting a set of documents.
@@ -85,12 +97,7 @@ pub fn run(args: InjectArgs) -> ExitCode {
     match execute(&args) {
         Ok(injected) => report(&injected, args.output),
         Err(err) => {
-            eprintln!("error: {err}");
-            let mut source = std::error::Error::source(&err);
-            while let Some(cause) = source {
-                eprintln!("  caused by: {cause}");
-                source = cause.source();
-            }
+            eprintln!("error: {}", crate::report::one_line(&err));
             ExitCode::from(2)
         }
     }
@@ -155,11 +162,18 @@ pub fn inject_text(
         if str_at(&document, "/kind") == Some("List") {
             if let Some(items) = document.get_mut("items").and_then(Value::as_array_mut) {
                 for item in items {
-                    inject_object(item, namespace, configs, settings, &mut injected)?;
+                    inject_object(item, path, namespace, configs, settings, &mut injected)?;
                 }
             }
         } else {
-            inject_object(&mut document, namespace, configs, settings, &mut injected)?;
+            inject_object(
+                &mut document,
+                path,
+                namespace,
+                configs,
+                settings,
+                &mut injected,
+            )?;
         }
         injected.documents.push(document);
     }
@@ -168,6 +182,7 @@ pub fn inject_text(
 
 fn inject_object(
     object: &mut Value,
+    path: &Path,
     default_namespace: &str,
     configs: &Configs,
     settings: &Settings,
@@ -198,10 +213,19 @@ fn inject_object(
         old_object: None,
         dry_run: false,
     };
-    let plan = Plan::new(&req, settings).map_err(|source| OfflineError::ObjectUnreadable {
-        object: label.clone(),
-        source,
-    })?;
+    let plan = match Plan::new(&req, settings) {
+        Ok(plan) => plan,
+        Err(ReviewError::UnreadableObject { kind, source }) => {
+            return Err(OfflineError::ObjectUnreadable {
+                object: label,
+                kind,
+                path: path.to_owned(),
+                cause: source,
+            });
+        }
+        // Offline, every object is there; nothing to review otherwise.
+        Err(ReviewError::MissingObject { .. }) => return Ok(()),
+    };
     let data = lookups(&plan, configs.as_ref().map(|c| c.get(&namespace)));
     let (patch, warnings) = match plan.decide(&data) {
         Outcome::Allowed { patch, warnings } => (patch, warnings),
@@ -303,7 +327,13 @@ fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> 
     let documents: Vec<Value> =
         serde_saphyr::from_multiple(text).map_err(|err| OfflineError::YamlInvalid {
             path: path.to_owned(),
-            message: err.to_string(),
+            message: {
+                let message = err.to_string();
+                // The parser starts its own message with "error: ", which the report adds too.
+                message
+                    .strip_prefix("error: ")
+                    .map_or(message.clone(), str::to_owned)
+            },
         })?;
     Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
 }

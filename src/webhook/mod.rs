@@ -8,6 +8,7 @@
 
 pub mod handler;
 pub mod health;
+pub mod limits;
 pub mod lookup;
 pub mod metrics;
 pub mod reload;
@@ -28,10 +29,6 @@ use crate::cli::ServeArgs;
 pub use handler::AppState;
 pub use router::app;
 
-/// Longest a TLS handshake may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest the headers of a request may take.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Quiet period merging certificate-file events.
 const CERT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// Safety-net re-read of the certificate files.
@@ -132,15 +129,11 @@ pub async fn serve(
             ready.set(false);
         }
     };
-    let limits = server::Limits {
-        handshake: HANDSHAKE_TIMEOUT,
-        header_read: HEADER_READ_TIMEOUT,
-        drain: args.drain_timeout,
-    };
+    let (limits, http) = startup::limits(&args);
     let drained = server::serve(
         listener,
         tls::server_config(resolver),
-        app(state),
+        router::app_with(state, http),
         limits,
         stopping,
     )

@@ -21,7 +21,7 @@ use super::tls::{CertResolver, load_pair};
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     /// inotify refused to start or to watch a directory.
-    #[error("failed to watch {path} for certificate changes: {source}")]
+    #[error("failed to watch {} for certificate changes", path.display())]
     WatchFailed {
         /// The directory.
         path: PathBuf,
@@ -138,7 +138,10 @@ pub fn reload(resolver: &CertResolver, config: &ReloadConfig, metrics: &Metrics)
         }
         Err(err) => {
             metrics.cert_reload(false);
-            tracing::warn!(error = %err, "keeping the previous serving certificate");
+            tracing::warn!(
+                error = %crate::report::one_line(&err),
+                "keeping the previous serving certificate"
+            );
             false
         }
     }

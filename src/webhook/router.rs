@@ -12,6 +12,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use http_body_util::BodyExt;
 
 use super::handler::{AppState, HandleError, handle};
+use super::limits::{BodyBudget, reservation};
 
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
 pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
@@ -19,14 +20,50 @@ pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
 /// Largest body read to its end before a 413 (see `read_body`); longer ones are cut off.
 pub const DRAIN_LIMIT: usize = 4 * BODY_LIMIT;
 
-/// Longest the body of one request may take to arrive.
+/// Longest the body of one request may take to arrive, unless `--body-read-timeout` says
+/// otherwise.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The webhook's routes, ready for `oneshot` in tests or a connection in the server.
+/// Longest a refused (503) body is read and dropped before the answer goes out.
+const BUSY_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Default `--max-inflight-body-bytes`: ten bodies of the largest size at once.
+pub const DEFAULT_BODY_BUDGET: usize = 10 * BODY_LIMIT;
+
+/// HTTP-level bounds of the routes.
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// Longest a body may take to arrive, waiting for the budget included.
+    pub body_timeout: Duration,
+    /// Body bytes held in memory at once, across requests.
+    pub budget: BodyBudget,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            body_timeout: BODY_TIMEOUT,
+            budget: BodyBudget::new(DEFAULT_BODY_BUDGET),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Routes {
+    state: AppState,
+    limits: HttpLimits,
+}
+
+/// The webhook's routes with the default limits, ready for `oneshot` in tests.
 pub fn app(state: AppState) -> Router {
+    app_with(state, HttpLimits::default())
+}
+
+/// The webhook's routes with the given limits, as the server runs them.
+pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
     Router::new()
         .route("/mutate", post(mutate))
-        .with_state(state)
+        .with_state(Routes { state, limits })
 }
 
 /// Why a request got no AdmissionReview back; each becomes a plain-text 4xx/5xx.
@@ -39,8 +76,12 @@ pub enum HttpError {
     #[error("failed to accept the request: the body is larger than {BODY_LIMIT} bytes")]
     TooLarge,
     /// The body did not arrive in time (408).
-    #[error("failed to read the request body within {}s", BODY_TIMEOUT.as_secs())]
-    TimedOut,
+    #[error("failed to read the request body within {}ms", .0.as_millis())]
+    TimedOut(Duration),
+    /// Too many body bytes are in flight already (503; the API server retries or applies
+    /// the failure policy).
+    #[error("failed to accept the request: the server is busy reading other bodies; retry")]
+    Busy,
     /// The connection failed while reading the body (400).
     #[error("failed to read the request body: {0}")]
     BodyUnreadable(String),
@@ -54,7 +95,8 @@ impl HttpError {
         match self {
             HttpError::WrongContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             HttpError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            HttpError::TimedOut => StatusCode::REQUEST_TIMEOUT,
+            HttpError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
+            HttpError::Busy => StatusCode::SERVICE_UNAVAILABLE,
             HttpError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
             HttpError::Review(HandleError::NotAReview(_)) => StatusCode::BAD_REQUEST,
             HttpError::Review(HandleError::Panicked) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -75,13 +117,30 @@ impl IntoResponse for HttpError {
     }
 }
 
-async fn mutate(State(state): State<AppState>, request: Request) -> Result<Response, HttpError> {
+async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Response, HttpError> {
     check_content_type(request.headers())?;
-    if declared_length(request.headers()).is_some_and(|n| n > DRAIN_LIMIT as u64) {
+    let declared = declared_length(request.headers());
+    if declared.is_some_and(|n| n > DRAIN_LIMIT as u64) {
         return Err(HttpError::TooLarge);
     }
-    let body = read_body(request.into_body()).await?;
-    let answer = handle(&state, &body).await?;
+    let HttpLimits {
+        body_timeout,
+        budget,
+    } = &routes.limits;
+    let started = tokio::time::Instant::now();
+    // Held until the answer is built: the body and the objects parsed from it live that long.
+    let Ok(_reserved) = budget
+        .reserve(reservation(declared, BODY_LIMIT), *body_timeout)
+        .await
+    else {
+        // Read and drop the body first, as for a 413: the client then gets the 503 rather
+        // than a broken pipe. Nothing is kept, so this costs no budget.
+        let _ = tokio::time::timeout(BUSY_DRAIN_TIMEOUT, discard(request.into_body())).await;
+        return Err(HttpError::Busy);
+    };
+    let left = body_timeout.saturating_sub(started.elapsed());
+    let body = read_body(request.into_body(), left, *body_timeout).await?;
+    let answer = handle(&routes.state, &body).await?;
     Ok((
         [(
             header::CONTENT_TYPE,
@@ -119,10 +178,27 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
 /// Reads the body, up to [`BODY_LIMIT`]. A longer body is read to its end (up to
 /// [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a socket with unread data
 /// resets the connection, and the client would see a broken pipe instead of the answer.
-async fn read_body(body: Body) -> Result<bytes::Bytes, HttpError> {
-    match tokio::time::timeout(BODY_TIMEOUT, collect_limited(body)).await {
-        Err(_) => Err(HttpError::TimedOut),
+async fn read_body(
+    body: Body,
+    left: Duration,
+    timeout: Duration,
+) -> Result<bytes::Bytes, HttpError> {
+    match tokio::time::timeout(left, collect_limited(body)).await {
+        Err(_) => Err(HttpError::TimedOut(timeout)),
         Ok(result) => result,
+    }
+}
+
+/// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.
+async fn discard(mut body: Body) {
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            seen = seen.saturating_add(data.len());
+            if seen > DRAIN_LIMIT {
+                return;
+            }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! The HTTPS accept loop: TCP_NODELAY on every socket, a bounded TLS handshake, HTTP/1.1 or
-//! HTTP/2 by ALPN with a header-read timeout, and a bounded drain on shutdown.
+//! The HTTPS accept loop: at most `--max-connections` open, TCP_NODELAY on every socket, a
+//! bounded TLS handshake, HTTP/1.1 or HTTP/2 by ALPN with a header-read timeout, and a
+//! bounded drain on shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +14,13 @@ use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-/// Time limits of one connection and of the drain.
-#[derive(Debug, Clone, Copy)]
+use super::limits::ConnectionLimit;
+
+/// Bounds of the connections and of the drain.
+#[derive(Debug, Clone)]
 pub struct Limits {
+    /// Most connections open at once.
+    pub connections: ConnectionLimit,
     /// Longest a TLS handshake may take.
     pub handshake: Duration,
     /// Longest the headers of an HTTP/1.1 request may take to arrive.
@@ -44,6 +49,15 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
+        // A slot first: at the limit, new clients wait in the kernel's accept queue.
+        let slot = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            slot = limits.connections.acquire() => match slot {
+                Some(slot) => slot,
+                None => break,
+            },
+        };
         let stream = tokio::select! {
             biased;
             () = &mut shutdown => break,
@@ -64,7 +78,9 @@ pub async fn serve(
         let watcher = graceful.watcher();
         let acceptor = acceptor.clone();
         let app = app.clone();
+        let limits = limits.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(err)) => {
@@ -76,18 +92,19 @@ pub async fn serve(
                     return;
                 }
             };
-            let alpn_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            let alpn_h1 = tls.get_ref().1.alpn_protocol() == Some(b"http/1.1");
+            // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
+            // connection is HTTP/1.1, whose header reads are time-limited.
+            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
             let mut builder = auto::Builder::new(TokioExecutor::new());
             builder
                 .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read);
             builder.http2().timer(TokioTimer::new());
-            let builder = match (alpn_h2, alpn_h1) {
-                (true, _) => builder.http2_only(),
-                (_, true) => builder.http1_only(),
-                _ => builder,
+            let builder = if h2 {
+                builder.http2_only()
+            } else {
+                builder.http1_only()
             };
             let service = TowerToHyperService::new(app);
             let conn = builder.serve_connection(TokioIo::new(tls), service);

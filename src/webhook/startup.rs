@@ -10,6 +10,10 @@ use crate::cli::{NativeSidecars, ServeArgs};
 use crate::hash::SecretKey;
 use crate::inject::Settings;
 
+use super::limits::{BodyBudget, ConnectionLimit};
+use super::router::HttpLimits;
+use super::server::Limits;
+
 /// Longest start-up waits for the API server's version (`--native-sidecars auto`).
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -30,6 +34,27 @@ pub fn settings(
         inject_into_templates: false,
         secret_key,
     }
+}
+
+/// The connection and body bounds from the flags.
+pub fn limits(args: &ServeArgs) -> (Limits, HttpLimits) {
+    let connections = ConnectionLimit::new(args.max_connections as usize);
+    let http = HttpLimits {
+        body_timeout: args.body_read_timeout,
+        budget: BodyBudget::new(args.max_inflight_body_bytes),
+    };
+    tracing::info!(
+        max_connections = connections.max(),
+        max_inflight_body_bytes = http.budget.total(),
+        "connection limits"
+    );
+    let limits = Limits {
+        connections,
+        handshake: args.handshake_timeout,
+        header_read: args.header_read_timeout,
+        drain: args.drain_timeout,
+    };
+    (limits, http)
 }
 
 /// Reads the HMAC key once; an empty file is an error (a worthless key), no flag is `None`.

@@ -7,28 +7,43 @@ use std::sync::{Arc, RwLock};
 use rustls::ServerConfig;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::pem::{Error as PemError, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// What went wrong with the TLS files.
+/// What went wrong with the TLS files. Messages name the file and its flag; the cause, if
+/// any, is the error's source.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A file could not be read or holds no valid PEM of the expected type.
-    #[error("failed to read {what} from {path}: {source}")]
-    PemUnreadable {
+    /// A file could not be read at all.
+    #[error("failed to read the {what} file {} ({flag})", path.display())]
+    FileUnreadable {
         /// `certificate` or `private key`.
         what: &'static str,
+        /// `--tls-cert` or `--tls-key`.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file holds no valid PEM of the expected type.
+    #[error("failed to read a PEM {what} from {} ({flag}): {reason}", path.display())]
+    PemInvalid {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// `--tls-cert` or `--tls-key`.
+        flag: &'static str,
         /// The file.
         path: PathBuf,
         /// What the PEM reader said.
-        #[source]
-        source: rustls_pki_types::pem::Error,
+        reason: String,
     },
     /// The certificate file holds no certificate.
-    #[error("failed to find a certificate in {0}")]
+    #[error("failed to find a PEM certificate in {} (--tls-cert)", .0.display())]
     NoCertificate(PathBuf),
     /// The key is of a type rustls cannot sign with.
-    #[error("failed to use the private key in {path}: {source}")]
+    #[error("failed to use the private key in {} (--tls-key)", path.display())]
     KeyUnusable {
         /// The key file.
         path: PathBuf,
@@ -37,7 +52,11 @@ pub enum TlsError {
         source: rustls::Error,
     },
     /// The key does not belong to the certificate.
-    #[error("failed to match the private key {key} to the certificate {cert}: {source}")]
+    #[error(
+        "failed to match the private key {} (--tls-key) to the certificate {} (--tls-cert)",
+        key.display(),
+        cert.display()
+    )]
     KeyMismatched {
         /// The certificate file.
         cert: PathBuf,
@@ -49,23 +68,44 @@ pub enum TlsError {
     },
 }
 
+impl TlsError {
+    fn pem(what: &'static str, flag: &'static str, path: &Path, err: PemError) -> Self {
+        match err {
+            PemError::Io(source) => TlsError::FileUnreadable {
+                what,
+                flag,
+                path: path.to_owned(),
+                source,
+            },
+            PemError::NoItemsFound if what == "certificate" => {
+                TlsError::NoCertificate(path.to_owned())
+            }
+            PemError::NoItemsFound => TlsError::PemInvalid {
+                what,
+                flag,
+                path: path.to_owned(),
+                reason: "no private key found".to_owned(),
+            },
+            other => TlsError::PemInvalid {
+                what,
+                flag,
+                path: path.to_owned(),
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
 /// Reads and checks a PEM certificate chain and its private key.
 pub fn load_pair(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|source| TlsError::PemUnreadable {
-            what: "certificate",
-            path: cert.to_owned(),
-            source,
-        })?;
+        .map_err(|err| TlsError::pem("certificate", "--tls-cert", cert, err))?;
     if chain.is_empty() {
         return Err(TlsError::NoCertificate(cert.to_owned()));
     }
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::PemUnreadable {
-        what: "private key",
-        path: key.to_owned(),
-        source,
-    })?;
+    let private = PrivateKeyDer::from_pem_file(key)
+        .map_err(|err| TlsError::pem("private key", "--tls-key", key, err))?;
     let signer = rustls::crypto::ring::sign::any_supported_type(&private).map_err(|source| {
         TlsError::KeyUnusable {
             path: key.to_owned(),
@@ -119,9 +159,15 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
-/// The rustls server configuration: no client auth, ALPN `h2` then `http/1.1`.
+/// The protocol versions served: TLS 1.3 and 1.2 only. With the ring provider the TLS 1.2
+/// suites are all ECDHE with AEAD ciphers (AES-GCM, ChaCha20-Poly1305): no CBC, no RSA key
+/// exchange, no SSLv3/TLS 1.0/1.1 (rustls implements none of them).
+pub const PROTOCOL_VERSIONS: [&rustls::SupportedProtocolVersion; 2] =
+    [&rustls::version::TLS13, &rustls::version::TLS12];
+
+/// The rustls server configuration: TLS 1.2+, no client auth, ALPN `h2` then `http/1.1`.
 pub fn server_config(resolver: Arc<CertResolver>) -> Arc<ServerConfig> {
-    let mut config = ServerConfig::builder()
+    let mut config = ServerConfig::builder_with_protocol_versions(&PROTOCOL_VERSIONS)
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -182,7 +228,7 @@ mod tests {
         ));
         assert!(matches!(
             load_pair(&c, &junk),
-            Err(TlsError::PemUnreadable { .. })
+            Err(TlsError::PemInvalid { .. })
         ));
         let missing = dir.join("missing");
         let err = load_pair(&missing, &k).unwrap_err();

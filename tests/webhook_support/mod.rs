@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod load;
 pub mod process;
 
 use std::path::{Path, PathBuf};
@@ -161,4 +162,30 @@ pub fn apply_patch(response: &Value, object: &Value) -> Value {
     let mut out = object.clone();
     json_patch::patch(&mut out, &patch).expect("patch applies");
     out
+}
+
+/// The AdmissionReview kube-apiserver would send for a golden-test case.
+pub fn review_of_case(case: &Value) -> Value {
+    let object = &case["object"];
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let namespace = case["namespace"]
+        .as_str()
+        .or_else(|| object["metadata"]["namespace"].as_str())
+        .unwrap_or("default");
+    let mut request = json!({
+        "uid": "",
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": format!("{}s", kind.to_lowercase())},
+        "namespace": namespace,
+        "operation": case["operation"].as_str().unwrap_or("CREATE"),
+        "userInfo": {"username": "soak"},
+        "object": object,
+        "dryRun": false,
+    });
+    if !case["oldObject"].is_null() {
+        request["oldObject"] = case["oldObject"].clone();
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }

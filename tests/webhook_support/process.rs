@@ -28,7 +28,19 @@ impl Server {
 
     /// Like [`Server::start`] with the given `--log-level` (it must include info lines).
     pub fn start_logging(level: &str, cert: &Path, key: &Path, extra: &[&str]) -> Self {
+        Self::start_with_env(level, cert, key, extra, &[])
+    }
+
+    /// Like [`Server::start_logging`] with extra environment variables (e.g. `KUBECONFIG`).
+    pub fn start_with_env(
+        level: &str,
+        cert: &Path,
+        key: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_reload-injector"))
+            .envs(env.iter().copied())
             .args(["--log-format", "json", "--log-level", level])
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Soak test: the real `reload-injector serve` (release build) under mixed load for DURATION
+# (default 10m; e.g. 90s, 30m, 1h): valid reviews of every fixture, bad inputs, reconnects,
+# and a kubelet-style certificate rotation every minute. Prints RSS, open file descriptors
+# and the error count every 30 s, and fails unless no valid request failed, RSS and fds
+# stayed flat and every rotation was picked up. `cargo test` runs the same test for 60 s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration="${1:-10m}"
+case "$duration" in
+    *h) seconds=$(( ${duration%h} * 3600 )) ;;
+    *m) seconds=$(( ${duration%m} * 60 )) ;;
+    *s) seconds=${duration%s} ;;
+    *[!0-9]* | "") echo "usage: $0 [DURATION]   (e.g. 600, 90s, 10m, 1h)" >&2; exit 2 ;;
+    *) seconds=$duration ;;
+esac
+if [ "$seconds" -lt 24 ]; then
+    echo "soak: DURATION must be at least 24s (four rotations, six samples)" >&2
+    exit 2
+fi
+
+export RELOAD_INJECTOR_SOAK_SECONDS="$seconds"
+exec cargo test --release --locked --test soak -- --nocapture

@@ -1,0 +1,194 @@
+//! Bounds on what clients can make the server hold: open connections and body bytes in
+//! flight. Both are semaphores; the sizing rules are pure functions so they can be tested
+//! without sockets.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The most open connections (TLS handshakes included); further clients wait in the
+/// kernel's accept queue until one closes.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimit {
+    slots: Arc<Semaphore>,
+    max: usize,
+}
+
+impl ConnectionLimit {
+    /// A limit of `max` connections (at least one).
+    pub fn new(max: usize) -> Self {
+        let max = max.clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// Waits for a free slot; the connection holds the permit until it closes. `None` only
+    /// if the semaphore were closed, which nothing does.
+    pub async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
+        self.slots.clone().acquire_owned().await.ok()
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    /// The limit.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// The most body bytes read into memory at once, across all requests. A request reserves
+/// what it may need (see [`reservation`]) before reading its body and gives it back when the
+/// review is done, so no request ever holds part of the budget while waiting for more.
+#[derive(Debug, Clone)]
+pub struct BodyBudget {
+    bytes: Arc<Semaphore>,
+    total: usize,
+}
+
+/// The budget stayed exhausted for the whole wait.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to reserve {wanted} bytes of the in-flight body budget within {}ms", waited.as_millis())]
+pub struct BudgetExhausted {
+    /// Bytes asked for.
+    pub wanted: usize,
+    /// How long the request waited.
+    pub waited: Duration,
+}
+
+impl BodyBudget {
+    /// A budget of `total` bytes (at least one).
+    pub fn new(total: usize) -> Self {
+        let total = total.clamp(1, Semaphore::MAX_PERMITS);
+        Self {
+            bytes: Arc::new(Semaphore::new(total)),
+            total,
+        }
+    }
+
+    /// The budget.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Bytes reserved now.
+    pub fn in_use(&self) -> usize {
+        self.total - self.bytes.available_permits()
+    }
+
+    /// Reserves `wanted` bytes (capped at the whole budget), waiting at most `wait`.
+    /// Waiters are served in arrival order.
+    pub async fn reserve(
+        &self,
+        wanted: usize,
+        wait: Duration,
+    ) -> Result<OwnedSemaphorePermit, BudgetExhausted> {
+        let asked = wanted.min(self.total);
+        let Ok(asked) = u32::try_from(asked) else {
+            // Budgets beyond 4 GiB: a single body can never need that much.
+            return Err(BudgetExhausted {
+                wanted,
+                waited: wait,
+            });
+        };
+        let acquire = self.bytes.clone().acquire_many_owned(asked);
+        match tokio::time::timeout(wait, acquire).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(BudgetExhausted {
+                wanted,
+                waited: wait,
+            }),
+        }
+    }
+}
+
+/// Bytes to reserve for a body: its declared length, never more than `body_limit` (a longer
+/// body is refused or discarded, not kept); `body_limit` when the length is not declared.
+pub fn reservation(declared: Option<u64>, body_limit: usize) -> usize {
+    match declared {
+        Some(n) => usize::try_from(n).map_or(body_limit, |n| n.min(body_limit)),
+        None => body_limit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservation_is_the_declared_length_capped_at_the_limit() {
+        assert_eq!(reservation(Some(5_000), 6_000_000), 5_000);
+        assert_eq!(reservation(Some(0), 6_000_000), 0);
+        assert_eq!(reservation(Some(50_000_000), 6_000_000), 6_000_000);
+        assert_eq!(reservation(Some(u64::MAX), 6_000_000), 6_000_000);
+        assert_eq!(reservation(None, 6_000_000), 6_000_000);
+    }
+
+    #[tokio::test]
+    async fn budget_is_given_back_when_the_permit_drops() {
+        let budget = BodyBudget::new(100);
+        let a = budget.reserve(60, Duration::from_millis(10)).await.unwrap();
+        assert_eq!(budget.in_use(), 60);
+        let err = budget
+            .reserve(60, Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        assert_eq!(err.wanted, 60);
+        assert!(
+            err.to_string().starts_with("failed to reserve 60 bytes"),
+            "{err}"
+        );
+        drop(a);
+        assert_eq!(budget.in_use(), 0);
+        let _b = budget.reserve(60, Duration::from_millis(10)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_body_larger_than_the_budget_takes_all_of_it() {
+        let budget = BodyBudget::new(100);
+        let all = budget
+            .reserve(1_000, Duration::from_millis(10))
+            .await
+            .unwrap();
+        assert_eq!(budget.in_use(), 100);
+        drop(all);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gets_the_budget_once_it_frees_up() {
+        let budget = BodyBudget::new(100);
+        let held = budget
+            .reserve(100, Duration::from_millis(10))
+            .await
+            .unwrap();
+        let waiter = {
+            let budget = budget.clone();
+            tokio::spawn(async move { budget.reserve(50, Duration::from_secs(5)).await.is_ok() })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(held);
+        assert!(waiter.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn connection_limit_counts_open_connections() {
+        let limit = ConnectionLimit::new(2);
+        let a = limit.acquire().await;
+        let _b = limit.acquire().await;
+        assert_eq!(limit.open(), 2);
+        let third = tokio::time::timeout(Duration::from_millis(20), limit.acquire()).await;
+        assert!(third.is_err(), "a third connection must wait");
+        drop(a);
+        assert_eq!(limit.open(), 1);
+        let _c = tokio::time::timeout(Duration::from_millis(20), limit.acquire())
+            .await
+            .unwrap();
+        assert_eq!(limit.max(), 2);
+        assert_eq!(ConnectionLimit::new(0).max(), 1);
+    }
+}
