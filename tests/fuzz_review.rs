@@ -79,6 +79,7 @@ fn generated_reviews_through_the_router() {
         "json",
         |(review, which)| webhooks.check(*which, &serde_json::to_vec(review).expect("JSON")),
     );
+    eprintln!("fuzz: generated reviews: {}", webhooks.outcomes.summary());
 }
 
 #[test]
@@ -99,6 +100,7 @@ fn mutated_and_random_bytes_through_the_router() {
         "json",
         |(bytes, which)| webhooks.check(*which, bytes),
     );
+    eprintln!("fuzz: mutated bodies: {}", webhooks.outcomes.summary());
 }
 
 #[test]
@@ -120,6 +122,7 @@ fn generated_yaml_through_inject() {
             offline.check(*which, &yaml_of(objects, *as_list))
         },
     );
+    eprintln!("fuzz: generated YAML: {}", offline.outcomes.summary());
 }
 
 #[test]
@@ -141,6 +144,7 @@ fn mutated_yaml_through_inject() {
         "yaml",
         |(bytes, which)| offline.check(*which, &String::from_utf8_lossy(bytes)),
     );
+    eprintln!("fuzz: mutated YAML: {}", offline.outcomes.summary());
 }
 
 #[test]

@@ -22,13 +22,13 @@ const VOLUMES: &[&str] = &[
     "scratch",
     "kube-api-access-x1",
 ];
-/// Container names; `config-reloader` is the product's own sidecar.
-const CONTAINERS: &[&str] = &["app", "web", "cache", "config-reloader", "init", "proxy"];
+/// Container names (`config-reloader`, the product's own sidecar, is added in [`container`]).
+const CONTAINERS: &[&str] = &["app", "web", "cache", "init", "proxy"];
 
 /// A name from `pool`, or now and then a huge, non-ASCII or control-character one.
 fn name(pool: &'static [&'static str]) -> BoxedStrategy<String> {
     prop_oneof![
-        8 => select(pool).prop_map(str::to_owned),
+        24 => select(pool).prop_map(str::to_owned),
         1 => (1usize..400).prop_map(|n| "n".repeat(n)),
         1 => select(vec!["é-ü", "a\nb", "a\"b", "a b", "x\u{1b}[31m", "\u{202e}rtl", "ключ"])
             .prop_map(str::to_owned),
@@ -231,8 +231,12 @@ fn command() -> BoxedStrategy<Option<Vec<String>>> {
 fn container() -> Gen {
     let restart =
         prop_oneof![3 => Just(None), 2 => Just(Some("Always")), 1 => Just(Some("OnFailure"))];
+    let container_name = prop_oneof![
+        12 => name(CONTAINERS),
+        1 => Just(reload_injector::inject::SIDECAR_NAME.to_owned()),
+    ];
     (
-        name(CONTAINERS),
+        container_name,
         command(),
         prop::collection::vec(mount(), 0..4),
         prop::collection::vec(env_var(), 0..3),
@@ -269,7 +273,7 @@ fn container() -> Gen {
 
 fn spec() -> Gen {
     (
-        prop::collection::vec(container(), 0..4),
+        prop::collection::vec(container(), 1..4),
         prop::collection::vec(container(), 0..3),
         prop::collection::vec(volume(), 0..5),
         (optional_bool(), optional_bool()),
@@ -303,9 +307,9 @@ fn spec() -> Gen {
 /// The product's annotations with ordinary and odd values (see the README's table).
 fn annotations() -> Gen {
     let entry = prop_oneof![
-        select(vec!["false", "FALSE", " false ", "true", "", "no"])
+        1 => select(vec!["false", "FALSE", " false ", "true", "", "no"])
             .prop_map(|v| ("reload-injector.io/inject", v.to_owned())),
-        select(vec![
+        2 => select(vec![
             "http://127.0.0.1:9090/-/reload",
             "https://localhost/r",
             "ftp://x",
@@ -316,7 +320,7 @@ fn annotations() -> Gen {
             ""
         ])
         .prop_map(|v| ("reload-injector.io/reload-url", v.to_owned())),
-        select(vec![
+        2 => select(vec![
             "SIGHUP",
             "hup",
             " usr1 ",
@@ -329,12 +333,12 @@ fn annotations() -> Gen {
             "SIGHUP; rm -rf /"
         ])
         .prop_map(|v| ("reload-injector.io/signal", v.to_owned())),
-        prop_oneof![
+        2 => prop_oneof![
             select(vec!["nginx", "", "a b", "/usr/bin/x", "x\u{7}"]).prop_map(str::to_owned),
             (200usize..300).prop_map(|n| "p".repeat(n)),
         ]
         .prop_map(|v| ("reload-injector.io/process", v)),
-        select(vec![
+        2 => select(vec![
             "config",
             "config,settings",
             ",,",
@@ -344,12 +348,12 @@ fn annotations() -> Gen {
             ""
         ])
         .prop_map(|v| ("reload-injector.io/watch", v.to_owned())),
-        select(vec!["true", "TRUE", " true", "yes", ""])
+        2 => select(vec!["true", "TRUE", " true", "yes", ""])
             .prop_map(|v| ("reload-injector.io/allow-subpath", v.to_owned())),
-        select(vec!["sha256:stale", "", "sha256:0000"])
+        2 => select(vec!["sha256:stale", "", "sha256:0000"])
             .prop_map(|v| ("reload-injector.io/config-hash", v.to_owned())),
-        select(vec!["0.0.1", ""]).prop_map(|v| ("reload-injector.io/injected", v.to_owned())),
-        select(vec!["x", "a\u{0}b"]).prop_map(|v| ("example.com/other", v.to_owned())),
+        2 => select(vec!["0.0.1", ""]).prop_map(|v| ("reload-injector.io/injected", v.to_owned())),
+        2 => select(vec!["x", "a\u{0}b"]).prop_map(|v| ("example.com/other", v.to_owned())),
     ];
     prop::collection::vec(entry, 0..5)
         .prop_map(|entries| {
@@ -369,7 +373,7 @@ fn metadata() -> Gen {
         prop::option::of(name(CONTAINERS)),
         any::<bool>(),
         prop::option::of(annotations()),
-        prop::option::of(select(vec!["false", "true", "FALSE"])),
+        prop::option::weighted(0.1, select(vec!["false", "true", "FALSE"])),
         prop::option::of(any::<bool>()),
     )
         .prop_map(|(name, generate, annotations, inject_label, controller)| {
@@ -487,8 +491,11 @@ pub fn any_json() -> Gen {
 
 /// A generated object of one of [`KINDS`], with a wrong-typed field one time in eight.
 pub fn object() -> BoxedStrategy<(usize, Value)> {
+    // Pods most often (the sidecar goes there), each workload kind, now and then a kind or
+    // version the webhook does not handle.
+    let kind = prop_oneof![4 => Just(0usize), 6 => 1..7usize, 1 => 7..KINDS.len()];
     (
-        0..KINDS.len(),
+        kind,
         pod(),
         prop_oneof![7 => Just(false), 1 => Just(true)],
         prop::option::weighted(0.12, (any::<usize>(), any_json())),
@@ -520,8 +527,15 @@ pub fn review() -> Gen {
         object(),
         prop::option::of(pod()),
         uid(),
-        select(vec!["CREATE", "CREATE", "UPDATE", "DELETE", "CONNECT", "create"]),
-        select(vec!["shop", "shop", "kube-system", "reload-injector", "", "n"]),
+        prop_oneof![
+            6 => Just("CREATE"),
+            3 => Just("UPDATE"),
+            1 => select(vec!["DELETE", "CONNECT", "create"]),
+        ],
+        prop_oneof![
+            6 => Just("shop"),
+            1 => select(vec!["kube-system", "reload-injector", "", "n"]),
+        ],
         optional_bool(),
         any::<bool>(),
     )

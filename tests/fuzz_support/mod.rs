@@ -10,8 +10,10 @@ pub mod generate;
 pub mod offline;
 pub mod review;
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -165,4 +167,22 @@ pub fn fixtures(target: &str) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// Counts of how inputs ended, to show what the generators reach.
+#[derive(Debug, Default)]
+pub struct Tally(Mutex<BTreeMap<&'static str, u64>>);
+
+impl Tally {
+    /// Counts one `outcome`.
+    pub fn add(&self, outcome: &'static str) {
+        *self.0.lock().expect("tally").entry(outcome).or_default() += 1;
+    }
+
+    /// `outcome n, …` in name order.
+    pub fn summary(&self) -> String {
+        let counts = self.0.lock().expect("tally");
+        let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        parts.join(", ")
+    }
 }

@@ -14,6 +14,8 @@ use serde_json::Value;
 /// The settings and `--configs` the fuzzer alternates between.
 pub struct Offline {
     variants: Vec<(Settings, Configs)>,
+    /// How the texts ended: bad YAML, unreadable object, denied, mutated, untouched.
+    pub outcomes: super::Tally,
 }
 
 impl Offline {
@@ -33,6 +35,7 @@ impl Offline {
                 (settings(false, None), None),
                 (settings(true, None), Some(BTreeMap::new())),
             ],
+            outcomes: super::Tally::default(),
         }
     }
 
@@ -45,7 +48,12 @@ impl Offline {
     pub fn check(&self, which: usize, text: &str) -> Result<(), String> {
         let injected = match self.inject(which, text) {
             Ok(injected) => injected,
-            Err(OfflineError::YamlInvalid { .. } | OfflineError::ObjectUnreadable { .. }) => {
+            Err(OfflineError::YamlInvalid { .. }) => {
+                self.outcomes.add("bad-yaml");
+                return Ok(());
+            }
+            Err(OfflineError::ObjectUnreadable { .. }) => {
+                self.outcomes.add("unreadable");
                 return Ok(());
             }
             Err(other) => return Err(format!("undocumented error: {other}")),
@@ -65,6 +73,13 @@ impl Offline {
             }
         }
         let input = read_back(text)?;
+        self.outcomes.add(if !injected.denials.is_empty() {
+            "denied"
+        } else if injected.documents != input {
+            "mutated"
+        } else {
+            "untouched"
+        });
         if !injected.denials.is_empty() {
             // A denial leaves the denied object untouched; with one object per text (what
             // the generator mostly sends) that is every document.

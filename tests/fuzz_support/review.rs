@@ -25,6 +25,8 @@ pub const DOCUMENTED_ERRORS: [u16; 3] = [400, 413, 415];
 pub struct Webhooks {
     states: Vec<AppState>,
     runtime: tokio::runtime::Runtime,
+    /// How the first answers ended: HTTP error, refused, denied, patched, untouched.
+    pub outcomes: super::Tally,
 }
 
 impl Webhooks {
@@ -42,7 +44,11 @@ impl Webhooks {
                 state(None, false, None),
             ]
         });
-        Webhooks { states, runtime }
+        Webhooks {
+            states,
+            runtime,
+            outcomes: super::Tally::default(),
+        }
     }
 
     /// Sends `body` as `POST /mutate` to set-up `which` (modulo the number of set-ups).
@@ -70,6 +76,7 @@ impl Webhooks {
         let (status, answer) = self.post(which, body);
         let text = String::from_utf8_lossy(&answer);
         if status != StatusCode::OK {
+            self.outcomes.add("http-error");
             ensure(DOCUMENTED_ERRORS.contains(&status.as_u16()), || {
                 format!("HTTP {status} is not a documented answer: {text}")
             })?;
@@ -87,7 +94,15 @@ impl Webhooks {
             .as_str()
             .ok_or("HTTP 200 without a request uid")?;
         let response = well_formed(&answer, uid)?;
-        let Some(patch) = patch_of(&response)? else {
+        let patch = patch_of(&response)?;
+        self.outcomes
+            .add(match (&patch, response["status"]["code"].as_u64()) {
+                (Some(_), _) => "patched",
+                (None, Some(403)) => "denied",
+                (None, Some(_)) => "refused",
+                (None, None) => "untouched",
+            });
+        let Some(patch) = patch else {
             return Ok(());
         };
         let object = &request["object"];
