@@ -58,19 +58,11 @@ impl Offline {
             }
             Err(other) => return Err(format!("undocumented error: {other}")),
         };
-        for line in injected.warnings.iter().chain(&injected.denials) {
-            let (_, said) = line
-                .split_once(": ")
-                .ok_or_else(|| format!("no Kind/name label: {line:?}"))?;
-            if !said.starts_with(WARNING_PREFIX) {
-                return Err(format!("not a reload-injector message: {line:?}"));
-            }
+        for line in &injected.warnings {
+            labelled(line, true)?;
         }
-        for warning in &injected.warnings {
-            let (_, said) = warning.split_once(": ").unwrap_or_default();
-            if said.chars().count() > MAX_WARNING_CHARS || said.chars().any(char::is_control) {
-                return Err(format!("badly formed warning: {warning:?}"));
-            }
+        for line in &injected.denials {
+            labelled(line, false)?;
         }
         let input = read_back(text)?;
         self.outcomes.add(if !injected.denials.is_empty() {
@@ -114,6 +106,24 @@ impl Offline {
             ));
         }
         Ok(())
+    }
+}
+
+/// Checks `Kind/name: reload-injector: …`; a warning also fits in 120 characters and has no
+/// control characters. The name is the user's and may itself contain `: `, so every place
+/// where the message could start is tried.
+fn labelled(line: &str, warning: bool) -> Result<(), String> {
+    let fits = |said: &str| {
+        said.starts_with(WARNING_PREFIX)
+            && (!warning
+                || (said.chars().count() <= MAX_WARNING_CHARS
+                    && !said.chars().any(char::is_control)))
+    };
+    let ok = line.match_indices(": ").any(|(i, _)| fits(&line[i + 2..]));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("not a labelled reload-injector message: {line:?}"))
     }
 }
 
