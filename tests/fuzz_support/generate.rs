@@ -30,7 +30,10 @@ fn name(pool: &'static [&'static str]) -> BoxedStrategy<String> {
     prop_oneof![
         24 => select(pool).prop_map(str::to_owned),
         1 => (1usize..400).prop_map(|n| "n".repeat(n)),
-        1 => select(vec!["é-ü", "a\nb", "a\"b", "a b", "x\u{1b}[31m", "\u{202e}rtl", "ключ"])
+        1 => select(vec![
+            "é-ü", "a\nb", "a\"b", "a b", "x\u{1b}[31m", "\u{202e}rtl", "ключ", "../secrets/sec-a",
+            "cm-a?watch=1", "a#b", "..", "a%2Fb", "UPPER"
+        ])
             .prop_map(str::to_owned),
     ]
     .boxed()

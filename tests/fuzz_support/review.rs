@@ -74,6 +74,10 @@ impl Webhooks {
     /// Checks every property on `body`, sent to set-up `which`.
     pub fn check(&self, which: usize, body: &[u8]) -> Result<(), String> {
         let (status, answer) = self.post(which, body);
+        let stray = stray_requests();
+        ensure(stray.is_empty(), || {
+            format!("the webhook asked the API for something else than one object: {stray:?}")
+        })?;
         let text = String::from_utf8_lossy(&answer);
         if status != StatusCode::OK {
             self.outcomes.add("http-error");
@@ -319,12 +323,42 @@ fn state(client: Option<kube::Client>, native: bool, secret_key: Option<SecretKe
     )
 }
 
+/// API requests the webhook made that are not a GET of one ConfigMap or Secret by a valid
+/// name (a name from the object under review must never reach another path).
+static STRAY_REQUESTS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes the stray requests recorded so far.
+fn stray_requests() -> Vec<String> {
+    std::mem::take(&mut *STRAY_REQUESTS.lock().expect("stray requests"))
+}
+
+/// One path segment that names one object: not `.` or `..`, no percent-escape (an API
+/// server decodes `%2F` to `/`).
+fn is_object_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('%')
+}
+
 /// A kube client answered in-process: ConfigMaps `cm-a`, `cm-b` and Secret `sec-a` exist in
 /// every namespace, everything else is 404.
 fn mock_client() -> kube::Client {
     let service = tower::service_fn(|req: Request<kube::client::Body>| async move {
         let path = req.uri().path().to_owned();
         let name = path.rsplit('/').next().unwrap_or_default();
+        let segments: Vec<&str> = path.split('/').collect();
+        let shape_ok = req.method() == http::Method::GET
+            && req.uri().query().is_none()
+            && matches!(
+                segments.as_slice(),
+                ["", "api", "v1", "namespaces", ns, "configmaps" | "secrets", name]
+                    if is_object_name(ns) && is_object_name(name)
+            );
+        if !shape_ok {
+            STRAY_REQUESTS.lock().expect("stray requests").push(format!(
+                "{} {}",
+                req.method(),
+                req.uri()
+            ));
+        }
         let (code, body) = if path.contains("/configmaps/") && (name == "cm-a" || name == "cm-b") {
             (
                 200,
