@@ -245,7 +245,10 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
         }
         _ => None,
     };
-    if inserted.is_some() || analysis.has_sidecar {
+    // A template the webhook reviews stays as written apart from the hash; a Pod (or a template
+    // the offline `inject` puts the sidecar into) carries the label the controller watches by.
+    let labels_here = !on_template || inserted.is_some();
+    if labels_here && (inserted.is_some() || analysis.has_sidecar) {
         if target.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
             object::set_label(pod, SIDECAR_LABEL, "true");
         }

@@ -247,6 +247,14 @@ async fn get(
     secret_key: Option<&SecretKey>,
     (namespace, kind, name): &Key,
 ) -> Lookup {
+    // Names come from the object under review, before the API server validates it: one that
+    // no object can have must not become part of an API path (`../secrets/x`, `x?watch=1`).
+    if !is_object_name(namespace) {
+        return Lookup::Failed("the review names no namespace".to_owned());
+    }
+    if !is_object_name(name) {
+        return Lookup::NotFound;
+    }
     let result = match (kind, secret_key) {
         (ConfigKind::ConfigMap, _) => Api::<ConfigMap>::namespaced(client, namespace)
             .get_opt(name)
@@ -268,11 +276,55 @@ async fn get(
     }
 }
 
+/// Whether `name` can name a ConfigMap, Secret or namespace: a DNS subdomain (lowercase
+/// letters, digits, `-` and `.`, at most 253, starting and ending with a letter or digit).
+fn is_object_name(name: &str) -> bool {
+    let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    name.len() <= 253
+        && edge(name.as_bytes().first())
+        && edge(name.as_bytes().last())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
 /// A reason short enough for a 120-character warning (the full error goes to the debug log).
 fn short_reason(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) => format!("API error {} {}", status.code, status.reason),
         kube::Error::Auth(_) => "API authentication failed".to_owned(),
         _ => "API unreachable".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_object_name;
+
+    #[test]
+    fn only_names_an_object_can_have_reach_an_api_path() {
+        for good in ["cm-a", "web.settings", "a", "0", &"n".repeat(253)] {
+            assert!(is_object_name(good), "{good:?}");
+        }
+        let long = "n".repeat(254);
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../secrets/db",
+            "a/b",
+            "a?watch=1",
+            "a#b",
+            "a%2Fb",
+            "UPPER",
+            "a b",
+            "-a",
+            "a-",
+            ".a",
+            "é",
+            &long,
+        ] {
+            assert!(!is_object_name(bad), "{bad:?}");
+        }
     }
 }

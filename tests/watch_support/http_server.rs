@@ -56,7 +56,17 @@ impl TestServer {
         watched: PathBuf,
         script: impl Fn(usize) -> Reply + Send + Sync + 'static,
     ) -> TestServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind test server");
+        TestServer::start_on(0, watched, script)
+    }
+
+    /// Like [`TestServer::start`] on a given loopback port (`0`: any free one), for an app
+    /// that comes up late on the port the watcher was told about.
+    pub fn start_on(
+        port: u16,
+        watched: PathBuf,
+        script: impl Fn(usize) -> Reply + Send + Sync + 'static,
+    ) -> TestServer {
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind test server");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
         let hits = Arc::new(Mutex::new(Vec::new()));
