@@ -16,7 +16,7 @@ use kube::runtime::watcher::{self, Event as WEvent};
 use serde_json::{Value, json};
 
 use kube_support::kubelet::{ConfigKind, FakeKubelet, Trigger};
-use kube_support::{FakeApi, Matcher};
+use kube_support::{FakeApi, Grant, Matcher, Rbac};
 
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -684,4 +684,75 @@ async fn the_fake_kubelet_rewrites_on_a_pod_update_only() {
     );
     drop(kubelet);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn recorded_needs_are_held_against_the_rbac_manifest() {
+    let api = FakeApi::start();
+    api.apply(config_map("a", "1"));
+    let client = api.client().await;
+    let cms: Api<ConfigMap> = Api::all(client.clone());
+    cms.list_metadata(&ListParams::default()).await.unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "app")
+        .get("a")
+        .await
+        .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client, "app");
+    let _ = deployments
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({})))
+        .await;
+    let needs: Vec<_> = api.requests().iter().filter_map(|r| r.rbac()).collect();
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/rbac.yaml");
+    let rbac = Rbac::from_yaml_file(&path, "reload-injector");
+    assert!(rbac.allows(&(
+        "".into(),
+        "configmaps".into(),
+        "watch".into(),
+        Some("x".into())
+    )));
+    let missing = rbac.missing(&needs);
+    assert!(
+        missing.contains(&(
+            "apps".into(),
+            "deployments".into(),
+            "patch".into(),
+            Some("app".into())
+        )),
+        "{missing:?}"
+    );
+    assert!(
+        !missing.iter().any(|(_, r, _, _)| r == "configmaps"),
+        "{missing:?}"
+    );
+    let unused = rbac.unused(&needs);
+    assert!(unused.contains(&Grant {
+        api_group: "".into(),
+        resource: "secrets".into(),
+        verb: "get".into(),
+        namespace: None,
+    }));
+    assert!(
+        !unused
+            .iter()
+            .any(|g| g.resource == "configmaps" && g.verb != "watch"),
+        "{unused:?}"
+    );
+
+    // A Role grants only in its namespace.
+    let role: Vec<Value> = serde_saphyr::from_multiple(
+        "kind: Role\nmetadata: {name: r}\nrules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  verbs: [get]\n",
+    )
+    .unwrap();
+    let rbac = Rbac::from_documents(&role, "reload-injector");
+    let need = |ns: &str| {
+        (
+            "coordination.k8s.io".to_owned(),
+            "leases".to_owned(),
+            "get".to_owned(),
+            Some(ns.to_owned()),
+        )
+    };
+    assert!(rbac.allows(&need("reload-injector")));
+    assert!(!rbac.allows(&need("other")));
 }

@@ -22,6 +22,7 @@ pub mod http;
 pub mod kubelet;
 pub mod objects;
 pub mod patch;
+pub mod rbac;
 pub mod record;
 pub mod resources;
 pub mod route;
@@ -42,6 +43,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use faults::Matcher;
+pub use rbac::{Grant, Rbac};
 pub use record::{RbacNeed, Recorded};
 pub use status::ApiError;
 pub use store::{Change, ChangeKind, Stored};
