@@ -43,6 +43,13 @@ async fn next<S: futures_util::Stream + Unpin>(stream: &mut S) -> S::Item {
         .expect("stream not ended")
 }
 
+#[test]
+fn the_server_and_the_kubelet_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<FakeApi>();
+    shareable::<FakeKubelet>();
+}
+
 #[tokio::test]
 async fn try_default_reads_the_kubeconfig_over_plain_http() {
     let api = FakeApi::start();
@@ -524,6 +531,8 @@ async fn faults_fail_delay_and_cut_the_server() {
         .await
         .unwrap()
         .boxed();
+    api.set_unreachable(Duration::from_millis(200));
+    // A second outage while down extends it.
     api.set_unreachable(Duration::from_millis(500));
     let cut = tokio::time::timeout(PATIENCE, watch.next())
         .await
@@ -755,4 +764,55 @@ async fn recorded_needs_are_held_against_the_rbac_manifest() {
     };
     assert!(rbac.allows(&need("reload-injector")));
     assert!(!rbac.allows(&need("other")));
+}
+
+#[tokio::test]
+async fn streaming_lists_and_label_selector_transitions() {
+    let api = FakeApi::start();
+    let pod = |name: &str, sidecar: Option<&str>| {
+        let labels = sidecar.map_or(json!({}), |v| json!({"reload-injector.io/sidecar": v}));
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "app", "labels": labels},
+            "spec": {"containers": []}})
+    };
+    api.apply(pod("with", Some("true")));
+    api.apply(pod("without", None));
+    let pods: Api<Pod> = Api::all(api.client().await);
+    let config = watcher::Config::default()
+        .labels("reload-injector.io/sidecar=true")
+        .streaming_lists();
+    let mut events = watcher::watcher(pods, config).boxed();
+    let mut initial = Vec::new();
+    loop {
+        match next(&mut events).await.unwrap() {
+            WEvent::InitApply(p) => initial.push(p.metadata.name.unwrap()),
+            WEvent::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial, ["with"]);
+    let watch = api
+        .wait_for_request(|r| r.is_watch(), PATIENCE)
+        .expect("one watch");
+    assert_eq!(
+        watch.query_param("sendInitialEvents").as_deref(),
+        Some("true")
+    );
+    assert!(
+        !api.requests()
+            .iter()
+            .any(|r| r.method == "GET" && !r.is_watch()),
+        "a streaming list needs no LIST"
+    );
+    // Losing the label is a DELETED for this watch; gaining it an ADDED.
+    api.apply(pod("with", Some("false")));
+    match next(&mut events).await.unwrap() {
+        WEvent::Delete(p) => assert_eq!(p.metadata.name.as_deref(), Some("with")),
+        other => panic!("expected a delete, got {other:?}"),
+    }
+    api.apply(pod("without", Some("true")));
+    match next(&mut events).await.unwrap() {
+        WEvent::Apply(p) => assert_eq!(p.metadata.name.as_deref(), Some("without")),
+        other => panic!("expected an apply, got {other:?}"),
+    }
 }

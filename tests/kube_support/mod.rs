@@ -55,7 +55,7 @@ pub struct FakeApi {
     state: Arc<State>,
     addr: SocketAddr,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    outage_ack: mpsc::Receiver<()>,
+    outage_ack: std::sync::Mutex<mpsc::Receiver<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -86,7 +86,7 @@ impl FakeApi {
             state,
             addr,
             shutdown: Some(shutdown),
-            outage_ack,
+            outage_ack: std::sync::Mutex::new(outage_ack),
             thread: Some(thread),
         }
     }
@@ -298,13 +298,13 @@ impl FakeApi {
     /// accepts again on the same port after `for_how_long`. Returns once the listener is
     /// closed.
     pub fn set_unreachable(&self, for_how_long: Duration) {
-        while self.outage_ack.try_recv().is_ok() {}
+        let acks = lock(&self.outage_ack);
+        while acks.try_recv().is_ok() {}
         self.state.net.send_modify(|net: &mut Net| {
             net.epoch += 1;
             net.down_until = Some(Instant::now() + for_how_long);
         });
-        self.outage_ack
-            .recv_timeout(Duration::from_secs(5))
+        acks.recv_timeout(Duration::from_secs(5))
             .expect("the fake API closes its listener");
     }
 
