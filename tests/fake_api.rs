@@ -816,3 +816,48 @@ async fn streaming_lists_and_label_selector_transitions() {
         other => panic!("expected an apply, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn kube_runtime_event_recorder_creates_then_patches_a_series() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::events::{Event as Note, EventType, Recorder, Reporter};
+    let api = FakeApi::start();
+    let reporter = Reporter {
+        controller: "reload-injector".into(),
+        instance: Some("pod-0".into()),
+    };
+    let recorder = Recorder::new(api.client().await, reporter);
+    let reference = ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some("Deployment".into()),
+        name: Some("web".into()),
+        namespace: Some("app".into()),
+        uid: Some("u".into()),
+        ..ObjectReference::default()
+    };
+    let note = Note {
+        type_: EventType::Normal,
+        reason: "ConfigChanged".into(),
+        note: Some("reload-injector: ConfigMap app/conf key changed".into()),
+        action: "Rollout".into(),
+        secondary: None,
+    };
+    recorder.publish(&note, &reference).await.expect("create");
+    recorder
+        .publish(&note, &reference)
+        .await
+        .expect("patch the series");
+    let events = api.list("events.events.k8s.io");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "ConfigChanged");
+    let needs: BTreeSet<_> = api.requests().iter().filter_map(|r| r.rbac()).collect();
+    let need = |verb: &str| {
+        (
+            "events.k8s.io".to_owned(),
+            "events".to_owned(),
+            verb.to_owned(),
+            Some("app".to_owned()),
+        )
+    };
+    assert_eq!(needs, BTreeSet::from([need("create"), need("patch")]));
+}
