@@ -324,6 +324,16 @@ async fn metadata_only_lists_and_watches() {
     );
     assert!(!raw.contains("\"data\""), "{raw}");
     assert!(raw.contains("\"kind\":\"PartialObjectMetadata\""), "{raw}");
+    let raw = reqwest_like_get(
+        &api,
+        "/api/v1/namespaces/app/configmaps?watch=1&timeoutSeconds=1",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    );
+    assert!(raw.contains("\"type\":\"ADDED\""), "{raw}");
+    assert!(
+        raw.contains("PartialObjectMetadata") && !raw.contains("small"),
+        "{raw}"
+    );
 }
 
 /// A plain HTTP GET with an Accept header, returning the body.
