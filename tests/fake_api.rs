@@ -871,3 +871,63 @@ async fn kube_runtime_event_recorder_creates_then_patches_a_series() {
     };
     assert_eq!(needs, BTreeSet::from([need("create"), need("patch")]));
 }
+
+#[test]
+fn the_store_keeps_snapshots_until_compacted_and_trims_its_history() {
+    use kube_support::resources;
+    use kube_support::store::Store;
+    let configmaps = resources::by_name("configmaps").unwrap();
+    let object = |value: &str| {
+        json!({"metadata": {"name": "a", "namespace": "app"}, "data": {"k": value}})
+            .as_object()
+            .unwrap()
+            .clone()
+    };
+    let mut store = Store::new(3);
+    let first = store
+        .put(configmaps, "app", "a", object("1"), Instant::now())
+        .rv;
+    let second = store
+        .put(configmaps, "app", "a", object("2"), Instant::now())
+        .rv;
+    let read = |store: &Store, at: u64| {
+        store
+            .list(configmaps, Some("app"), at, None, None, &|_| true)
+            .map(|(items, _)| {
+                items
+                    .iter()
+                    .map(|s| s.value()["data"]["k"].clone())
+                    .collect::<Vec<_>>()
+            })
+    };
+    assert_eq!(read(&store, first).unwrap(), [json!("1")]);
+    assert_eq!(read(&store, second).unwrap(), [json!("2")]);
+    store
+        .delete(configmaps, "app", "a", Instant::now())
+        .unwrap();
+    assert!(read(&store, store.revision()).unwrap().is_empty());
+    assert_eq!(
+        read(&store, second).unwrap(),
+        [json!("2")],
+        "a deleted object stays in old snapshots"
+    );
+    assert_eq!(store.changes_after(first, 10).unwrap().len(), 2);
+    // Past the history limit, the oldest changes go and reading them is Expired.
+    for i in 0..5 {
+        store.put(
+            configmaps,
+            "app",
+            &format!("n{i}"),
+            object("x"),
+            Instant::now(),
+        );
+    }
+    assert!(store.changes_after(first, 10).is_err());
+    assert!(read(&store, first).is_err());
+    let latest = store.revision();
+    assert!(store.changes_after(latest - 3, 10).unwrap().len() == 3);
+    store.compact();
+    assert!(store.changes_after(latest - 1, 10).is_err());
+    assert_eq!(store.changes_after(latest, 10).unwrap().len(), 0);
+    assert_eq!(read(&store, latest).unwrap().len(), 5);
+}
