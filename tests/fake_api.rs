@@ -931,3 +931,29 @@ fn the_store_keeps_snapshots_until_compacted_and_trims_its_history() {
     assert_eq!(store.changes_after(latest, 10).unwrap().len(), 0);
     assert_eq!(read(&store, latest).unwrap().len(), 5);
 }
+
+#[tokio::test]
+async fn server_side_apply_creates_then_merges() {
+    let api = FakeApi::start();
+    let leases: Api<Lease> = Api::namespaced(api.client().await, "reload-injector");
+    let apply = |holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "reload-injector"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+    };
+    let pp = PatchParams::apply("reload-injector").force();
+    let created = leases
+        .patch("reload-injector", &pp, &Patch::Apply(apply("a")))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.unwrap().holder_identity.as_deref(), Some("a"));
+    let updated = leases
+        .patch("reload-injector", &pp, &Patch::Apply(apply("b")))
+        .await
+        .unwrap();
+    assert_eq!(updated.spec.unwrap().holder_identity.as_deref(), Some("b"));
+    assert_eq!(
+        api.requests().iter().map(|r| r.status).collect::<Vec<_>>(),
+        [201, 200]
+    );
+}

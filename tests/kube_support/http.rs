@@ -14,7 +14,7 @@ use hyper::{Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::faults::RequestFacts;
-use super::patch::PatchKind;
+use super::patch::{self, PatchKind};
 use super::record::Recorded;
 use super::resources::Resource;
 use super::route::{self, Route};
@@ -176,6 +176,22 @@ async fn dispatch(
                 }
                 "PATCH" => {
                     let kind = PatchKind::from_content_type(&request.content_type)?;
+                    if kind == PatchKind::Apply {
+                        if manager.is_none() {
+                            return Err(ApiError::with_code(
+                                422,
+                                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                            ));
+                        }
+                        let exists = state.store().get(resource, &ns, &name).is_some();
+                        if !exists {
+                            let mut config = patch::apply_config(&request.body)?;
+                            config["metadata"]["name"] = json!(name);
+                            let created =
+                                state.create(resource, &ns, config, manager.as_deref())?;
+                            return Ok(object_response(201, &created, request));
+                        }
+                    }
                     state.patch(
                         resource,
                         &ns,

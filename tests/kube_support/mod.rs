@@ -14,7 +14,8 @@
 //! `resourceVersion`), patch (merge, JSON, strategic as merge), delete; injected faults and
 //! outages; a record of every request with the RBAC permission it needs. Like the API
 //! server, an update that changes nothing writes nothing (no new revision, no watch event).
-//! Not done: namespace existence checks, server-side apply, subresources, defaulting.
+//! Server-side apply is approximated as create-or-merge (no field ownership). Not done:
+//! namespace existence checks, subresources, defaulting.
 #![allow(dead_code, unused_imports)]
 
 pub mod faults;
