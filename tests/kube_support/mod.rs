@@ -2,10 +2,10 @@
 //! `reload-injector serve` binary talks to it through a kubeconfig over real HTTP.
 //!
 //! Crates evaluated first: `kube-fake-client` (an in-memory `kube::Client` modelled on
-//! controller-runtime's fake client) and `kubernetes-mock` (scripted expectations over
-//! `tower-test`) both fake the client inside the test process; neither serves HTTP, so a
-//! separate binary cannot use them, and neither does watch bookmarks, 410 Gone, paginated
-//! snapshots or fault injection. So this module serves the API itself.
+//! controller-runtime's fake client, with interceptors) and `kubernetes-mock` (scripted
+//! expectations over `tower-test`) both fake the client inside the test process. Neither
+//! serves HTTP, so the separate `serve` process cannot talk to them; this module serves the
+//! API itself, over a real socket.
 //!
 //! What it does: namespaces, configmaps, secrets, pods, events (core and events.k8s.io),
 //! deployments, statefulsets, daemonsets, replicasets, cronjobs, jobs and leases, at the
