@@ -16,11 +16,12 @@
 //! server, an update that changes nothing writes nothing (no new revision, no watch event).
 //! Server-side apply is approximated as create-or-merge (no field ownership). Not done:
 //! namespace existence checks, subresources, defaulting.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code)]
 
 pub mod faults;
 pub mod http;
 pub mod kubelet;
+pub mod list;
 pub mod objects;
 pub mod patch;
 pub mod rbac;
@@ -43,10 +44,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[allow(unused_imports)]
 pub use faults::Matcher;
+#[allow(unused_imports)]
 pub use rbac::{Grant, Rbac};
+#[allow(unused_imports)]
 pub use record::{RbacNeed, Recorded};
+#[allow(unused_imports)]
 pub use status::ApiError;
+#[allow(unused_imports)]
 pub use store::{Change, ChangeKind, Stored};
 
 use state::{Net, State, lock};
