@@ -957,3 +957,45 @@ async fn server_side_apply_creates_then_merges() {
         [201, 200]
     );
 }
+
+#[test]
+fn selectors_label_forms() {
+    let meta = json!({"labels": {"a": "1", "b": "2"}});
+    for (text, expected) in [
+        ("a=1", true),
+        ("a==1", true),
+        ("a!=1", false),
+        ("a", true),
+        ("!a", false),
+        ("!c", true),
+        ("a=1,b=2", true),
+        ("a=1,b=3", false),
+        ("a in (1,3)", true),
+        ("a notin (1,3)", false),
+        ("c notin (1)", true),
+        ("", true),
+    ] {
+        assert_eq!(
+            kube_support::selectors::LabelSelector::parse(text)
+                .unwrap()
+                .matches(&meta),
+            expected,
+            "{text}"
+        );
+    }
+    assert!(kube_support::selectors::LabelSelector::parse("a in 1").is_err());
+}
+
+#[test]
+fn selectors_field_forms() {
+    let s = kube_support::selectors::FieldSelector::parse("metadata.name=x,metadata.namespace!=y")
+        .unwrap();
+    assert!(s.matches("z", "x"));
+    assert!(!s.matches("y", "x"));
+    assert_eq!(
+        kube_support::selectors::FieldSelector::parse("spec.nodeName=n"),
+        Err(kube_support::selectors::SelectorError::UnsupportedField(
+            "spec.nodeName".into()
+        ))
+    );
+}
