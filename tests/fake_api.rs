@@ -16,7 +16,7 @@ use kube::runtime::watcher::{self, Event as WEvent};
 use serde_json::{Value, json};
 
 use kube_support::kubelet::{ConfigKind, FakeKubelet, Trigger};
-use kube_support::{FakeApi, Matcher};
+use kube_support::{FakeApi, Grant, Matcher, Rbac};
 
 const PATIENCE: Duration = Duration::from_secs(10);
 
@@ -41,6 +41,13 @@ async fn next<S: futures_util::Stream + Unpin>(stream: &mut S) -> S::Item {
         .await
         .expect("stream item within the patience")
         .expect("stream not ended")
+}
+
+#[test]
+fn the_server_and_the_kubelet_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<FakeApi>();
+    shareable::<FakeKubelet>();
 }
 
 #[tokio::test]
@@ -317,6 +324,16 @@ async fn metadata_only_lists_and_watches() {
     );
     assert!(!raw.contains("\"data\""), "{raw}");
     assert!(raw.contains("\"kind\":\"PartialObjectMetadata\""), "{raw}");
+    let raw = reqwest_like_get(
+        &api,
+        "/api/v1/namespaces/app/configmaps?watch=1&timeoutSeconds=1",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    );
+    assert!(raw.contains("\"type\":\"ADDED\""), "{raw}");
+    assert!(
+        raw.contains("PartialObjectMetadata") && !raw.contains("small"),
+        "{raw}"
+    );
 }
 
 /// A plain HTTP GET with an Accept header, returning the body.
@@ -524,6 +541,8 @@ async fn faults_fail_delay_and_cut_the_server() {
         .await
         .unwrap()
         .boxed();
+    api.set_unreachable(Duration::from_millis(200));
+    // A second outage while down extends it.
     api.set_unreachable(Duration::from_millis(500));
     let cut = tokio::time::timeout(PATIENCE, watch.next())
         .await
@@ -684,4 +703,299 @@ async fn the_fake_kubelet_rewrites_on_a_pod_update_only() {
     );
     drop(kubelet);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn recorded_needs_are_held_against_the_rbac_manifest() {
+    let api = FakeApi::start();
+    api.apply(config_map("a", "1"));
+    let client = api.client().await;
+    let cms: Api<ConfigMap> = Api::all(client.clone());
+    cms.list_metadata(&ListParams::default()).await.unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "app")
+        .get("a")
+        .await
+        .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client, "app");
+    let _ = deployments
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({})))
+        .await;
+    let needs: Vec<_> = api.requests().iter().filter_map(|r| r.rbac()).collect();
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/rbac.yaml");
+    let rbac = Rbac::from_yaml_file(&path, "reload-injector");
+    assert!(rbac.allows(&(
+        "".into(),
+        "configmaps".into(),
+        "watch".into(),
+        Some("x".into())
+    )));
+    let missing = rbac.missing(&needs);
+    assert!(
+        missing.contains(&(
+            "apps".into(),
+            "deployments".into(),
+            "patch".into(),
+            Some("app".into())
+        )),
+        "{missing:?}"
+    );
+    assert!(
+        !missing.iter().any(|(_, r, _, _)| r == "configmaps"),
+        "{missing:?}"
+    );
+    let unused = rbac.unused(&needs);
+    assert!(unused.contains(&Grant {
+        api_group: "".into(),
+        resource: "secrets".into(),
+        verb: "get".into(),
+        namespace: None,
+    }));
+    assert!(
+        !unused
+            .iter()
+            .any(|g| g.resource == "configmaps" && g.verb != "watch"),
+        "{unused:?}"
+    );
+
+    // A Role grants only in its namespace.
+    let role: Vec<Value> = serde_saphyr::from_multiple(
+        "kind: Role\nmetadata: {name: r}\nrules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  verbs: [get]\n",
+    )
+    .unwrap();
+    let rbac = Rbac::from_documents(&role, "reload-injector");
+    let need = |ns: &str| {
+        (
+            "coordination.k8s.io".to_owned(),
+            "leases".to_owned(),
+            "get".to_owned(),
+            Some(ns.to_owned()),
+        )
+    };
+    assert!(rbac.allows(&need("reload-injector")));
+    assert!(!rbac.allows(&need("other")));
+}
+
+#[tokio::test]
+async fn streaming_lists_and_label_selector_transitions() {
+    let api = FakeApi::start();
+    let pod = |name: &str, sidecar: Option<&str>| {
+        let labels = sidecar.map_or(json!({}), |v| json!({"reload-injector.io/sidecar": v}));
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "app", "labels": labels},
+            "spec": {"containers": []}})
+    };
+    api.apply(pod("with", Some("true")));
+    api.apply(pod("without", None));
+    let pods: Api<Pod> = Api::all(api.client().await);
+    let config = watcher::Config::default()
+        .labels("reload-injector.io/sidecar=true")
+        .streaming_lists();
+    let mut events = watcher::watcher(pods, config).boxed();
+    let mut initial = Vec::new();
+    loop {
+        match next(&mut events).await.unwrap() {
+            WEvent::InitApply(p) => initial.push(p.metadata.name.unwrap()),
+            WEvent::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial, ["with"]);
+    let watch = api
+        .wait_for_request(|r| r.is_watch(), PATIENCE)
+        .expect("one watch");
+    assert_eq!(
+        watch.query_param("sendInitialEvents").as_deref(),
+        Some("true")
+    );
+    assert!(
+        !api.requests()
+            .iter()
+            .any(|r| r.method == "GET" && !r.is_watch()),
+        "a streaming list needs no LIST"
+    );
+    // Losing the label is a DELETED for this watch; gaining it an ADDED.
+    api.apply(pod("with", Some("false")));
+    match next(&mut events).await.unwrap() {
+        WEvent::Delete(p) => assert_eq!(p.metadata.name.as_deref(), Some("with")),
+        other => panic!("expected a delete, got {other:?}"),
+    }
+    api.apply(pod("without", Some("true")));
+    match next(&mut events).await.unwrap() {
+        WEvent::Apply(p) => assert_eq!(p.metadata.name.as_deref(), Some("without")),
+        other => panic!("expected an apply, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn kube_runtime_event_recorder_creates_then_patches_a_series() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use kube::runtime::events::{Event as Note, EventType, Recorder, Reporter};
+    let api = FakeApi::start();
+    let reporter = Reporter {
+        controller: "reload-injector".into(),
+        instance: Some("pod-0".into()),
+    };
+    let recorder = Recorder::new(api.client().await, reporter);
+    let reference = ObjectReference {
+        api_version: Some("apps/v1".into()),
+        kind: Some("Deployment".into()),
+        name: Some("web".into()),
+        namespace: Some("app".into()),
+        uid: Some("u".into()),
+        ..ObjectReference::default()
+    };
+    let note = Note {
+        type_: EventType::Normal,
+        reason: "ConfigChanged".into(),
+        note: Some("reload-injector: ConfigMap app/conf key changed".into()),
+        action: "Rollout".into(),
+        secondary: None,
+    };
+    recorder.publish(&note, &reference).await.expect("create");
+    recorder
+        .publish(&note, &reference)
+        .await
+        .expect("patch the series");
+    let events = api.list("events.events.k8s.io");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "ConfigChanged");
+    let needs: BTreeSet<_> = api.requests().iter().filter_map(|r| r.rbac()).collect();
+    let need = |verb: &str| {
+        (
+            "events.k8s.io".to_owned(),
+            "events".to_owned(),
+            verb.to_owned(),
+            Some("app".to_owned()),
+        )
+    };
+    assert_eq!(needs, BTreeSet::from([need("create"), need("patch")]));
+}
+
+#[test]
+fn the_store_keeps_snapshots_until_compacted_and_trims_its_history() {
+    use kube_support::resources;
+    use kube_support::store::Store;
+    let configmaps = resources::by_name("configmaps").unwrap();
+    let object = |value: &str| {
+        json!({"metadata": {"name": "a", "namespace": "app"}, "data": {"k": value}})
+            .as_object()
+            .unwrap()
+            .clone()
+    };
+    let mut store = Store::new(3);
+    let first = store
+        .put(configmaps, "app", "a", object("1"), Instant::now())
+        .rv;
+    let second = store
+        .put(configmaps, "app", "a", object("2"), Instant::now())
+        .rv;
+    let read = |store: &Store, at: u64| {
+        store
+            .list(configmaps, Some("app"), at, None, None, &|_| true)
+            .map(|(items, _)| {
+                items
+                    .iter()
+                    .map(|s| s.value()["data"]["k"].clone())
+                    .collect::<Vec<_>>()
+            })
+    };
+    assert_eq!(read(&store, first).unwrap(), [json!("1")]);
+    assert_eq!(read(&store, second).unwrap(), [json!("2")]);
+    store
+        .delete(configmaps, "app", "a", Instant::now())
+        .unwrap();
+    assert!(read(&store, store.revision()).unwrap().is_empty());
+    assert_eq!(
+        read(&store, second).unwrap(),
+        [json!("2")],
+        "a deleted object stays in old snapshots"
+    );
+    assert_eq!(store.changes_after(first, 10).unwrap().len(), 2);
+    // Past the history limit, the oldest changes go and reading them is Expired.
+    for i in 0..5 {
+        store.put(
+            configmaps,
+            "app",
+            &format!("n{i}"),
+            object("x"),
+            Instant::now(),
+        );
+    }
+    assert!(store.changes_after(first, 10).is_err());
+    assert!(read(&store, first).is_err());
+    let latest = store.revision();
+    assert!(store.changes_after(latest - 3, 10).unwrap().len() == 3);
+    store.compact();
+    assert!(store.changes_after(latest - 1, 10).is_err());
+    assert_eq!(store.changes_after(latest, 10).unwrap().len(), 0);
+    assert_eq!(read(&store, latest).unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn server_side_apply_creates_then_merges() {
+    let api = FakeApi::start();
+    let leases: Api<Lease> = Api::namespaced(api.client().await, "reload-injector");
+    let apply = |holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "reload-injector"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+    };
+    let pp = PatchParams::apply("reload-injector").force();
+    let created = leases
+        .patch("reload-injector", &pp, &Patch::Apply(apply("a")))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.unwrap().holder_identity.as_deref(), Some("a"));
+    let updated = leases
+        .patch("reload-injector", &pp, &Patch::Apply(apply("b")))
+        .await
+        .unwrap();
+    assert_eq!(updated.spec.unwrap().holder_identity.as_deref(), Some("b"));
+    assert_eq!(
+        api.requests().iter().map(|r| r.status).collect::<Vec<_>>(),
+        [201, 200]
+    );
+}
+
+#[test]
+fn selectors_label_forms() {
+    let meta = json!({"labels": {"a": "1", "b": "2"}});
+    for (text, expected) in [
+        ("a=1", true),
+        ("a==1", true),
+        ("a!=1", false),
+        ("a", true),
+        ("!a", false),
+        ("!c", true),
+        ("a=1,b=2", true),
+        ("a=1,b=3", false),
+        ("a in (1,3)", true),
+        ("a notin (1,3)", false),
+        ("c notin (1)", true),
+        ("", true),
+    ] {
+        assert_eq!(
+            kube_support::selectors::LabelSelector::parse(text)
+                .unwrap()
+                .matches(&meta),
+            expected,
+            "{text}"
+        );
+    }
+    assert!(kube_support::selectors::LabelSelector::parse("a in 1").is_err());
+}
+
+#[test]
+fn selectors_field_forms() {
+    let s = kube_support::selectors::FieldSelector::parse("metadata.name=x,metadata.namespace!=y")
+        .unwrap();
+    assert!(s.matches("z", "x"));
+    assert!(!s.matches("y", "x"));
+    assert_eq!(
+        kube_support::selectors::FieldSelector::parse("spec.nodeName=n"),
+        Err(kube_support::selectors::SelectorError::UnsupportedField(
+            "spec.nodeName".into()
+        ))
+    );
 }

@@ -5,7 +5,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
@@ -14,7 +13,8 @@ use hyper::{Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::faults::RequestFacts;
-use super::patch::PatchKind;
+use super::list;
+use super::patch::{self, PatchKind};
 use super::record::Recorded;
 use super::resources::Resource;
 use super::route::{self, Route};
@@ -27,11 +27,12 @@ use super::watch::{self, Start, WatchSpec};
 /// The response body type.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
-const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+pub(super) const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 /// Everything a handler needs from the request.
-struct Req {
+pub(super) struct Req {
     method: String,
     query: String,
     content_type: String,
@@ -40,11 +41,11 @@ struct Req {
 }
 
 impl Req {
-    fn param(&self, name: &str) -> Option<String> {
+    pub(super) fn param(&self, name: &str) -> Option<String> {
         route::query_param(&self.query, name).filter(|v| !v.is_empty())
     }
 
-    fn metadata_only(&self) -> bool {
+    pub(super) fn metadata_only(&self) -> bool {
         self.accept.contains("as=PartialObjectMetadata")
     }
 
@@ -139,7 +140,7 @@ async fn dispatch(
             if route::is_watch(&request.query) {
                 start_watch(state, resource, namespace, request)
             } else {
-                list(state, resource, namespace.as_deref(), request)
+                list::list(state, resource, namespace.as_deref(), request)
             }
         }
         (
@@ -176,6 +177,22 @@ async fn dispatch(
                 }
                 "PATCH" => {
                     let kind = PatchKind::from_content_type(&request.content_type)?;
+                    if kind == PatchKind::Apply {
+                        if manager.is_none() {
+                            return Err(ApiError::with_code(
+                                422,
+                                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                            ));
+                        }
+                        let exists = state.store().get(resource, &ns, &name).is_some();
+                        if !exists {
+                            let mut config = patch::apply_config(&request.body)?;
+                            config["metadata"]["name"] = json!(name);
+                            let created =
+                                state.create(resource, &ns, config, manager.as_deref())?;
+                            return Ok(object_response(201, &created, request));
+                        }
+                    }
                     state.patch(
                         resource,
                         &ns,
@@ -192,113 +209,6 @@ async fn dispatch(
         }
         _ => Err(ApiError::method_not_allowed()),
     }
-}
-
-fn list(
-    state: &State,
-    resource: &'static Resource,
-    namespace: Option<&str>,
-    request: &Req,
-) -> Result<Response<Body>, ApiError> {
-    let labels = LabelSelector::parse(&request.param("labelSelector").unwrap_or_default())
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let fields = FieldSelector::parse(&request.param("fieldSelector").unwrap_or_default())
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let limit = match request.param("limit") {
-        Some(text) => Some(
-            text.parse::<usize>()
-                .map_err(|_| ApiError::bad_request(format!("invalid limit {text:?}")))?,
-        )
-        .filter(|l| *l > 0),
-        None => None,
-    };
-    let requested_rv = request.param("resourceVersion");
-    let store = state.store();
-    let (at, start_after) = match request.param("continue") {
-        Some(token) => {
-            if requested_rv.as_deref().is_some_and(|rv| rv != "0") {
-                return Err(ApiError::bad_request(
-                    "specifying resource version is not allowed when using continue",
-                ));
-            }
-            let (rv, start) = decode_continue(&token)?;
-            (rv, Some(start))
-        }
-        None => {
-            let current = store.revision();
-            let exact = request.param("resourceVersionMatch").as_deref() == Some("Exact");
-            match requested_rv.as_deref().map(str::parse::<u64>) {
-                None | Some(Ok(0)) => (current, None),
-                Some(Ok(rv)) if rv > current => {
-                    return Err(ApiError::with_code(
-                        504,
-                        format!("Too large resource version: {rv}, current: {current}"),
-                    ));
-                }
-                Some(Ok(rv)) if exact => (rv, None),
-                Some(Ok(_)) => (current, None),
-                Some(Err(_)) => {
-                    return Err(ApiError::bad_request("invalid resourceVersion"));
-                }
-            }
-        }
-    };
-    let keep = |o: &Stored| labels.matches(&o.metadata) && fields.matches(&o.namespace, &o.name);
-    let (items, more) = store
-        .list(resource, namespace, at, start_after.as_deref(), limit, &keep)
-        .map_err(|e| {
-            if request.param("continue").is_some() {
-                ApiError::expired(
-                    "The provided continue parameter is too old to display a consistent list result. \
-                     You can start a new list without the continue parameter.",
-                )
-            } else {
-                ApiError::expired(format!(
-                    "too old resource version: {} ({})",
-                    e.requested,
-                    e.compacted + 1
-                ))
-            }
-        })?;
-    drop(store);
-    let mut metadata = json!({"resourceVersion": at.to_string()});
-    if more && let Some(last) = items.last() {
-        metadata["continue"] = json!(encode_continue(at, &last.key()));
-    }
-    let metadata_only = request.metadata_only();
-    let (api_version, kind, content_type) = if metadata_only {
-        (
-            "meta.k8s.io/v1".to_owned(),
-            "PartialObjectMetadataList".to_owned(),
-            METADATA_LIST,
-        )
-    } else {
-        (
-            resource.api_version(),
-            format!("{}List", resource.kind),
-            "application/json",
-        )
-    };
-    let total: usize = items.iter().map(|i| i.body.len() + 64).sum();
-    let mut out = Vec::with_capacity(total + 256);
-    out.extend_from_slice(
-        format!(
-            "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{metadata},\"items\":["
-        )
-        .as_bytes(),
-    );
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        if metadata_only {
-            out.extend_from_slice(&item.metadata_json());
-        } else {
-            out.extend_from_slice(&item.body);
-        }
-    }
-    out.extend_from_slice(b"]}");
-    Ok(bytes_response(200, content_type, out))
 }
 
 fn start_watch(
@@ -348,24 +258,7 @@ fn start_watch(
         .expect("valid response"))
 }
 
-fn encode_continue(rv: u64, last_key: &str) -> String {
-    let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{last_key}\u{0}")});
-    base64::engine::general_purpose::STANDARD.encode(token.to_string())
-}
-
-fn decode_continue(token: &str) -> Result<(u64, String), ApiError> {
-    let bad = || ApiError::bad_request(format!("invalid continue token {token:?}"));
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let value: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    let rv = value.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
-    let start = value.get("start").and_then(Value::as_str).ok_or_else(bad)?;
-    let last = start.strip_suffix('\u{0}').ok_or_else(bad)?;
-    Ok((rv, last.to_owned()))
-}
-
-fn object_response(code: u16, object: &Stored, request: &Req) -> Response<Body> {
+pub(super) fn object_response(code: u16, object: &Stored, request: &Req) -> Response<Body> {
     if request.metadata_only() {
         bytes_response(code, METADATA, object.metadata_json())
     } else {
@@ -381,7 +274,7 @@ fn json_response(code: u16, value: &Value) -> Response<Body> {
     )
 }
 
-fn bytes_response(code: u16, content_type: &str, body: Vec<u8>) -> Response<Body> {
+pub(super) fn bytes_response(code: u16, content_type: &str, body: Vec<u8>) -> Response<Body> {
     Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .header(header::CONTENT_TYPE, content_type)

@@ -19,6 +19,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use atomic::AtomicDir;
+#[allow(unused_imports)]
 pub use atomic::read_key;
 
 use super::FakeApi;

@@ -2,10 +2,10 @@
 //! `reload-injector serve` binary talks to it through a kubeconfig over real HTTP.
 //!
 //! Crates evaluated first: `kube-fake-client` (an in-memory `kube::Client` modelled on
-//! controller-runtime's fake client) and `kubernetes-mock` (scripted expectations over
-//! `tower-test`) both fake the client inside the test process; neither serves HTTP, so a
-//! separate binary cannot use them, and neither does watch bookmarks, 410 Gone, paginated
-//! snapshots or fault injection. So this module serves the API itself.
+//! controller-runtime's fake client, with interceptors) and `kubernetes-mock` (scripted
+//! expectations over `tower-test`) both fake the client inside the test process. Neither
+//! serves HTTP, so the separate `serve` process cannot talk to them; this module serves the
+//! API itself, over a real socket.
 //!
 //! What it does: namespaces, configmaps, secrets, pods, events (core and events.k8s.io),
 //! deployments, statefulsets, daemonsets, replicasets, cronjobs, jobs and leases, at the
@@ -14,14 +14,17 @@
 //! `resourceVersion`), patch (merge, JSON, strategic as merge), delete; injected faults and
 //! outages; a record of every request with the RBAC permission it needs. Like the API
 //! server, an update that changes nothing writes nothing (no new revision, no watch event).
-//! Not done: namespace existence checks, server-side apply, subresources, defaulting.
-#![allow(dead_code, unused_imports)]
+//! Server-side apply is approximated as create-or-merge (no field ownership). Not done:
+//! namespace existence checks, subresources, defaulting.
+#![allow(dead_code)]
 
 pub mod faults;
 pub mod http;
 pub mod kubelet;
+pub mod list;
 pub mod objects;
 pub mod patch;
+pub mod rbac;
 pub mod record;
 pub mod resources;
 pub mod route;
@@ -41,9 +44,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[allow(unused_imports)]
 pub use faults::Matcher;
+#[allow(unused_imports)]
+pub use rbac::{Grant, Rbac};
+#[allow(unused_imports)]
 pub use record::{RbacNeed, Recorded};
+#[allow(unused_imports)]
 pub use status::ApiError;
+#[allow(unused_imports)]
 pub use store::{Change, ChangeKind, Stored};
 
 use state::{Net, State, lock};
@@ -53,7 +62,7 @@ pub struct FakeApi {
     state: Arc<State>,
     addr: SocketAddr,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    outage_ack: mpsc::Receiver<()>,
+    outage_ack: std::sync::Mutex<mpsc::Receiver<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -84,7 +93,7 @@ impl FakeApi {
             state,
             addr,
             shutdown: Some(shutdown),
-            outage_ack,
+            outage_ack: std::sync::Mutex::new(outage_ack),
             thread: Some(thread),
         }
     }
@@ -296,13 +305,13 @@ impl FakeApi {
     /// accepts again on the same port after `for_how_long`. Returns once the listener is
     /// closed.
     pub fn set_unreachable(&self, for_how_long: Duration) {
-        while self.outage_ack.try_recv().is_ok() {}
+        let acks = lock(&self.outage_ack);
+        while acks.try_recv().is_ok() {}
         self.state.net.send_modify(|net: &mut Net| {
             net.epoch += 1;
             net.down_until = Some(Instant::now() + for_how_long);
         });
-        self.outage_ack
-            .recv_timeout(Duration::from_secs(5))
+        acks.recv_timeout(Duration::from_secs(5))
             .expect("the fake API closes its listener");
     }
 

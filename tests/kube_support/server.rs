@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -28,14 +28,23 @@ pub async fn serve(
     let mut net = state.net.subscribe();
     loop {
         let Some(active) = &listener else {
-            let until = net.borrow().down_until;
-            if let Some(until) = until {
-                tokio::select! {
-                    () = tokio::time::sleep_until(until.into()) => {}
-                    _ = &mut shutdown => return,
+            let until = net
+                .borrow_and_update()
+                .down_until
+                .unwrap_or_else(Instant::now);
+            tokio::select! {
+                () = tokio::time::sleep_until(until.into()) => {
+                    listener = Some(rebind(addr).await);
                 }
+                changed = net.changed() => {
+                    // Another outage while down: it replaces the end of this one.
+                    if changed.is_err() {
+                        return;
+                    }
+                    let _ = outage_ack.send(());
+                }
+                _ = &mut shutdown => return,
             }
-            listener = Some(rebind(addr).await);
             continue;
         };
         tokio::select! {

@@ -189,7 +189,7 @@ impl Store {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
         let metadata = metadata.clone();
-        let body = Bytes::from(serde_json::to_vec(&object).expect("object serializes"));
+        let body = compact_bytes(serde_json::to_vec(&object).expect("object serializes"));
         let stored = Arc::new(Stored {
             resource,
             namespace: namespace.to_owned(),
@@ -235,7 +235,7 @@ impl Store {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             rv,
-            body: Bytes::from(serde_json::to_vec(&object).expect("object serializes")),
+            body: compact_bytes(serde_json::to_vec(&object).expect("object serializes")),
             metadata,
         });
         self.push_version(resource, namespace, name, rv, None);
@@ -386,6 +386,12 @@ impl Store {
         }
         Ok((items, false))
     }
+}
+
+/// Bytes without the spare capacity serialization leaves (up to half of a big object).
+fn compact_bytes(mut json: Vec<u8>) -> Bytes {
+    json.shrink_to_fit();
+    Bytes::from(json)
 }
 
 /// The version of an object visible at revision `at`.
