@@ -91,7 +91,9 @@ struct Timing {
 }
 
 impl Timing {
+    /// The intervals for `lease_duration`, taken as at least 100 ms so nothing spins.
     fn new(lease_duration: Duration) -> Self {
+        let lease_duration = lease_duration.max(Duration::from_millis(100));
         Timing {
             lease_duration,
             renew_interval: lease_duration / 3,
@@ -419,31 +421,43 @@ impl Elector {
 
     /// Hands the Lease over if the last record read or written names this process.
     async fn release(&mut self) {
-        let View::Seen(seen) = &self.view else {
-            return;
-        };
-        let Some(spec) = &seen.lease.spec else {
-            return;
-        };
-        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
-            return;
-        }
-        let lease = Lease {
-            metadata: seen.lease.metadata.clone(),
-            spec: Some(released_spec(spec, Timestamp::now())),
-        };
-        let params = PostParams::default();
-        let call = self.api.replace(&self.config.name, &params, &lease);
-        match self.bounded(call, None).await {
-            Some(Ok(_)) => tracing::info!(lease = %self.lease_name(), "released the Lease"),
-            Some(Err(error)) => tracing::warn!(
+        // A renewal cut short by the shutdown may still have landed: after a conflict, read
+        // once more and release again if the record still names this process.
+        for attempt in 0..2 {
+            let View::Seen(seen) = &self.view else {
+                return;
+            };
+            let Some(spec) = &seen.lease.spec else {
+                return;
+            };
+            if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+                return;
+            }
+            let lease = Lease {
+                metadata: seen.lease.metadata.clone(),
+                spec: Some(released_spec(spec, Timestamp::now())),
+            };
+            let params = PostParams::default();
+            let call = self.api.replace(&self.config.name, &params, &lease);
+            let error = match self.bounded(call, None).await {
+                Some(Ok(_)) => {
+                    tracing::info!(lease = %self.lease_name(), "released the Lease");
+                    return;
+                }
+                Some(Err(kube::Error::Api(status))) if status.is_conflict() && attempt == 0 => {
+                    match self.read().await {
+                        Ok(()) => continue,
+                        Err(error) => error_chain(&error),
+                    }
+                }
+                Some(Err(error)) => error.to_string(),
+                None => "no answer in time".to_owned(),
+            };
+            tracing::warn!(
                 lease = %self.lease_name(), error = %error,
                 "failed to release the Lease; it expires on its own"
-            ),
-            None => tracing::warn!(
-                lease = %self.lease_name(),
-                "failed to release the Lease in time; it expires on its own"
-            ),
+            );
+            return;
         }
     }
 

@@ -723,3 +723,50 @@ async fn a_deleted_lease_is_created_again() {
     assert_eq!(codes.last(), Some(&(Method::POST, 201)));
     me.shutdown().await;
 }
+
+#[test]
+fn a_zero_duration_does_not_spin() {
+    let timing = Timing::new(Duration::ZERO);
+    assert_eq!(timing.lease_duration, Duration::from_millis(100));
+    assert_eq!(timing.retry_interval, Duration::from_millis(25));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_after_a_landed_renewal_reads_again() {
+    let store = shared(None);
+    let me = Running::start(&store, "a");
+    until(secs(1), || me.is_leading()).await;
+    // A renewal the elector no longer knows of (as if cut short by the shutdown) landed.
+    store.lock().unwrap().renew_as(&me.identity);
+    me.shutdown().await;
+    let calls = store.lock().unwrap().calls_from("a");
+    let tail: Vec<_> = calls[calls.len() - 3..]
+        .iter()
+        .map(|c| (c.method.clone(), c.code))
+        .collect();
+    assert_eq!(
+        tail,
+        [(Method::PUT, 409), (Method::GET, 200), (Method::PUT, 200)]
+    );
+    let lease = store.lock().unwrap().lease.clone().unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_taken_by_another_is_left_alone() {
+    let store = shared(None);
+    let me = Running::start(&store, "a");
+    until(secs(1), || me.is_leading()).await;
+    store.lock().unwrap().renew_as("thief");
+    me.shutdown().await;
+    let calls = store.lock().unwrap().calls_from("a");
+    assert_eq!(
+        calls.last().map(|c| (c.method.clone(), c.code)),
+        Some((Method::GET, 200))
+    );
+    let lease = store.lock().unwrap().lease.clone().unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("thief")
+    );
+}
