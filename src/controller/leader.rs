@@ -296,6 +296,13 @@ impl Elector {
     /// The election loop; returns only by being cancelled.
     async fn elect(&mut self) -> std::convert::Infallible {
         loop {
+            // A process that was stalled past its deadline is no longer leader, whatever next.
+            if self
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline)
+            {
+                self.publish(false, "no renewal within the renew deadline");
+            }
             if self.stale
                 && let Err(error) = self.read().await
             {
