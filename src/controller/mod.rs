@@ -2,6 +2,7 @@
 //! admission. Every replica keeps one watch-fed view of the config its opted-in namespaces
 //! consume (reduced to per-key digests); the replica holding the Lease writes.
 
+pub mod leader;
 pub mod reconcile;
 pub mod reduce;
 pub mod store;
