@@ -2,4 +2,6 @@
 //! admission. Every replica keeps one watch-fed view of the config its opted-in namespaces
 //! consume (reduced to per-key digests); the replica holding the Lease writes.
 
+pub mod rate;
 pub mod target;
+pub mod writer;
