@@ -311,6 +311,9 @@ impl Task {
             let Some(entry) = self.entries.get_mut(&target) else {
                 continue;
             };
+            if !matches!(entry.state, State::Ready) {
+                continue;
+            }
             entry.state = State::InFlight { next: None };
             let (client, write, timeout) = (self.client.clone(), entry.write.clone(), self.timeout);
             self.in_flight.spawn(async move {
