@@ -197,6 +197,8 @@ fn jittered(failures: u32) -> Duration {
 #[derive(Debug)]
 enum Sent {
     Written,
+    /// The annotation already holds the value: nothing was sent.
+    Unchanged,
     Conflict(u16),
     Gone,
     /// Retry later; `refused` for a 4xx that no retry of the same request fixes by itself.
@@ -373,6 +375,14 @@ impl Task {
                     self.submit(next);
                 }
             }
+            Sent::Unchanged => {
+                self.entries.remove(&target);
+                tracing::debug!(target = %target, "already holds the value; nothing sent");
+                let _ = self.outcomes.send(Outcome::Written(target, write.desired));
+                if let Some(next) = next {
+                    self.submit(next);
+                }
+            }
             Sent::Conflict(code) => {
                 self.entries.remove(&target);
                 tracing::info!(target = %target, status = code, "the object changed since the view; not written");
@@ -482,7 +492,7 @@ async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> S
     let target = &write.target;
     let patch = annotation_patch(target.kind, write.expected.as_deref(), &write.desired);
     if patch.0.is_empty() {
-        return Sent::Written;
+        return Sent::Unchanged;
     }
     let api: Api<DynamicObject> =
         Api::namespaced_with(client, &target.namespace, &api_resource(target.kind));

@@ -723,3 +723,21 @@ async fn a_failing_event_is_tried_a_few_times_then_given_up() {
         "/apis/apps/v1/namespaces/shop/statefulsets/db"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_write_of_the_value_already_there_sends_nothing() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "web",
+        Some("sha256:a"),
+        "sha256:a",
+    ));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Deployment, "web"), "sha256:a".into())
+    );
+    settle(Duration::from_secs(1)).await;
+    assert!(h.requests().is_empty(), "{:#?}", h.requests());
+    assert!(h.counted.lock().unwrap().is_empty());
+}
