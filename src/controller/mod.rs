@@ -3,8 +3,10 @@
 //! consume (reduced to per-key digests); the replica holding the Lease writes.
 
 pub mod leader;
+pub mod rate;
 pub mod reconcile;
 pub mod reduce;
 pub mod store;
 pub mod target;
 pub mod view;
+pub mod writer;

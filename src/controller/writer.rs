@@ -1,0 +1,565 @@
+//! The writer: sends the reconciler's writes while this replica leads. One JSON patch per write
+//! (guarded by a `test` of the value the view showed), rate limited, several in flight, retried
+//! with backoff until they land, and an Event for each workload rollout.
+
+mod body;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use rand::Rng;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+pub use body::{COMPONENT, REASON, annotation_patch, event};
+
+use super::rate::TokenBucket;
+use super::target::{Target, TargetKind, Write};
+
+/// Most writes in flight at once.
+pub const MAX_IN_FLIGHT: usize = 8;
+/// First retry delay; it doubles per failure up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest retry delay.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How many times an Event create is tried before it is given up (it is a courtesy).
+pub const EVENT_ATTEMPTS: u32 = 3;
+
+/// How the writer sends.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// PATCHes and Event creates per second (`--max-writes-per-second`); burst `max(1, rate)`.
+    pub max_writes_per_second: f64,
+    /// Bound on each API request; a request that takes longer is retried.
+    pub request_timeout: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            max_writes_per_second: 20.0,
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What became of a write, sent back to the reconciler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The annotation now holds this value.
+    Written(Target, String),
+    /// The object changed since the view (409, or the `test` failed: 422): re-evaluate after
+    /// the next watch event.
+    Conflict(Target),
+    /// The object is gone (404): nothing to do.
+    Gone(Target),
+}
+
+/// A metrics callback, called with the kind written.
+pub type Count = Arc<dyn Fn(TargetKind) + Send + Sync>;
+
+/// Callbacks for metrics, so the writer does not depend on the metrics module.
+#[derive(Clone)]
+pub struct Counters {
+    /// A workload's `config-hash` was written (a rollout starts).
+    pub rollout: Count,
+    /// A Pod's `mounted-config-hash` was written (a kubelet refresh).
+    pub pod_refresh: Count,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            rollout: Arc::new(|_| {}),
+            pod_refresh: Arc::new(|_| {}),
+        }
+    }
+}
+
+impl Counters {
+    fn written(&self, kind: TargetKind) {
+        if kind.is_workload() {
+            (self.rollout)(kind)
+        } else {
+            (self.pod_refresh)(kind)
+        }
+    }
+}
+
+/// Why a request failed (logged; the writer retries or reports an [`Outcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API refused or failed the PATCH.
+    #[error("failed to patch {target}")]
+    PatchFailed {
+        /// Where.
+        target: Target,
+        /// The client's error (an API `Status` carries the HTTP code).
+        #[source]
+        source: kube::Error,
+    },
+    /// The PATCH got no answer in time.
+    #[error("failed to patch {target}: no answer within {timeout:?}")]
+    PatchTimedOut {
+        /// Where.
+        target: Target,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// The Event could not be created.
+    #[error("failed to record the Event on {target}")]
+    EventFailed {
+        /// On what.
+        target: Target,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Event create got no answer in time.
+    #[error("failed to record the Event on {target}: no answer within {timeout:?}")]
+    EventTimedOut {
+        /// On what.
+        target: Target,
+        /// The bound.
+        timeout: Duration,
+    },
+}
+
+/// Handle to the writer task. Dropping it stops the task.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    submits: mpsc::UnboundedSender<Write>,
+}
+
+impl Writer {
+    /// Starts the writer task. `leader`: writes are sent only while it is true; when it turns
+    /// false, queued writes are dropped (the next leader recomputes everything from the hashes)
+    /// and nothing new is sent. Must be called inside a tokio runtime.
+    pub fn spawn(
+        client: kube::Client,
+        config: WriterConfig,
+        leader: watch::Receiver<bool>,
+        outcomes: mpsc::UnboundedSender<Outcome>,
+        counters: Counters,
+    ) -> Writer {
+        let (submits, receiver) = mpsc::unbounded_channel();
+        let now = Instant::now().into_std();
+        let task = Task {
+            client,
+            timeout: config.request_timeout,
+            bucket: Arc::new(Mutex::new(TokenBucket::new(
+                config.max_writes_per_second,
+                now,
+            ))),
+            outcomes,
+            counters,
+            entries: HashMap::new(),
+            ready: VecDeque::new(),
+            delayed: BTreeMap::new(),
+            seq: 0,
+            in_flight: JoinSet::new(),
+            events: JoinSet::new(),
+        };
+        tokio::spawn(task.run(receiver, leader));
+        Writer { submits }
+    }
+
+    /// Queues a write. A queued write for the same Target is replaced (latest desired wins, one
+    /// PATCH), keeping its place in the queue; one already in flight is followed by this one.
+    pub fn submit(&self, write: Write) {
+        // A send fails only once the task has stopped, which only dropping the Writer does.
+        let _ = self.submits.send(write);
+    }
+}
+
+/// The retry delay after `failures` failures (at least 1), scaled by `jitter` in `[0.5, 1]`.
+pub fn backoff(failures: u32, jitter: f64) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    let full = FIRST_BACKOFF
+        .saturating_mul(1 << doublings)
+        .min(MAX_BACKOFF);
+    full.mul_f64(jitter.clamp(0.5, 1.0))
+}
+
+fn jittered(failures: u32) -> Duration {
+    backoff(failures, rand::rng().random_range(0.5..=1.0))
+}
+
+/// What became of one PATCH.
+#[derive(Debug)]
+enum Sent {
+    Written,
+    /// The annotation already holds the value: nothing was sent.
+    Unchanged,
+    Conflict(u16),
+    Gone,
+    /// Retry later; `refused` for a 4xx that no retry of the same request fixes by itself.
+    Retry {
+        error: Error,
+        refused: bool,
+    },
+}
+
+enum State {
+    Ready,
+    Delayed,
+    /// Sent; `next` is a newer write that follows once this one is done.
+    InFlight {
+        next: Option<Write>,
+    },
+}
+
+struct Entry {
+    write: Write,
+    failures: u32,
+    state: State,
+}
+
+struct Task {
+    client: kube::Client,
+    timeout: Duration,
+    bucket: Arc<Mutex<TokenBucket>>,
+    outcomes: mpsc::UnboundedSender<Outcome>,
+    counters: Counters,
+    entries: HashMap<Target, Entry>,
+    ready: VecDeque<Target>,
+    delayed: BTreeMap<(Instant, u64), Target>,
+    seq: u64,
+    in_flight: JoinSet<(Target, Sent)>,
+    events: JoinSet<()>,
+}
+
+impl Task {
+    async fn run(
+        mut self,
+        mut submits: mpsc::UnboundedReceiver<Write>,
+        mut leader: watch::Receiver<bool>,
+    ) {
+        let mut leader_open = true;
+        loop {
+            let leading = leader_open && *leader.borrow();
+            let token_at = if leading { self.dispatch() } else { None };
+            let wake = match (token_at, self.delayed.keys().next()) {
+                (Some(a), Some((b, _))) => Some(a.min(*b)),
+                (a, b) => a.or(b.map(|(at, _)| *at)),
+            };
+            tokio::select! {
+                biased;
+                changed = leader.changed(), if leader_open => {
+                    if changed.is_err() {
+                        leader_open = false;
+                    }
+                    if !leader_open || !*leader.borrow() {
+                        self.drop_everything();
+                    }
+                }
+                write = submits.recv() => match write {
+                    Some(write) if leading => self.submit(write),
+                    Some(write) => tracing::debug!(target = %write.target, "not the leader: write not queued"),
+                    None => return,
+                },
+                Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
+                    if let Ok((target, sent)) = done {
+                        self.finish(target, sent);
+                    }
+                }
+                Some(_) = self.events.join_next(), if !self.events.is_empty() => {}
+                () = sleep_until(wake), if wake.is_some() => self.promote(),
+            }
+        }
+    }
+
+    fn submit(&mut self, write: Write) {
+        let Some(entry) = self.entries.get_mut(&write.target) else {
+            self.ready.push_back(write.target.clone());
+            self.entries.insert(
+                write.target.clone(),
+                Entry {
+                    write,
+                    failures: 0,
+                    state: State::Ready,
+                },
+            );
+            return;
+        };
+        match &mut entry.state {
+            State::InFlight { next } => *next = Some(newer(next.take(), write)),
+            State::Ready | State::Delayed => {
+                entry.write = newer(Some(entry.write.clone()), write);
+            }
+        }
+    }
+
+    /// Sends ready writes while tokens and in-flight room allow; returns when the next token
+    /// is due if one is missing.
+    fn dispatch(&mut self) -> Option<Instant> {
+        self.promote();
+        while self.in_flight.len() < MAX_IN_FLIGHT {
+            let target = self.ready.front()?;
+            let now = Instant::now();
+            if let Err(wait) = take(&self.bucket, now) {
+                return Some(now + wait);
+            }
+            let target = target.clone();
+            self.ready.pop_front();
+            let Some(entry) = self.entries.get_mut(&target) else {
+                continue;
+            };
+            if !matches!(entry.state, State::Ready) {
+                continue;
+            }
+            entry.state = State::InFlight { next: None };
+            let (client, write, timeout) = (self.client.clone(), entry.write.clone(), self.timeout);
+            self.in_flight.spawn(async move {
+                (
+                    write.target.clone(),
+                    send_patch(client, &write, timeout).await,
+                )
+            });
+        }
+        None
+    }
+
+    /// Moves retries that are due to the back of the ready queue.
+    fn promote(&mut self) {
+        let now = Instant::now();
+        while let Some(entry) = self.delayed.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let target = entry.remove();
+            if let Some(entry) = self.entries.get_mut(&target) {
+                entry.state = State::Ready;
+                self.ready.push_back(target);
+            }
+        }
+    }
+
+    fn finish(&mut self, target: Target, sent: Sent) {
+        let Some(entry) = self.entries.get_mut(&target) else {
+            return;
+        };
+        let State::InFlight { next } = std::mem::replace(&mut entry.state, State::Ready) else {
+            return;
+        };
+        let write = entry.write.clone();
+        match sent {
+            Sent::Written => {
+                self.entries.remove(&target);
+                tracing::info!(
+                    target = %target,
+                    from = write.expected.as_deref().unwrap_or("none"),
+                    to = %write.desired,
+                    "wrote {}", target.kind.annotation()
+                );
+                self.counters.written(target.kind);
+                if let Some(message) = &write.event {
+                    let event = event(&write, message, k8s_openapi::jiff::Timestamp::now());
+                    let (client, bucket, timeout) =
+                        (self.client.clone(), self.bucket.clone(), self.timeout);
+                    let target = target.clone();
+                    self.events.spawn(async move {
+                        record_event(client, bucket, timeout, target, event).await
+                    });
+                }
+                let _ = self.outcomes.send(Outcome::Written(target, write.desired));
+                if let Some(next) = next {
+                    self.submit(next);
+                }
+            }
+            Sent::Unchanged => {
+                self.entries.remove(&target);
+                tracing::debug!(target = %target, "already holds the value; nothing sent");
+                let _ = self.outcomes.send(Outcome::Written(target, write.desired));
+                if let Some(next) = next {
+                    self.submit(next);
+                }
+            }
+            Sent::Conflict(code) => {
+                self.entries.remove(&target);
+                tracing::info!(target = %target, status = code, "the object changed since the view; not written");
+                let _ = self.outcomes.send(Outcome::Conflict(target));
+                if let Some(next) = next {
+                    self.submit(next);
+                }
+            }
+            Sent::Gone => {
+                self.entries.remove(&target);
+                tracing::info!(target = %target, "the object is gone; not written");
+                let _ = self.outcomes.send(Outcome::Gone(target));
+            }
+            Sent::Retry { error, refused } => {
+                entry.failures += 1;
+                if let Some(next) = next {
+                    entry.write = newer(Some(write), next);
+                }
+                let delay = jittered(entry.failures);
+                let error = error_chain(&error);
+                if refused {
+                    tracing::error!(target = %target, retry_in = ?delay, "{error}");
+                } else {
+                    tracing::warn!(target = %target, retry_in = ?delay, "{error}");
+                }
+                self.seq += 1;
+                let key = (Instant::now() + delay, self.seq);
+                entry.state = State::Delayed;
+                self.delayed.insert(key, target);
+            }
+        }
+    }
+
+    fn drop_everything(&mut self) {
+        if !self.entries.is_empty() {
+            tracing::info!(
+                dropped = self.entries.len(),
+                "no longer the leader: queued writes dropped"
+            );
+        }
+        self.entries.clear();
+        self.ready.clear();
+        self.delayed.clear();
+        self.in_flight.abort_all();
+        self.in_flight.detach_all();
+        self.events.abort_all();
+        self.events.detach_all();
+    }
+}
+
+/// `new`, keeping `old`'s Event message if `new` has none.
+fn newer(old: Option<Write>, mut new: Write) -> Write {
+    if new.event.is_none() {
+        new.event = old.and_then(|old| old.event);
+    }
+    new
+}
+
+fn take(bucket: &Mutex<TokenBucket>, now: Instant) -> Result<(), Duration> {
+    bucket
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take(now.into_std())
+}
+
+async fn acquire(bucket: &Mutex<TokenBucket>) {
+    while let Err(wait) = take(bucket, Instant::now()) {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The error and its sources on one line.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        line.push_str(": ");
+        line.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    line
+}
+
+fn api_resource(kind: TargetKind) -> ApiResource {
+    let (group, version) = match kind.api_version().split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", kind.api_version()),
+    };
+    let plural = match kind {
+        TargetKind::Deployment => "deployments",
+        TargetKind::StatefulSet => "statefulsets",
+        TargetKind::DaemonSet => "daemonsets",
+        TargetKind::CronJob => "cronjobs",
+        TargetKind::Pod => "pods",
+    };
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind.kind()), plural)
+}
+
+async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> Sent {
+    let target = &write.target;
+    let patch = annotation_patch(target.kind, write.expected.as_deref(), &write.desired);
+    if patch.0.is_empty() {
+        return Sent::Unchanged;
+    }
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client, &target.namespace, &api_resource(target.kind));
+    let params = PatchParams {
+        field_manager: Some(COMPONENT.to_owned()),
+        ..PatchParams::default()
+    };
+    let patch = Patch::<()>::Json(patch);
+    match tokio::time::timeout(timeout, api.patch(&target.name, &params, &patch)).await {
+        Ok(Ok(_)) => Sent::Written,
+        Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
+            Sent::Conflict(status.code)
+        }
+        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Sent::Gone,
+        Ok(Err(source)) => {
+            let refused = match &source {
+                kube::Error::Api(status) => (400..500).contains(&status.code) && status.code != 429,
+                _ => false,
+            };
+            Sent::Retry {
+                error: Error::PatchFailed {
+                    target: target.clone(),
+                    source,
+                },
+                refused,
+            }
+        }
+        Err(_) => Sent::Retry {
+            error: Error::PatchTimedOut {
+                target: target.clone(),
+                timeout,
+            },
+            refused: false,
+        },
+    }
+}
+
+async fn record_event(
+    client: kube::Client,
+    bucket: Arc<Mutex<TokenBucket>>,
+    timeout: Duration,
+    target: Target,
+    event: Event,
+) {
+    let api: Api<Event> = Api::namespaced(client, &target.namespace);
+    let mut failures = 0;
+    loop {
+        acquire(&bucket).await;
+        let error =
+            match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {
+                // 409: an earlier attempt created it after all.
+                Ok(Ok(_)) => return,
+                Ok(Err(kube::Error::Api(status))) if status.code == 409 => return,
+                Ok(Err(source)) => Error::EventFailed {
+                    target: target.clone(),
+                    source,
+                },
+                Err(_) => Error::EventTimedOut {
+                    target: target.clone(),
+                    timeout,
+                },
+            };
+        failures += 1;
+        if failures >= EVENT_ATTEMPTS {
+            tracing::warn!(target = %target, attempts = failures, "{}; giving up", error_chain(&error));
+            return;
+        }
+        tokio::time::sleep(jittered(failures)).await;
+    }
+}

@@ -1,0 +1,108 @@
+//! Pure builders for what the writer sends: the JSON patch of one annotation and the Event.
+
+use json_patch::{Patch, PatchOperation, TestOperation};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value};
+
+use crate::controller::target::{TargetKind, Write};
+
+/// The component name on Events and the field manager on patches.
+pub const COMPONENT: &str = "reload-injector";
+/// The Event reason for a rollout.
+pub const REASON: &str = "ConfigChanged";
+
+/// The JSON patch that moves `kind`'s annotation from `expected` to `desired`, diffed from an
+/// edited copy. With `expected`, it starts with a `test` of that value, so it applies only while
+/// the annotation is unchanged. Without, the annotations map must exist (else the API answers 422).
+/// Empty when there is nothing to change.
+pub fn annotation_patch(kind: TargetKind, expected: Option<&str>, desired: &str) -> Patch {
+    let before = skeleton(kind, expected);
+    let mut after = before.clone();
+    if let Some(annotations) = annotations_mut(&mut after, kind) {
+        annotations.insert(kind.annotation().to_owned(), Value::from(desired));
+    }
+    let changes = json_patch::diff(&before, &after);
+    let Some(expected) = expected else {
+        return changes;
+    };
+    let mut ops = Vec::with_capacity(changes.0.len() + 1);
+    if let Some(path) = changes.0.first().map(op_path) {
+        ops.push(PatchOperation::Test(TestOperation {
+            path: path.clone(),
+            value: Value::from(expected),
+        }));
+    }
+    ops.extend(changes.0);
+    Patch(ops)
+}
+
+/// An object holding only the path to `kind`'s metadata and, in it, an annotations map with
+/// `expected` (empty when `None`).
+fn skeleton(kind: TargetKind, expected: Option<&str>) -> Value {
+    let mut annotations = Map::new();
+    if let Some(value) = expected {
+        annotations.insert(kind.annotation().to_owned(), Value::from(value));
+    }
+    let mut node = Value::Object(Map::from_iter([(
+        "annotations".to_owned(),
+        Value::Object(annotations),
+    )]));
+    for key in kind.metadata_path().iter().rev() {
+        node = Value::Object(Map::from_iter([((*key).to_owned(), node)]));
+    }
+    node
+}
+
+fn annotations_mut(object: &mut Value, kind: TargetKind) -> Option<&mut Map<String, Value>> {
+    let mut node = object;
+    for key in kind.metadata_path() {
+        node = node.get_mut(*key)?;
+    }
+    node.get_mut("annotations")?.as_object_mut()
+}
+
+fn op_path(op: &PatchOperation) -> &json_patch::jsonptr::PointerBuf {
+    match op {
+        PatchOperation::Add(op) => &op.path,
+        PatchOperation::Remove(op) => &op.path,
+        PatchOperation::Replace(op) => &op.path,
+        PatchOperation::Move(op) => &op.path,
+        PatchOperation::Copy(op) => &op.path,
+        PatchOperation::Test(op) => &op.path,
+    }
+}
+
+/// The `ConfigChanged` Event recording `write` (with message `message`) at `now`.
+pub fn event(write: &Write, message: &str, now: Timestamp) -> Event {
+    let target = &write.target;
+    let name = format!("{}.{:x}", target.name, now.as_nanosecond());
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(target.namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(target.kind.api_version().to_owned()),
+            kind: Some(target.kind.kind().to_owned()),
+            namespace: Some(target.namespace.clone()),
+            name: Some(target.name.clone()),
+            uid: Some(write.uid.clone()),
+            ..ObjectReference::default()
+        },
+        reason: Some(REASON.to_owned()),
+        message: Some(message.to_owned()),
+        type_: Some("Normal".to_owned()),
+        source: Some(EventSource {
+            component: Some(COMPONENT.to_owned()),
+            host: None,
+        }),
+        reporting_component: Some(COMPONENT.to_owned()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        ..Event::default()
+    }
+}

@@ -1,0 +1,743 @@
+//! The writer against a tower-test mock API: exact requests, outcomes, retries, rate, dedupe
+//! and leadership. Time is paused, so delays are measured on tokio's clock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::*;
+
+/// One request the mock API received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    query: HashMap<String, String>,
+    content_type: String,
+    body: Value,
+    at: Instant,
+}
+
+impl Seen {
+    fn is_patch(&self) -> bool {
+        self.method == "PATCH"
+    }
+}
+
+type Answer = Box<dyn FnMut(&Seen) -> u16 + Send>;
+
+fn status_body(code: u16) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": format!("answered {code}"), "reason": "Test", "code": code})
+}
+
+/// A client whose requests are recorded and answered with the status `answer` picks (on 2xx
+/// the request body, or for a PATCH a minimal object).
+fn mock(mut answer: Answer) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect().await.unwrap().to_bytes();
+            let query = parts
+                .uri
+                .query()
+                .map(form_urlencoded_pairs)
+                .unwrap_or_default();
+            let request = Seen {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_owned(),
+                query,
+                content_type: parts
+                    .headers
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap().to_owned())
+                    .unwrap_or_default(),
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                at: Instant::now(),
+            };
+            let code = answer(&request);
+            let body = if code >= 300 {
+                status_body(code)
+            } else if request.is_patch() {
+                let name = request.path.rsplit('/').next().unwrap();
+                json!({"apiVersion": "v1", "kind": "Object", "metadata": {"name": name}})
+            } else {
+                request.body.clone()
+            };
+            record.lock().unwrap().push(request);
+            let response = Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    (kube::Client::new(service, "default"), seen)
+}
+
+fn form_urlencoded_pairs(query: &str) -> HashMap<String, String> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (key.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+fn always(code: u16) -> Answer {
+    Box::new(move |_| code)
+}
+
+/// PATCHes answered from `codes` in turn (then 200); everything else 201.
+fn patches(codes: &[u16]) -> Answer {
+    let mut codes: VecDeque<u16> = codes.iter().copied().collect();
+    Box::new(move |seen| {
+        if seen.is_patch() {
+            codes.pop_front().unwrap_or(200)
+        } else {
+            201
+        }
+    })
+}
+
+struct Harness {
+    writer: Writer,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    outcomes: mpsc::UnboundedReceiver<Outcome>,
+    leader: watch::Sender<bool>,
+    counted: Arc<Mutex<Vec<(&'static str, TargetKind)>>>,
+}
+
+impl Harness {
+    fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn patches(&self) -> Vec<Seen> {
+        self.requests().into_iter().filter(Seen::is_patch).collect()
+    }
+
+    async fn outcome(&mut self) -> Outcome {
+        tokio::time::timeout(Duration::from_secs(600), self.outcomes.recv())
+            .await
+            .expect("an outcome within 600 s")
+            .expect("the writer is running")
+    }
+}
+
+fn start(answer: Answer, rate: f64, leading: bool) -> Harness {
+    let (client, seen) = mock(answer);
+    let (leader, leader_rx) = watch::channel(leading);
+    let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
+    let counted = Arc::new(Mutex::new(Vec::new()));
+    let (rollouts, refreshes) = (counted.clone(), counted.clone());
+    let counters = Counters {
+        rollout: Arc::new(move |kind| rollouts.lock().unwrap().push(("rollout", kind))),
+        pod_refresh: Arc::new(move |kind| refreshes.lock().unwrap().push(("refresh", kind))),
+    };
+    let config = WriterConfig {
+        max_writes_per_second: rate,
+        request_timeout: Duration::from_secs(5),
+    };
+    let writer = Writer::spawn(client, config, leader_rx, outcomes_tx, counters);
+    Harness {
+        writer,
+        seen,
+        outcomes,
+        leader,
+        counted,
+    }
+}
+
+fn target(kind: TargetKind, name: &str) -> Target {
+    Target {
+        kind,
+        namespace: "shop".into(),
+        name: name.into(),
+    }
+}
+
+fn write(kind: TargetKind, name: &str, expected: Option<&str>, desired: &str) -> Write {
+    let event = kind.is_workload().then(|| {
+        format!("reload-injector: ConfigMap shop/settings changed (keys: upstream); new {desired}")
+    });
+    Write {
+        target: target(kind, name),
+        uid: format!("uid-{name}"),
+        expected: expected.map(str::to_owned),
+        desired: desired.into(),
+        event,
+    }
+}
+
+/// Lets the writer run until nothing is left to do within `span` of paused time.
+async fn settle(span: Duration) {
+    tokio::time::sleep(span).await;
+}
+
+const CONFIG_PATH: &str = "/spec/template/metadata/annotations/reload-injector.io~1config-hash";
+
+#[test]
+fn the_patch_tests_the_expected_value_then_replaces_it() {
+    let patch = annotation_patch(TargetKind::Deployment, Some("sha256:old"), "sha256:new");
+    assert_eq!(
+        serde_json::to_value(&patch).unwrap(),
+        json!([
+            {"op": "test", "path": CONFIG_PATH, "value": "sha256:old"},
+            {"op": "replace", "path": CONFIG_PATH, "value": "sha256:new"},
+        ])
+    );
+}
+
+#[test]
+fn without_expected_the_patch_adds_the_one_annotation() {
+    let patch = annotation_patch(TargetKind::CronJob, None, "sha256:new");
+    assert_eq!(
+        serde_json::to_value(&patch).unwrap(),
+        json!([{"op": "add",
+                "path": "/spec/jobTemplate/spec/template/metadata/annotations/reload-injector.io~1config-hash",
+                "value": "sha256:new"}])
+    );
+}
+
+#[test]
+fn a_pod_patch_targets_its_own_mounted_config_hash() {
+    let patch = annotation_patch(TargetKind::Pod, Some("sha256:a"), "sha256:b");
+    let path = "/metadata/annotations/reload-injector.io~1mounted-config-hash";
+    assert_eq!(
+        serde_json::to_value(&patch).unwrap(),
+        json!([
+            {"op": "test", "path": path, "value": "sha256:a"},
+            {"op": "replace", "path": path, "value": "sha256:b"},
+        ])
+    );
+}
+
+#[test]
+fn the_patch_changes_only_its_annotation_and_fails_on_a_changed_value() {
+    let object = json!({
+        "metadata": {"name": "web", "annotations": {"keep": "me"}},
+        "spec": {"replicas": 3, "template": {
+            "metadata": {"labels": {"app": "web"}, "annotations": {
+                "reload-injector.io/config-hash": "sha256:old", "other": "x"}},
+            "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}
+    });
+    let patch = annotation_patch(TargetKind::Deployment, Some("sha256:old"), "sha256:new");
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &patch).unwrap();
+    let mut expected = object.clone();
+    expected["spec"]["template"]["metadata"]["annotations"]["reload-injector.io/config-hash"] =
+        json!("sha256:new");
+    assert_eq!(patched, expected);
+
+    let stale = annotation_patch(TargetKind::Deployment, Some("sha256:older"), "sha256:new");
+    let mut untouched = object.clone();
+    assert!(json_patch::patch(&mut untouched, &stale).is_err());
+    assert_eq!(untouched, object);
+
+    let added = annotation_patch(TargetKind::Pod, None, "sha256:new");
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &added).unwrap();
+    assert_eq!(
+        patched["metadata"]["annotations"],
+        json!({"keep": "me", "reload-injector.io/mounted-config-hash": "sha256:new"})
+    );
+}
+
+#[test]
+fn an_unchanged_value_makes_an_empty_patch() {
+    assert!(
+        annotation_patch(TargetKind::Pod, Some("sha256:a"), "sha256:a")
+            .0
+            .is_empty()
+    );
+}
+
+#[test]
+fn backoff_doubles_from_200_ms_to_30_s_and_jitter_scales_it() {
+    assert_eq!(backoff(1, 1.0), Duration::from_millis(200));
+    assert_eq!(backoff(2, 1.0), Duration::from_millis(400));
+    assert_eq!(backoff(4, 1.0), Duration::from_millis(1600));
+    assert_eq!(backoff(9, 1.0), Duration::from_secs(30));
+    assert_eq!(backoff(u32::MAX, 1.0), Duration::from_secs(30));
+    assert_eq!(backoff(1, 0.5), Duration::from_millis(100));
+    assert_eq!(backoff(1, 0.0), Duration::from_millis(100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deployment_write_is_one_json_patch_then_one_event() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "web",
+        Some("sha256:old"),
+        "sha256:new",
+    ));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Deployment, "web"), "sha256:new".into())
+    );
+    settle(Duration::from_secs(1)).await;
+    let requests = h.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let patch = &requests[0];
+    assert_eq!(patch.method, "PATCH");
+    assert_eq!(patch.path, "/apis/apps/v1/namespaces/shop/deployments/web");
+    assert_eq!(
+        patch.query.get("fieldManager").map(String::as_str),
+        Some("reload-injector")
+    );
+    assert_eq!(patch.content_type, "application/json-patch+json");
+    assert_eq!(
+        patch.body,
+        json!([
+            {"op": "test", "path": CONFIG_PATH, "value": "sha256:old"},
+            {"op": "replace", "path": CONFIG_PATH, "value": "sha256:new"},
+        ])
+    );
+
+    let event = &requests[1];
+    assert_eq!(event.method, "POST");
+    assert_eq!(event.path, "/api/v1/namespaces/shop/events");
+    let body = &event.body;
+    assert_eq!(
+        body["involvedObject"],
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "shop",
+               "name": "web", "uid": "uid-web"})
+    );
+    assert_eq!(body["reason"], "ConfigChanged");
+    assert_eq!(body["type"], "Normal");
+    assert_eq!(
+        body["message"],
+        "reload-injector: ConfigMap shop/settings changed (keys: upstream); new sha256:new"
+    );
+    assert_eq!(body["source"], json!({"component": "reload-injector"}));
+    assert_eq!(body["reportingComponent"], "reload-injector");
+    assert_eq!(body["count"], 1);
+    assert_eq!(body["metadata"]["namespace"], "shop");
+    let name = body["metadata"]["name"].as_str().unwrap();
+    let suffix = name
+        .strip_prefix("web.")
+        .expect("name is <object>.<hex nanos>");
+    assert!(
+        !suffix.is_empty() && suffix.chars().all(|c| c.is_ascii_hexdigit()),
+        "{name}"
+    );
+    assert!(body["firstTimestamp"].is_string());
+    assert_eq!(body["firstTimestamp"], body["lastTimestamp"]);
+    assert_eq!(
+        *h.counted.lock().unwrap(),
+        vec![("rollout", TargetKind::Deployment)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cronjob_write_patches_the_job_template() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer
+        .submit(write(TargetKind::CronJob, "nightly", None, "sha256:new"));
+    assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    settle(Duration::from_secs(1)).await;
+    let patches = h.patches();
+    assert_eq!(patches.len(), 1);
+    assert_eq!(
+        patches[0].path,
+        "/apis/batch/v1/namespaces/shop/cronjobs/nightly"
+    );
+    assert_eq!(patches[0].content_type, "application/json-patch+json");
+    assert_eq!(
+        patches[0].query.get("fieldManager").map(String::as_str),
+        Some("reload-injector")
+    );
+    assert_eq!(
+        patches[0].body,
+        json!([{"op": "add",
+                "path": "/spec/jobTemplate/spec/template/metadata/annotations/reload-injector.io~1config-hash",
+                "value": "sha256:new"}])
+    );
+    let event = &h.requests()[1];
+    assert_eq!(event.body["involvedObject"]["apiVersion"], "batch/v1");
+    assert_eq!(event.body["involvedObject"]["kind"], "CronJob");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_write_is_one_patch_and_no_event() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Pod,
+        "web-0",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Pod, "web-0"), "sha256:b".into())
+    );
+    settle(Duration::from_secs(1)).await;
+    let requests = h.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(requests[0].path, "/api/v1/namespaces/shop/pods/web-0");
+    assert_eq!(requests[0].content_type, "application/json-patch+json");
+    let path = "/metadata/annotations/reload-injector.io~1mounted-config-hash";
+    assert_eq!(
+        requests[0].body,
+        json!([{"op": "test", "path": path, "value": "sha256:a"},
+               {"op": "replace", "path": path, "value": "sha256:b"}])
+    );
+    assert_eq!(
+        *h.counted.lock().unwrap(),
+        vec![("refresh", TargetKind::Pod)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn conflict_and_failed_test_are_conflicts_without_retry_or_event() {
+    for code in [409, 422] {
+        let mut h = start(always(code), 20.0, true);
+        h.writer.submit(write(
+            TargetKind::Deployment,
+            "web",
+            Some("sha256:old"),
+            "sha256:new",
+        ));
+        assert_eq!(
+            h.outcome().await,
+            Outcome::Conflict(target(TargetKind::Deployment, "web"))
+        );
+        settle(Duration::from_secs(120)).await;
+        assert_eq!(h.requests().len(), 1, "status {code}");
+        assert!(h.counted.lock().unwrap().is_empty());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn not_found_is_gone() {
+    let mut h = start(always(404), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Pod,
+        "web-0",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Gone(target(TargetKind::Pod, "web-0"))
+    );
+    settle(Duration::from_secs(120)).await;
+    assert_eq!(h.requests().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_error_is_retried_after_a_backoff_and_written_once() {
+    let mut h = start(patches(&[500]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "web",
+        Some("sha256:old"),
+        "sha256:new",
+    ));
+    assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    settle(Duration::from_secs(120)).await;
+    assert!(h.outcomes.try_recv().is_err(), "one outcome only");
+    let patches = h.patches();
+    assert_eq!(patches.len(), 2);
+    assert_eq!(patches[0].body, patches[1].body);
+    let gap = patches[1].at - patches[0].at;
+    assert!(
+        (Duration::from_millis(100)..=Duration::from_millis(200)).contains(&gap),
+        "{gap:?}"
+    );
+    let events = h.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(events, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn forbidden_and_throttled_keep_retrying_with_growing_backoff() {
+    let mut h = start(patches(&[403, 429, 503, 400]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Pod,
+        "web-0",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    let patches = h.patches();
+    assert_eq!(patches.len(), 5);
+    for (n, pair) in patches.windows(2).enumerate() {
+        let gap = pair[1].at - pair[0].at;
+        let full = FIRST_BACKOFF * (1 << n);
+        assert!(gap >= full / 2 && gap <= full, "retry {n}: {gap:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_request_times_out_and_is_retried() {
+    let hang_first = Arc::new(Mutex::new(true));
+    let (client, seen) = {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let hang = hang_first.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Some((request, send)) = handle.next_request().await {
+                record.lock().unwrap().push(Instant::now());
+                if std::mem::replace(&mut *hang.lock().unwrap(), false) {
+                    held.push(send);
+                    continue;
+                }
+                let name = request.uri().path().rsplit('/').next().unwrap().to_owned();
+                let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}});
+                send.send_response(
+                    Response::builder()
+                        .status(200)
+                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                        .unwrap(),
+                );
+            }
+        });
+        (kube::Client::new(service, "default"), seen)
+    };
+    let (_leader, leader_rx) = watch::channel(true);
+    let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel();
+    let config = WriterConfig {
+        max_writes_per_second: 20.0,
+        request_timeout: Duration::from_secs(5),
+    };
+    let writer = Writer::spawn(client, config, leader_rx, outcomes_tx, Counters::default());
+    writer.submit(write(
+        TargetKind::Pod,
+        "web-0",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    assert!(matches!(outcomes.recv().await, Some(Outcome::Written(..))));
+    let at = seen.lock().unwrap().clone();
+    assert_eq!(at.len(), 2);
+    assert!(
+        at[1] - at[0] >= Duration::from_millis(5100),
+        "{:?}",
+        at[1] - at[0]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_are_spaced_at_the_configured_rate() {
+    let mut h = start(patches(&[]), 2.0, true);
+    for n in 0..5 {
+        h.writer.submit(write(
+            TargetKind::Pod,
+            &format!("web-{n}"),
+            Some("sha256:a"),
+            "sha256:b",
+        ));
+    }
+    for _ in 0..5 {
+        assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    }
+    let patches = h.patches();
+    let names: Vec<&str> = patches
+        .iter()
+        .map(|p| p.path.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["web-0", "web-1", "web-2", "web-3", "web-4"],
+        "queue order kept"
+    );
+    let start = patches[0].at;
+    let offsets: Vec<Duration> = patches.iter().map(|p| p.at - start).collect();
+    // A burst of 2, then one every 500 ms.
+    let ms = Duration::from_millis;
+    assert!(offsets[1] < ms(5), "{offsets:?}");
+    for (n, offset) in offsets.iter().enumerate().skip(2) {
+        let due = ms(500) * (n as u32 - 1);
+        assert!(*offset >= due && *offset < due + ms(5), "{offsets:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_share_the_rate_limit_with_patches() {
+    let mut h = start(patches(&[]), 1.0, true);
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "a",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "b",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    for _ in 0..2 {
+        assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    }
+    settle(Duration::from_secs(10)).await;
+    let requests = h.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    for pair in requests.windows(2) {
+        assert!(
+            pair[1].at - pair[0].at >= Duration::from_millis(999),
+            "{requests:#?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_queued_writes_for_one_target_become_one_patch_in_its_place() {
+    let mut h = start(patches(&[]), 1.0, true);
+    // `a` takes the only token; the rest wait in the queue.
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    tokio::task::yield_now().await;
+    h.writer
+        .submit(write(TargetKind::Pod, "b", Some("sha256:0"), "sha256:1"));
+    h.writer
+        .submit(write(TargetKind::Pod, "c", Some("sha256:0"), "sha256:1"));
+    h.writer
+        .submit(write(TargetKind::Pod, "b", Some("sha256:0"), "sha256:2"));
+    let mut written = Vec::new();
+    for _ in 0..3 {
+        written.push(h.outcome().await);
+    }
+    settle(Duration::from_secs(10)).await;
+    let patches = h.patches();
+    let names: Vec<&str> = patches
+        .iter()
+        .map(|p| p.path.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(patches[1].body[1]["value"], "sha256:2");
+    assert!(written.contains(&Outcome::Written(
+        target(TargetKind::Pod, "b"),
+        "sha256:2".into()
+    )));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_submitted_while_one_is_in_flight_follows_it() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    tokio::task::yield_now().await;
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:1"), "sha256:2"));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:1".into())
+    );
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:2".into())
+    );
+    assert_eq!(h.patches().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_newer_write_replaces_the_one_waiting_to_retry() {
+    let mut h = start(patches(&[503]), 20.0, true);
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(h.patches().len(), 1);
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:2"));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:2".into())
+    );
+    settle(Duration::from_secs(60)).await;
+    let patches = h.patches();
+    assert_eq!(patches.len(), 2);
+    assert_eq!(patches[1].body[1]["value"], "sha256:2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_sends_nothing_and_keeps_nothing() {
+    let h = start(patches(&[]), 20.0, false);
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    settle(Duration::from_secs(10)).await;
+    h.leader.send(true).unwrap();
+    settle(Duration::from_secs(10)).await;
+    assert!(h.requests().is_empty(), "{:#?}", h.requests());
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_the_lease_drops_the_queue() {
+    let mut h = start(patches(&[]), 1.0, true);
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    h.writer
+        .submit(write(TargetKind::Pod, "b", Some("sha256:0"), "sha256:1"));
+    h.writer
+        .submit(write(TargetKind::Pod, "c", Some("sha256:0"), "sha256:1"));
+    assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    h.leader.send(false).unwrap();
+    settle(Duration::from_secs(10)).await;
+    h.leader.send(true).unwrap();
+    settle(Duration::from_secs(10)).await;
+    let patches = h.patches();
+    assert_eq!(patches.len(), 1, "{patches:#?}");
+    assert!(h.outcomes.try_recv().is_err());
+    // Leading again, new writes go out.
+    h.writer
+        .submit(write(TargetKind::Pod, "d", Some("sha256:0"), "sha256:1"));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Pod, "d"), "sha256:1".into())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_event_is_tried_a_few_times_then_given_up() {
+    let answer: Answer = Box::new(|seen| if seen.is_patch() { 200 } else { 500 });
+    let mut h = start(answer, 20.0, true);
+    h.writer.submit(write(
+        TargetKind::StatefulSet,
+        "db",
+        Some("sha256:0"),
+        "sha256:1",
+    ));
+    assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    settle(Duration::from_secs(600)).await;
+    let posts = h.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, EVENT_ATTEMPTS as usize);
+    assert_eq!(
+        h.patches()[0].path,
+        "/apis/apps/v1/namespaces/shop/statefulsets/db"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_of_the_value_already_there_sends_nothing() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "web",
+        Some("sha256:a"),
+        "sha256:a",
+    ));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Deployment, "web"), "sha256:a".into())
+    );
+    settle(Duration::from_secs(1)).await;
+    assert!(h.requests().is_empty(), "{:#?}", h.requests());
+    assert!(h.counted.lock().unwrap().is_empty());
+}
