@@ -5,7 +5,7 @@
 //! RSS, open descriptors and the error count.
 //!
 //! It passes when no valid request failed, RSS and descriptors are flat (the last sample within
-//! 10% of the first one after warm-up; an RSS sample is the lowest reading of its window) and every rotation was picked up: the metric counts it
+//! 10% above the first one after warm-up; an RSS sample is the lowest reading of its window) and every rotation was picked up: the metric counts it
 //! and new handshakes see the new certificate.
 //!
 //! `cargo test --test soak` runs 60 s; `scripts/soak.sh DURATION` runs longer
@@ -363,7 +363,8 @@ async fn soak() {
     );
     assert!(valid_ok > 100, "only {valid_ok} valid reviews");
     assert!(samples.len() >= 3, "only {} samples", samples.len());
-    let within = |a: f64, b: f64| (b - a).abs() <= a * 0.10;
+    // A leak shows as growth; memory given back to the system is not one.
+    let within = |a: f64, b: f64| b <= a * 1.10;
     assert!(
         within(warm.1 as f64, last.1 as f64),
         "RSS not flat: {} KiB -> {} KiB",
