@@ -137,7 +137,8 @@ pub struct ServeArgs {
 
     /// Most request-body bytes held in memory at once, across all requests (`Ki`, `Mi`, `Gi`
     /// suffixes allowed). A request reserves its declared length (at most 6Mi) before its
-    /// body is read; one that cannot within `--body-read-timeout` gets HTTP 503.
+    /// body is read; one that cannot within `--body-read-timeout` gets HTTP 503. A quarter is
+    /// kept for bodies up to 1Mi, so large bodies cannot hold up ordinary reviews.
     #[arg(long, default_value = "60Mi", value_parser = parse_bytes, env = "RELOAD_INJECTOR_MAX_INFLIGHT_BODY_BYTES")]
     pub max_inflight_body_bytes: usize,
 

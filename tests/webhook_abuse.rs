@@ -160,6 +160,40 @@ async fn a_thousand_idle_connections_are_cut_off_by_the_handshake_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_connections_that_never_send_a_request_are_cut_off() {
+    let _turn = TURN.lock().await;
+    let (server, ca) = start("abuse-idle-h2", &SHORT_TIMEOUTS);
+    let (addr, pid) = (server.addr, server.pid());
+    let baseline_fds = open_fds(pid);
+    let witness = Witness::start(addr, &ca).await;
+    let config = client_config(&ca, Proto::H2);
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        let stream = tls_stream(addr, config.clone()).await.expect("handshake");
+        assert_eq!(stream.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        idle.push(stream);
+    }
+    let closes: Vec<_> = idle
+        .into_iter()
+        .map(|mut stream| {
+            tokio::spawn(async move { closed_within(&mut stream, Duration::from_secs(10)).await })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for close in closes {
+        let took = close
+            .await
+            .unwrap()
+            .expect("an idle HTTP/2 connection was never closed");
+        slowest = slowest.max(took);
+    }
+    eprintln!("idle h2: the last of 200 silent HTTP/2 connections was closed after {slowest:?}");
+    let after = settle_fds(pid, baseline_fds + 4, Duration::from_secs(5)).await;
+    witness.finish("idle h2").await;
+    assert!(after <= baseline_fds + 4, "fds {baseline_fds} -> {after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_byte_per_second_headers_are_cut_off_by_the_header_timeout() {
     let _turn = TURN.lock().await;
     let (server, ca) = start(

@@ -45,11 +45,18 @@ impl ConnectionLimit {
 /// The most body bytes read into memory at once, across all requests. A request reserves
 /// what it may need (see [`reservation`]) before reading its body and gives it back when the
 /// review is done, so no request ever holds part of the budget while waiting for more.
+///
+/// A quarter of the budget is kept for bodies of at most [`SMALL_BODY`] (real reviews are a
+/// few KiB): large bodies queue among themselves and cannot hold up ordinary reviews.
 #[derive(Debug, Clone)]
 pub struct BodyBudget {
-    bytes: Arc<Semaphore>,
-    total: usize,
+    small: Arc<Semaphore>,
+    large: Arc<Semaphore>,
+    split: (usize, usize),
 }
+
+/// Bodies up to this size reserve from the part of the budget large ones cannot use.
+pub const SMALL_BODY: usize = 1024 * 1024;
 
 /// The budget stayed exhausted for the whole wait.
 #[derive(Debug, thiserror::Error)]
@@ -61,42 +68,55 @@ pub struct BudgetExhausted {
     pub waited: Duration,
 }
 
+/// Splits a budget into (small-body part, large-body part): a quarter for small bodies, at
+/// least one byte each.
+pub fn split_budget(total: usize) -> (usize, usize) {
+    let total = total.clamp(2, Semaphore::MAX_PERMITS);
+    let small = (total / 4).max(1);
+    (small, total - small)
+}
+
 impl BodyBudget {
-    /// A budget of `total` bytes (at least one).
+    /// A budget of `total` bytes.
     pub fn new(total: usize) -> Self {
-        let total = total.clamp(1, Semaphore::MAX_PERMITS);
+        let split = split_budget(total);
         Self {
-            bytes: Arc::new(Semaphore::new(total)),
-            total,
+            small: Arc::new(Semaphore::new(split.0)),
+            large: Arc::new(Semaphore::new(split.1)),
+            split,
         }
     }
 
     /// The budget.
     pub fn total(&self) -> usize {
-        self.total
+        self.split.0 + self.split.1
     }
 
     /// Bytes reserved now.
     pub fn in_use(&self) -> usize {
-        self.total - self.bytes.available_permits()
+        self.total() - self.small.available_permits() - self.large.available_permits()
     }
 
-    /// Reserves `wanted` bytes (capped at the whole budget), waiting at most `wait`.
-    /// Waiters are served in arrival order.
+    /// Reserves `wanted` bytes (capped at its part of the budget), waiting at most `wait`.
+    /// Waiters are served in arrival order within each part.
     pub async fn reserve(
         &self,
         wanted: usize,
         wait: Duration,
     ) -> Result<OwnedSemaphorePermit, BudgetExhausted> {
-        let asked = wanted.min(self.total);
-        let Ok(asked) = u32::try_from(asked) else {
+        let (pool, size) = if wanted <= SMALL_BODY {
+            (&self.small, self.split.0)
+        } else {
+            (&self.large, self.split.1)
+        };
+        let Ok(asked) = u32::try_from(wanted.min(size)) else {
             // Budgets beyond 4 GiB: a single body can never need that much.
             return Err(BudgetExhausted {
                 wanted,
                 waited: wait,
             });
         };
-        let acquire = self.bytes.clone().acquire_many_owned(asked);
+        let acquire = pool.clone().acquire_many_owned(asked);
         match tokio::time::timeout(wait, acquire).await {
             Ok(Ok(permit)) => Ok(permit),
             _ => Err(BudgetExhausted {
@@ -120,6 +140,9 @@ pub fn reservation(declared: Option<u64>, body_limit: usize) -> usize {
 mod tests {
     use super::*;
 
+    const MIB: usize = 1024 * 1024;
+    const SHORT: Duration = Duration::from_millis(10);
+
     #[test]
     fn reservation_is_the_declared_length_capped_at_the_limit() {
         assert_eq!(reservation(Some(5_000), 6_000_000), 5_000);
@@ -129,46 +152,45 @@ mod tests {
         assert_eq!(reservation(None, 6_000_000), 6_000_000);
     }
 
-    #[tokio::test]
-    async fn budget_is_given_back_when_the_permit_drops() {
-        let budget = BodyBudget::new(100);
-        let a = budget.reserve(60, Duration::from_millis(10)).await.unwrap();
-        assert_eq!(budget.in_use(), 60);
-        let err = budget
-            .reserve(60, Duration::from_millis(10))
-            .await
-            .unwrap_err();
-        assert_eq!(err.wanted, 60);
-        assert!(
-            err.to_string().starts_with("failed to reserve 60 bytes"),
-            "{err}"
-        );
-        drop(a);
-        assert_eq!(budget.in_use(), 0);
-        let _b = budget.reserve(60, Duration::from_millis(10)).await.unwrap();
+    #[test]
+    fn a_quarter_of_the_budget_is_kept_for_small_bodies() {
+        assert_eq!(split_budget(60 * MIB), (15 * MIB, 45 * MIB));
+        assert_eq!(split_budget(4), (1, 3));
+        assert_eq!(split_budget(0), (1, 1));
     }
 
     #[tokio::test]
-    async fn a_body_larger_than_the_budget_takes_all_of_it() {
-        let budget = BodyBudget::new(100);
-        let all = budget
-            .reserve(1_000, Duration::from_millis(10))
-            .await
-            .unwrap();
-        assert_eq!(budget.in_use(), 100);
-        drop(all);
+    async fn budget_is_given_back_when_the_permit_drops() {
+        let budget = BodyBudget::new(16 * MIB);
+        let a = budget.reserve(8 * MIB, SHORT).await.unwrap();
+        assert_eq!(budget.in_use(), 8 * MIB);
+        let err = budget.reserve(8 * MIB, SHORT).await.unwrap_err();
+        assert_eq!(err.wanted, 8 * MIB);
+        assert!(err.to_string().starts_with("failed to reserve"), "{err}");
+        drop(a);
+        assert_eq!(budget.in_use(), 0);
+        let _b = budget.reserve(8 * MIB, SHORT).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn large_bodies_cannot_take_the_small_bodies_part() {
+        let budget = BodyBudget::new(16 * MIB);
+        let all_large = budget.reserve(100 * MIB, SHORT).await.unwrap();
+        assert_eq!(budget.in_use(), 12 * MIB);
+        assert!(budget.reserve(2 * MIB, SHORT).await.is_err());
+        let small = budget.reserve(5_000, SHORT).await.unwrap();
+        assert_eq!(budget.in_use(), 12 * MIB + 5_000);
+        drop((all_large, small));
+        assert_eq!(budget.in_use(), 0);
     }
 
     #[tokio::test]
     async fn a_waiter_gets_the_budget_once_it_frees_up() {
         let budget = BodyBudget::new(100);
-        let held = budget
-            .reserve(100, Duration::from_millis(10))
-            .await
-            .unwrap();
+        let held = budget.reserve(25, SHORT).await.unwrap();
         let waiter = {
             let budget = budget.clone();
-            tokio::spawn(async move { budget.reserve(50, Duration::from_secs(5)).await.is_ok() })
+            tokio::spawn(async move { budget.reserve(20, Duration::from_secs(5)).await.is_ok() })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(held);
@@ -181,13 +203,11 @@ mod tests {
         let a = limit.acquire().await;
         let _b = limit.acquire().await;
         assert_eq!(limit.open(), 2);
-        let third = tokio::time::timeout(Duration::from_millis(20), limit.acquire()).await;
+        let third = tokio::time::timeout(SHORT, limit.acquire()).await;
         assert!(third.is_err(), "a third connection must wait");
         drop(a);
         assert_eq!(limit.open(), 1);
-        let _c = tokio::time::timeout(Duration::from_millis(20), limit.acquire())
-            .await
-            .unwrap();
+        let _c = tokio::time::timeout(SHORT, limit.acquire()).await.unwrap();
         assert_eq!(limit.max(), 2);
         assert_eq!(ConnectionLimit::new(0).max(), 1);
     }

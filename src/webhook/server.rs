@@ -106,9 +106,36 @@ pub async fn serve(
             } else {
                 builder.http1_only()
             };
-            let service = TowerToHyperService::new(app);
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
-            if let Err(err) = watcher.watch(conn).await {
+            // A connection must start its first request within the header-read timeout.
+            // HTTP/1.1 has that from hyper; this also covers an HTTP/2 client that sends
+            // nothing after the handshake.
+            let first = Arc::new(tokio::sync::Notify::new());
+            let service = TowerToHyperService::new(tower::ServiceExt::map_request(app, {
+                let first = first.clone();
+                move |request: http::Request<hyper::body::Incoming>| {
+                    first.notify_one();
+                    request
+                }
+            }));
+            let conn = watcher.watch(builder.serve_connection(TokioIo::new(tls), service));
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                ended = &mut conn => Some(ended),
+                started = tokio::time::timeout(limits.header_read, first.notified()) => {
+                    match started {
+                        Ok(()) => None,
+                        Err(_) => {
+                            tracing::debug!("no request within the header-read timeout; closing");
+                            return;
+                        }
+                    }
+                }
+            };
+            let ended = match ended {
+                Some(ended) => ended,
+                None => conn.await,
+            };
+            if let Err(err) = ended {
                 tracing::debug!(error = %err, "connection ended with an error");
             }
         });

@@ -40,7 +40,7 @@ pub enum TlsError {
         reason: String,
     },
     /// The certificate file holds no certificate.
-    #[error("failed to find a PEM certificate in {} (--tls-cert)", .0.display())]
+    #[error("failed to find a certificate in {} (--tls-cert)", .0.display())]
     NoCertificate(PathBuf),
     /// The key is of a type rustls cannot sign with.
     #[error("failed to use the private key in {} (--tls-key)", path.display())]
