@@ -30,7 +30,7 @@ rm -f "$report"
 echo "building the fuzz targets (release)..."
 # The test binary is run directly, so that nothing is rebuilt inside the timed part.
 binary=$(cargo test --release --locked --test fuzz_review --no-run --message-format json \
-  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+  | grep '"name":"fuzz_review"' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
 [ -x "$binary" ] || { echo "failed to find the fuzz_review test binary" >&2; exit 2; }
 echo "fuzzing for ${seconds}s per target, four targets side by side"
 started=$(date +%s)
