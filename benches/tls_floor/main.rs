@@ -221,6 +221,8 @@ fn start_serve(dir: &Path, port: u16) -> Proc {
         .arg(dir.join("tls.key"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
+        // rustls warns about every wrk connection (wrk sends the IP address as SNI).
+        .stderr(std::fs::File::create(dir.join("serve.stderr")).unwrap())
         .spawn()
         .expect("failed to run taskset (util-linux) with reload-injector");
     Proc(child)
