@@ -19,6 +19,8 @@ apt_install() {
 
 # Real nginx for the watcher's end-to-end test.
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_install nginx-light
+# wrk, the load generator of the TLS floor bench (benches/tls_floor, whose smoke run is a test).
+command -v wrk >/dev/null 2>&1 || apt_install wrk
 
 # A real TLS 1.0/1.1 client for the webhook's refusal test (tests/webhook_tls_refusals.rs).
 command -v openssl >/dev/null 2>&1 || apt_install openssl

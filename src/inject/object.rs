@@ -117,12 +117,17 @@ pub const EDITABLE_FIELDS: [&[&str]; 5] = [
     &["spec", "shareProcessNamespace"],
 ];
 
+/// The editable fields that are lists the core only appends to ([`push_container`]).
+const APPEND_ONLY: [&str; 2] = ["containers", "initContainers"];
+
 /// A copy of `object` holding only what the core may edit: the objects down to the pod at
 /// `pod_pointer`, and below it the [`EDITABLE_FIELDS`] that exist (what is absent stays absent).
+/// The elements already in an append-only list are copied as `null` placeholders: the core
+/// never edits them, so only their number matters to the diff.
 ///
 /// Editing this copy and diffing it against an unedited one gives exactly the patch that
 /// editing and diffing the whole object would, without copying and walking `managedFields`,
-/// probes, volumes and everything else the core never touches.
+/// existing containers, volumes and everything else the core never touches.
 pub fn editable_view(object: &Value, pod_pointer: &str) -> Value {
     let mut view = Value::Object(Map::new());
     let mut src = object;
@@ -150,7 +155,13 @@ fn copy_path(src: &Value, dst: &mut Value, path: &[&str]) {
     let Some(child) = src.get(*key) else { return };
     let dst = as_object(dst);
     if rest.is_empty() || !child.is_object() {
-        dst.insert((*key).to_owned(), child.clone());
+        let copy = match child {
+            Value::Array(items) if rest.is_empty() && APPEND_ONLY.contains(key) => {
+                Value::Array(vec![Value::Null; items.len()])
+            }
+            other => other.clone(),
+        };
+        dst.insert((*key).to_owned(), copy);
     } else {
         copy_path(
             child,

@@ -1,8 +1,9 @@
 //! AdmissionReview `admission.k8s.io/v1` on the wire: reading a request body and writing the
 //! answer. Pure: bytes in, bytes out.
 //!
-//! The body is parsed once into a `serde_json::Value` (without `metadata.managedFields`, see
-//! `lean`) and the core borrows from it, so a review copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
+//! The body is parsed once into a `serde_json::Value` (without what the webhook never reads,
+//! such as `metadata.managedFields` and `status`, see `lean`) and the core borrows from it, so
+//! a review copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
 //! response type, which would serialise the patch as an array of numbers instead of the
 //! documented base64 string.
 
