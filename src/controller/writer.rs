@@ -15,11 +15,12 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use rand::Rng;
+use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-pub use body::{COMPONENT, REASON, annotation_patch, event};
+pub use body::{AnnotationPatch, COMPONENT, REASON, annotation_patch, event};
 
 use super::rate::TokenBucket;
 use super::target::{Target, TargetKind, Write};
@@ -490,17 +491,17 @@ fn api_resource(kind: TargetKind) -> ApiResource {
 
 async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> Sent {
     let target = &write.target;
-    let patch = annotation_patch(target.kind, write.expected.as_deref(), &write.desired);
-    if patch.0.is_empty() {
-        return Sent::Unchanged;
-    }
+    let patch = match annotation_patch(target.kind, write.expected.as_deref(), &write.desired) {
+        AnnotationPatch::Unchanged => return Sent::Unchanged,
+        AnnotationPatch::Guarded(patch) => Patch::<Value>::Json(patch),
+        AnnotationPatch::Add(body) => Patch::Merge(body),
+    };
     let api: Api<DynamicObject> =
         Api::namespaced_with(client, &target.namespace, &api_resource(target.kind));
     let params = PatchParams {
         field_manager: Some(COMPONENT.to_owned()),
         ..PatchParams::default()
     };
-    let patch = Patch::<()>::Json(patch);
     match tokio::time::timeout(timeout, api.patch(&target.name, &params, &patch)).await {
         Ok(Ok(_)) => Sent::Written,
         Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {

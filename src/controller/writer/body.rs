@@ -1,4 +1,4 @@
-//! Pure builders for what the writer sends: the JSON patch of one annotation and the Event.
+//! Pure builders for what the writer sends: the PATCH of one annotation and the Event.
 
 use json_patch::{Patch, PatchOperation, TestOperation};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -13,20 +13,39 @@ pub const COMPONENT: &str = "reload-injector";
 /// The Event reason for a rollout.
 pub const REASON: &str = "ConfigChanged";
 
-/// The JSON patch that moves `kind`'s annotation from `expected` to `desired`, diffed from an
-/// edited copy. With `expected`, it starts with a `test` of that value, so it applies only while
-/// the annotation is unchanged. Without, the annotations map must exist (else the API answers 422).
-/// Empty when there is nothing to change.
-pub fn annotation_patch(kind: TargetKind, expected: Option<&str>, desired: &str) -> Patch {
+/// The PATCH of one annotation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnnotationPatch {
+    /// A JSON patch starting with a `test` of the value the view showed, so it applies only
+    /// while the annotation is unchanged.
+    Guarded(Patch),
+    /// A JSON merge patch adding the annotation, for an object that has none yet: there is no
+    /// value to `test`, and a merge patch creates a missing annotations map while keeping every
+    /// other annotation.
+    Add(Value),
+    /// Nothing to change.
+    Unchanged,
+}
+
+/// The PATCH that moves `kind`'s annotation from `expected` to `desired`, made by editing a
+/// copy of a skeleton (and, with `expected`, diffing the two).
+pub fn annotation_patch(
+    kind: TargetKind,
+    expected: Option<&str>,
+    desired: &str,
+) -> AnnotationPatch {
     let before = skeleton(kind, expected);
     let mut after = before.clone();
     if let Some(annotations) = annotations_mut(&mut after, kind) {
         annotations.insert(kind.annotation().to_owned(), Value::from(desired));
     }
-    let changes = json_patch::diff(&before, &after);
     let Some(expected) = expected else {
-        return changes;
+        return AnnotationPatch::Add(after);
     };
+    let changes = json_patch::diff(&before, &after);
+    if changes.0.is_empty() {
+        return AnnotationPatch::Unchanged;
+    }
     let mut ops = Vec::with_capacity(changes.0.len() + 1);
     if let Some(path) = changes.0.first().map(op_path) {
         ops.push(PatchOperation::Test(TestOperation {
@@ -35,7 +54,7 @@ pub fn annotation_patch(kind: TargetKind, expected: Option<&str>, desired: &str)
         }));
     }
     ops.extend(changes.0);
-    Patch(ops)
+    AnnotationPatch::Guarded(Patch(ops))
 }
 
 /// An object holding only the path to `kind`'s metadata and, in it, an annotations map with

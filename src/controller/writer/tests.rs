@@ -192,7 +192,11 @@ const CONFIG_PATH: &str = "/spec/template/metadata/annotations/reload-injector.i
 
 #[test]
 fn the_patch_tests_the_expected_value_then_replaces_it() {
-    let patch = annotation_patch(TargetKind::Deployment, Some("sha256:old"), "sha256:new");
+    let patch = guarded(annotation_patch(
+        TargetKind::Deployment,
+        Some("sha256:old"),
+        "sha256:new",
+    ));
     assert_eq!(
         serde_json::to_value(&patch).unwrap(),
         json!([
@@ -203,19 +207,24 @@ fn the_patch_tests_the_expected_value_then_replaces_it() {
 }
 
 #[test]
-fn without_expected_the_patch_adds_the_one_annotation() {
+fn without_expected_the_patch_merges_in_the_one_annotation() {
     let patch = annotation_patch(TargetKind::CronJob, None, "sha256:new");
     assert_eq!(
-        serde_json::to_value(&patch).unwrap(),
-        json!([{"op": "add",
-                "path": "/spec/jobTemplate/spec/template/metadata/annotations/reload-injector.io~1config-hash",
-                "value": "sha256:new"}])
+        patch,
+        AnnotationPatch::Add(
+            json!({"spec": {"jobTemplate": {"spec": {"template": {"metadata": {
+            "annotations": {"reload-injector.io/config-hash": "sha256:new"}}}}}}})
+        )
     );
 }
 
 #[test]
 fn a_pod_patch_targets_its_own_mounted_config_hash() {
-    let patch = annotation_patch(TargetKind::Pod, Some("sha256:a"), "sha256:b");
+    let patch = guarded(annotation_patch(
+        TargetKind::Pod,
+        Some("sha256:a"),
+        "sha256:b",
+    ));
     let path = "/metadata/annotations/reload-injector.io~1mounted-config-hash";
     assert_eq!(
         serde_json::to_value(&patch).unwrap(),
@@ -235,7 +244,11 @@ fn the_patch_changes_only_its_annotation_and_fails_on_a_changed_value() {
                 "reload-injector.io/config-hash": "sha256:old", "other": "x"}},
             "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}
     });
-    let patch = annotation_patch(TargetKind::Deployment, Some("sha256:old"), "sha256:new");
+    let patch = guarded(annotation_patch(
+        TargetKind::Deployment,
+        Some("sha256:old"),
+        "sha256:new",
+    ));
     let mut patched = object.clone();
     json_patch::patch(&mut patched, &patch).unwrap();
     let mut expected = object.clone();
@@ -243,26 +256,39 @@ fn the_patch_changes_only_its_annotation_and_fails_on_a_changed_value() {
         json!("sha256:new");
     assert_eq!(patched, expected);
 
-    let stale = annotation_patch(TargetKind::Deployment, Some("sha256:older"), "sha256:new");
+    let stale = guarded(annotation_patch(
+        TargetKind::Deployment,
+        Some("sha256:older"),
+        "sha256:new",
+    ));
     let mut untouched = object.clone();
     assert!(json_patch::patch(&mut untouched, &stale).is_err());
     assert_eq!(untouched, object);
 
-    let added = annotation_patch(TargetKind::Pod, None, "sha256:new");
+    let AnnotationPatch::Add(added) = annotation_patch(TargetKind::Pod, None, "sha256:new") else {
+        panic!("a merge patch");
+    };
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &added).unwrap();
+    json_patch::merge(&mut patched, &added);
     assert_eq!(
         patched["metadata"]["annotations"],
         json!({"keep": "me", "reload-injector.io/mounted-config-hash": "sha256:new"})
+    );
+    // An object with no annotations at all gets the map (a JSON patch `add` would get 422).
+    let mut bare = json!({"metadata": {"name": "web-1", "labels": {"app": "web"}}});
+    json_patch::merge(&mut bare, &added);
+    assert_eq!(
+        bare["metadata"],
+        json!({"name": "web-1", "labels": {"app": "web"},
+               "annotations": {"reload-injector.io/mounted-config-hash": "sha256:new"}})
     );
 }
 
 #[test]
 fn an_unchanged_value_makes_an_empty_patch() {
-    assert!(
-        annotation_patch(TargetKind::Pod, Some("sha256:a"), "sha256:a")
-            .0
-            .is_empty()
+    assert_eq!(
+        annotation_patch(TargetKind::Pod, Some("sha256:a"), "sha256:a"),
+        AnnotationPatch::Unchanged
     );
 }
 
@@ -357,16 +383,15 @@ async fn a_cronjob_write_patches_the_job_template() {
         patches[0].path,
         "/apis/batch/v1/namespaces/shop/cronjobs/nightly"
     );
-    assert_eq!(patches[0].content_type, "application/json-patch+json");
+    assert_eq!(patches[0].content_type, "application/merge-patch+json");
     assert_eq!(
         patches[0].query.get("fieldManager").map(String::as_str),
         Some("reload-injector")
     );
     assert_eq!(
         patches[0].body,
-        json!([{"op": "add",
-                "path": "/spec/jobTemplate/spec/template/metadata/annotations/reload-injector.io~1config-hash",
-                "value": "sha256:new"}])
+        json!({"spec": {"jobTemplate": {"spec": {"template": {"metadata": {
+            "annotations": {"reload-injector.io/config-hash": "sha256:new"}}}}}}})
     );
     let event = &h.requests()[1];
     assert_eq!(event.body["involvedObject"]["apiVersion"], "batch/v1");
@@ -740,4 +765,12 @@ async fn a_write_of_the_value_already_there_sends_nothing() {
     settle(Duration::from_secs(1)).await;
     assert!(h.requests().is_empty(), "{:#?}", h.requests());
     assert!(h.counted.lock().unwrap().is_empty());
+}
+
+/// The JSON patch of a guarded write.
+fn guarded(patch: AnnotationPatch) -> json_patch::Patch {
+    match patch {
+        AnnotationPatch::Guarded(patch) => patch,
+        other => panic!("expected a guarded JSON patch, got {other:?}"),
+    }
 }
