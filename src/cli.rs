@@ -157,9 +157,48 @@ pub struct ServeArgs {
     pub body_read_timeout: Duration,
 
     /// Do not contact the Kubernetes API at all (no hashing of cluster config, no
-    /// version detection). For tests and for running outside a cluster.
+    /// version detection, no rollout controller). For tests and for running outside a cluster.
     #[arg(long, env = "RELOAD_INJECTOR_NO_KUBE")]
     pub no_kube: bool,
+
+    /// Run the rollout controller: when the data of a consumed ConfigMap/Secret changes,
+    /// re-stamp the `config-hash` of the workloads that read it through env (a rolling
+    /// update), and patch the sidecar Pods that mount it so the kubelet refreshes the files at
+    /// once. Only the replica holding the Lease writes.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "true|false", env = "RELOAD_INJECTOR_ROLLOUTS")]
+    pub rollouts: bool,
+
+    /// Changes within this long of each other become one rollout per workload.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_ROLLOUT_DELAY")]
+    pub rollout_delay: Duration,
+
+    /// Most writes (patches and Events) the controller sends per second; the rest wait.
+    #[arg(long, default_value_t = 20.0, value_parser = positive_rate, env = "RELOAD_INJECTOR_MAX_WRITES_PER_SECOND")]
+    pub max_writes_per_second: f64,
+
+    /// How long the Lease of the writing replica lasts without renewal; another replica takes
+    /// over after it runs out.
+    #[arg(long, default_value = "15s", value_parser = lease_duration, env = "RELOAD_INJECTOR_LEASE_DURATION")]
+    pub lease_duration: Duration,
+}
+
+/// A positive, finite rate.
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!(
+            "{text:?} is not a positive number of writes per second"
+        )),
+    }
+}
+
+/// A Lease duration of at least 3 seconds (renewals happen every third of it).
+fn lease_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if duration < Duration::from_secs(3) {
+        return Err(format!("{text:?} is shorter than 3s"));
+    }
+    Ok(duration)
 }
 
 /// Parses a byte count: `65536`, `64Ki`, `60Mi`, `1Gi` (also `k`/`K`, `M`, `G` as powers of

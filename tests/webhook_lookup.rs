@@ -4,14 +4,17 @@
 mod webhook_support;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body as AxumBody, to_bytes};
 use http::{Request, Response, StatusCode};
 use kube::client::Body;
-use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
+use reload_injector::controller::store::{ConfigKey, ConfigStore, Fetched, Meta};
+use reload_injector::hash::{
+    ConfigData, ConfigId, ConfigObject, Consumed, Lookup, SecretKey, config_hash,
+};
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
 use reload_injector::webhook::metrics::Metrics;
 use reload_injector::webhook::{AppState, app};
@@ -375,4 +378,107 @@ async fn concurrent_reviews_share_one_api_request_per_object() {
         assert!(matches!(data.get(&id), Some(Lookup::Failed(_))));
     }
     assert_eq!(api.calls.load(Ordering::SeqCst), 1);
+}
+
+/// A Deployment UPDATE in `shop` whose template reads `web-settings`/`upstream` through env and
+/// carries `hash` (the controller's own PATCH, as the API server sends it for review).
+fn update_review(uid: &str, old_hash: &str, hash: &str) -> Value {
+    let deployment = |hash: &str| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web"}, "annotations": {"reload-injector.io/config-hash": hash}},
+                "spec": {"containers": [{"name": "app", "image": "x", "env": [
+                    {"name": "UPSTREAM", "valueFrom": {"configMapKeyRef": {"name": "web-settings", "key": "upstream"}}}
+                ]}]}
+            }}
+        })
+    };
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "namespace": "shop", "operation": "UPDATE",
+            "object": deployment(hash), "oldObject": deployment(old_hash)
+        }
+    })
+}
+
+/// The `config-hash` of a template reading `web-settings`/`upstream` = `upstream`.
+fn hash_for(upstream: &str) -> String {
+    let id = ConfigId::config_map("web-settings");
+    let values = [("upstream", upstream.as_bytes()), ("unused", b"x")];
+    let mut data = ConfigData::new();
+    data.insert(
+        id.clone(),
+        Lookup::Found(ConfigObject::from_values(&id, values, None).unwrap()),
+    );
+    let consumed = BTreeSet::from([Consumed::Key(id, "upstream".into())]);
+    config_hash(&consumed, &BTreeSet::new(), &data, None)
+        .hash
+        .unwrap()
+}
+
+/// A synced view holding `web-settings` with `upstream` = `upstream`, as the watch last saw it.
+fn view_with(upstream: &str) -> Arc<RwLock<ConfigStore>> {
+    let key = ConfigKey {
+        namespace: "shop".into(),
+        id: ConfigId::config_map("web-settings"),
+    };
+    let values = [("upstream", upstream.as_bytes()), ("unused", b"x")];
+    let mut store = ConfigStore::default();
+    let meta = Meta {
+        resource_version: "1".into(),
+        ignore: false,
+    };
+    store.set_meta(key.clone(), meta);
+    let fetched = Fetched {
+        resource_version: Some("1".into()),
+        object: ConfigObject::from_values(&key.id, values, None),
+        sent: 1,
+    };
+    store.set_fetched(key, fetched);
+    store.set_synced(true);
+    Arc::new(RwLock::new(store))
+}
+
+#[tokio::test]
+async fn a_replica_whose_view_lags_never_undoes_the_controllers_newer_hash() {
+    let (client, api) = mock_client();
+    *api.upstream.lock().await = "http://backend-v2:8080".into();
+    let (old, new) = (
+        hash_for("http://backend:8080"),
+        hash_for("http://backend-v2:8080"),
+    );
+    // This replica's view still holds the old data; the API (and the controller) the new.
+    let (lagging, metrics) = lookups(client, Duration::from_secs(30), Duration::from_secs(5));
+    lagging.set_view(view_with("http://backend:8080"));
+    let state = AppState::new(settings(), lagging, metrics);
+    let answer = review_through(state, &update_review("uid-race", &old, &new)).await;
+    let response = check_answer(&answer, "uid-race");
+    assert_eq!(response["allowed"], true);
+    assert!(
+        response.get("patch").is_none(),
+        "the newer hash was undone: {response}"
+    );
+    assert_eq!(
+        api.calls.load(Ordering::SeqCst),
+        1,
+        "the disagreement was settled by one fresh read"
+    );
+
+    // A view that agrees with the hash answers alone: no API call.
+    let (client, api) = mock_client();
+    let (current, metrics) = lookups(client, Duration::from_secs(30), Duration::from_secs(5));
+    current.set_view(view_with("http://backend-v2:8080"));
+    let state = AppState::new(settings(), current, metrics);
+    let answer = review_through(state, &update_review("uid-agree", &old, &new)).await;
+    assert!(check_answer(&answer, "uid-agree").get("patch").is_none());
+    assert_eq!(
+        api.calls.load(Ordering::SeqCst),
+        0,
+        "answered from the view"
+    );
 }

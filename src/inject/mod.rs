@@ -142,6 +142,25 @@ impl Outcome {
             warnings: Vec::new(),
         }
     }
+
+    /// Whether the patch replaces or removes a `config-hash` or `mounted-config-hash` the
+    /// object already carries. The webhook confirms such a change with freshly read config
+    /// before answering: a hash there may come from newer data than a cache or view holds.
+    pub fn replaces_hash(&self) -> bool {
+        let Outcome::Allowed { patch, .. } = self else {
+            return false;
+        };
+        patch.0.iter().any(|op| {
+            let path = match op {
+                json_patch::PatchOperation::Replace(op) => &op.path,
+                json_patch::PatchOperation::Remove(op) => &op.path,
+                _ => return false,
+            };
+            path.last().is_some_and(|token| {
+                [CONFIG_HASH, MOUNTED_CONFIG_HASH].contains(&&*token.decoded())
+            })
+        })
+    }
 }
 
 /// An object the core cannot understand (the webhook answers `allowed: false` with this).

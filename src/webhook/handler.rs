@@ -95,8 +95,16 @@ async fn decide(
         Ok(plan) => plan,
         Err(err) => return Ok(not_understood(uid, &err.to_string())),
     };
-    let configs = lookups.fetch(request.namespace, &plan.config_refs()).await;
-    let outcome = guard(|| plan.decide(&configs))?;
+    let refs = plan.config_refs();
+    let configs = lookups.fetch(request.namespace, &refs).await;
+    let mut outcome = guard(|| plan.decide(&configs))?;
+    if outcome.replaces_hash() {
+        // The hash on the object may come from newer data than the view or cache holds (the
+        // rollout controller's own UPDATE reviewed by a replica that lags): read the config
+        // again before replacing it.
+        let fresh = lookups.fetch_fresh(request.namespace, &refs).await;
+        outcome = guard(|| plan.decide(&fresh))?;
+    }
     Ok(match outcome {
         Outcome::Allowed { patch, warnings } => {
             let label = if patch.0.is_empty() {

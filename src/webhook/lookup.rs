@@ -8,7 +8,7 @@
 //! Failures are not cached (the next review tries again). Values are never logged.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
@@ -17,6 +17,7 @@ use futures_util::future::{BoxFuture, Shared};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 
+use crate::controller::store::ConfigStore;
 use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup, SecretKey};
 use crate::webhook::metrics::Metrics;
 
@@ -54,6 +55,7 @@ struct Inner {
     cache: Mutex<HashMap<Key, Entry>>,
     inflight: Mutex<HashMap<Key, Pending>>,
     metrics: Metrics,
+    view: OnceLock<Arc<RwLock<ConfigStore>>>,
 }
 
 /// Cached ConfigMap/Secret lookups; cheap to clone (shared cache).
@@ -89,13 +91,33 @@ impl Lookups {
                 cache: Mutex::new(HashMap::new()),
                 inflight: Mutex::new(HashMap::new()),
                 metrics,
+                view: OnceLock::new(),
             }),
         }
     }
 
-    /// The objects `refs` in `namespace`, within the lookup timeout.
+    /// Answers from the rollout controller's view from now on, once it has synced: the same
+    /// digests the controller hashes, with no API round trip.
+    pub fn set_view(&self, store: Arc<RwLock<ConfigStore>>) {
+        let _ = self.inner.view.set(store);
+    }
+
+    /// The objects `refs` in `namespace`, within the lookup timeout: from the controller's
+    /// view where it holds them fresh, else from the cache or the API.
     pub async fn fetch(&self, namespace: &str, refs: &BTreeSet<ConfigId>) -> ConfigData {
         let mut data = ConfigData::new();
+        let mut rest = refs.clone();
+        if let Some(view) = self.inner.view.get() {
+            let view = view.read().unwrap_or_else(|p| p.into_inner());
+            rest.retain(|id| match view.lookup(namespace, id) {
+                Some(lookup) => {
+                    data.insert(id.clone(), lookup);
+                    false
+                }
+                None => true,
+            });
+        }
+        let refs = &rest;
         if refs.is_empty() {
             return data;
         }
@@ -149,6 +171,37 @@ impl Lookups {
             if let Lookup::Failed(reason) = &lookup {
                 self.inner.metrics.lookup_failed();
                 tracing::debug!(namespace, object = %id, reason, "config lookup failed");
+            }
+            data.insert(id.clone(), lookup);
+        }
+        data
+    }
+
+    /// The objects `refs` in `namespace` read from the API now, past the view and the cache
+    /// (which the answers refresh), within the lookup timeout.
+    pub async fn fetch_fresh(&self, namespace: &str, refs: &BTreeSet<ConfigId>) -> ConfigData {
+        let mut data = ConfigData::new();
+        let timeout = self.inner.config.timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let requests: Vec<_> = refs
+            .iter()
+            .map(|id| {
+                let this = self.clone();
+                let key = key(namespace, id);
+                (id, tokio::spawn(async move { this.load(key).await }))
+            })
+            .collect();
+        for (id, request) in requests {
+            let lookup = match tokio::time::timeout_at(deadline, request).await {
+                Ok(Ok(lookup)) => lookup,
+                Ok(Err(_)) => Lookup::Failed("lookup task failed".to_owned()),
+                Err(_) => Lookup::Failed(format!(
+                    "API timed out after {}",
+                    humantime::format_duration(timeout)
+                )),
+            };
+            if matches!(lookup, Lookup::Failed(_)) {
+                self.inner.metrics.lookup_failed();
             }
             data.insert(id.clone(), lookup);
         }

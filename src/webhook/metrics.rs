@@ -9,6 +9,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::controller::metrics::ControllerMetrics;
+
 /// Kinds the webhook handles; anything else is counted as `other` so a client cannot grow the
 /// label set without bound.
 const KNOWN_KINDS: [&str; 7] = [
@@ -55,6 +57,7 @@ pub struct Metrics {
     warnings: Counter,
     lookup_failures: Counter,
     cert_reloads: Family<ReloadLabels, Counter>,
+    controller: ControllerMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -108,6 +111,7 @@ impl Metrics {
         for result in ["success", "error"] {
             let _ = cert_reloads.get_or_create(&ReloadLabels { result });
         }
+        let controller = ControllerMetrics::register(&mut registry);
         Self {
             registry: Arc::new(registry),
             reviews,
@@ -116,7 +120,13 @@ impl Metrics {
             warnings,
             lookup_failures,
             cert_reloads,
+            controller,
         }
+    }
+
+    /// The rollout controller's metrics (on the same page).
+    pub fn controller(&self) -> &ControllerMetrics {
+        &self.controller
     }
 
     /// Records one answered review.

@@ -55,6 +55,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(serve(args, startup::termination()))
 }
 
+/// The controller's settings from the flags.
+fn controller_settings(
+    args: &ServeArgs,
+    secret_key: Option<crate::hash::SecretKey>,
+) -> crate::controller::Settings {
+    crate::controller::Settings {
+        own_namespace: args.namespace.clone(),
+        secret_key,
+        rollout_delay: args.rollout_delay,
+        max_writes_per_second: args.max_writes_per_second,
+        lease_duration: args.lease_duration,
+    }
+}
+
 /// The whole life of the server: check the TLS files, set up, bind, serve until `shutdown`
 /// completes, drain.
 pub async fn serve(
@@ -71,7 +85,7 @@ pub async fn serve(
     let native = startup::native_sidecars(args.native_sidecars, client.as_ref()).await;
     let settings = startup::settings(&args, native, secret_key.clone());
     let lookups = lookup::Lookups::new(
-        client,
+        client.clone(),
         secret_key,
         lookup::CacheConfig {
             ttl: args.cache_ttl,
@@ -81,6 +95,24 @@ pub async fn serve(
         },
         metrics.clone(),
     );
+    let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
+    let controller = match (&client, args.rollouts) {
+        (Some(client), true) => {
+            let mut terminating = terminating.clone();
+            let handed_over = async move {
+                let _ = terminating.wait_for(|t| *t).await;
+            };
+            let controller = crate::controller::start(
+                client.clone(),
+                controller_settings(&args, settings.secret_key.clone()),
+                metrics.controller().clone(),
+                handed_over,
+            );
+            lookups.set_view(controller.store.clone());
+            Some(controller)
+        }
+        _ => None,
+    };
     let state = AppState::new(settings, lookups, metrics.clone());
 
     let listener = TcpListener::bind(args.listen)
@@ -120,12 +152,25 @@ pub async fn serve(
     });
     tracing::info!(addr = %side_addr, "serving /healthz, /readyz and /metrics");
     tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
-    ready.set(true);
+    match controller {
+        None => ready.set(true),
+        // Ready once the view has synced, so that reviews and the controller hash alike.
+        Some(controller) => {
+            let (ready, terminating) = (ready.clone(), terminating.clone());
+            let mut synced = controller.synced;
+            tokio::spawn(async move {
+                if synced.wait_for(|s| *s).await.is_ok() && !*terminating.borrow() {
+                    ready.set(true);
+                }
+            });
+        }
+    }
 
     let stopping = {
         let ready = ready.clone();
         async move {
             shutdown.await;
+            let _ = terminating_tx.send(true);
             ready.set(false);
         }
     };

@@ -134,19 +134,38 @@ fn deployment_wires_the_serve_flags() {
 }
 
 #[test]
-fn rbac_only_reads_configmaps_and_secrets() {
+fn rbac_writes_only_what_the_controller_patches_and_never_reads_data_it_does_not_hash() {
     let objects = base();
     let role = find(&objects, "ClusterRole", "reload-injector");
     for rule in role["rules"].as_array().unwrap() {
-        assert_eq!(rule["apiGroups"], serde_json::json!([""]));
-        let resources = rule["resources"].as_array().unwrap();
-        assert!(
-            resources
-                .iter()
-                .all(|r| r == "configmaps" || r == "secrets")
-        );
-        assert_eq!(rule["verbs"], serde_json::json!(["get", "list", "watch"]));
+        let verbs: Vec<&str> = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        for resource in rule["resources"].as_array().unwrap() {
+            let allowed: &[&str] = match resource.as_str().unwrap() {
+                "configmaps" | "secrets" => &["get", "list", "watch"],
+                "namespaces" => &["list", "watch"],
+                "deployments" | "statefulsets" | "daemonsets" | "cronjobs" | "pods" => {
+                    &["list", "watch", "patch"]
+                }
+                "events" => &["create"],
+                other => panic!("unexpected resource {other} in the ClusterRole"),
+            };
+            assert!(
+                verbs.iter().all(|v| allowed.contains(v)),
+                "{resource}: {verbs:?} exceeds {allowed:?}"
+            );
+        }
     }
+    let lease_role = find(&objects, "Role", "reload-injector-lease");
+    assert_eq!(lease_role["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        lease_role["rules"],
+        serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}])
+    );
     let binding = find(&objects, "ClusterRoleBinding", "reload-injector");
     assert_eq!(binding["roleRef"]["name"], "reload-injector");
     let subject = &binding["subjects"][0];
@@ -198,8 +217,15 @@ fn deployment_args_and_env_are_flags_serve_knows() {
         .filter_map(|a| a.get_env())
         .map(|e| e.to_string_lossy().into_owned())
         .collect();
+    // Besides the flags' variables, serve reads POD_NAME (the downward API) for the identity of
+    // the rollout controller's Lease.
+    let known: Vec<String> = known.into_iter().chain(["POD_NAME".to_owned()]).collect();
     for var in c["env"].as_array().unwrap() {
         let name = var["name"].as_str().unwrap();
         assert!(known.iter().any(|k| k == name), "serve reads no {name}");
     }
+    assert_eq!(
+        c["env"][0],
+        serde_json::json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    );
 }

@@ -5,6 +5,7 @@
 pub mod fixture;
 pub mod http_server;
 pub mod kubelet;
+pub mod nginx;
 pub mod pidns;
 pub mod scratch;
 pub mod watcher;

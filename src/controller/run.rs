@@ -1,0 +1,610 @@
+//! The controller's loop: one task owns the view, applies what the watches and fetches report,
+//! and — while this replica holds the Lease — decides writes when they fall due. Pod refreshes
+//! are due at once; workload rollouts `--rollout-delay` after the change, so changes close
+//! together become one patch.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::fetch::{FetchDone, Fetcher};
+use super::metrics::ControllerMetrics;
+use super::reconcile::{self, Causes, Verdict};
+use super::store::{Changes, ConfigKey, ConfigStore, Fetched};
+use super::target::{Target, TargetKind};
+use super::view::View;
+use super::watches::{Item, Stream, Watched};
+use super::writer::{Outcome, Writer};
+use crate::hash::{ConfigKind, Consumed, SecretKey};
+
+/// A workload's changes are merged for at most this many `--rollout-delay`s.
+const MAX_DELAYS: u32 = 10;
+/// After a conflict, the target is checked again this late if no watch event came first.
+const CONFLICT_RECHECK: Duration = Duration::from_secs(2);
+/// First and longest wait before a failed GET is tried again.
+const FETCH_RETRY: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(30));
+
+/// A target due for a decision.
+#[derive(Debug)]
+struct Pending {
+    /// When it falls due (`None`: waiting for a fetch).
+    due: Option<Instant>,
+    /// When the first change merged into it was seen.
+    first: Instant,
+    /// The changes merged into it.
+    causes: Causes,
+}
+
+/// The loop's state.
+pub struct Loop {
+    view: View,
+    store: Arc<RwLock<ConfigStore>>,
+    fetcher: Fetcher,
+    writer: Writer,
+    secret_key: Option<SecretKey>,
+    rollout_delay: Duration,
+    metrics: ControllerMetrics,
+    leader: bool,
+    synced: watch::Sender<bool>,
+    done: HashSet<Stream>,
+    relisting: HashMap<Stream, HashSet<String>>,
+    pending: HashMap<Target, Pending>,
+    queue: BinaryHeap<Reverse<(Instant, Target)>>,
+    inflight: HashMap<ConfigKey, u64>,
+    again: HashSet<ConfigKey>,
+    failures: HashMap<ConfigKey, u32>,
+    last_written: HashMap<Target, String>,
+    /// The changes behind each write under way, kept until its outcome is known.
+    writing: HashMap<Target, Causes>,
+}
+
+/// The channels the loop listens on.
+pub struct Inputs {
+    /// From the watches.
+    pub watched: mpsc::UnboundedReceiver<Watched>,
+    /// From the fetcher.
+    pub fetched: mpsc::UnboundedReceiver<FetchDone>,
+    /// From the writer.
+    pub outcomes: mpsc::UnboundedReceiver<Outcome>,
+    /// Whether this replica holds the Lease.
+    pub leader: watch::Receiver<bool>,
+}
+
+/// What the loop is built from.
+pub struct Parts {
+    /// The webhook's own namespace (never acted on).
+    pub own_namespace: String,
+    /// Shared with the webhook.
+    pub store: Arc<RwLock<ConfigStore>>,
+    /// GETs digests.
+    pub fetcher: Fetcher,
+    /// PATCHes and Events.
+    pub writer: Writer,
+    /// The HMAC key for Secrets.
+    pub secret_key: Option<SecretKey>,
+    /// `--rollout-delay`.
+    pub rollout_delay: Duration,
+    /// Counters and gauges.
+    pub metrics: ControllerMetrics,
+    /// Set once every watch has listed.
+    pub synced: watch::Sender<bool>,
+}
+
+impl Loop {
+    /// A loop with an empty view.
+    pub fn new(parts: Parts) -> Self {
+        Self {
+            view: View::new(&parts.own_namespace),
+            store: parts.store,
+            fetcher: parts.fetcher,
+            writer: parts.writer,
+            secret_key: parts.secret_key,
+            rollout_delay: parts.rollout_delay,
+            metrics: parts.metrics,
+            leader: false,
+            synced: parts.synced,
+            done: HashSet::new(),
+            relisting: HashMap::new(),
+            pending: HashMap::new(),
+            queue: BinaryHeap::new(),
+            inflight: HashMap::new(),
+            again: HashSet::new(),
+            failures: HashMap::new(),
+            last_written: HashMap::new(),
+            writing: HashMap::new(),
+        }
+    }
+
+    /// Runs until every input is closed.
+    pub async fn run(mut self, mut inputs: Inputs) {
+        let mut gauges = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            let next_due = self.queue.peek().map(|Reverse((due, _))| *due);
+            let sleep = tokio::time::sleep_until(next_due.unwrap_or_else(far_future));
+            tokio::select! {
+                Some(watched) = inputs.watched.recv() => self.on_watched(watched),
+                Some(done) = inputs.fetched.recv() => self.on_fetched(done),
+                Some(outcome) = inputs.outcomes.recv() => self.on_outcome(outcome),
+                Ok(()) = inputs.leader.changed() => {
+                    let leader = *inputs.leader.borrow_and_update();
+                    self.on_leader(leader);
+                }
+                () = sleep, if next_due.is_some() => {}
+                _ = gauges.tick() => self.update_gauges(),
+                else => return,
+            }
+            self.run_due();
+        }
+    }
+
+    fn on_watched(&mut self, watched: Watched) {
+        match watched {
+            Watched::Init(stream) => {
+                self.relisting.insert(stream, HashSet::new());
+            }
+            Watched::Apply(stream, item) => {
+                if let Some(listed) = self.relisting.get_mut(&stream) {
+                    listed.insert(item_name(&item));
+                }
+                self.apply(item);
+            }
+            Watched::Delete(_, item) => self.delete(item),
+            Watched::InitDone(stream) => self.sweep(stream),
+        }
+    }
+
+    fn apply(&mut self, item: Item) {
+        match item {
+            Item::Namespace { name, labelled } => {
+                if self.view.set_namespace(&name, labelled) && self.view.is_opted_in(&name) {
+                    let targets: Vec<Target> = self
+                        .view
+                        .targets()
+                        .filter(|t| t.namespace == name)
+                        .cloned()
+                        .collect();
+                    for target in targets {
+                        self.track(&target);
+                    }
+                }
+            }
+            Item::Config { key, meta } => {
+                let moved = write(&self.store).set_meta(key.clone(), meta);
+                // Before the first sync, the sync itself fetches what is consumed.
+                if moved && *self.synced.borrow() && self.view.wants(&key) {
+                    let now = self.view.tick();
+                    self.fetch(key, now);
+                }
+            }
+            Item::Target { target, reduced } => match reduced {
+                Ok(consumer) => {
+                    if let Some(consumer) = &consumer
+                        && self.last_written.get(&target) == consumer.hash.as_ref()
+                    {
+                        self.last_written.remove(&target);
+                    }
+                    let present = consumer.is_some();
+                    if self.view.set_consumer(&target, consumer) && present {
+                        self.track(&target);
+                    }
+                    if !present {
+                        self.forget(&target);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(object = %target, error = %err, "ignoring an object the controller cannot read");
+                    self.view.set_consumer(&target, None);
+                    self.forget(&target);
+                }
+            },
+        }
+    }
+
+    fn delete(&mut self, item: Item) {
+        match item {
+            Item::Namespace { name, .. } => {
+                self.view.set_namespace(&name, false);
+            }
+            Item::Config { key, .. } => {
+                let meta = write(&self.store).remove_meta(&key);
+                if self.view.wants(&key) {
+                    let gone = Fetched {
+                        resource_version: None,
+                        object: None,
+                        sent: self.view.tick(),
+                    };
+                    let ignore = meta.is_some_and(|m| m.ignore);
+                    self.record(key, gone, ignore);
+                }
+            }
+            Item::Target { target, .. } => {
+                self.view.set_consumer(&target, None);
+                self.forget(&target);
+            }
+        }
+    }
+
+    /// After a (re)list: whatever was known of the stream and not listed again is gone.
+    fn sweep(&mut self, stream: Stream) {
+        let listed = self.relisting.remove(&stream).unwrap_or_default();
+        match stream {
+            Stream::Namespaces => {
+                let gone: Vec<String> = self
+                    .view
+                    .namespaces()
+                    .filter(|n| !listed.contains(*n))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    self.view.set_namespace(&name, false);
+                }
+            }
+            Stream::Config(kind) => {
+                let gone: Vec<ConfigKey> = read(&self.store)
+                    .keys()
+                    .filter(|k| k.id.kind == kind && !listed.contains(&config_name(k)))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.delete(Item::Config {
+                        key,
+                        meta: super::store::Meta {
+                            resource_version: String::new(),
+                            ignore: false,
+                        },
+                    });
+                }
+            }
+            Stream::Targets(kind) => {
+                let gone: Vec<Target> = self
+                    .view
+                    .targets()
+                    .filter(|t| t.kind == kind && !listed.contains(&target_name(t)))
+                    .cloned()
+                    .collect();
+                for target in gone {
+                    self.view.set_consumer(&target, None);
+                    self.forget(&target);
+                }
+            }
+        }
+        self.done.insert(stream);
+        if !*self.synced.borrow() && self.done.len() == Stream::all().len() {
+            self.on_synced();
+        }
+    }
+
+    fn on_synced(&mut self) {
+        write(&self.store).set_synced(true);
+        let _ = self.synced.send(true);
+        tracing::info!(
+            targets = self.view.targets().count(),
+            "the controller's view has synced"
+        );
+        let targets: Vec<Target> = self.view.targets().cloned().collect();
+        for target in targets {
+            self.track(&target);
+        }
+    }
+
+    /// A target's hash or consumption changed (or it became relevant): make sure its digests
+    /// are coming, and check it.
+    fn track(&mut self, target: &Target) {
+        if !*self.synced.borrow() || !self.view.is_opted_in(&target.namespace) {
+            return;
+        }
+        let keys = self.view.keys_of(target);
+        let stale: Vec<ConfigKey> = {
+            let store = read(&self.store);
+            keys.into_iter()
+                .filter(|k| self.needs_data(k) && store.fresh(k).is_none())
+                .collect()
+        };
+        for key in stale {
+            self.fetch(key, 0);
+        }
+        self.schedule(target, None);
+    }
+
+    fn needs_data(&self, key: &ConfigKey) -> bool {
+        key.id.kind == ConfigKind::ConfigMap || self.secret_key.is_some()
+    }
+
+    fn forget(&mut self, target: &Target) {
+        self.pending.remove(target);
+        self.last_written.remove(target);
+    }
+
+    /// GETs `key`'s digests with a request sent after tick `after`: a GET under way that was
+    /// sent later serves; one sent earlier is followed by another.
+    fn fetch(&mut self, key: ConfigKey, after: u64) {
+        if !self.needs_data(&key) {
+            return;
+        }
+        if let Some(&sent) = self.inflight.get(&key) {
+            if sent <= after {
+                self.again.insert(key);
+            }
+            return;
+        }
+        let sent = self.view.tick();
+        self.inflight.insert(key.clone(), sent);
+        self.fetcher.fetch(key, sent);
+    }
+
+    fn on_fetched(&mut self, done: FetchDone) {
+        let key = done.key;
+        match done.result {
+            Err(reason) => {
+                let failures = self.failures.entry(key.clone()).or_default();
+                *failures += 1;
+                let wait = backoff(*failures);
+                tracing::debug!(object = %key, reason, retry_in = ?wait, "failed to fetch config; retrying");
+                let fetcher = self.fetcher.clone();
+                let sent = self.view.tick();
+                self.inflight.insert(key.clone(), sent);
+                tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    fetcher.fetch(key, sent);
+                });
+            }
+            Ok(fetched) => {
+                self.failures.remove(&key);
+                self.inflight.remove(&key);
+                if self.again.remove(&key) {
+                    let now = self.view.tick();
+                    self.fetch(key.clone(), now);
+                }
+                let ignore = read(&self.store).meta(&key).is_some_and(|m| m.ignore);
+                self.record(key, fetched, ignore);
+            }
+        }
+    }
+
+    /// Stores fetched (or deleted) digests; a data change makes its consumers due.
+    fn record(&mut self, key: ConfigKey, fetched: Fetched, ignore: bool) {
+        let changes = write(&self.store).set_fetched(key.clone(), fetched);
+        let consumers: Vec<Target> = self.view.consumers_of(&key).cloned().collect();
+        match changes {
+            Some(changes) if !ignore && self.view.is_opted_in(&key.namespace) => {
+                self.metrics.config_change(key.id.kind);
+                tracing::info!(object = %key, keys = changes.keys.len(), consumers = consumers.len(), "config data changed");
+                for target in consumers {
+                    if self.reads_changed(&target, &key, &changes) {
+                        self.schedule(&target, Some((&key, &changes)));
+                    } else if self.waiting(&target) {
+                        self.schedule(&target, None);
+                    }
+                }
+            }
+            // First digests, or a change that causes nothing by itself: consumers waiting for
+            // these digests are checked now.
+            _ => {
+                for target in consumers {
+                    if self.waiting(&target) {
+                        self.schedule(&target, None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `target` waits for digests before it can be decided.
+    fn waiting(&self, target: &Target) -> bool {
+        self.pending.get(target).is_some_and(|p| p.due.is_none())
+    }
+
+    fn reads_changed(&self, target: &Target, key: &ConfigKey, changes: &Changes) -> bool {
+        let Some(tracked) = self.view.consumer(target) else {
+            return false;
+        };
+        tracked
+            .consumer
+            .consumption
+            .consumed
+            .iter()
+            .filter(|c| c.id() == &key.id)
+            .any(|c| match c {
+                Consumed::Key(_, k) => changes.touches(Some(k)),
+                Consumed::Whole(_) => changes.touches(None),
+            })
+    }
+
+    /// Makes `target` due: at once for Pods and checks, `--rollout-delay` after a change for
+    /// workloads (merging changes that come close together).
+    fn schedule(&mut self, target: &Target, cause: Option<(&ConfigKey, &Changes)>) {
+        let now = Instant::now();
+        let pending = self.pending.entry(target.clone()).or_insert(Pending {
+            due: None,
+            first: now,
+            causes: Causes::new(),
+        });
+        let due = match cause {
+            Some((key, changes)) => {
+                let keys = if changes.existence {
+                    BTreeSet::new()
+                } else {
+                    changes.keys.clone()
+                };
+                pending.causes.entry(key.clone()).or_default().extend(keys);
+                if target.kind == TargetKind::Pod {
+                    now
+                } else {
+                    if pending.due.is_none() {
+                        pending.first = now;
+                    }
+                    let latest = pending.first + self.rollout_delay * MAX_DELAYS;
+                    (now + self.rollout_delay).min(latest)
+                }
+            }
+            None => match pending.due {
+                Some(due) if !pending.causes.is_empty() => due,
+                _ => now,
+            },
+        };
+        pending.due = Some(due);
+        self.queue.push(Reverse((due, target.clone())));
+    }
+
+    fn run_due(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse((due, _))) = self.queue.peek() {
+            if *due > now {
+                break;
+            }
+            let Some(Reverse((due, target))) = self.queue.pop() else {
+                break;
+            };
+            if self.pending.get(&target).and_then(|p| p.due) != Some(due) {
+                continue;
+            }
+            if !self.leader {
+                self.pending.remove(&target);
+                continue;
+            }
+            self.decide(&target);
+        }
+    }
+
+    fn decide(&mut self, target: &Target) {
+        let causes = self
+            .pending
+            .get(target)
+            .map(|p| p.causes.clone())
+            .unwrap_or_default();
+        let verdict = {
+            let store = read(&self.store);
+            reconcile::evaluate(
+                &self.view,
+                &store,
+                target,
+                &causes,
+                self.secret_key.as_ref(),
+            )
+        };
+        match verdict {
+            Verdict::Nothing => {
+                self.pending.remove(target);
+            }
+            Verdict::Fetch(keys) => {
+                if let Some(pending) = self.pending.get_mut(target) {
+                    pending.due = None;
+                }
+                let seen = self.view.consumer(target).map_or(0, |t| t.seen);
+                for key in keys {
+                    self.fetch(key, seen);
+                }
+            }
+            Verdict::Write(write) => {
+                let causes = self.pending.remove(target).map(|p| p.causes);
+                if self.last_written.get(target) == Some(&write.desired) {
+                    return;
+                }
+                self.writing
+                    .insert(target.clone(), causes.unwrap_or_default());
+                self.last_written
+                    .insert(target.clone(), write.desired.clone());
+                self.writer.submit(write);
+            }
+        }
+    }
+
+    fn on_outcome(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Written(target, value) => {
+                self.writing.remove(&target);
+                tracing::debug!(object = %target, value, "written");
+            }
+            Outcome::Conflict(target) => {
+                // Checked again (with the changes behind the write) once the view has the
+                // object's newer version, or after a while if no event brings one.
+                self.last_written.remove(&target);
+                let causes = self.writing.remove(&target).unwrap_or_default();
+                let due = Instant::now() + CONFLICT_RECHECK;
+                let pending = self.pending.entry(target.clone()).or_insert(Pending {
+                    due: None,
+                    first: Instant::now(),
+                    causes: Causes::new(),
+                });
+                for (key, keys) in causes {
+                    pending.causes.entry(key).or_default().extend(keys);
+                }
+                pending.due = Some(due);
+                self.queue.push(Reverse((due, target)));
+            }
+            Outcome::Gone(target) => {
+                self.writing.remove(&target);
+                self.forget(&target);
+            }
+        }
+    }
+
+    fn on_leader(&mut self, leader: bool) {
+        if leader == self.leader {
+            return;
+        }
+        self.leader = leader;
+        self.metrics.set_leader(leader);
+        tracing::info!(leader, "leadership changed");
+        self.pending.clear();
+        self.queue.clear();
+        self.last_written.clear();
+        self.writing.clear();
+        if leader {
+            let targets: Vec<Target> = self.view.targets().cloned().collect();
+            for target in targets {
+                self.track(&target);
+            }
+        }
+    }
+
+    fn update_gauges(&self) {
+        let (config_maps, secrets) = read(&self.store).counts();
+        self.metrics.watched("ConfigMap", config_maps);
+        self.metrics.watched("Secret", secrets);
+        self.metrics
+            .watched("Namespace", self.view.namespaces().count());
+        for kind in TargetKind::WORKLOADS.into_iter().chain([TargetKind::Pod]) {
+            self.metrics.watched(kind.kind(), self.view.count(kind));
+        }
+    }
+}
+
+fn item_name(item: &Item) -> String {
+    match item {
+        Item::Namespace { name, .. } => name.clone(),
+        Item::Config { key, .. } => config_name(key),
+        Item::Target { target, .. } => target_name(target),
+    }
+}
+
+fn config_name(key: &ConfigKey) -> String {
+    format!("{}/{}", key.namespace, key.id.name)
+}
+
+fn target_name(target: &Target) -> String {
+    format!("{}/{}", target.namespace, target.name)
+}
+
+fn backoff(failures: u32) -> Duration {
+    let (first, max) = FETCH_RETRY;
+    first
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(max)
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
+fn read(store: &RwLock<ConfigStore>) -> std::sync::RwLockReadGuard<'_, ConfigStore> {
+    store.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write(store: &RwLock<ConfigStore>) -> std::sync::RwLockWriteGuard<'_, ConfigStore> {
+    store.write().unwrap_or_else(|p| p.into_inner())
+}

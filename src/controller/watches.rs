@@ -1,0 +1,223 @@
+//! The watches (I/O, thin): kube-runtime watchers — paginated lists, resume, relist on 410 Gone,
+//! bookmarks — whose objects are reduced on arrival and sent to the controller's loop.
+//!
+//! ConfigMaps, Secrets and Namespaces are watched metadata-only (no data ever crosses the wire
+//! here: digests are fetched by GET for what something consumes). Workloads and Pods are watched
+//! as untyped objects, so one malformed object is one log line, not a stuck watch; Pods are
+//! filtered on the server by the sidecar label.
+
+use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Config, Event};
+use kube::{Client, Resource};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::reduce::{self, Consumer, ReduceError};
+use super::store::{ConfigKey, Meta};
+use super::target::{Target, TargetKind};
+use crate::hash::{ConfigId, ConfigKind};
+use crate::inject::{IGNORE, SIDECAR_LABEL};
+
+/// The namespace label that opts a namespace in.
+pub const OPT_IN_LABEL: &str = "reload-injector.io/inject";
+
+/// One watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Namespaces (their opt-in label).
+    Namespaces,
+    /// ConfigMaps or Secrets (metadata).
+    Config(ConfigKind),
+    /// Workloads of a kind, or sidecar Pods.
+    Targets(TargetKind),
+}
+
+impl Stream {
+    /// Every watch the controller runs.
+    pub fn all() -> Vec<Stream> {
+        let mut all = vec![
+            Stream::Namespaces,
+            Stream::Config(ConfigKind::ConfigMap),
+            Stream::Config(ConfigKind::Secret),
+        ];
+        all.extend(TargetKind::WORKLOADS.map(Stream::Targets));
+        all.push(Stream::Targets(TargetKind::Pod));
+        all
+    }
+}
+
+/// An object as the loop receives it.
+#[derive(Debug)]
+pub enum Item {
+    /// A namespace and whether it carries `reload-injector.io/inject=enabled`.
+    Namespace {
+        /// Its name.
+        name: String,
+        /// Labelled to opt in.
+        labelled: bool,
+    },
+    /// A ConfigMap or Secret's metadata.
+    Config {
+        /// Which.
+        key: ConfigKey,
+        /// Its resourceVersion and ignore flag.
+        meta: Meta,
+    },
+    /// A workload or Pod, reduced (`Ok(None)`: one the controller must never write to).
+    Target {
+        /// Which.
+        target: Target,
+        /// What it consumes, or why it could not be read.
+        reduced: Result<Option<Consumer>, ReduceError>,
+    },
+}
+
+/// What a watch says.
+#[derive(Debug)]
+pub enum Watched {
+    /// A (re)list starts: objects not applied before [`Watched::InitDone`] are gone.
+    Init(Stream),
+    /// An object was listed, added or modified.
+    Apply(Stream, Item),
+    /// An object was deleted.
+    Delete(Stream, Item),
+    /// The (re)list is complete.
+    InitDone(Stream),
+}
+
+/// Starts every watch; each sends what it sees to `out` until the receiver is dropped.
+pub fn spawn_all(client: &Client, out: &UnboundedSender<Watched>) {
+    for stream in Stream::all() {
+        let (client, out) = (client.clone(), out.clone());
+        tokio::spawn(async move {
+            match stream {
+                Stream::Namespaces => watch_meta::<Namespace>(client, stream, out).await,
+                Stream::Config(ConfigKind::ConfigMap) => {
+                    watch_meta::<ConfigMap>(client, stream, out).await
+                }
+                Stream::Config(ConfigKind::Secret) => {
+                    watch_meta::<Secret>(client, stream, out).await
+                }
+                Stream::Targets(kind) => watch_targets(client, kind, out).await,
+            }
+        });
+    }
+}
+
+async fn watch_meta<K>(client: Client, stream: Stream, out: UnboundedSender<Watched>)
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Send + Sync + 'static,
+{
+    // An `Api` of `PartialObjectMeta` asks the API server for metadata only.
+    let api = Api::<PartialObjectMeta<K>>::all(client);
+    let events = watcher::watcher(api, Config::default()).default_backoff();
+    forward(events, stream, out, move |object: PartialObjectMeta<K>| {
+        meta_item(stream, &object)
+    })
+    .await;
+}
+
+async fn watch_targets(client: Client, kind: TargetKind, out: UnboundedSender<Watched>) {
+    let resource = match kind {
+        TargetKind::Deployment => ApiResource::erase::<Deployment>(&()),
+        TargetKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+        TargetKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+        TargetKind::CronJob => ApiResource::erase::<CronJob>(&()),
+        TargetKind::Pod => ApiResource::erase::<Pod>(&()),
+    };
+    let api = Api::<DynamicObject>::all_with(client, &resource);
+    let config = match kind {
+        TargetKind::Pod => Config::default().labels(&format!("{SIDECAR_LABEL}=true")),
+        _ => Config::default(),
+    };
+    let events = watcher::watcher(api, config).default_backoff();
+    let stream = Stream::Targets(kind);
+    forward(events, stream, out, move |object: DynamicObject| {
+        target_item(kind, object)
+    })
+    .await;
+}
+
+/// Sends a watcher's events on, reduced by `reduce`; watch errors are logged (the watcher
+/// retries with backoff and relists when it must).
+async fn forward<K, S>(
+    events: S,
+    stream: Stream,
+    out: UnboundedSender<Watched>,
+    reduce: impl Fn(K) -> Option<Item>,
+) where
+    S: futures_util::Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let watched = match event {
+            Ok(Event::Init) => Some(Watched::Init(stream)),
+            Ok(Event::InitDone) => Some(Watched::InitDone(stream)),
+            Ok(Event::Apply(object) | Event::InitApply(object)) => {
+                reduce(object).map(|item| Watched::Apply(stream, item))
+            }
+            Ok(Event::Delete(object)) => reduce(object).map(|item| Watched::Delete(stream, item)),
+            Err(err) => {
+                tracing::warn!(watch = ?stream, error = %err, "watch failed; retrying");
+                None
+            }
+        };
+        if let Some(watched) = watched
+            && out.send(watched).is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn meta_item<K>(stream: Stream, object: &PartialObjectMeta<K>) -> Option<Item> {
+    let metadata = &object.metadata;
+    let name = metadata.name.clone()?;
+    let annotations = metadata.annotations.as_ref();
+    let labels = metadata.labels.as_ref();
+    match stream {
+        Stream::Namespaces => Some(Item::Namespace {
+            labelled: labels
+                .and_then(|l| l.get(OPT_IN_LABEL))
+                .is_some_and(|v| v == "enabled"),
+            name,
+        }),
+        Stream::Config(kind) => Some(Item::Config {
+            key: ConfigKey {
+                namespace: metadata.namespace.clone()?,
+                id: ConfigId { kind, name },
+            },
+            meta: Meta {
+                resource_version: metadata.resource_version.clone().unwrap_or_default(),
+                ignore: annotations
+                    .and_then(|a| a.get(IGNORE))
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            },
+        }),
+        Stream::Targets(_) => None,
+    }
+}
+
+fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
+    let metadata = &object.metadata;
+    let target = Target {
+        kind,
+        namespace: metadata.namespace.clone()?,
+        name: metadata.name.clone()?,
+    };
+    let uid = metadata.uid.clone().unwrap_or_default();
+    let reduced = match kind {
+        TargetKind::Pod => {
+            let annotations = metadata.annotations.clone().unwrap_or_default();
+            reduce::pod(&uid, &annotations, &object.data).map(Some)
+        }
+        _ => reduce::workload(kind, &uid, &object.data),
+    };
+    Some(Item::Target { target, reduced })
+}

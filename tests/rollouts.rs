@@ -1,0 +1,486 @@
+//! The rollout controller end to end: real `serve` processes against the fake API server over
+//! HTTP. Each test edits ConfigMaps/Secrets at the API and checks exactly which writes follow.
+
+mod kube_support;
+mod rollout_support;
+mod webhook_support;
+
+use std::time::Duration;
+
+use kube_support::Matcher;
+use rollout_support::{
+    Cluster, NS, PATIENCE, QUIET, env_deployment, template_hash, wait_for, wait_ready,
+};
+use serde_json::{Value, json};
+
+/// A cluster with ConfigMap `web-env` (`upstream`, `unused`) read by the stamped Deployment `web`.
+fn env_cluster(tag: &str) -> (Cluster, Value, Value) {
+    let cluster = Cluster::new(tag);
+    let cm = Cluster::config_map("web-env", &[("upstream", "http://a"), ("unused", "1")]);
+    cluster.put(&cm);
+    let deployment = env_deployment("web", "web-env", "upstream");
+    cluster.put(&cluster.inject(&deployment, &[cm]));
+    (cluster, deployment, Cluster::config_map("web-env", &[]))
+}
+
+fn deployment_patches(cluster: &Cluster) -> usize {
+    cluster
+        .patches()
+        .iter()
+        .filter(|p| p.resource() == Some("deployments"))
+        .count()
+}
+
+#[test]
+fn an_env_key_change_rolls_the_workload_once_with_the_hash_inject_computes() {
+    let (cluster, deployment, _) = env_cluster("env-change");
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    std::thread::sleep(QUIET);
+    assert!(cluster.patches().is_empty(), "start-up writes nothing");
+
+    let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
+    cluster.put(&changed);
+    cluster.wait_patches(1);
+    std::thread::sleep(QUIET);
+    let patches: Vec<_> = cluster.patches();
+    assert_eq!(patches.len(), 1, "exactly one write");
+    let patch = &patches[0];
+    assert_eq!(patch.resource(), Some("deployments"));
+    assert_eq!(
+        patch.query_param("fieldManager").as_deref(),
+        Some("reload-injector")
+    );
+    assert_eq!(
+        patch.content_type.as_deref(),
+        Some("application/json-patch+json")
+    );
+    let want = cluster.expected_hash(&deployment, &[changed]);
+    let stored = cluster.api.get("deployments", NS, "web").unwrap();
+    assert_eq!(template_hash(&stored).as_deref(), Some(want.as_str()));
+    let events = cluster.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "ConfigChanged");
+    assert_eq!(events[0]["involvedObject"]["name"], "web");
+    let message = events[0]["message"].as_str().unwrap();
+    assert!(message.starts_with("reload-injector:"), "{message}");
+    assert!(
+        message.contains(r#"ConfigMap "web-env""#) && message.contains("upstream"),
+        "{message}"
+    );
+    assert!(server.wait_metric(
+        r#"reload_injector_rollouts_total{kind="Deployment"}"#,
+        1.0,
+        PATIENCE
+    ));
+}
+
+#[test]
+fn an_unread_key_a_label_edit_or_the_same_data_again_write_nothing() {
+    let (cluster, _, _) = env_cluster("no-change");
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.put(&Cluster::config_map(
+        "web-env",
+        &[("upstream", "http://a"), ("unused", "2")],
+    ));
+    cluster.api.merge(
+        "configmaps",
+        NS,
+        "web-env",
+        json!({"metadata": {"labels": {"team": "x"}}}),
+    );
+    cluster.put(&Cluster::config_map(
+        "web-env",
+        &[("upstream", "http://a"), ("unused", "2")],
+    ));
+    std::thread::sleep(QUIET * 2);
+    assert!(cluster.patches().is_empty(), "{:?}", cluster.patches());
+    assert!(cluster.events().is_empty());
+}
+
+#[test]
+fn three_changes_close_together_become_one_patch_per_workload() {
+    let cluster = Cluster::new("coalesce");
+    let configs: Vec<Value> = ["one", "two", "three"]
+        .iter()
+        .map(|n| Cluster::config_map(n, &[("k", "v1")]))
+        .collect();
+    for cm in &configs {
+        cluster.put(cm);
+    }
+    let mut deployment = env_deployment("multi", "one", "k");
+    let env = json!([
+        {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "one", "key": "k"}}},
+        {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "two", "key": "k"}}},
+        {"name": "C", "valueFrom": {"configMapKeyRef": {"name": "three", "key": "k"}}}
+    ]);
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"] = env;
+    cluster.put(&cluster.inject(&deployment, &configs));
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    let changed: Vec<Value> = ["one", "two", "three"]
+        .iter()
+        .map(|n| Cluster::config_map(n, &[("k", "v2")]))
+        .collect();
+    for cm in &changed {
+        cluster.put(cm);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    cluster.wait_patches(1);
+    std::thread::sleep(QUIET);
+    assert_eq!(deployment_patches(&cluster), 1, "{:?}", cluster.patches());
+    let stored = cluster.api.get("deployments", NS, "multi").unwrap();
+    assert_eq!(
+        template_hash(&stored),
+        Some(cluster.expected_hash(&deployment, &changed))
+    );
+}
+
+#[test]
+fn a_secret_change_is_hashed_and_its_value_is_never_sent_logged_or_exported() {
+    const VALUE: &str = "s3cr3t-Zebra-7781";
+    const NEW_VALUE: &str = "s3cr3t-Okapi-9912";
+    let cluster = Cluster::new("secret");
+    let secret = Cluster::secret("db", &[("password", VALUE)]);
+    cluster.put(&secret);
+    let mut deployment = env_deployment("api", "unused", "k");
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"] =
+        json!([{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]);
+    cluster.put(&cluster.inject(&deployment, std::slice::from_ref(&secret)));
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    let changed = Cluster::secret("db", &[("password", NEW_VALUE)]);
+    cluster.put(&changed);
+    cluster.wait_patches(1);
+    std::thread::sleep(QUIET);
+    let stored = cluster.api.get("deployments", NS, "api").unwrap();
+    assert_eq!(
+        template_hash(&stored),
+        Some(cluster.expected_hash(&deployment, &[changed]))
+    );
+    let (_, metrics) = server.side_get("/metrics").unwrap();
+    let mut everything = server.log().join("\n");
+    everything.push_str(&metrics);
+    for request in cluster.api.requests().iter().filter(|r| r.method != "GET") {
+        everything.push_str(&request.body_text());
+    }
+    for event in cluster.events() {
+        everything.push_str(&event.to_string());
+    }
+    for value in [VALUE, NEW_VALUE] {
+        assert!(!everything.contains(value), "{value} leaked");
+        let bare = sha256_hex(value);
+        assert!(
+            !everything.contains(&bare),
+            "a bare SHA-256 of {value} leaked"
+        );
+    }
+}
+
+#[test]
+fn a_mounted_config_change_refreshes_the_pod_and_rolls_nothing() {
+    let cluster = Cluster::new("mounted");
+    let cm = Cluster::config_map("site", &[("nginx.conf", "one")]);
+    cluster.put(&cm);
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": NS,
+            "labels": {"reload-injector.io/sidecar": "true"},
+            "annotations": {"reload-injector.io/mounted-config-hash": "sha256:stale-before-start"}},
+        "spec": {
+            "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}]}],
+            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
+                "volumeMounts": [{"name": "conf", "mountPath": "/reload-injector/watch/conf", "readOnly": true}]}],
+            "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
+        }
+    });
+    cluster.put(&pod);
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    // The stale hash (a change made while no controller ran) is found at start.
+    let patches = cluster.wait_patches(1);
+    assert_eq!(patches[0].resource(), Some("pods"));
+    let first = mounted_hash(&cluster);
+    cluster.put(&Cluster::config_map("site", &[("nginx.conf", "two")]));
+    let patches = cluster.wait_patches(2);
+    std::thread::sleep(QUIET);
+    assert!(
+        patches.iter().all(|p| p.resource() == Some("pods")),
+        "{patches:?}"
+    );
+    assert_eq!(cluster.patches().len(), 2);
+    assert_ne!(mounted_hash(&cluster), first);
+    assert!(cluster.events().is_empty(), "a refresh records no Event");
+    assert!(server.wait_metric("reload_injector_pod_refreshes_total", 2.0, PATIENCE));
+}
+
+#[test]
+fn opted_out_not_opted_in_ignored_and_unstamped_are_never_written() {
+    let cluster = Cluster::new("never");
+    cluster.namespace("elsewhere", false);
+    let cm = Cluster::config_map("web-env", &[("upstream", "http://a")]);
+    cluster.put(&cm);
+    let stamped = cluster.inject(
+        &env_deployment("web", "web-env", "upstream"),
+        std::slice::from_ref(&cm),
+    );
+    // Opted out after it was stamped.
+    let mut opted_out = stamped.clone();
+    opted_out["metadata"]["name"] = json!("opted-out");
+    opted_out["spec"]["template"]["metadata"]["annotations"]["reload-injector.io/inject"] =
+        json!("false");
+    cluster.put(&opted_out);
+    // Never stamped.
+    cluster.put(&env_deployment("unstamped", "web-env", "upstream"));
+    // In a namespace that is not opted in.
+    let mut elsewhere = stamped.clone();
+    elsewhere["metadata"]["namespace"] = json!("elsewhere");
+    let mut elsewhere_cm = cm.clone();
+    elsewhere_cm["metadata"]["namespace"] = json!("elsewhere");
+    cluster.put(&elsewhere_cm);
+    cluster.put(&elsewhere);
+    // Reading an object annotated ignore.
+    let mut ignored_cm = Cluster::config_map("ignored", &[("k", "1")]);
+    ignored_cm["metadata"]["annotations"] = json!({"reload-injector.io/ignore": "true"});
+    cluster.put(&ignored_cm);
+    cluster.put(&cluster.inject(
+        &env_deployment("reads-ignored", "ignored", "k"),
+        std::slice::from_ref(&ignored_cm),
+    ));
+
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.put(&Cluster::config_map("web-env", &[("upstream", "http://b")]));
+    elsewhere_cm["data"]["upstream"] = json!("http://b");
+    cluster.put(&elsewhere_cm);
+    ignored_cm["data"]["k"] = json!("2");
+    cluster.put(&ignored_cm);
+    // The one that may be written: `web` itself is not stored, so no write at all is expected.
+    std::thread::sleep(QUIET * 2);
+    assert!(cluster.patches().is_empty(), "{:?}", cluster.patches());
+}
+
+#[test]
+fn a_conflict_a_server_error_and_an_outage_still_land_the_change_exactly_once() {
+    let (cluster, deployment, _) = env_cluster("faults");
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster
+        .api
+        .fail_next(Matcher::new("PATCH", "deployments"), 409, 1);
+    cluster
+        .api
+        .fail_next(Matcher::new("PATCH", "deployments"), 500, 1);
+    let changed = Cluster::config_map("web-env", &[("upstream", "http://c"), ("unused", "1")]);
+    cluster.put(&changed);
+    let want = cluster.expected_hash(&deployment, std::slice::from_ref(&changed));
+    wait_for("the hash to land", PATIENCE, || {
+        let stored = cluster.api.get("deployments", NS, "web")?;
+        (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
+    });
+    let successful = cluster.patches().iter().filter(|p| p.status == 200).count();
+    assert_eq!(successful, 1, "{:?}", cluster.patches());
+
+    // The API goes away for a while; a change made meanwhile lands once it is back, even
+    // though the history the watches would resume from is gone by then (410 Gone: relist).
+    cluster.api.set_unreachable(Duration::from_secs(10));
+    let again = Cluster::config_map("web-env", &[("upstream", "http://d"), ("unused", "1")]);
+    cluster.put(&again);
+    cluster.api.compact();
+    let want = cluster.expected_hash(&deployment, std::slice::from_ref(&again));
+    wait_for(
+        "the change made during the outage to land",
+        Duration::from_secs(60),
+        || {
+            let stored = cluster.api.get("deployments", NS, "web")?;
+            (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
+        },
+    );
+    std::thread::sleep(QUIET);
+    let successful = cluster.patches().iter().filter(|p| p.status == 200).count();
+    assert_eq!(successful, 2, "{:?}", cluster.patches());
+    assert!(
+        cluster.api.expired_watches() > 0,
+        "the watches resumed through 410 Gone"
+    );
+}
+
+#[test]
+fn malformed_objects_are_one_log_line_each_and_the_rest_goes_on() {
+    let (cluster, deployment, _) = env_cluster("malformed");
+    // A stamped workload whose template cannot be read, and a sidecar Pod with garbage.
+    let mut broken = cluster.inject(&env_deployment("broken", "web-env", "upstream"), &[]);
+    broken["spec"]["template"]["spec"]["containers"] = json!("not a list");
+    cluster.put(&broken);
+    cluster.put(&json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "garbage", "namespace": NS,
+            "labels": {"reload-injector.io/sidecar": "true"},
+            "annotations": {"reload-injector.io/mounted-config-hash": "\\u0000 not a hash"}},
+        "spec": {"volumes": 42}
+    }));
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
+    cluster.put(&changed);
+    let want = cluster.expected_hash(&deployment, std::slice::from_ref(&changed));
+    wait_for("the readable workload to be rolled", PATIENCE, || {
+        let stored = cluster.api.get("deployments", NS, "web")?;
+        (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
+    });
+    let unreadable: Vec<String> = server
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("cannot read"))
+        .collect();
+    assert_eq!(
+        unreadable.len(),
+        2,
+        "one line per bad object: {unreadable:#?}"
+    );
+    assert!(
+        unreadable
+            .iter()
+            .any(|l| l.contains("Deployment shop/broken"))
+    );
+    assert!(unreadable.iter().any(|l| l.contains("Pod shop/garbage")));
+    assert_eq!(deployment_patches(&cluster), 1, "{:?}", cluster.patches());
+}
+
+#[test]
+fn a_restart_with_nothing_changed_writes_nothing() {
+    let (cluster, _, _) = env_cluster("restart");
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.put(&Cluster::config_map(
+        "web-env",
+        &[("upstream", "http://b"), ("unused", "1")],
+    ));
+    cluster.wait_patches(1);
+    server.terminate();
+    drop(server);
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.api.clear_requests();
+    let restarted = cluster.serve(&[]);
+    wait_ready(&restarted, true);
+    std::thread::sleep(QUIET);
+    assert!(cluster.patches().is_empty(), "{:?}", cluster.patches());
+}
+
+#[test]
+fn only_the_lease_holder_writes_and_the_other_takes_over_when_it_dies() {
+    let (cluster, deployment, _) = env_cluster("leader");
+    let first = cluster.serve(&[]);
+    wait_ready(&first, true);
+    let second = cluster.serve(&[]);
+    wait_ready(&second, false);
+    assert!(!second.wait_metric("reload_injector_leader", 1.0, Duration::from_millis(500)));
+    let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
+    cluster.put(&changed);
+    cluster.wait_patches(1);
+    std::thread::sleep(QUIET);
+    assert_eq!(deployment_patches(&cluster), 1, "only the holder writes");
+
+    drop(first); // killed, not terminated: no hand-over
+    assert!(
+        second.wait_metric("reload_injector_leader", 1.0, PATIENCE),
+        "the other replica never took over:\n{}",
+        second.log().join("\n")
+    );
+    let again = Cluster::config_map("web-env", &[("upstream", "http://c"), ("unused", "1")]);
+    cluster.put(&again);
+    let want = cluster.expected_hash(&deployment, std::slice::from_ref(&again));
+    wait_for("the new leader's write", PATIENCE, || {
+        let stored = cluster.api.get("deployments", NS, "web")?;
+        (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
+    });
+    std::thread::sleep(QUIET);
+    assert_eq!(deployment_patches(&cluster), 2);
+}
+
+fn mounted_hash(cluster: &Cluster) -> String {
+    let pod = cluster.api.get("pods", NS, "web-1").unwrap();
+    pod["metadata"]["annotations"]["reload-injector.io/mounted-config-hash"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn sha256_hex(value: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(value.as_bytes()))
+}
+
+/// `env_deployment` reshaped as another workload kind reading the same key.
+fn as_kind(deployment: &Value, kind: &str) -> Value {
+    let mut object = deployment.clone();
+    object["kind"] = json!(kind);
+    object["metadata"]["name"] = json!(kind.to_lowercase());
+    if kind == "CronJob" {
+        object["apiVersion"] = json!("batch/v1");
+        let mut template = object["spec"]["template"].clone();
+        template["spec"]["restartPolicy"] = json!("OnFailure");
+        object["spec"] =
+            json!({"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": template}}});
+    }
+    object
+}
+
+#[test]
+fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
+    let (cluster, deployment, _) = env_cluster("rbac");
+    let cm = Cluster::config_map("web-env", &[("upstream", "http://a"), ("unused", "1")]);
+    for kind in ["StatefulSet", "DaemonSet", "CronJob"] {
+        cluster.put(&cluster.inject(&as_kind(&deployment, kind), std::slice::from_ref(&cm)));
+    }
+    let secret = Cluster::secret("db", &[("password", "x")]);
+    cluster.put(&secret);
+    let mut reads_secret = env_deployment("api", "unused", "k");
+    reads_secret["spec"]["template"]["spec"]["containers"][0]["env"] =
+        json!([{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]);
+    cluster.put(&cluster.inject(&reads_secret, std::slice::from_ref(&secret)));
+    cluster.put(&Cluster::config_map("site", &[("a", "1")]));
+    cluster.put(&json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": NS, "labels": {"reload-injector.io/sidecar": "true"}},
+        "spec": {
+            "containers": [
+                {"name": "app", "image": "x", "volumeMounts": [{"name": "conf", "mountPath": "/etc/app"}]},
+                {"name": "config-reloader", "image": "ri", "volumeMounts": [{"name": "conf", "mountPath": "/reload-injector/watch/conf"}]}
+            ],
+            "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
+        }
+    }));
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.put(&Cluster::config_map(
+        "web-env",
+        &[("upstream", "http://b"), ("unused", "1")],
+    ));
+    cluster.put(&Cluster::secret("db", &[("password", "y")]));
+    cluster.put(&Cluster::config_map("site", &[("a", "2")]));
+    cluster.wait_patches(6);
+    // Long enough for the Lease to be renewed (every third of 3 s).
+    std::thread::sleep(Duration::from_millis(2500));
+    server.terminate();
+
+    let needs: Vec<_> = cluster
+        .api
+        .requests()
+        .iter()
+        .filter_map(|r| r.rbac())
+        .collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/rbac.yaml");
+    let rbac = kube_support::rbac::Rbac::from_yaml_file(&path, rollout_support::OWN);
+    assert_eq!(
+        rbac.missing(&needs),
+        vec![],
+        "serve made calls rbac.yaml does not grant"
+    );
+    assert!(
+        rbac.unused(&needs).is_empty(),
+        "rbac.yaml grants what serve never used: {:?}",
+        rbac.unused(&needs)
+    );
+}
