@@ -716,10 +716,9 @@ async fn recorded_needs_are_held_against_the_rbac_manifest() {
         .get("a")
         .await
         .unwrap();
+    // serve never deletes a Deployment, so the manifest must not grant it.
     let deployments: Api<Deployment> = Api::namespaced(client, "app");
-    let _ = deployments
-        .patch("web", &PatchParams::default(), &Patch::Merge(json!({})))
-        .await;
+    let _ = deployments.delete("web", &Default::default()).await;
     let needs: Vec<_> = api.requests().iter().filter_map(|r| r.rbac()).collect();
 
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/base/rbac.yaml");
@@ -735,7 +734,7 @@ async fn recorded_needs_are_held_against_the_rbac_manifest() {
         missing.contains(&(
             "apps".into(),
             "deployments".into(),
-            "patch".into(),
+            "delete".into(),
             Some("app".into())
         )),
         "{missing:?}"
