@@ -8,9 +8,7 @@ mod webhook_support;
 use std::time::Duration;
 
 use kube_support::Matcher;
-use rollout_support::{
-    Cluster, NS, PATIENCE, QUIET, env_deployment, template_hash, wait_for, wait_ready,
-};
+use rollout_support::{Cluster, NS, PATIENCE, QUIET, env_deployment, wait_ready};
 use serde_json::{Value, json};
 
 /// A cluster with ConfigMap `web-env` (`upstream`, `unused`) read by the stamped Deployment `web`.
@@ -56,8 +54,7 @@ fn an_env_key_change_rolls_the_workload_once_with_the_hash_inject_computes() {
         Some("application/json-patch+json")
     );
     let want = cluster.expected_hash(&deployment, &[changed]);
-    let stored = cluster.api.get("deployments", NS, "web").unwrap();
-    assert_eq!(template_hash(&stored).as_deref(), Some(want.as_str()));
+    assert_eq!(cluster.hash_of("web"), Some(want));
     let events = cluster.events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0]["reason"], "ConfigChanged");
@@ -130,9 +127,8 @@ fn three_changes_close_together_become_one_patch_per_workload() {
     cluster.wait_patches(1);
     std::thread::sleep(QUIET);
     assert_eq!(deployment_patches(&cluster), 1, "{:?}", cluster.patches());
-    let stored = cluster.api.get("deployments", NS, "multi").unwrap();
     assert_eq!(
-        template_hash(&stored),
+        cluster.hash_of("multi"),
         Some(cluster.expected_hash(&deployment, &changed))
     );
 }
@@ -154,9 +150,8 @@ fn a_secret_change_is_hashed_and_its_value_is_never_sent_logged_or_exported() {
     cluster.put(&changed);
     cluster.wait_patches(1);
     std::thread::sleep(QUIET);
-    let stored = cluster.api.get("deployments", NS, "api").unwrap();
     assert_eq!(
-        template_hash(&stored),
+        cluster.hash_of("api"),
         Some(cluster.expected_hash(&deployment, &[changed]))
     );
     let (_, metrics) = server.side_get("/metrics").unwrap();
@@ -275,10 +270,7 @@ fn a_conflict_a_server_error_and_an_outage_still_land_the_change_exactly_once() 
     let changed = Cluster::config_map("web-env", &[("upstream", "http://c"), ("unused", "1")]);
     cluster.put(&changed);
     let want = cluster.expected_hash(&deployment, std::slice::from_ref(&changed));
-    wait_for("the hash to land", PATIENCE, || {
-        let stored = cluster.api.get("deployments", NS, "web")?;
-        (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
-    });
+    cluster.wait_hash("web", &want, PATIENCE);
     let successful = cluster.patches().iter().filter(|p| p.status == 200).count();
     assert_eq!(successful, 1, "{:?}", cluster.patches());
 
@@ -289,14 +281,7 @@ fn a_conflict_a_server_error_and_an_outage_still_land_the_change_exactly_once() 
     cluster.put(&again);
     cluster.api.compact();
     let want = cluster.expected_hash(&deployment, std::slice::from_ref(&again));
-    wait_for(
-        "the change made during the outage to land",
-        Duration::from_secs(60),
-        || {
-            let stored = cluster.api.get("deployments", NS, "web")?;
-            (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
-        },
-    );
+    cluster.wait_hash("web", &want, Duration::from_secs(60));
     std::thread::sleep(QUIET);
     let successful = cluster.patches().iter().filter(|p| p.status == 200).count();
     assert_eq!(successful, 2, "{:?}", cluster.patches());
@@ -325,10 +310,7 @@ fn malformed_objects_are_one_log_line_each_and_the_rest_goes_on() {
     let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
     cluster.put(&changed);
     let want = cluster.expected_hash(&deployment, std::slice::from_ref(&changed));
-    wait_for("the readable workload to be rolled", PATIENCE, || {
-        let stored = cluster.api.get("deployments", NS, "web")?;
-        (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
-    });
+    cluster.wait_hash("web", &want, PATIENCE);
     let unreadable: Vec<String> = server
         .log()
         .into_iter()
@@ -391,10 +373,7 @@ fn only_the_lease_holder_writes_and_the_other_takes_over_when_it_dies() {
     let again = Cluster::config_map("web-env", &[("upstream", "http://c"), ("unused", "1")]);
     cluster.put(&again);
     let want = cluster.expected_hash(&deployment, std::slice::from_ref(&again));
-    wait_for("the new leader's write", PATIENCE, || {
-        let stored = cluster.api.get("deployments", NS, "web")?;
-        (template_hash(&stored).as_deref() == Some(want.as_str())).then_some(())
-    });
+    cluster.wait_hash("web", &want, PATIENCE);
     std::thread::sleep(QUIET);
     assert_eq!(deployment_patches(&cluster), 2);
 }

@@ -143,6 +143,18 @@ impl Cluster {
         )
     }
 
+    /// The pod-template `config-hash` of Deployment `name` now.
+    pub fn hash_of(&self, name: &str) -> Option<String> {
+        template_hash(&self.api.get("deployments", NS, name)?)
+    }
+
+    /// Waits up to `timeout` until Deployment `name` carries `want`.
+    pub fn wait_hash(&self, name: &str, want: &str, timeout: Duration) {
+        wait_for(&format!("{name} to carry {want}"), timeout, || {
+            (self.hash_of(name).as_deref() == Some(want)).then_some(())
+        });
+    }
+
     /// Every PATCH the API received so far.
     pub fn patches(&self) -> Vec<Recorded> {
         self.api
