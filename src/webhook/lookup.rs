@@ -153,15 +153,46 @@ impl Lookups {
         if missing.is_empty() {
             return data;
         }
-        let timeout = self.inner.config.timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let waits: Vec<_> = missing
+        let waits = missing
             .into_iter()
             .map(|(id, key)| (id, self.pending(key)))
             .collect();
-        for (id, pending) in waits {
-            // A request that misses the deadline keeps running and fills the cache for later.
-            let lookup = match tokio::time::timeout_at(deadline, pending).await {
+        self.wait_all(namespace, waits, &mut data).await;
+        data
+    }
+
+    /// The objects `refs` in `namespace` read from the API now, past the view and the cache
+    /// (which the answers refresh), within the lookup timeout.
+    pub async fn fetch_fresh(&self, namespace: &str, refs: &BTreeSet<ConfigId>) -> ConfigData {
+        let mut data = ConfigData::new();
+        let waits = refs
+            .iter()
+            .map(|id| {
+                let this = self.clone();
+                let key = key(namespace, id);
+                let request = tokio::spawn(async move { this.load(key).await });
+                let lookup = request.map(|done| {
+                    done.unwrap_or_else(|_| Lookup::Failed("lookup task failed".to_owned()))
+                });
+                (id, lookup)
+            })
+            .collect();
+        self.wait_all(namespace, waits, &mut data).await;
+        data
+    }
+
+    /// Waits for every lookup until one shared deadline (the lookup timeout); one that misses
+    /// it counts as failed, and keeps running to fill the cache for later reviews.
+    async fn wait_all(
+        &self,
+        namespace: &str,
+        waits: Vec<(&ConfigId, impl Future<Output = Lookup>)>,
+        data: &mut ConfigData,
+    ) {
+        let timeout = self.inner.config.timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        for (id, wait) in waits {
+            let lookup = match tokio::time::timeout_at(deadline, wait).await {
                 Ok(lookup) => lookup,
                 Err(_) => Lookup::Failed(format!(
                     "API timed out after {}",
@@ -174,38 +205,6 @@ impl Lookups {
             }
             data.insert(id.clone(), lookup);
         }
-        data
-    }
-
-    /// The objects `refs` in `namespace` read from the API now, past the view and the cache
-    /// (which the answers refresh), within the lookup timeout.
-    pub async fn fetch_fresh(&self, namespace: &str, refs: &BTreeSet<ConfigId>) -> ConfigData {
-        let mut data = ConfigData::new();
-        let timeout = self.inner.config.timeout;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let requests: Vec<_> = refs
-            .iter()
-            .map(|id| {
-                let this = self.clone();
-                let key = key(namespace, id);
-                (id, tokio::spawn(async move { this.load(key).await }))
-            })
-            .collect();
-        for (id, request) in requests {
-            let lookup = match tokio::time::timeout_at(deadline, request).await {
-                Ok(Ok(lookup)) => lookup,
-                Ok(Err(_)) => Lookup::Failed("lookup task failed".to_owned()),
-                Err(_) => Lookup::Failed(format!(
-                    "API timed out after {}",
-                    humantime::format_duration(timeout)
-                )),
-            };
-            if matches!(lookup, Lookup::Failed(_)) {
-                self.inner.metrics.lookup_failed();
-            }
-            data.insert(id.clone(), lookup);
-        }
-        data
     }
 
     /// Number of cached entries (for tests and debugging).
