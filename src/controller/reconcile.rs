@@ -9,7 +9,7 @@ use super::store::{ConfigKey, ConfigStore};
 use super::target::{Target, Write};
 use super::view::View;
 use crate::hash::{ConfigData, ConfigKind, Lookup, SecretKey};
-use crate::inject::quoted as quoted_name;
+use crate::inject::{describe, quoted};
 
 /// The data changes that made a target due: object → changed keys (empty: created or deleted).
 pub type Causes = BTreeMap<ConfigKey, BTreeSet<String>>;
@@ -105,7 +105,7 @@ pub fn evaluate(
 /// The Event message: the objects and keys that changed, never a value.
 pub fn event_message(causes: &Causes, keys: &BTreeSet<ConfigKey>) -> String {
     let what = if causes.is_empty() {
-        let objects: Vec<String> = keys.iter().map(describe).collect();
+        let objects: Vec<String> = keys.iter().map(|k| describe(&k.id)).collect();
         format!(
             "config changed since the hash was stamped ({})",
             objects.join(", ")
@@ -114,9 +114,9 @@ pub fn event_message(causes: &Causes, keys: &BTreeSet<ConfigKey>) -> String {
         let parts: Vec<String> = causes
             .iter()
             .map(|(key, changed)| match changed.len() {
-                0 => format!("{} was created or deleted", describe(key)),
-                1 => format!("{} changed (key {})", describe(key), list(changed)),
-                _ => format!("{} changed (keys {})", describe(key), list(changed)),
+                0 => format!("{} was created or deleted", describe(&key.id)),
+                1 => format!("{} changed (key {})", describe(&key.id), list(changed)),
+                _ => format!("{} changed (keys {})", describe(&key.id), list(changed)),
             })
             .collect();
         parts.join("; ")
@@ -133,13 +133,9 @@ pub fn event_message(causes: &Causes, keys: &BTreeSet<ConfigKey>) -> String {
     message
 }
 
-fn describe(key: &ConfigKey) -> String {
-    format!("{} {}", key.id.kind, quoted_name(&key.id.name))
-}
-
 fn list(keys: &BTreeSet<String>) -> String {
     keys.iter()
-        .map(|k| quoted_name(k))
+        .map(|k| quoted(k))
         .collect::<Vec<_>>()
         .join(", ")
 }

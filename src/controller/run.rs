@@ -197,8 +197,7 @@ impl Loop {
                 }
                 Err(err) => {
                     tracing::warn!(object = %target, error = %err, "ignoring an object the controller cannot read");
-                    self.view.set_consumer(&target, None);
-                    self.forget(&target);
+                    self.target_gone(&target);
                 }
             },
         }
@@ -209,23 +208,29 @@ impl Loop {
             Item::Namespace { name, .. } => {
                 self.view.set_namespace(&name, false);
             }
-            Item::Config { key, .. } => {
-                let meta = write(&self.store).remove_meta(&key);
-                if self.view.wants(&key) {
-                    let gone = Fetched {
-                        resource_version: None,
-                        object: None,
-                        sent: self.view.tick(),
-                    };
-                    let ignore = meta.is_some_and(|m| m.ignore);
-                    self.record(key, gone, ignore);
-                }
-            }
-            Item::Target { target, .. } => {
-                self.view.set_consumer(&target, None);
-                self.forget(&target);
-            }
+            Item::Config { key, .. } => self.config_gone(key),
+            Item::Target { target, .. } => self.target_gone(&target),
         }
+    }
+
+    /// A ConfigMap/Secret was deleted: for its consumers, it is now absent (a change).
+    fn config_gone(&mut self, key: ConfigKey) {
+        let meta = write(&self.store).remove_meta(&key);
+        if self.view.wants(&key) {
+            let gone = Fetched {
+                resource_version: None,
+                object: None,
+                sent: self.view.tick(),
+            };
+            let ignore = meta.is_some_and(|m| m.ignore);
+            self.record(key, gone, ignore);
+        }
+    }
+
+    /// A workload or Pod was deleted (or can no longer be written to).
+    fn target_gone(&mut self, target: &Target) {
+        self.view.set_consumer(target, None);
+        self.forget(target);
     }
 
     /// After a (re)list: whatever was known of the stream and not listed again is gone.
@@ -250,13 +255,7 @@ impl Loop {
                     .cloned()
                     .collect();
                 for key in gone {
-                    self.delete(Item::Config {
-                        key,
-                        meta: super::store::Meta {
-                            resource_version: String::new(),
-                            ignore: false,
-                        },
-                    });
+                    self.config_gone(key);
                 }
             }
             Stream::Targets(kind) => {
@@ -267,8 +266,7 @@ impl Loop {
                     .cloned()
                     .collect();
                 for target in gone {
-                    self.view.set_consumer(&target, None);
-                    self.forget(&target);
+                    self.target_gone(&target);
                 }
             }
         }

@@ -99,11 +99,6 @@ impl ConfigStore {
         (changes != Changes::default()).then_some(changes)
     }
 
-    /// Drops the digests of an object nothing consumes any more.
-    pub fn forget_fetched(&mut self, key: &ConfigKey) {
-        self.fetched.remove(key);
-    }
-
     /// The digests of `key` if they are as new as the metadata watch: fetched at the watched
     /// resourceVersion, or known absent while the watch knows no such object.
     pub fn fresh(&self, key: &ConfigKey) -> Option<&Fetched> {

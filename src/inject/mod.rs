@@ -23,6 +23,7 @@ use crate::hash::{ConfigData, ConfigId, SecretKey};
 pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
 pub use object::Workload;
 pub use review::Plan;
+pub use rules::describe;
 pub use sidecar::canonical_signal;
 
 /// Annotation and label prefix of everything the product reads or writes.
