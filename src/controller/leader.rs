@@ -454,7 +454,7 @@ impl Elector {
                 Some(Err(kube::Error::Api(status))) if status.is_conflict() && attempt == 0 => {
                     match self.read().await {
                         Ok(()) => continue,
-                        Err(error) => error_chain(&error),
+                        Err(error) => crate::report::one_line(&error),
                     }
                 }
                 Some(Err(error)) => error.to_string(),
@@ -487,7 +487,7 @@ impl Elector {
 
     /// Logs `error` unless it repeats the last one, then pauses before the next try.
     async fn failed(&mut self, error: Error) {
-        let message = error_chain(&error);
+        let message = crate::report::one_line(&error);
         if self.last_error.as_deref() != Some(message.as_str()) {
             tracing::warn!(error = %message, "Lease election: retrying");
             self.last_error = Some(message);
@@ -501,18 +501,6 @@ impl Elector {
             tracing::info!(lease = %self.lease_name(), "Lease API answering again");
         }
     }
-}
-
-/// `error` and its sources, on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
 }
 
 /// `interval` shortened by up to a quarter, so replicas do not poll in step.

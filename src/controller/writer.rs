@@ -403,7 +403,7 @@ impl Task {
                     entry.write = newer(Some(write), next);
                 }
                 let delay = jittered(entry.failures);
-                let error = error_chain(&error);
+                let error = crate::report::one_line(&error);
                 if refused {
                     tracing::error!(target = %target, retry_in = ?delay, "{error}");
                 } else {
@@ -460,18 +460,6 @@ async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
-}
-
-/// The error and its sources on one line.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        line.push_str(": ");
-        line.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    line
 }
 
 fn api_resource(kind: TargetKind) -> ApiResource {
@@ -558,7 +546,7 @@ async fn record_event(
             };
         failures += 1;
         if failures >= EVENT_ATTEMPTS {
-            tracing::warn!(target = %target, attempts = failures, "{}; giving up", error_chain(&error));
+            tracing::warn!(target = %target, attempts = failures, "{}; giving up", crate::report::one_line(&error));
             return;
         }
         tokio::time::sleep(jittered(failures)).await;

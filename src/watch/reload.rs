@@ -95,27 +95,13 @@ fn failure(outcome: Outcome, result: &'static str, target: String, err: &dyn Err
         outcome,
         result,
         target,
-        error: Some(one_line(err)),
+        error: Some(crate::report::one_line(err)),
         duration: Duration::ZERO,
     }
 }
 
-/// An error and its causes as one line: `outer: inner: innermost`.
-pub fn one_line(err: &dyn Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[derive(Debug, thiserror::Error)]
     #[error("failed to do the outer thing")]
     struct Outer(#[source] std::io::Error);
@@ -123,6 +109,9 @@ mod tests {
     #[test]
     fn errors_become_one_line_with_causes() {
         let err = Outer(std::io::Error::other("disk on fire"));
-        assert_eq!(one_line(&err), "failed to do the outer thing: disk on fire");
+        assert_eq!(
+            crate::report::one_line(&err),
+            "failed to do the outer thing: disk on fire"
+        );
     }
 }

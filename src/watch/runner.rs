@@ -73,7 +73,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         "watching"
     );
     let code_pages = trim::CodePages::of_this_process()
-        .inspect_err(|err| debug!(error = %reload::one_line(err), "keeping the mapped pages"))
+        .inspect_err(
+            |err| debug!(error = %crate::report::one_line(err), "keeping the mapped pages"),
+        )
         .ok();
     drop_code_pages(code_pages.as_ref());
     loop {
@@ -111,7 +113,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 }
                 Err(err) => {
                     state.metrics.errors.inc();
-                    warn!(error = %reload::one_line(&err), "reading events failed; re-checking");
+                    warn!(error = %crate::report::one_line(&err), "reading events failed; re-checking");
                     report_watch_errors(&state.metrics, watches.rearm());
                     state.forget_listings();
                     debouncer.on_event(std::time::Instant::now());
@@ -161,7 +163,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 fn drop_code_pages(code_pages: Option<&trim::CodePages>) {
     match code_pages.map(trim::CodePages::drop_clean) {
         Some(Ok(bytes)) => debug!(bytes, "dropped the mapped pages of the executable"),
-        Some(Err(err)) => debug!(error = %reload::one_line(&err), "kept the mapped pages"),
+        Some(Err(err)) => debug!(error = %crate::report::one_line(&err), "kept the mapped pages"),
         None => {}
     }
 }
@@ -169,7 +171,7 @@ fn drop_code_pages(code_pages: Option<&trim::CodePages>) {
 fn report_watch_errors(metrics: &Metrics, errors: Vec<WatchError>) {
     for err in errors {
         metrics.errors.inc();
-        warn!(error = %reload::one_line(&err), "watch not set; will retry on the next re-check");
+        warn!(error = %crate::report::one_line(&err), "watch not set; will retry on the next re-check");
     }
 }
 
