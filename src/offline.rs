@@ -204,12 +204,21 @@ fn inject_object(
         .or_else(|| str_at(object, "/metadata/generateName"))
         .unwrap_or("<unnamed>");
     let label = format!("{kind}/{name}");
+    // The core reads objects as the webhook receives them: raw JSON.
+    let raw = serde_json::value::to_raw_value(&*object).map_err(|source| {
+        OfflineError::ObjectUnreadable {
+            object: label.clone(),
+            kind: kind.clone(),
+            path: path.to_owned(),
+            cause: source,
+        }
+    })?;
     let req = Request {
         group,
         kind: &kind,
         operation: Operation::Create,
         namespace: &namespace,
-        object,
+        object: &raw,
         old_object: None,
         dry_run: false,
     };

@@ -18,6 +18,7 @@ use reload_injector::inject::{
     MAX_WARNING_CHARS, Operation, Outcome, Plan, Request, Settings, WARNING_PREFIX,
 };
 use serde::Deserialize;
+use serde_json::value::to_raw_value;
 use serde_json::{Value, json};
 
 const DIR: &str = "tests/fixtures/inject";
@@ -132,13 +133,17 @@ fn review(case: &Case, object: &Value, settings: &Settings) -> Outcome {
         .clone()
         .or_else(|| object["metadata"]["namespace"].as_str().map(str::to_owned))
         .unwrap_or_else(|| "default".to_owned());
+    // The server hands the core the objects as raw JSON, as sent.
+    let raw = to_raw_value(object).expect("fixture objects serialize");
+    let old_raw = case.old_object.as_ref().map(to_raw_value).transpose();
+    let old_raw = old_raw.expect("fixture objects serialize");
     let req = Request {
         group: group_of(api_version),
         kind,
         operation: Operation::parse(&case.operation),
         namespace: &namespace,
-        object,
-        old_object: case.old_object.as_ref(),
+        object: &raw,
+        old_object: old_raw.as_deref(),
         dry_run: false,
     };
     let plan = Plan::new(&req, settings).expect("fixture objects are readable");

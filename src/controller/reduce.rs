@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodSpec;
+use crate::inject::pod::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, KeyToPath, PodSpec, Volume};
+use super::pod::{Container, KeyToPath, PodSpec, Volume};
 
 use super::SIDECAR_NAME;
 use crate::hash::{ConfigId, Consumed};

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::PodSpec;
+use super::pod::PodSpec;
 
 use super::SIDECAR_NAME;
 use super::analysis::{ConfigVolume, analyse};

@@ -10,18 +10,21 @@ mod analysis;
 pub mod consumption;
 mod messages;
 mod object;
+mod parts;
+pub mod pod;
 mod review;
 mod rules;
 mod sidecar;
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::hash::{ConfigData, ConfigId, SecretKey};
 
 pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
 pub use object::Workload;
+pub use parts::Key;
 pub use review::Plan;
 pub use rules::describe;
 pub use sidecar::canonical_signal;
@@ -108,10 +111,10 @@ pub struct Request<'a> {
     pub operation: Operation,
     /// `request.namespace`.
     pub namespace: &'a str,
-    /// `request.object`.
-    pub object: &'a Value,
-    /// `request.oldObject` (UPDATE only).
-    pub old_object: Option<&'a Value>,
+    /// `request.object`, as sent (`null` when absent).
+    pub object: &'a RawValue,
+    /// `request.oldObject` (UPDATE only), as sent.
+    pub old_object: Option<&'a RawValue>,
     /// `request.dryRun`: the answer is the same either way (no side effects).
     pub dry_run: bool,
 }

@@ -1,8 +1,6 @@
-//! The JSON side: where the pod template lives in each kind, reading string maps, and the
-//! few edits the core makes (annotations, containers, `shareProcessNamespace`). Everything
-//! else in the object is left exactly as it came.
-
-use std::collections::BTreeMap;
+//! The JSON side: where the pod template lives in each kind, and the few edits the core makes
+//! (annotations, labels, containers, `shareProcessNamespace`). Everything else in the object is
+//! left exactly as it came.
 
 use serde_json::{Map, Value};
 
@@ -34,36 +32,6 @@ impl Workload {
             Workload::Template(pointer) => pointer,
         }
     }
-}
-
-/// `metadata.<field>` of a pod (template) as a string map; non-string values are skipped.
-pub fn string_map(pod: &Value, field: &str) -> BTreeMap<String, String> {
-    pod.get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_object)
-        .map(|map| {
-            map.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Whether a Pod has a controlling owner (a ReplicaSet, Job, …) rather than a person.
-pub fn has_controller(pod: &Value) -> bool {
-    pod.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|refs| {
-            refs.iter()
-                .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-        })
-}
-
-/// `metadata.namespace` of an object, if set.
-pub fn namespace(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
 }
 
 /// Sets `metadata.annotations[key]`, creating the maps when absent.
@@ -106,69 +74,6 @@ pub fn push_container(pod: &mut Value, list: &str, container: Value) {
 /// Sets `spec.shareProcessNamespace: true`.
 pub fn share_process_namespace(pod: &mut Value) {
     child(as_object(pod), "spec").insert("shareProcessNamespace".to_owned(), Value::Bool(true));
-}
-
-/// The fields of the pod (template) that the core may edit, relative to the pod.
-pub const EDITABLE_FIELDS: [&[&str]; 5] = [
-    &["metadata", "annotations"],
-    &["metadata", "labels"],
-    &["spec", "containers"],
-    &["spec", "initContainers"],
-    &["spec", "shareProcessNamespace"],
-];
-
-/// The editable fields that are lists the core only appends to ([`push_container`]).
-const APPEND_ONLY: [&str; 2] = ["containers", "initContainers"];
-
-/// A copy of `object` holding only what the core may edit: the objects down to the pod at
-/// `pod_pointer`, and below it the [`EDITABLE_FIELDS`] that exist (what is absent stays absent).
-/// The elements already in an append-only list are copied as `null` placeholders: the core
-/// never edits them, so only their number matters to the diff.
-///
-/// Editing this copy and diffing it against an unedited one gives exactly the patch that
-/// editing and diffing the whole object would, without copying and walking `managedFields`,
-/// existing containers, volumes and everything else the core never touches.
-pub fn editable_view(object: &Value, pod_pointer: &str) -> Value {
-    let mut view = Value::Object(Map::new());
-    let mut src = object;
-    let mut dst = &mut view;
-    for key in pod_pointer.split('/').skip(1) {
-        let Some(next) = src.get(key) else {
-            return view;
-        };
-        src = next;
-        dst = as_object(dst)
-            .entry(key)
-            .or_insert(Value::Object(Map::new()));
-    }
-    for field in EDITABLE_FIELDS {
-        copy_path(src, dst, field);
-    }
-    view
-}
-
-/// Copies `src` at `path` into `dst`, creating the objects on the way only where `src` has them.
-fn copy_path(src: &Value, dst: &mut Value, path: &[&str]) {
-    let Some((key, rest)) = path.split_first() else {
-        return;
-    };
-    let Some(child) = src.get(*key) else { return };
-    let dst = as_object(dst);
-    if rest.is_empty() || !child.is_object() {
-        let copy = match child {
-            Value::Array(items) if rest.is_empty() && APPEND_ONLY.contains(key) => {
-                Value::Array(vec![Value::Null; items.len()])
-            }
-            other => other.clone(),
-        };
-        dst.insert((*key).to_owned(), copy);
-    } else {
-        copy_path(
-            child,
-            dst.entry(*key).or_insert(Value::Object(Map::new())),
-            rest,
-        );
-    }
 }
 
 /// `value` as an object, replaced by an empty one if it is anything else (`null`).

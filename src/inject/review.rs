@@ -3,14 +3,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::PodSpec;
-use serde::Deserialize;
 use serde_json::Value;
+
+use super::pod::PodSpec;
 
 use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
 use super::messages::{Warnings, quoted};
 use super::object::{self, Workload};
+use super::parts::{self, MapField, PodParts};
 use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
 use super::{
@@ -22,7 +23,6 @@ use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 /// A request read and understood, waiting for its config data.
 #[derive(Debug)]
 pub struct Plan<'a> {
-    req: Request<'a>,
     settings: &'a Settings,
     target: Option<Target<'a>>,
 }
@@ -31,7 +31,7 @@ pub struct Plan<'a> {
 #[derive(Debug)]
 struct Target<'a> {
     workload: Workload,
-    pod: &'a Value,
+    pod: PodParts<'a>,
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
     spec: PodSpec,
@@ -44,11 +44,7 @@ impl<'a> Plan<'a> {
     /// untouched; an object of a handled kind that does not parse is an error.
     pub fn new(req: &Request<'a>, settings: &'a Settings) -> Result<Self, ReviewError> {
         let target = read_target(req, settings)?;
-        Ok(Self {
-            req: *req,
-            settings,
-            target,
-        })
+        Ok(Self { settings, target })
     }
 
     /// The ConfigMaps/Secrets whose contents [`Plan::decide`] needs (Secrets only with a key).
@@ -63,7 +59,7 @@ impl<'a> Plan<'a> {
     pub fn decide(&self, configs: &ConfigData) -> Outcome {
         match &self.target {
             None => Outcome::untouched(),
-            Some(target) => decide(&self.req, self.settings, target, configs),
+            Some(target) => decide(self.settings, target, configs),
         }
     }
 }
@@ -79,36 +75,47 @@ fn read_target<'a>(
         Workload::Pod => req.operation == Operation::Create,
         Workload::Template(_) => matches!(req.operation, Operation::Create | Operation::Update),
     };
-    let namespace = if req.namespace.is_empty() {
-        object::namespace(req.object).unwrap_or("")
-    } else {
-        req.namespace
-    };
-    if !handled_op
-        || EXCLUDED_NAMESPACES.contains(&namespace)
-        || namespace == settings.own_namespace
-    {
+    if EXCLUDED_NAMESPACES.contains(&req.namespace) || req.namespace == settings.own_namespace {
         return Ok(None);
     }
-    if req.object.is_null() {
+    if !handled_op {
+        return Ok(None);
+    }
+    if req.object.get() == "null" {
         return Err(ReviewError::MissingObject {
             kind: req.kind.to_owned(),
         });
     }
-    let pod = pod_at(req.object, workload, req.kind)?;
-    let annotations = object::string_map(pod, "annotations");
-    let labels = object::string_map(pod, "labels");
+    let unreadable = |source| ReviewError::UnreadableObject {
+        kind: req.kind.to_owned(),
+        source,
+    };
+    let object = parts::read(req.object, workload.pointer()).map_err(unreadable)?;
+    if req.namespace.is_empty() {
+        let namespace = object.namespace.as_deref().unwrap_or("");
+        if EXCLUDED_NAMESPACES.contains(&namespace) || namespace == settings.own_namespace {
+            return Ok(None);
+        }
+    }
+    let Some(pod) = object.pod else {
+        return Err(unreadable(serde::de::Error::custom(format!(
+            "{} is missing or not an object",
+            workload.pointer()
+        ))));
+    };
+    let annotations = pod.meta.string_map(MapField::Annotations);
+    let labels = pod.meta.string_map(MapField::Labels);
     if is_false(annotations.get(INJECT)) || is_false(labels.get(INJECT)) {
         return Ok(None);
     }
     // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
     // its owner wrote it: the owner was already checked and hashed, and a template that differs
     // from the owner's would make the Deployment controller create ReplicaSets in a loop.
-    if matches!(workload, Workload::Template(_)) && object::has_controller(req.object) {
+    if matches!(workload, Workload::Template(_)) && object.controlled {
         return Ok(None);
     }
-    let spec = parse_spec(pod, req.kind)?;
-    let policy = subpath_policy(req, workload, pod, &annotations);
+    let spec = pod.spec().map_err(unreadable)?;
+    let policy = subpath_policy(req, workload, &pod, &annotations);
     let analysis = analyse(&spec);
     let outcome = rules::apply(&analysis, &policy);
     // A Pod's sidecar watches some of the volumes its apps mount as directories: their
@@ -146,27 +153,6 @@ fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
     all
 }
 
-fn pod_at<'v>(object: &'v Value, workload: Workload, kind: &str) -> Result<&'v Value, ReviewError> {
-    object
-        .pointer(workload.pointer())
-        .filter(|v| v.is_object())
-        .ok_or_else(|| ReviewError::UnreadableObject {
-            kind: kind.to_owned(),
-            source: serde::de::Error::custom(format!(
-                "{} is missing or not an object",
-                workload.pointer()
-            )),
-        })
-}
-
-fn parse_spec(pod: &Value, kind: &str) -> Result<PodSpec, ReviewError> {
-    let spec = pod.get("spec").unwrap_or(&Value::Null);
-    PodSpec::deserialize(spec).map_err(|source| ReviewError::UnreadableObject {
-        kind: kind.to_owned(),
-        source,
-    })
-}
-
 fn is_false(value: Option<&String>) -> bool {
     value.is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
 }
@@ -175,7 +161,7 @@ fn is_false(value: Option<&String>) -> bool {
 fn subpath_policy(
     req: &Request,
     workload: Workload,
-    pod: &Value,
+    pod: &PodParts,
     annotations: &BTreeMap<String, String>,
 ) -> SubPathPolicy {
     if annotations
@@ -185,13 +171,13 @@ fn subpath_policy(
         return SubPathPolicy::Allow;
     }
     match (workload, req.operation) {
-        (Workload::Pod, _) if object::has_controller(pod) => SubPathPolicy::Allow,
+        (Workload::Pod, _) if pod.meta.controlled() => SubPathPolicy::Allow,
         (Workload::Pod, _) | (Workload::Template(_), Operation::Create) => SubPathPolicy::DenyAll,
         (Workload::Template(pointer), _) => {
             let old = req
                 .old_object
-                .and_then(|old| old.pointer(pointer))
-                .and_then(|old_pod| PodSpec::deserialize(old_pod.get("spec")?).ok());
+                .and_then(|old| parts::read(old, pointer).ok()?.pod)
+                .and_then(|old_pod| old_pod.spec().ok());
             match old {
                 Some(old_spec) => SubPathPolicy::DenyNew(rules::subpath_keys(&analyse(&old_spec))),
                 // Without a readable oldObject nothing can be shown to be new: never deny.
@@ -201,7 +187,7 @@ fn subpath_policy(
     }
 }
 
-fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
+fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
     let analysis = analyse(&target.spec);
     let outcome = rules::apply(&analysis, &target.policy);
     let mut warnings = Warnings::default();
@@ -213,7 +199,7 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
             warnings: warnings.into_vec(),
         };
     }
-    let rolls = on_template || object::has_controller(target.pod);
+    let rolls = on_template || target.pod.meta.controlled();
     warn_uses(&outcome.uses, rolls, settings, &mut warnings);
     let report = hash_uses(&outcome.uses, configs, settings);
     warn_hash(&outcome.uses, &report, &mut warnings);
@@ -226,9 +212,10 @@ fn decide(req: &Request, settings: &Settings, target: &Target, configs: &ConfigD
     );
 
     // Edit a copy of only what may change, and diff it against the same unedited view.
-    let original = object::editable_view(req.object, target.workload.pointer());
+    let pointer = target.workload.pointer();
+    let original = parts::at_pointer(target.pod.editable(&target.spec), pointer);
     let mut edited = original.clone();
-    let Some(pod) = edited.pointer_mut(target.workload.pointer()) else {
+    let Some(pod) = edited.pointer_mut(pointer) else {
         return Outcome::untouched();
     };
     stamp_hash(

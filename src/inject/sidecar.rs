@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use super::pod::{Container, PodSpec};
 use serde_json::{Value, json};
 
 use super::analysis::PodAnalysis;

@@ -81,7 +81,7 @@ pub async fn handle(state: &AppState, body: &[u8]) -> Result<Vec<u8>, HandleErro
 
 /// The encoded answer, the outcome label and the number of warnings.
 async fn decide(
-    review: &Review,
+    review: &Review<'_>,
     settings: &Settings,
     lookups: &Lookups,
 ) -> Result<(Vec<u8>, &'static str, usize), HandleError> {

@@ -1,9 +1,9 @@
 //! AdmissionReview `admission.k8s.io/v1` on the wire: reading a request body and writing the
 //! answer. Pure: bytes in, bytes out.
 //!
-//! The body is parsed once into a `serde_json::Value` (without what the webhook never reads,
-//! such as `metadata.managedFields` and `status`, see `lean`) and the core borrows from it, so
-//! a review copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
+//! The body is read once (see `envelope`): the small fields of `request` as values, and
+//! `request.object` / `request.oldObject` as raw JSON borrowed from the body, from which the
+//! core reads only the parts it needs. A review copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
 //! response type, which would serialise the patch as an array of numbers instead of the
 //! documented base64 string.
 
@@ -56,50 +56,53 @@ pub struct RequestFieldError {
     pub expected: &'static str,
 }
 
-/// A parsed AdmissionReview whose envelope and uid are known to be good.
+/// A parsed AdmissionReview whose envelope and uid are known to be good. It borrows the
+/// objects from the request body.
 #[derive(Debug)]
-pub struct Review {
-    doc: Value,
+pub struct Review<'a> {
+    request: RequestFields<'a>,
 }
 
-static NULL: Value = Value::Null;
-
-impl Review {
-    /// Parses a request body. serde_json's recursion limit stays on, so absurdly nested
-    /// input is an error, not a stack overflow.
-    pub fn parse(body: &[u8]) -> Result<Self, EnvelopeError> {
+impl<'a> Review<'a> {
+    /// Parses a request body. The objects are kept as raw JSON and skipped without recursion,
+    /// so absurdly nested input is an error, not a stack overflow.
+    pub fn parse(body: &'a [u8]) -> Result<Self, EnvelopeError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(EnvelopeError::Empty);
         }
-        let doc = lean::from_slice(body).map_err(EnvelopeError::NotJson)?;
-        let Some(top) = doc.as_object() else {
-            return Err(EnvelopeError::NotAnObject(json_type(&doc)));
-        };
-        let api_version = top.get("apiVersion");
+        let envelope = envelope::from_slice(body)
+            .map_err(|err| EnvelopeError::NotJson(full_parse_error(body).unwrap_or(err)))?;
+        if let Some(type_name) = envelope.not_an_object {
+            return Err(match full_parse_error(body) {
+                Some(err) => EnvelopeError::NotJson(err),
+                None => EnvelopeError::NotAnObject(type_name),
+            });
+        }
+        let api_version = envelope.api_version.as_ref();
         if api_version.and_then(Value::as_str) != Some(API_VERSION) {
             return Err(EnvelopeError::WrongApiVersion(describe(api_version)));
         }
-        let kind = top.get("kind");
+        let kind = envelope.kind.as_ref();
         if kind.and_then(Value::as_str) != Some(KIND) {
             return Err(EnvelopeError::WrongKind(describe(kind)));
         }
-        let Some(request) = top.get("request").and_then(Value::as_object) else {
+        let Some(request) = envelope.request else {
             return Err(EnvelopeError::MissingRequest);
         };
-        if !request.get("uid").is_some_and(Value::is_string) {
+        if !request.uid.as_ref().is_some_and(Value::is_string) {
             return Err(EnvelopeError::MissingUid);
         }
-        Ok(Self { doc })
+        Ok(Self { request })
     }
 
     /// `request.uid`, echoed in the answer.
     pub fn uid(&self) -> &str {
-        self.field("uid").as_str().unwrap_or_default()
+        field(&self.request.uid).as_str().unwrap_or_default()
     }
 
     /// `request.kind.kind` as sent (`""` when absent), for logs and metrics.
     pub fn kind(&self) -> &str {
-        self.field("kind")
+        field(&self.request.kind)
             .get("kind")
             .and_then(Value::as_str)
             .unwrap_or_default()
@@ -107,12 +110,13 @@ impl Review {
 
     /// `request.operation` as sent (`""` when absent), for logs and metrics.
     pub fn operation(&self) -> &str {
-        self.field("operation").as_str().unwrap_or_default()
+        field(&self.request.operation).as_str().unwrap_or_default()
     }
 
-    /// The request as the core sees it, borrowing from the parsed body.
+    /// The request as the core sees it, borrowing from the body.
     pub fn request(&self) -> Result<Request<'_>, RequestFieldError> {
-        let kind = self.field("kind");
+        let r = &self.request;
+        let kind = field(&r.kind);
         if !kind.is_object() {
             return Err(bad("request.kind", "an object"));
         }
@@ -121,35 +125,33 @@ impl Review {
             .get("kind")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("request.kind.kind", "a string"))?;
-        let operation = self
-            .field("operation")
+        let operation = field(&r.operation)
             .as_str()
             .ok_or_else(|| bad("request.operation", "a string"))?;
-        let namespace = optional_str(self.get("namespace"), "request.namespace")?;
-        let dry_run = match self.get("dryRun") {
+        let namespace = optional_str(r.namespace.as_ref(), "request.namespace")?;
+        let dry_run = match &r.dry_run {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
             Some(_) => return Err(bad("request.dryRun", "a boolean")),
         };
-        let old_object = self.get("oldObject").filter(|v| !v.is_null());
+        let old_object = r.old_object.filter(|raw| raw.get() != "null");
         Ok(Request {
             group,
             kind: kind_name,
             operation: Operation::parse(operation),
             namespace,
-            object: self.get("object").unwrap_or(&NULL),
+            object: r.object.unwrap_or(NULL_OBJECT),
             old_object,
             dry_run,
         })
     }
+}
 
-    fn get(&self, name: &str) -> Option<&Value> {
-        self.doc.get("request").and_then(|r| r.get(name))
-    }
+/// `request.object` when the request has none.
+const NULL_OBJECT: &RawValue = RawValue::NULL;
 
-    fn field(&self, name: &str) -> &Value {
-        self.get(name).unwrap_or(&NULL)
-    }
+fn field(value: &Option<Value>) -> &Value {
+    value.as_ref().unwrap_or(&Value::Null)
 }
 
 fn optional_str<'a>(
@@ -179,6 +181,13 @@ fn json_type(v: &Value) -> &'static str {
 }
 
 /// A short description of a field's value for an error message (never the whole value).
+/// Why a full parse of `body` fails, if it does (bad input only). It words errors as the
+/// whole-body parse always did: a nesting deeper than serde_json's recursion limit is named
+/// as such, where the envelope's skipping parser would report only where the input ended.
+fn full_parse_error(body: &[u8]) -> Option<serde_json::Error> {
+    serde_json::from_slice::<Value>(body).err()
+}
+
 fn describe(v: Option<&Value>) -> String {
     match v {
         None => "missing".to_owned(),
@@ -260,7 +269,10 @@ fn encode(response: Response<'_>) -> Vec<u8> {
     serde_json::to_vec(&envelope).unwrap_or_default()
 }
 
-mod lean;
+mod envelope;
+
+use envelope::RequestFields;
+use serde_json::value::RawValue;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::PodSpec;
+use crate::inject::pod::PodSpec;
 use serde_json::json;
 
 use super::*;

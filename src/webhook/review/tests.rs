@@ -28,8 +28,11 @@ fn reads_every_field_the_core_needs() {
     assert_eq!(req.kind, "Deployment");
     assert_eq!(req.operation, Operation::Update);
     assert_eq!(req.namespace, "shop");
-    assert_eq!(req.object["metadata"]["name"], "web");
-    assert_eq!(req.old_object.unwrap()["metadata"]["generation"], 1);
+    assert_eq!(req.object.get(), r#"{"metadata":{"name":"web"}}"#);
+    assert_eq!(
+        req.old_object.unwrap().get(),
+        r#"{"metadata":{"generation":1,"name":"web"}}"#
+    );
     assert!(req.dry_run);
 }
 
@@ -98,9 +101,30 @@ fn envelope_errors_are_specific() {
 
 #[test]
 fn deep_nesting_is_an_error_not_a_stack_overflow() {
-    let bytes = "[".repeat(100_000);
-    let err = Review::parse(bytes.as_bytes()).unwrap_err();
-    assert!(matches!(err, EnvelopeError::NotJson(_)), "{err}");
+    let deep = |n| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    for bytes in ["[".repeat(100_000), deep(100_000)] {
+        let err = Review::parse(bytes.as_bytes()).unwrap_err();
+        assert!(matches!(err, EnvelopeError::NotJson(_)), "{err}");
+        assert!(err.to_string().contains("recursion limit"), "{err}");
+    }
+    // Deep inside the object: the envelope keeps it raw, the core's read of it refuses it.
+    let text = format!(
+        r#"{{"apiVersion":"{API_VERSION}","kind":"{KIND}","request":{{"uid":"u",
+            "kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE",
+            "namespace":"shop","object":{{"spec":{{"containers":{}}}}}}}}}"#,
+        deep(100_000)
+    );
+    let review = Review::parse(text.as_bytes()).unwrap();
+    let req = review.request().unwrap();
+    let settings = crate::inject::Settings {
+        sidecar_image: "example/reloader:1".to_owned(),
+        native_sidecars: true,
+        own_namespace: "reload-injector".to_owned(),
+        version: "test".to_owned(),
+        inject_into_templates: false,
+        secret_key: None,
+    };
+    let err = crate::inject::Plan::new(&req, &settings).unwrap_err();
     assert!(err.to_string().contains("recursion limit"), "{err}");
 }
 

@@ -1,0 +1,295 @@
+use serde_json::json;
+use serde_json::value::to_raw_value;
+
+use super::*;
+
+const TEMPLATE: &str = "/spec/template";
+const CRONJOB: &str = "/spec/jobTemplate/spec/template";
+
+fn raw(text: &str) -> Box<RawValue> {
+    RawValue::from_string(text.to_owned()).expect("valid JSON")
+}
+
+fn raw_of(value: &Value) -> Box<RawValue> {
+    to_raw_value(value).unwrap()
+}
+
+/// The editable view of `object` at `pointer`, as the core diffs it.
+fn view(object: &Value, pointer: &str) -> Value {
+    let object = raw_of(object);
+    let parts = read(&object, pointer).unwrap();
+    let pod = parts.pod.expect("a pod");
+    let spec = pod.spec().unwrap();
+    at_pointer(pod.editable(&spec), pointer)
+}
+
+#[test]
+fn a_pod_gives_its_namespace_owner_and_only_the_editable_fields() {
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "app", "namespace": "shop",
+            "annotations": {"a": "1", "n": 2},
+            "labels": {"app": "web"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": true}],
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+        },
+        "spec": {
+            "containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}],
+            "initContainers": [{"name": "init"}],
+            "volumes": [{"name": "v", "emptyDir": {}}],
+            "shareProcessNamespace": false,
+            "tolerations": [{"key": "k"}]
+        },
+        "status": {"phase": "Pending"}
+    });
+    let object = raw_of(&pod);
+    let parts = read(&object, "").unwrap();
+    assert_eq!(parts.namespace.as_deref(), Some("shop"));
+    assert!(parts.controlled);
+    let pod_parts = parts.pod.unwrap();
+    assert!(pod_parts.meta.controlled());
+    let annotations = pod_parts.meta.string_map(MapField::Annotations);
+    assert_eq!(annotations.len(), 1, "the non-string value is skipped");
+    assert_eq!(annotations["a"], "1");
+    assert_eq!(pod_parts.meta.string_map(MapField::Labels)["app"], "web");
+    assert_eq!(
+        view(&pod, ""),
+        json!({
+            "metadata": {"annotations": {"a": "1", "n": 2}, "labels": {"app": "web"}},
+            "spec": {
+                "containers": [null, null],
+                "initContainers": [null],
+                "shareProcessNamespace": false
+            }
+        })
+    );
+}
+
+#[test]
+fn a_template_reads_the_namespace_and_owner_of_the_object_not_of_the_template() {
+    let deployment = json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "metadata": {
+                    "namespace": "elsewhere",
+                    "labels": {"app": "web"},
+                    "ownerReferences": [{"controller": true}]
+                },
+                "spec": {"containers": [{"name": "app"}]}
+            }
+        }
+    });
+    let object = raw_of(&deployment);
+    let parts = read(&object, TEMPLATE).unwrap();
+    assert_eq!(parts.namespace.as_deref(), Some("shop"));
+    assert!(!parts.controlled);
+    assert_eq!(
+        view(&deployment, TEMPLATE),
+        json!({"spec": {"template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [null]}
+        }}})
+    );
+}
+
+#[test]
+fn a_cronjob_template_three_levels_down_is_found() {
+    let cronjob = json!({
+        "metadata": {"namespace": "batch", "ownerReferences": [{"controller": true}]},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {
+            "spec": {"containers": [{"name": "job"}], "restartPolicy": "Never"}
+        }}}}
+    });
+    let object = raw_of(&cronjob);
+    let parts = read(&object, CRONJOB).unwrap();
+    assert!(parts.controlled);
+    assert_eq!(parts.pod.unwrap().spec().unwrap().containers[0].name, "job");
+    assert_eq!(
+        view(&cronjob, CRONJOB),
+        json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [null]}}}}}})
+    );
+}
+
+#[test]
+fn absent_metadata_stays_absent_and_empty_metadata_stays_empty() {
+    let bare = json!({"spec": {"containers": []}});
+    assert_eq!(view(&bare, ""), json!({"spec": {"containers": []}}));
+    let empty = json!({"metadata": {"name": "x"}, "spec": {}});
+    assert_eq!(view(&empty, ""), json!({"metadata": {}, "spec": {}}));
+}
+
+#[test]
+fn metadata_that_is_not_an_object_is_kept_as_sent_and_reads_as_empty() {
+    for odd in [
+        json!(null),
+        json!("text"),
+        json!([1, 2]),
+        json!(7),
+        json!(true),
+    ] {
+        let pod = json!({"metadata": odd.clone(), "spec": {"containers": [{"name": "a"}]}});
+        let object = raw_of(&pod);
+        let parts = read(&object, "").unwrap();
+        assert_eq!(parts.namespace, None, "{odd}");
+        assert!(!parts.controlled, "{odd}");
+        let meta = &parts.pod.as_ref().unwrap().meta;
+        assert!(meta.string_map(MapField::Annotations).is_empty(), "{odd}");
+        assert_eq!(
+            view(&pod, ""),
+            json!({"metadata": odd, "spec": {"containers": [null]}})
+        );
+    }
+}
+
+#[test]
+fn null_lists_stay_null_and_odd_owner_references_name_no_controller() {
+    let pod = json!({
+        "metadata": {"ownerReferences": {"controller": true}, "annotations": null},
+        "spec": {"containers": null, "initContainers": null}
+    });
+    let object = raw_of(&pod);
+    assert!(!read(&object, "").unwrap().controlled);
+    assert_eq!(
+        view(&pod, ""),
+        json!({
+            "metadata": {"annotations": null},
+            "spec": {"containers": null, "initContainers": null}
+        })
+    );
+}
+
+#[test]
+fn a_repeated_key_keeps_its_last_value_at_every_level() {
+    let object = raw(
+        r#"{"metadata": {"namespace": "first"}, "metadata": {"namespace": "last"},
+            "spec": {"template": {"spec": {"containers": [{"name": "gone"}]}}},
+            "spec": {"template": {
+                "metadata": {"labels": {"a": "1"}, "labels": {"b": "2"}},
+                "spec": {"containers": [{"name": "old"}], "containers": [{"name": "x"}, {"name": "y"}],
+                         "shareProcessNamespace": true, "shareProcessNamespace": false}
+            }}}"#,
+    );
+    let parts = read(&object, TEMPLATE).unwrap();
+    assert_eq!(parts.namespace.as_deref(), Some("last"));
+    let pod = parts.pod.unwrap();
+    assert_eq!(
+        pod.meta
+            .string_map(MapField::Labels)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [("b".to_owned(), "2".to_owned())]
+    );
+    let spec = pod.spec().unwrap();
+    let names: Vec<_> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["x", "y"]);
+    assert_eq!(spec.share_process_namespace, Some(false));
+    assert_eq!(
+        pod.editable(&spec),
+        json!({
+            "metadata": {"labels": {"b": "2"}},
+            "spec": {"containers": [null, null], "shareProcessNamespace": false}
+        })
+    );
+}
+
+#[test]
+fn a_later_key_without_the_pod_removes_the_pod_found_earlier() {
+    let object = raw(r#"{"spec": {"template": {"spec": {}}}, "spec": {"replicas": 1}}"#);
+    assert!(read(&object, TEMPLATE).unwrap().pod.is_none());
+}
+
+#[test]
+fn a_repeated_key_deep_in_the_spec_keeps_its_last_value_too() {
+    let object = raw(r#"{"spec": {"containers": [{"name": "first", "name": "last"}]}}"#);
+    let spec = read(&object, "").unwrap().pod.unwrap().spec().unwrap();
+    assert_eq!(spec.containers[0].name, "last");
+}
+
+#[test]
+fn escaped_keys_are_read_by_their_text() {
+    let object = raw(r#"{"m\u0065tadata": {"n\u0061mespace": "shop"},
+            "spec": {"cont\u0061iners": [{"n\u0061me": "app"}]}}"#);
+    let parts = read(&object, "").unwrap();
+    assert_eq!(parts.namespace.as_deref(), Some("shop"));
+    let pod = parts.pod.unwrap();
+    let spec = pod.spec().unwrap();
+    assert_eq!(spec.containers[0].name, "app");
+    assert_eq!(
+        pod.editable(&spec),
+        json!({"metadata": {}, "spec": {"containers": [null]}})
+    );
+}
+
+#[test]
+fn no_pod_where_the_pointer_leads_to_nothing_or_to_a_non_object() {
+    for object in [
+        json!({"metadata": {"namespace": "shop"}}),
+        json!({"spec": {"template": "text"}}),
+        json!({"spec": {"template": null}}),
+        json!({"spec": [{"template": {}}]}),
+        json!({"spec": 3}),
+    ] {
+        let raw = raw_of(&object);
+        let parts = read(&raw, TEMPLATE).unwrap();
+        assert!(parts.pod.is_none(), "{object}");
+    }
+    for top in ["[]", "\"pod\"", "1", "true"] {
+        let object = raw(top);
+        let parts = read(&object, "").unwrap();
+        assert!(parts.pod.is_none() && parts.namespace.is_none(), "{top}");
+    }
+}
+
+#[test]
+fn a_spec_error_is_worded_as_k8s_openapi_words_it() {
+    for spec in [
+        json!("text"),
+        json!(null),
+        json!([]),
+        json!({"containers": "app"}),
+        json!({"containers": [{"name": 7}]}),
+        json!({"volumes": [{"name": "v", "configMap": {"items": {}}}]}),
+        json!({"hostPID": "yes"}),
+    ] {
+        let pod = json!({"spec": spec.clone()});
+        let object = raw_of(&pod);
+        let parts = read(&object, "").unwrap();
+        let lean = parts.pod.unwrap().spec().unwrap_err().to_string();
+        let full = k8s_openapi::api::core::v1::PodSpec::deserialize(&spec)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(lean, full, "{spec}");
+    }
+}
+
+#[test]
+fn fields_the_core_never_reads_are_not_checked() {
+    let pod = json!({"spec": {
+        "containers": [{"name": "app", "resources": "lots", "ports": 80}],
+        "tolerations": "any"
+    }});
+    let object = raw_of(&pod);
+    let spec = read(&object, "").unwrap().pod.unwrap().spec().unwrap();
+    assert_eq!(spec.containers[0].name, "app");
+}
+
+#[test]
+fn at_pointer_wraps_the_pod_in_the_objects_of_the_pointer() {
+    assert_eq!(at_pointer(json!({"a": 1}), ""), json!({"a": 1}));
+    assert_eq!(
+        at_pointer(json!({"a": 1}), CRONJOB),
+        json!({"spec": {"jobTemplate": {"spec": {"template": {"a": 1}}}}})
+    );
+}
+
+#[test]
+fn too_deep_a_nesting_in_the_spec_is_an_error_not_an_empty_field() {
+    let deep = format!("{}{}", "[".repeat(1000), "]".repeat(1000));
+    let object = raw(&format!(r#"{{"spec": {{"containers": {deep}}}}}"#));
+    let err = read(&object, "").unwrap().pod.unwrap().spec().unwrap_err();
+    assert!(err.to_string().contains("recursion limit"), "{err}");
+}

@@ -1,0 +1,247 @@
+//! The part of a Kubernetes pod spec the core reads, and nothing else.
+//!
+//! These types mirror `k8s_openapi::api::core::v1` field for field (same names, same Rust
+//! types, same JSON names) but keep only the fields the analysis, the rules and the sidecar plan
+//! read. Everything else in a spec (resources, probes, ports, tolerations, affinity, …) is
+//! scanned as JSON and dropped while parsing, so a review allocates only what it uses. A field
+//! the core starts reading must be added here: the compiler says so.
+//!
+//! Like k8s-openapi, a missing or `null` required string (`name`, `key`, `mountPath`) reads as
+//! `""`, and a missing or `null` list as empty.
+
+use serde::{Deserialize, Deserializer};
+
+/// `io.k8s.api.core.v1.PodSpec`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    /// `containers`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub containers: Vec<Container>,
+    /// `initContainers`.
+    pub init_containers: Option<Vec<Container>>,
+    /// `volumes`.
+    pub volumes: Option<Vec<Volume>>,
+    /// `restartPolicy`.
+    pub restart_policy: Option<String>,
+    /// `hostPID`.
+    #[serde(rename = "hostPID")]
+    pub host_pid: Option<bool>,
+    /// `shareProcessNamespace`.
+    pub share_process_namespace: Option<bool>,
+    /// `securityContext`.
+    pub security_context: Option<PodSecurityContext>,
+}
+
+/// `io.k8s.api.core.v1.PodSecurityContext`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSecurityContext {
+    /// `runAsUser`.
+    pub run_as_user: Option<i64>,
+    /// `runAsGroup`.
+    pub run_as_group: Option<i64>,
+    /// `runAsNonRoot`.
+    pub run_as_non_root: Option<bool>,
+}
+
+/// `io.k8s.api.core.v1.Container`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    /// `name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `command`.
+    pub command: Option<Vec<String>>,
+    /// `env`.
+    pub env: Option<Vec<EnvVar>>,
+    /// `envFrom`.
+    pub env_from: Option<Vec<EnvFromSource>>,
+    /// `volumeMounts`.
+    pub volume_mounts: Option<Vec<VolumeMount>>,
+    /// `restartPolicy` (`Always` makes an init container a native sidecar).
+    pub restart_policy: Option<String>,
+    /// `securityContext`.
+    pub security_context: Option<SecurityContext>,
+}
+
+/// `io.k8s.api.core.v1.SecurityContext`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityContext {
+    /// `runAsUser`.
+    pub run_as_user: Option<i64>,
+    /// `runAsGroup`.
+    pub run_as_group: Option<i64>,
+}
+
+/// `io.k8s.api.core.v1.EnvVar`, the fields the core reads (not the name or literal value).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVar {
+    /// `valueFrom`.
+    pub value_from: Option<EnvVarSource>,
+}
+
+/// `io.k8s.api.core.v1.EnvVarSource`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVarSource {
+    /// `configMapKeyRef`.
+    pub config_map_key_ref: Option<KeySelector>,
+    /// `secretKeyRef`.
+    pub secret_key_ref: Option<KeySelector>,
+}
+
+/// `ConfigMapKeySelector` / `SecretKeySelector`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeySelector {
+    /// `name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `key`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub key: String,
+    /// `optional`.
+    pub optional: Option<bool>,
+}
+
+/// `io.k8s.api.core.v1.EnvFromSource`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvFromSource {
+    /// `configMapRef`.
+    pub config_map_ref: Option<EnvSource>,
+    /// `secretRef`.
+    pub secret_ref: Option<EnvSource>,
+}
+
+/// `ConfigMapEnvSource` / `SecretEnvSource`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvSource {
+    /// `name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `optional`.
+    pub optional: Option<bool>,
+}
+
+/// `io.k8s.api.core.v1.VolumeMount`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeMount {
+    /// `name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `mountPath`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub mount_path: String,
+    /// `subPath`.
+    pub sub_path: Option<String>,
+    /// `subPathExpr`.
+    pub sub_path_expr: Option<String>,
+}
+
+/// `io.k8s.api.core.v1.Volume`, the sources the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    /// `name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `configMap`.
+    pub config_map: Option<ConfigMapVolumeSource>,
+    /// `secret`.
+    pub secret: Option<SecretVolumeSource>,
+    /// `projected`.
+    pub projected: Option<ProjectedVolumeSource>,
+}
+
+/// `ConfigMapVolumeSource` and the `configMap` of a projection.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapVolumeSource {
+    /// `name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `items`.
+    pub items: Option<Vec<KeyToPath>>,
+    /// `optional`.
+    pub optional: Option<bool>,
+}
+
+/// `io.k8s.api.core.v1.SecretVolumeSource`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretVolumeSource {
+    /// `secretName`.
+    pub secret_name: Option<String>,
+    /// `items`.
+    pub items: Option<Vec<KeyToPath>>,
+    /// `optional`.
+    pub optional: Option<bool>,
+}
+
+/// `io.k8s.api.core.v1.KeyToPath`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyToPath {
+    /// `key`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub key: String,
+    /// `path`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub path: String,
+}
+
+/// `io.k8s.api.core.v1.ProjectedVolumeSource`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectedVolumeSource {
+    /// `sources`.
+    pub sources: Option<Vec<VolumeProjection>>,
+}
+
+/// `io.k8s.api.core.v1.VolumeProjection`, the fields the core reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeProjection {
+    /// `configMap`.
+    pub config_map: Option<ConfigMapVolumeSource>,
+    /// `secret`.
+    pub secret: Option<SecretProjection>,
+    /// `serviceAccountToken`: only whether it is there.
+    pub service_account_token: Option<Present>,
+}
+
+/// The `secret` of a projection.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretProjection {
+    /// `name`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `items`.
+    pub items: Option<Vec<KeyToPath>>,
+    /// `optional`.
+    pub optional: Option<bool>,
+}
+
+/// A field whose content does not matter, only that it is set to an object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct Present {}
+
+/// Reads `null` as the default, as k8s-openapi does for required fields.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests;

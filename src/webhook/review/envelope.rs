@@ -1,0 +1,287 @@
+//! One pass over a request body that keeps only what the webhook reads: the envelope's
+//! `apiVersion` and `kind`, the small fields of `request`, and `request.object` /
+//! `request.oldObject` as borrowed raw JSON (no tree is built for them here; the core reads
+//! the few parts it needs from the raw text).
+//!
+//! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, so a
+//! malformed body is rejected exactly as a full parse would reject it, and serde_json's
+//! recursion limit still applies. A key given twice keeps its last value, as in a full parse.
+
+use std::fmt;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::inject::Key;
+
+/// The body as read: the top level and, when `request` is an object, its fields.
+#[derive(Debug, Default)]
+pub struct Envelope<'a> {
+    /// The JSON type of the top level when it is not an object.
+    pub not_an_object: Option<&'static str>,
+    /// `apiVersion`.
+    pub api_version: Option<Value>,
+    /// `kind`.
+    pub kind: Option<Value>,
+    /// `request`, when it is an object.
+    pub request: Option<RequestFields<'a>>,
+}
+
+/// The fields of `request` the webhook reads.
+#[derive(Debug, Default)]
+pub struct RequestFields<'a> {
+    /// `uid`.
+    pub uid: Option<Value>,
+    /// `kind` (`{group, version, kind}`).
+    pub kind: Option<Value>,
+    /// `operation`.
+    pub operation: Option<Value>,
+    /// `namespace`.
+    pub namespace: Option<Value>,
+    /// `dryRun`.
+    pub dry_run: Option<Value>,
+    /// `object`, as sent.
+    pub object: Option<&'a RawValue>,
+    /// `oldObject`, as sent.
+    pub old_object: Option<&'a RawValue>,
+}
+
+/// Parses `bytes` into an [`Envelope`]; an error only for bytes that are not one JSON value.
+pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let envelope = TopSeed.deserialize(&mut de)?;
+    de.end()?;
+    Ok(envelope)
+}
+
+/// The JSON type name of a value, for error messages.
+fn type_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Null => "null",
+        Kind::Bool => "boolean",
+        Kind::Number => "number",
+        Kind::String => "string",
+        Kind::Array => "array",
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+}
+
+/// Reads the top level: an object becomes an envelope; anything else is scanned and named.
+struct TopSeed;
+
+impl<'de> DeserializeSeed<'de> for TopSeed {
+    type Value = Envelope<'de>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed {
+    type Value = Envelope<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut envelope = Envelope::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "apiVersion" => envelope.api_version = Some(map.next_value()?),
+                "kind" => envelope.kind = Some(map.next_value()?),
+                "request" => envelope.request = map.next_value_seed(RequestSeed)?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(envelope)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        IgnoredAny.visit_seq(seq)?;
+        Ok(not_an_object(Kind::Array))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(not_an_object(Kind::Bool))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(not_an_object(Kind::Number))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(not_an_object(Kind::Number))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(not_an_object(Kind::Number))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(not_an_object(Kind::String))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(not_an_object(Kind::Null))
+    }
+}
+
+fn not_an_object<'a>(kind: Kind) -> Envelope<'a> {
+    Envelope {
+        not_an_object: Some(type_name(kind)),
+        ..Envelope::default()
+    }
+}
+
+/// Reads `request`: its fields when it is an object, `None` (after scanning it) otherwise.
+struct RequestSeed;
+
+impl<'de> DeserializeSeed<'de> for RequestSeed {
+    type Value = Option<RequestFields<'de>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RequestSeed {
+    type Value = Option<RequestFields<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut r = RequestFields::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "uid" => r.uid = Some(map.next_value()?),
+                "kind" => r.kind = Some(map.next_value()?),
+                "operation" => r.operation = Some(map.next_value()?),
+                "namespace" => r.namespace = Some(map.next_value()?),
+                "dryRun" => r.dry_run = Some(map.next_value()?),
+                "object" => r.object = Some(map.next_value()?),
+                "oldObject" => r.old_object = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(r))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        IgnoredAny.visit_seq(seq)?;
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn keeps_the_read_fields_and_the_objects_as_sent() {
+        let doc = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u", "kind": {"kind": "Pod"}, "operation": "UPDATE", "namespace": "n",
+                "dryRun": false, "userInfo": {"username": "me"}, "options": {"a": 1},
+                "object": {"metadata": {"name": "a"}, "status": {"phase": "Running"}},
+                "oldObject": null
+            },
+            "status": "ignored"
+        });
+        let bytes = serde_json::to_vec(&doc).unwrap();
+        let e = from_slice(&bytes).unwrap();
+        assert_eq!(e.api_version, Some(json!("admission.k8s.io/v1")));
+        assert_eq!(e.kind, Some(json!("AdmissionReview")));
+        let r = e.request.unwrap();
+        assert_eq!(r.uid, Some(json!("u")));
+        assert_eq!(r.kind, Some(json!({"kind": "Pod"})));
+        assert_eq!(r.operation, Some(json!("UPDATE")));
+        assert_eq!(r.namespace, Some(json!("n")));
+        assert_eq!(r.dry_run, Some(json!(false)));
+        let object: Value = serde_json::from_str(r.object.unwrap().get()).unwrap();
+        assert_eq!(object, doc["request"]["object"]);
+        assert_eq!(r.old_object.unwrap().get(), "null");
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_its_last_value() {
+        let e = from_slice(br#"{"kind": "x", "kind": "AdmissionReview", "request": 1, "request": {"uid": "a", "uid": "b"}}"#).unwrap();
+        assert_eq!(e.kind, Some(json!("AdmissionReview")));
+        assert_eq!(e.request.unwrap().uid, Some(json!("b")));
+    }
+
+    #[test]
+    fn names_the_type_of_a_top_level_that_is_not_an_object() {
+        for (text, name) in [
+            ("[1, {}]", "array"),
+            ("\"s\"", "string"),
+            ("null", "null"),
+            ("-1.5", "number"),
+            ("true", "boolean"),
+        ] {
+            assert_eq!(
+                from_slice(text.as_bytes()).unwrap().not_an_object,
+                Some(name)
+            );
+        }
+        assert!(
+            from_slice(br#"{"request": "s"}"#)
+                .unwrap()
+                .request
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn skipped_parts_are_still_checked_and_the_recursion_limit_holds() {
+        assert!(from_slice(br#"{"request": {"userInfo": [1,}}"#).is_err());
+        assert!(from_slice(br#"{"a": 1} x"#).is_err());
+        let deep = format!("{{\"options\": {}}}", "[".repeat(10_000));
+        assert!(from_slice(deep.as_bytes()).is_err());
+        let deep_object = format!("{{\"request\": {{\"object\": {}}}}}", "[".repeat(10_000));
+        assert!(from_slice(deep_object.as_bytes()).is_err());
+    }
+}
