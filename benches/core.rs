@@ -53,7 +53,7 @@ fn full_request<'a>(doc: &'a serde_json::Value, object: &'a RawValue) -> inject:
         kind: r["kind"]["kind"].as_str().unwrap(),
         operation: inject::Operation::parse(r["operation"].as_str().unwrap()),
         namespace: r["namespace"].as_str().unwrap(),
-        object,
+        object: inject::Object::Raw(object),
         old_object: None,
         dry_run: false,
     }

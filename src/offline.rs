@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
-use crate::inject::{Operation, Outcome, Plan, Request, ReviewError, Settings};
+use crate::inject::{Object, Operation, Outcome, Plan, Request, ReviewError, Settings};
 
 /// Why `inject` could not do its job.
 #[derive(Debug, thiserror::Error)]
@@ -218,7 +218,7 @@ fn inject_object(
         kind: &kind,
         operation: Operation::Create,
         namespace: &namespace,
-        object: &raw,
+        object: Object::Raw(&raw),
         old_object: None,
         dry_run: false,
     };

@@ -15,7 +15,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
 use reload_injector::inject::{
-    MAX_WARNING_CHARS, Operation, Outcome, Plan, Request, Settings, WARNING_PREFIX,
+    MAX_WARNING_CHARS, Object, Operation, Outcome, Plan, Request, Settings, WARNING_PREFIX,
 };
 use serde::Deserialize;
 use serde_json::value::to_raw_value;
@@ -142,7 +142,7 @@ fn review(case: &Case, object: &Value, settings: &Settings) -> Outcome {
         kind,
         operation: Operation::parse(&case.operation),
         namespace: &namespace,
-        object: &raw,
+        object: Object::Raw(&raw),
         old_object: old_raw.as_deref(),
         dry_run: false,
     };

@@ -24,7 +24,7 @@ use crate::hash::{ConfigData, ConfigId, SecretKey};
 
 pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
 pub use object::Workload;
-pub use parts::Key;
+pub use parts::{Key, ObjectParts, ObjectSeed};
 pub use review::Plan;
 pub use rules::describe;
 pub use sidecar::canonical_signal;
@@ -100,6 +100,20 @@ impl Operation {
     }
 }
 
+/// `request.object`: as sent, or already read while the review was parsed.
+#[derive(Debug, Clone, Copy)]
+pub enum Object<'a> {
+    /// The raw JSON text.
+    Raw(&'a RawValue),
+    /// Read by [`ObjectSeed`] for the pod (template) at `pointer` (a [`Workload::pointer`]).
+    Read {
+        /// The pointer it was read for.
+        pointer: &'a str,
+        /// What was read.
+        parts: &'a ObjectParts<'a>,
+    },
+}
+
 /// One admission request, as the core sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
@@ -111,8 +125,8 @@ pub struct Request<'a> {
     pub operation: Operation,
     /// `request.namespace`.
     pub namespace: &'a str,
-    /// `request.object`, as sent (`null` when absent).
-    pub object: &'a RawValue,
+    /// `request.object` (`null` when absent).
+    pub object: Object<'a>,
     /// `request.oldObject` (UPDATE only), as sent.
     pub old_object: Option<&'a RawValue>,
     /// `request.dryRun`: the answer is the same either way (no side effects).

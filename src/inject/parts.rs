@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use super::pod::PodSpec;
 
 /// A JSON object key, borrowed from the input unless it holds escapes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Key<'a>(Cow<'a, str>);
 
 impl Key<'_> {
@@ -51,8 +51,10 @@ impl<'de> Deserialize<'de> for Key<'de> {
 }
 
 /// What the core reads of an object under review.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ObjectParts<'a> {
+    /// The object is JSON `null`.
+    pub is_null: bool,
     /// `metadata.namespace`, when it is a string.
     pub namespace: Option<String>,
     /// Whether `metadata.ownerReferences` names a controller.
@@ -62,7 +64,7 @@ pub struct ObjectParts<'a> {
 }
 
 /// The pod (template) of an object.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PodParts<'a> {
     /// Its `metadata`.
     pub meta: Meta,
@@ -71,7 +73,7 @@ pub struct PodParts<'a> {
 }
 
 /// A `metadata` as the core reads it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub enum Meta {
     /// No `metadata`.
     #[default]
@@ -92,7 +94,7 @@ pub enum Meta {
 }
 
 /// A pod `spec` as sent: its fields as raw JSON, or the value when it is not an object.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Spec<'a> {
     /// An object's fields in order (a repeated key keeps its last value).
     Fields(Vec<(Key<'a>, &'a RawValue)>),
@@ -108,23 +110,47 @@ impl Default for Spec<'_> {
 
 /// Reads `object`, whose pod (template) sits at the JSON pointer `pod_pointer` (`""` for a Pod).
 pub fn read<'a>(object: &'a RawValue, pod_pointer: &str) -> serde_json::Result<ObjectParts<'a>> {
-    let path: Vec<&str> = pod_pointer.split('/').skip(1).collect();
     let mut de = serde_json::Deserializer::from_str(object.get());
-    let node = NodeSeed {
-        path: &path,
-        top: true,
-    }
-    .deserialize(&mut de)?;
+    let parts = ObjectSeed::new(pod_pointer).deserialize(&mut de)?;
     de.end()?;
-    let (namespace, controlled) = match &node.top_meta {
-        Some(meta) => (meta.namespace(), meta.controlled()),
-        None => (None, false),
-    };
-    Ok(ObjectParts {
-        namespace,
-        controlled,
-        pod: node.pod,
-    })
+    Ok(parts)
+}
+
+/// Reads an object in the middle of a larger document (the review's `request.object`) as
+/// [`read`] does, so that the document is scanned once.
+pub struct ObjectSeed<'p> {
+    path: Vec<&'p str>,
+}
+
+impl<'p> ObjectSeed<'p> {
+    /// A reader of objects whose pod (template) sits at the JSON pointer `pod_pointer`.
+    pub fn new(pod_pointer: &'p str) -> Self {
+        Self {
+            path: pod_pointer.split('/').skip(1).collect(),
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
+    type Value = ObjectParts<'de>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        let node = NodeSeed {
+            path: &self.path,
+            top: true,
+        }
+        .deserialize(d)?;
+        let (namespace, controlled) = match &node.top_meta {
+            Some(meta) => (meta.namespace(), meta.controlled()),
+            None => (None, false),
+        };
+        Ok(ObjectParts {
+            is_null: node.is_null,
+            namespace,
+            controlled,
+            pod: node.pod,
+        })
+    }
 }
 
 impl Meta {
@@ -295,6 +321,8 @@ pub fn at_pointer(pod: Value, pod_pointer: &str) -> Value {
 /// What one object (or a level of it on the way to the pod) yields.
 #[derive(Default)]
 struct Node<'a> {
+    /// The value is JSON `null`.
+    is_null: bool,
     /// The `metadata` of the top-level object.
     top_meta: Option<Meta>,
     /// The pod found below (or at) this level.
@@ -384,7 +412,10 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
     }
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Node::default())
+        Ok(Node {
+            is_null: true,
+            ..Node::default()
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! One review from start to end: [`Plan::new`] reads the request and says which
 //! ConfigMaps/Secrets to fetch; [`Plan::decide`] takes their contents and returns the outcome.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
@@ -15,7 +16,7 @@ use super::parts::{self, MapField, PodParts};
 use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
 use super::{
-    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, MOUNTED_CONFIG_HASH,
+    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, MOUNTED_CONFIG_HASH, Object,
     Operation, Outcome, Request, ReviewError, SIDECAR_LABEL, Settings,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
@@ -31,7 +32,7 @@ pub struct Plan<'a> {
 #[derive(Debug)]
 struct Target<'a> {
     workload: Workload,
-    pod: PodParts<'a>,
+    pod: Cow<'a, PodParts<'a>>,
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
     spec: PodSpec,
@@ -81,23 +82,41 @@ fn read_target<'a>(
     if !handled_op {
         return Ok(None);
     }
-    if req.object.get() == "null" {
-        return Err(ReviewError::MissingObject {
-            kind: req.kind.to_owned(),
-        });
-    }
     let unreadable = |source| ReviewError::UnreadableObject {
         kind: req.kind.to_owned(),
         source,
     };
-    let object = parts::read(req.object, workload.pointer()).map_err(unreadable)?;
+    let object = match req.object {
+        Object::Raw(raw) if raw.get() != "null" => {
+            Cow::Owned(parts::read(raw, workload.pointer()).map_err(unreadable)?)
+        }
+        Object::Read { pointer, parts } if !parts.is_null => {
+            if pointer != workload.pointer() {
+                return Err(unreadable(serde::de::Error::custom(format!(
+                    "it was read for the pod at {pointer:?}, not at {:?}",
+                    workload.pointer()
+                ))));
+            }
+            Cow::Borrowed(parts)
+        }
+        _ => {
+            return Err(ReviewError::MissingObject {
+                kind: req.kind.to_owned(),
+            });
+        }
+    };
     if req.namespace.is_empty() {
         let namespace = object.namespace.as_deref().unwrap_or("");
         if EXCLUDED_NAMESPACES.contains(&namespace) || namespace == settings.own_namespace {
             return Ok(None);
         }
     }
-    let Some(pod) = object.pod else {
+    let controlled = object.controlled;
+    let pod = match object {
+        Cow::Owned(object) => object.pod.map(Cow::Owned),
+        Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
+    };
+    let Some(pod) = pod else {
         return Err(unreadable(serde::de::Error::custom(format!(
             "{} is missing or not an object",
             workload.pointer()
@@ -111,7 +130,7 @@ fn read_target<'a>(
     // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
     // its owner wrote it: the owner was already checked and hashed, and a template that differs
     // from the owner's would make the Deployment controller create ReplicaSets in a loop.
-    if matches!(workload, Workload::Template(_)) && object.controlled {
+    if matches!(workload, Workload::Template(_)) && controlled {
         return Ok(None);
     }
     let spec = pod.spec().map_err(unreadable)?;

@@ -11,7 +11,7 @@ use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::inject::{Operation, Request};
+use crate::inject::{Object, Operation, Request, Workload};
 
 /// The only AdmissionReview version the webhook speaks.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -135,12 +135,24 @@ impl<'a> Review<'a> {
             Some(_) => return Err(bad("request.dryRun", "a boolean")),
         };
         let old_object = r.old_object.filter(|raw| raw.get() != "null");
+        let object = match &r.object {
+            None => Object::Raw(NULL_OBJECT),
+            Some(ObjectField::Raw(raw)) => Object::Raw(raw),
+            Some(ObjectField::Read { pointer, parts }) => {
+                // Read for the kind seen before it; a second `kind` after it may not change it.
+                let now = Workload::classify(group, kind_name).map(Workload::pointer);
+                if now != Some(*pointer) {
+                    return Err(bad("request.kind", "given once, before request.object"));
+                }
+                Object::Read { pointer, parts }
+            }
+        };
         Ok(Request {
             group,
             kind: kind_name,
             operation: Operation::parse(operation),
             namespace,
-            object: r.object.unwrap_or(NULL_OBJECT),
+            object,
             old_object,
             dry_run,
         })
@@ -271,7 +283,7 @@ fn encode(response: Response<'_>) -> Vec<u8> {
 
 mod envelope;
 
-use envelope::RequestFields;
+use envelope::{ObjectField, RequestFields};
 use serde_json::value::RawValue;
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! One pass over a request body that keeps only what the webhook reads: the envelope's
-//! `apiVersion` and `kind`, the small fields of `request`, and `request.object` /
-//! `request.oldObject` as borrowed raw JSON (no tree is built for them here; the core reads
-//! the few parts it needs from the raw text).
+//! `apiVersion` and `kind`, the small fields of `request`, and the objects. When
+//! `request.kind` comes before `request.object` (kube-apiserver sends it so) and names a kind
+//! the core handles, the object is read on the way with [`ObjectSeed`], so the body is
+//! scanned once; otherwise it is kept as borrowed raw JSON and the core reads it later, with
+//! the same result. `request.oldObject` is always kept raw (it is read only for some UPDATEs).
 //!
 //! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, so a
 //! malformed body is rejected exactly as a full parse would reject it, and serde_json's
@@ -13,7 +15,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::inject::Key;
+use crate::inject::{Key, ObjectParts, ObjectSeed, Workload};
 
 /// The body as read: the top level and, when `request` is an object, its fields.
 #[derive(Debug, Default)]
@@ -41,10 +43,25 @@ pub struct RequestFields<'a> {
     pub namespace: Option<Value>,
     /// `dryRun`.
     pub dry_run: Option<Value>,
-    /// `object`, as sent.
-    pub object: Option<&'a RawValue>,
+    /// `object`: read at once when `kind` came before it and names a handled kind (as
+    /// kube-apiserver sends it), otherwise kept as sent.
+    pub object: Option<ObjectField<'a>>,
     /// `oldObject`, as sent.
     pub old_object: Option<&'a RawValue>,
+}
+
+/// `request.object` as the envelope read it.
+#[derive(Debug)]
+pub enum ObjectField<'a> {
+    /// As sent.
+    Raw(&'a RawValue),
+    /// Read for the pod (template) at `pointer`, the pointer of the `kind` before it.
+    Read {
+        /// The pointer.
+        pointer: &'static str,
+        /// What was read.
+        parts: ObjectParts<'a>,
+    },
 }
 
 /// Parses `bytes` into an [`Envelope`]; an error only for bytes that are not one JSON value.
@@ -172,7 +189,15 @@ impl<'de> Visitor<'de> for RequestSeed {
                 "operation" => r.operation = Some(map.next_value()?),
                 "namespace" => r.namespace = Some(map.next_value()?),
                 "dryRun" => r.dry_run = Some(map.next_value()?),
-                "object" => r.object = Some(map.next_value()?),
+                "object" => {
+                    r.object = Some(match r.kind.as_ref().and_then(pod_pointer) {
+                        Some(pointer) => ObjectField::Read {
+                            pointer,
+                            parts: map.next_value_seed(ObjectSeed::new(pointer))?,
+                        },
+                        None => ObjectField::Raw(map.next_value()?),
+                    })
+                }
                 "oldObject" => r.old_object = Some(map.next_value()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -212,6 +237,14 @@ impl<'de> Visitor<'de> for RequestSeed {
     }
 }
 
+/// Where the pod (template) sits in objects of `kind` (`{group, version, kind}`), when the
+/// core handles that kind.
+fn pod_pointer(kind: &Value) -> Option<&'static str> {
+    let group = kind.get("group").map_or(Some(""), Value::as_str)?;
+    let kind = kind.get("kind")?.as_str()?;
+    Workload::classify(group, kind).map(Workload::pointer)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -241,9 +274,46 @@ mod tests {
         assert_eq!(r.operation, Some(json!("UPDATE")));
         assert_eq!(r.namespace, Some(json!("n")));
         assert_eq!(r.dry_run, Some(json!(false)));
-        let object: Value = serde_json::from_str(r.object.unwrap().get()).unwrap();
-        assert_eq!(object, doc["request"]["object"]);
+        // `kind` (a Pod) came before `object` (json! sorts keys): read at once.
+        let Some(ObjectField::Read { pointer, parts }) = r.object else {
+            panic!("not read: {:?}", r.object);
+        };
+        assert_eq!(pointer, "");
+        assert!(parts.pod.is_some() && !parts.is_null);
         assert_eq!(r.old_object.unwrap().get(), "null");
+    }
+
+    #[test]
+    fn keeps_the_object_as_sent_when_its_kind_is_unknown_when_it_comes() {
+        let object = r#"{"metadata":{"name":"a"},"spec":{"containers":[]}}"#;
+        for request in [
+            format!(r#"{{"object":{object},"kind":{{"kind":"Pod"}}}}"#),
+            format!(r#"{{"kind":{{"group":"apps","kind":"Thing"}},"object":{object}}}"#),
+            format!(r#"{{"kind":{{"group":null,"kind":"Pod"}},"object":{object}}}"#),
+            format!(r#"{{"object":{object}}}"#),
+        ] {
+            let body = format!(r#"{{"request":{request}}}"#);
+            let e = from_slice(body.as_bytes()).unwrap();
+            match e.request.unwrap().object {
+                Some(ObjectField::Raw(raw)) => assert_eq!(raw.get(), object, "{request}"),
+                other => panic!("{request}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn reads_a_template_at_its_kinds_pointer_and_a_null_object_as_null() {
+        let body = br#"{"request":{"kind":{"group":"batch","kind":"CronJob"},
+            "object":{"spec":{"jobTemplate":{"spec":{"template":{"spec":{"containers":[]}}}}}}}}"#;
+        let r = from_slice(body).unwrap().request.unwrap();
+        let Some(ObjectField::Read { pointer, parts }) = r.object else {
+            panic!("not read: {:?}", r.object);
+        };
+        assert_eq!(pointer, "/spec/jobTemplate/spec/template");
+        assert!(parts.pod.is_some());
+        let body = br#"{"request":{"kind":{"group":"","kind":"Pod"},"object":null}}"#;
+        let r = from_slice(body).unwrap().request.unwrap();
+        assert!(matches!(r.object, Some(ObjectField::Read { parts, .. }) if parts.is_null));
     }
 
     #[test]

@@ -28,7 +28,11 @@ fn reads_every_field_the_core_needs() {
     assert_eq!(req.kind, "Deployment");
     assert_eq!(req.operation, Operation::Update);
     assert_eq!(req.namespace, "shop");
-    assert_eq!(req.object.get(), r#"{"metadata":{"name":"web"}}"#);
+    let Object::Read { pointer, parts } = req.object else {
+        panic!("not read with the envelope: {:?}", req.object);
+    };
+    assert_eq!(pointer, "/spec/template");
+    assert!(!parts.is_null && parts.pod.is_none());
     assert_eq!(
         req.old_object.unwrap().get(),
         r#"{"metadata":{"generation":1,"name":"web"}}"#
@@ -116,14 +120,7 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     );
     let review = Review::parse(text.as_bytes()).unwrap();
     let req = review.request().unwrap();
-    let settings = crate::inject::Settings {
-        sidecar_image: "example/reloader:1".to_owned(),
-        native_sidecars: true,
-        own_namespace: "reload-injector".to_owned(),
-        version: "test".to_owned(),
-        inject_into_templates: false,
-        secret_key: None,
-    };
+    let settings = settings();
     let err = crate::inject::Plan::new(&req, &settings).unwrap_err();
     assert!(err.to_string().contains("recursion limit"), "{err}");
 }
@@ -168,4 +165,86 @@ fn denied_carries_code_and_message() {
         out["response"]["status"],
         json!({"code": 403, "message": "no subPath"})
     );
+}
+
+fn settings() -> crate::inject::Settings {
+    crate::inject::Settings {
+        sidecar_image: "example/reloader:1".to_owned(),
+        native_sidecars: true,
+        own_namespace: "reload-injector".to_owned(),
+        version: "test".to_owned(),
+        inject_into_templates: false,
+        secret_key: None,
+    }
+}
+
+/// `fixture`'s review written out with `request.object` first (so the envelope keeps it raw
+/// and the core reads it later) or last (read while the envelope is parsed).
+fn reordered(fixture: &str, object_first: bool) -> String {
+    let path = format!(
+        "{}/tests/fixtures/reviews/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let request = doc["request"].as_object().unwrap();
+    let mut fields: Vec<String> = request
+        .iter()
+        .filter(|(k, _)| k.as_str() != "object")
+        .map(|(k, v)| format!("{}:{v}", Value::from(k.as_str())))
+        .collect();
+    let object = format!("\"object\":{}", request["object"]);
+    if object_first {
+        fields.insert(0, object);
+    } else {
+        fields.push(object);
+    }
+    format!(
+        r#"{{"apiVersion":"{API_VERSION}","kind":"{KIND}","request":{{{}}}}}"#,
+        fields.join(",")
+    )
+}
+
+#[test]
+fn the_object_read_with_the_envelope_or_later_gives_the_same_answer() {
+    let settings = settings();
+    for fixture in ["realistic-pod.json", "deployment-subpath.json"] {
+        let outcomes: Vec<_> = [true, false]
+            .into_iter()
+            .map(|object_first| {
+                let text = reordered(fixture, object_first);
+                let review = Review::parse(text.as_bytes()).unwrap();
+                let req = review.request().unwrap();
+                assert_eq!(
+                    matches!(req.object, Object::Raw(_)),
+                    object_first,
+                    "{fixture}"
+                );
+                let plan = crate::inject::Plan::new(&req, &settings).unwrap();
+                (
+                    plan.config_refs(),
+                    plan.decide(&crate::hash::ConfigData::new()),
+                )
+            })
+            .collect();
+        assert_eq!(outcomes[0], outcomes[1], "{fixture}");
+        // Each fixture gets an answer with something in it: a patch, or a denial.
+        let nothing = crate::inject::Outcome::Allowed {
+            patch: json_patch::Patch(Vec::new()),
+            warnings: Vec::new(),
+        };
+        assert_ne!(outcomes[0].1, nothing, "{fixture}");
+    }
+}
+
+#[test]
+fn a_kind_that_changes_after_the_object_was_read_is_refused() {
+    let text = format!(
+        r#"{{"apiVersion":"{API_VERSION}","kind":"{KIND}","request":{{"uid":"u",
+            "kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE",
+            "object":{{"spec":{{"containers":[]}}}},
+            "kind":{{"group":"apps","version":"v1","kind":"Deployment"}}}}}}"#
+    );
+    let review = Review::parse(text.as_bytes()).unwrap();
+    let err = review.request().unwrap_err();
+    assert_eq!(err.field, "request.kind");
 }
