@@ -244,16 +244,9 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
         report.hash.as_deref(),
     );
     let inject_here = !on_template || settings.inject_into_templates;
-    let mut container = None;
     let inserted = match (&plan, inject_here, analysis.has_sidecar) {
         (Some(plan), true, false) => {
-            container = Some(insert_sidecar(
-                pod,
-                plan,
-                &target.spec,
-                &target.annotations,
-                settings,
-            ));
+            insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
             Some(plan)
         }
         _ => None,
@@ -276,10 +269,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
             stamp_mounted_hash(pod, &target.annotations, &mounted, configs, settings);
         }
     }
-    let mut patch = json_patch::diff(&original, &edited);
-    if let Some(container) = container {
-        put_in_place(&mut patch, &mut edited, &original, container);
-    }
+    let patch = json_patch::diff(&original, &edited);
     Outcome::Allowed {
         patch,
         warnings: warnings.into_vec(),
@@ -377,106 +367,27 @@ fn stamp_hash(
     }
 }
 
-/// Stands in for the sidecar container in the edited view, so that the diff copies this
-/// string instead of the whole container; [`put_in_place`] then moves the container in.
-const SIDECAR_STAND_IN: &str = "reload-injector: the sidecar container goes here";
-
-/// Adds the sidecar to the edited view (as [`SIDECAR_STAND_IN`]) and returns its container.
 fn insert_sidecar(
     pod: &mut Value,
     plan: &sidecar::SidecarPlan,
     spec: &PodSpec,
     annotations: &BTreeMap<String, String>,
     settings: &Settings,
-) -> Value {
+) {
     let list = if settings.native_sidecars {
         "initContainers"
     } else {
         "containers"
     };
-    object::push_container(pod, list, Value::from(SIDECAR_STAND_IN));
+    object::push_container(
+        pod,
+        list,
+        plan.container(&settings.sidecar_image, settings.native_sidecars),
+    );
     if plan.needs_shared_pid() && spec.share_process_namespace != Some(true) {
         object::share_process_namespace(pod);
     }
     if !annotations.contains_key(INJECTED) {
         object::set_annotation(pod, INJECTED, &settings.version);
-    }
-    plan.container(&settings.sidecar_image, settings.native_sidecars)
-}
-
-/// Moves `container` into the patch where the diff put [`SIDECAR_STAND_IN`] (inside the
-/// value of an `add` or `replace`). The patch is then exactly the diff of the view with the
-/// container in it, without a copy of the container. Should the stand-in not be found there,
-/// the container goes into the edited view and the diff is taken again.
-fn put_in_place(
-    patch: &mut json_patch::Patch,
-    edited: &mut Value,
-    original: &Value,
-    container: Value,
-) {
-    let mut slot = Some(container);
-    for op in &mut patch.0 {
-        let value = match op {
-            json_patch::PatchOperation::Add(op) => &mut op.value,
-            json_patch::PatchOperation::Replace(op) => &mut op.value,
-            _ => continue,
-        };
-        if replace_stand_in(value, &mut slot) {
-            return;
-        }
-    }
-    if replace_stand_in(edited, &mut slot) {
-        *patch = json_patch::diff(original, edited);
-    }
-}
-
-/// Replaces the first [`SIDECAR_STAND_IN`] in `value` with what `slot` holds.
-fn replace_stand_in(value: &mut Value, slot: &mut Option<Value>) -> bool {
-    match value {
-        Value::String(s) if s == SIDECAR_STAND_IN => {
-            *value = slot.take().unwrap_or_default();
-            true
-        }
-        Value::Array(items) => items.iter_mut().any(|v| replace_stand_in(v, slot)),
-        Value::Object(map) => map.values_mut().any(|v| replace_stand_in(v, slot)),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn the_container_takes_the_place_of_its_stand_in_in_the_patch() {
-        let original = json!({"spec": {"containers": [null]}});
-        for edited in [
-            json!({"spec": {"containers": [null, SIDECAR_STAND_IN]}}),
-            json!({"spec": {"containers": [null], "initContainers": [SIDECAR_STAND_IN]}}),
-        ] {
-            let container = json!({"name": "config-reloader", "args": ["watch"]});
-            let mut expected = edited.clone();
-            assert!(replace_stand_in(
-                &mut expected,
-                &mut Some(container.clone())
-            ));
-            let mut edited = edited;
-            let mut patch = json_patch::diff(&original, &edited);
-            put_in_place(&mut patch, &mut edited, &original, container);
-            assert_eq!(patch, json_patch::diff(&original, &expected));
-        }
-    }
-
-    #[test]
-    fn without_its_stand_in_in_the_patch_the_container_is_diffed_in() {
-        let original = json!({"spec": {"containers": []}});
-        let mut edited = json!({"spec": {"containers": [SIDECAR_STAND_IN]}});
-        let mut patch = json_patch::Patch(Vec::new());
-        let container = json!({"name": "config-reloader"});
-        put_in_place(&mut patch, &mut edited, &original, container.clone());
-        let expected = json!({"spec": {"containers": [container]}});
-        assert_eq!(patch, json_patch::diff(&original, &expected));
     }
 }
