@@ -93,7 +93,7 @@ pub fn start(
         outcomes_tx,
         writer_counters(&metrics),
     );
-    let fetcher = fetch::Fetcher::new(client, settings.secret_key.clone(), fetched_tx);
+    let fetcher = fetch::Fetcher::spawn(client, settings.secret_key.clone(), fetched_tx);
     let controller_loop = run::Loop::new(run::Parts {
         own_namespace: settings.own_namespace,
         store: store.clone(),
