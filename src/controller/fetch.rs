@@ -85,7 +85,7 @@ struct Getter {
 
 impl Getter {
     async fn get(&self, key: &ConfigKey, sent: u64) -> Result<Fetched, String> {
-        let (namespace, name) = (key.namespace.as_str(), key.id.name.as_str());
+        let (namespace, name) = (&*key.namespace, key.id.name.as_str());
         let found = match (key.id.kind, &self.secret_key) {
             (ConfigKind::ConfigMap, _) => {
                 Api::<ConfigMap>::namespaced(self.client.clone(), namespace)

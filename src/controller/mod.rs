@@ -11,6 +11,7 @@
 //! files at once.
 
 pub mod fetch;
+pub mod intern;
 pub mod leader;
 pub mod metrics;
 pub mod rate;

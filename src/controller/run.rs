@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::fetch::{FetchDone, Fetcher};
+use super::intern::Interner;
 use super::metrics::ControllerMetrics;
 use super::reconcile::{self, Causes, Verdict};
 use super::store::{Changes, ConfigKey, ConfigStore, Fetched};
@@ -42,6 +43,8 @@ struct Pending {
 /// The loop's state.
 pub struct Loop {
     view: View,
+    /// Namespace names, one copy each for every record that names them.
+    names: Interner,
     store: Arc<RwLock<ConfigStore>>,
     fetcher: Fetcher,
     writer: Writer,
@@ -99,6 +102,7 @@ impl Loop {
     pub fn new(parts: Parts) -> Self {
         Self {
             view: View::new(&parts.own_namespace),
+            names: Interner::default(),
             store: parts.store,
             fetcher: parts.fetcher,
             writer: parts.writer,
@@ -150,10 +154,32 @@ impl Loop {
                 if let Some(listed) = self.relisting.get_mut(&stream) {
                     listed.insert(item_name(&item));
                 }
+                let item = self.shared(item);
                 self.apply(item);
             }
-            Watched::Delete(_, item) => self.delete(item),
+            Watched::Delete(_, item) => {
+                let item = self.shared(item);
+                self.delete(item);
+            }
             Watched::InitDone(stream) => self.sweep(stream),
+        }
+    }
+
+    /// The item with its namespace's shared name.
+    fn shared(&mut self, item: Item) -> Item {
+        match item {
+            Item::Config { mut key, meta } => {
+                key.namespace = self.names.intern(&key.namespace);
+                Item::Config { key, meta }
+            }
+            Item::Target {
+                mut target,
+                reduced,
+            } => {
+                target.namespace = self.names.intern(&target.namespace);
+                Item::Target { target, reduced }
+            }
+            namespace @ Item::Namespace { .. } => namespace,
         }
     }
 
@@ -164,7 +190,7 @@ impl Loop {
                     let targets: Vec<Target> = self
                         .view
                         .targets()
-                        .filter(|t| t.namespace == name)
+                        .filter(|t| *t.namespace == *name)
                         .cloned()
                         .collect();
                     for target in targets {
@@ -403,7 +429,7 @@ impl Loop {
         tracked
             .consumer
             .consumption
-            .consumed
+            .consumed()
             .iter()
             .filter(|c| c.id() == &key.id)
             .any(|c| match c {
@@ -560,7 +586,8 @@ impl Loop {
         }
     }
 
-    fn update_gauges(&self) {
+    fn update_gauges(&mut self) {
+        self.names.prune();
         let (config_maps, secrets) = read(&self.store).counts();
         self.metrics.watched("ConfigMap", config_maps);
         self.metrics.watched("Secret", secrets);

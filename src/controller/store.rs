@@ -3,14 +3,15 @@
 //! Shared with the webhook, which answers its lookups from here once the view has synced.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::hash::{ConfigId, ConfigObject, Lookup};
 
 /// One ConfigMap or Secret in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConfigKey {
-    /// `metadata.namespace`.
-    pub namespace: String,
+    /// `metadata.namespace` (shared by every record of the namespace).
+    pub namespace: Arc<str>,
     /// Kind and name.
     pub id: ConfigId,
 }
@@ -127,7 +128,7 @@ impl ConfigStore {
             return None;
         }
         let key = ConfigKey {
-            namespace: namespace.to_owned(),
+            namespace: namespace.into(),
             id: id.clone(),
         };
         let fetched = self.fresh(&key)?;

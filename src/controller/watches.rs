@@ -190,7 +190,7 @@ fn meta_item<K>(stream: Stream, object: &PartialObjectMeta<K>) -> Option<Item> {
         }),
         Stream::Config(kind) => Some(Item::Config {
             key: ConfigKey {
-                namespace: metadata.namespace.clone()?,
+                namespace: metadata.namespace.as_deref()?.into(),
                 id: ConfigId { kind, name },
             },
             meta: Meta {
@@ -208,8 +208,8 @@ fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
     let metadata = &object.metadata;
     let target = Target {
         kind,
-        namespace: metadata.namespace.clone()?,
-        name: metadata.name.clone()?,
+        namespace: metadata.namespace.as_deref()?.into(),
+        name: metadata.name.as_deref()?.into(),
     };
     let uid = metadata.uid.clone().unwrap_or_default();
     let reduced = match kind {

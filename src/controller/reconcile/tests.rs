@@ -72,7 +72,7 @@ impl World {
         let consumer = Consumer {
             uid: "uid-1".into(),
             hash: hash.map(str::to_owned),
-            consumption: reads(names),
+            consumption: reads(names).into(),
         };
         self.view.set_consumer(target, Some(consumer));
     }
