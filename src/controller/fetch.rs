@@ -118,7 +118,7 @@ impl Getter {
         match found {
             Ok(Some((resource_version, object))) => Ok(Fetched {
                 resource_version,
-                object: Some(object),
+                object: Some(object.into()),
                 sent,
             }),
             Ok(None) => Ok(Fetched {

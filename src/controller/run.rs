@@ -142,6 +142,22 @@ impl Loop {
                 else => return,
             }
             self.run_due();
+            self.release_spare();
+        }
+    }
+
+    /// Gives back the room the work maps kept after a burst (the initial sync schedules every
+    /// target and fetches every consumed object at once). A map is shrunk only once it is a
+    /// quarter full, so a steady load does not make it grow and shrink over and over.
+    fn release_spare(&mut self) {
+        shrink(&mut self.pending);
+        shrink(&mut self.inflight);
+        shrink(&mut self.last_written);
+        shrink(&mut self.writing);
+        shrink(&mut self.failures);
+        shrink_set(&mut self.again);
+        if self.queue.len() * 4 < self.queue.capacity() && self.queue.capacity() > SPARE {
+            self.queue.shrink_to_fit();
         }
     }
 
@@ -613,6 +629,21 @@ fn config_name(key: &ConfigKey) -> String {
 
 fn target_name(target: &Target) -> String {
     format!("{}/{}", target.namespace, target.name)
+}
+
+/// Capacity a work map keeps however empty it is.
+const SPARE: usize = 64;
+
+fn shrink<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.len() * 4 < map.capacity() && map.capacity() > SPARE {
+        map.shrink_to_fit();
+    }
+}
+
+fn shrink_set<K: Eq + std::hash::Hash>(set: &mut HashSet<K>) {
+    if set.len() * 4 < set.capacity() && set.capacity() > SPARE {
+        set.shrink_to_fit();
+    }
 }
 
 fn backoff(failures: u32) -> Duration {

@@ -86,7 +86,8 @@ impl World {
         };
         self.store.set_meta(key(name), meta);
         let id = ConfigId::config_map(name);
-        let object = ConfigObject::from_values(&id, [("a", value.as_bytes())], None);
+        let object =
+            ConfigObject::from_values(&id, [("a", value.as_bytes())], None).map(Into::into);
         let sent = self.view.tick();
         let fetched = Fetched {
             resource_version: Some(rv.into()),
