@@ -70,7 +70,7 @@ pub fn start(
 ) -> Controller {
     let store = Arc::new(RwLock::new(ConfigStore::default()));
     let (synced_tx, synced) = watch::channel(false);
-    let (watched_tx, watched) = mpsc::unbounded_channel();
+    let (watched_tx, watched) = mpsc::channel(watches::BUFFER);
     let (fetched_tx, fetched) = mpsc::unbounded_channel();
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let (leader_tx, leader) = watch::channel(false);

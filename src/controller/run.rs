@@ -68,7 +68,7 @@ pub struct Loop {
 /// The channels the loop listens on.
 pub struct Inputs {
     /// From the watches.
-    pub watched: mpsc::UnboundedReceiver<Watched>,
+    pub watched: mpsc::Receiver<Watched>,
     /// From the fetcher.
     pub fetched: mpsc::UnboundedReceiver<FetchDone>,
     /// From the writer.

@@ -15,13 +15,17 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Config, Event};
 use kube::{Client, Resource};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::Sender;
 
 use super::reduce::{self, Consumer, ReduceError};
 use super::store::{ConfigKey, Meta};
 use super::target::{Target, TargetKind};
 use crate::hash::{ConfigId, ConfigKind};
 use crate::inject::{IGNORE, SIDECAR_LABEL};
+
+/// Most events waiting for the loop. A full channel holds the watches back (they stop reading
+/// their list or watch response) instead of buffering a whole initial list in memory.
+pub const BUFFER: usize = 256;
 
 /// The namespace label that opts a namespace in.
 pub const OPT_IN_LABEL: &str = "reload-injector.io/inject";
@@ -91,7 +95,7 @@ pub enum Watched {
 }
 
 /// Starts every watch; each sends what it sees to `out` until the receiver is dropped.
-pub fn spawn_all(client: &Client, out: &UnboundedSender<Watched>) {
+pub fn spawn_all(client: &Client, out: &Sender<Watched>) {
     for stream in Stream::all() {
         let (client, out) = (client.clone(), out.clone());
         tokio::spawn(async move {
@@ -109,7 +113,7 @@ pub fn spawn_all(client: &Client, out: &UnboundedSender<Watched>) {
     }
 }
 
-async fn watch_meta<K>(client: Client, stream: Stream, out: UnboundedSender<Watched>)
+async fn watch_meta<K>(client: Client, stream: Stream, out: Sender<Watched>)
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     K: Send + Sync + 'static,
@@ -123,7 +127,7 @@ where
     .await;
 }
 
-async fn watch_targets(client: Client, kind: TargetKind, out: UnboundedSender<Watched>) {
+async fn watch_targets(client: Client, kind: TargetKind, out: Sender<Watched>) {
     let resource = match kind {
         TargetKind::Deployment => ApiResource::erase::<Deployment>(&()),
         TargetKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
@@ -149,7 +153,7 @@ async fn watch_targets(client: Client, kind: TargetKind, out: UnboundedSender<Wa
 async fn forward<K, S>(
     events: S,
     stream: Stream,
-    out: UnboundedSender<Watched>,
+    out: Sender<Watched>,
     reduce: impl Fn(K) -> Option<Item>,
 ) where
     S: futures_util::Stream<Item = Result<Event<K>, watcher::Error>>,
@@ -169,7 +173,7 @@ async fn forward<K, S>(
             }
         };
         if let Some(watched) = watched
-            && out.send(watched).is_err()
+            && out.send(watched).await.is_err()
         {
             return;
         }
