@@ -27,6 +27,11 @@ use crate::inject::{IGNORE, SIDECAR_LABEL};
 /// their list or watch response) instead of buffering a whole initial list in memory.
 pub const BUFFER: usize = 256;
 
+/// Objects per list page of workloads and Pods: a page is held whole, parsed, until each of its
+/// objects is reduced, and these objects are large (whole pod specs). Metadata pages keep
+/// kube's default of 500.
+pub const TARGET_PAGE: u32 = 100;
+
 /// The namespace label that opts a namespace in.
 pub const OPT_IN_LABEL: &str = "reload-injector.io/inject";
 
@@ -136,9 +141,10 @@ async fn watch_targets(client: Client, kind: TargetKind, out: Sender<Watched>) {
         TargetKind::Pod => ApiResource::erase::<Pod>(&()),
     };
     let api = Api::<DynamicObject>::all_with(client, &resource);
+    let config = Config::default().page_size(TARGET_PAGE);
     let config = match kind {
-        TargetKind::Pod => Config::default().labels(&format!("{SIDECAR_LABEL}=true")),
-        _ => Config::default(),
+        TargetKind::Pod => config.labels(&format!("{SIDECAR_LABEL}=true")),
+        _ => config,
     };
     let events = watcher::watcher(api, config).default_backoff();
     let stream = Stream::Targets(kind);
