@@ -43,7 +43,7 @@ struct Pending {
 /// The loop's state.
 pub struct Loop {
     view: View,
-    /// Namespace names, one copy each for every record that names them.
+    /// One shared copy of each namespace name, for every record that holds one.
     names: Interner,
     store: Arc<RwLock<ConfigStore>>,
     fetcher: Fetcher,
