@@ -7,9 +7,10 @@
 //!    rollout (which waits `--rollout-delay` on purpose).
 //! 3. **Fan-out**: one ConfigMap read by 1,000 Pods → every Pod patched, at the write rate.
 //!
-//! `cargo bench --bench rollouts` measures; without `--bench` (as `cargo test --all-targets`
-//! runs it) every phase runs at a tiny size as a smoke test. The end-to-end freshness through
-//! nginx is `tests/rollouts_e2e.rs`, which prints its times.
+//! `cargo bench --bench rollouts` measures (`ROLLOUTS_BENCH_PHASES=scale` stops after the first
+//! phase); without `--bench` (as `cargo test --all-targets` runs it) every phase runs at a tiny
+//! size as a smoke test. The end-to-end freshness through nginx is `tests/rollouts_e2e.rs`, which
+//! prints its times.
 
 #[path = "../tests/kube_support/mod.rs"]
 mod kube_support;
@@ -92,9 +93,12 @@ fn main() {
     );
     let synced = started.elapsed();
     std::thread::sleep(Duration::from_secs(2));
-    let rss = rss_mib(server.pid());
+    let (rss, peak) = (
+        status_mib(server.pid(), "VmRSS:"),
+        status_mib(server.pid(), "VmHWM:"),
+    );
     println!(
-        "scale: listed in {listed:.1?}; {consumed} consumed objects fetched by {synced:.1?}; RSS after sync {rss:.1} MiB"
+        "scale: listed in {listed:.1?}; {consumed} consumed objects fetched by {synced:.1?}; RSS after sync {rss:.1} MiB (peak {peak:.1} MiB)"
     );
     assert!(
         cluster.patches().is_empty(),
@@ -106,6 +110,10 @@ fn main() {
         consumed,
         "one GET per consumed object"
     );
+
+    if std::env::var("ROLLOUTS_BENCH_PHASES").is_ok_and(|p| p == "scale") {
+        return;
+    }
 
     // 2. Reaction: event sent -> PATCH received.
     let mut refresh = Vec::new();
@@ -328,11 +336,12 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn rss_mib(pid: i32) -> f64 {
+/// A `/proc/<pid>/status` figure in kB (`VmRSS:` now, `VmHWM:` the peak), in MiB.
+fn status_mib(pid: i32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
     kib / 1024.0

@@ -436,7 +436,7 @@ fn view_with(upstream: &str) -> Arc<RwLock<ConfigStore>> {
     store.set_meta(key.clone(), meta);
     let fetched = Fetched {
         resource_version: Some("1".into()),
-        object: ConfigObject::from_values(&key.id, values, None),
+        object: ConfigObject::from_values(&key.id, values, None).map(Into::into),
         sent: 1,
     };
     store.set_fetched(key, fetched);

@@ -11,6 +11,7 @@
 //! files at once.
 
 pub mod fetch;
+pub mod intern;
 pub mod leader;
 pub mod metrics;
 pub mod rate;
@@ -69,7 +70,7 @@ pub fn start(
 ) -> Controller {
     let store = Arc::new(RwLock::new(ConfigStore::default()));
     let (synced_tx, synced) = watch::channel(false);
-    let (watched_tx, watched) = mpsc::unbounded_channel();
+    let (watched_tx, watched) = mpsc::channel(watches::BUFFER);
     let (fetched_tx, fetched) = mpsc::unbounded_channel();
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let (leader_tx, leader) = watch::channel(false);
@@ -93,7 +94,7 @@ pub fn start(
         outcomes_tx,
         writer_counters(&metrics),
     );
-    let fetcher = fetch::Fetcher::new(client, settings.secret_key.clone(), fetched_tx);
+    let fetcher = fetch::Fetcher::spawn(client, settings.secret_key.clone(), fetched_tx);
     let controller_loop = run::Loop::new(run::Parts {
         own_namespace: settings.own_namespace,
         store: store.clone(),

@@ -59,7 +59,7 @@ pub fn evaluate(
                     older_than_seen.push(key.clone());
                 }
                 let lookup = match &fetched.object {
-                    Some(object) => Lookup::Found(object.clone()),
+                    Some(digests) => Lookup::Found(digests.to_object()),
                     None => Lookup::NotFound,
                 };
                 data.insert(key.id.clone(), lookup);

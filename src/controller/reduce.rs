@@ -2,13 +2,14 @@
 //! its hash and what its pod template reads restart-only; for a sidecar Pod, its mounted hash and
 //! what its sidecar watches. Nothing else of an object is kept.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::inject::pod::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::target::TargetKind;
+use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::inject::consumption::{self, Consumption};
 use crate::inject::{CONFIG_HASH, INJECT, MOUNTED_CONFIG_HASH};
 
@@ -20,7 +21,50 @@ pub struct Consumer {
     /// The annotation it carries now (`config-hash` on a template, `mounted-config-hash` on a Pod).
     pub hash: Option<String>,
     /// What the hash is over.
-    pub consumption: Consumption,
+    pub consumption: Reads,
+}
+
+/// What a consumer reads, kept compact: a [`Consumption`]'s two sets as boxed slices in the same
+/// order. (A `BTreeSet` allocates room for 11 entries in its first node: about 630 bytes for a
+/// Pod that reads one object, 13 MB over the 20,000 Pods of the scale bench.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reads {
+    consumed: Box<[Consumed]>,
+    optional: Box<[ConfigId]>,
+}
+
+impl From<Consumption> for Reads {
+    fn from(consumption: Consumption) -> Self {
+        Self {
+            consumed: consumption.consumed.into_iter().collect(),
+            optional: consumption.optional.into_iter().collect(),
+        }
+    }
+}
+
+impl Reads {
+    /// What is read, in order.
+    pub fn consumed(&self) -> &[Consumed] {
+        &self.consumed
+    }
+
+    /// The objects read.
+    pub fn ids(&self) -> BTreeSet<&ConfigId> {
+        self.consumed.iter().map(Consumed::id).collect()
+    }
+
+    /// The sets again, as the webhook's functions take them.
+    pub fn to_consumption(&self) -> Consumption {
+        Consumption {
+            consumed: self.consumed.iter().cloned().collect(),
+            optional: self.optional.iter().cloned().collect(),
+        }
+    }
+
+    /// The hash the webhook computes for the same reads over `data` (its own function).
+    pub fn hash(&self, data: &ConfigData, key: Option<&SecretKey>) -> HashReport {
+        self.to_consumption().hash(data, key)
+    }
 }
 
 /// An object whose pod (template) cannot be read.
@@ -62,7 +106,7 @@ pub fn workload(
     Ok(Some(Consumer {
         uid: uid.to_owned(),
         hash: Some(hash.clone()),
-        consumption: consumption::restart_only(&spec),
+        consumption: consumption::restart_only(&spec).into(),
     }))
 }
 
@@ -76,7 +120,7 @@ pub fn pod(
     Ok(Consumer {
         uid: uid.to_owned(),
         hash: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
-        consumption: consumption::mounted(&spec),
+        consumption: consumption::mounted(&spec).into(),
     })
 }
 
@@ -120,8 +164,8 @@ mod tests {
             .unwrap();
         assert_eq!(got.hash.as_deref(), Some("sha256:1"));
         assert_eq!(
-            got.consumption.consumed.into_iter().collect::<Vec<_>>(),
-            vec![Consumed::Key(ConfigId::config_map("env"), "a".into())]
+            got.consumption.consumed(),
+            [Consumed::Key(ConfigId::config_map("env"), "a".into())]
         );
     }
 
@@ -157,6 +201,27 @@ mod tests {
             .unwrap();
         assert_eq!(got.hash.as_deref(), Some("sha256:2"));
         assert!(workload(TargetKind::Deployment, "u", &cronjob).is_err());
+    }
+
+    #[test]
+    fn compact_reads_keep_the_sets_and_the_hash() {
+        let consumption = Consumption {
+            consumed: BTreeSet::from([
+                Consumed::Whole(ConfigId::secret("tls")),
+                Consumed::Key(ConfigId::config_map("env"), "b".into()),
+                Consumed::Key(ConfigId::config_map("env"), "a".into()),
+            ]),
+            optional: BTreeSet::from([ConfigId::secret("tls")]),
+        };
+        let reads = Reads::from(consumption.clone());
+        assert_eq!(reads.to_consumption(), consumption);
+        assert_eq!(reads.ids().len(), 2);
+        let id = ConfigId::config_map("env");
+        let object = crate::hash::ConfigObject::from_values(&id, [("a", b"1")], None).unwrap();
+        let mut data = ConfigData::new();
+        data.insert(id, crate::hash::Lookup::Found(object));
+        assert_eq!(reads.hash(&data, None), consumption.hash(&data, None));
+        assert!(reads.hash(&data, None).hash.is_some());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::fetch::{FetchDone, Fetcher};
+use super::intern::Interner;
 use super::metrics::ControllerMetrics;
 use super::reconcile::{self, Causes, Verdict};
 use super::store::{Changes, ConfigKey, ConfigStore, Fetched};
@@ -42,6 +43,8 @@ struct Pending {
 /// The loop's state.
 pub struct Loop {
     view: View,
+    /// One shared copy of each namespace name, for every record that holds one.
+    names: Interner,
     store: Arc<RwLock<ConfigStore>>,
     fetcher: Fetcher,
     writer: Writer,
@@ -65,7 +68,7 @@ pub struct Loop {
 /// The channels the loop listens on.
 pub struct Inputs {
     /// From the watches.
-    pub watched: mpsc::UnboundedReceiver<Watched>,
+    pub watched: mpsc::Receiver<Watched>,
     /// From the fetcher.
     pub fetched: mpsc::UnboundedReceiver<FetchDone>,
     /// From the writer.
@@ -99,6 +102,7 @@ impl Loop {
     pub fn new(parts: Parts) -> Self {
         Self {
             view: View::new(&parts.own_namespace),
+            names: Interner::default(),
             store: parts.store,
             fetcher: parts.fetcher,
             writer: parts.writer,
@@ -138,6 +142,22 @@ impl Loop {
                 else => return,
             }
             self.run_due();
+            self.release_spare();
+        }
+    }
+
+    /// Gives back the room the work maps kept after a burst (the initial sync schedules every
+    /// target and fetches every consumed object at once). A map is shrunk only once it is a
+    /// quarter full, so a steady load does not make it grow and shrink over and over.
+    fn release_spare(&mut self) {
+        shrink(&mut self.pending);
+        shrink(&mut self.inflight);
+        shrink(&mut self.last_written);
+        shrink(&mut self.writing);
+        shrink(&mut self.failures);
+        shrink_set(&mut self.again);
+        if self.queue.len() * 4 < self.queue.capacity() && self.queue.capacity() > SPARE {
+            self.queue.shrink_to_fit();
         }
     }
 
@@ -150,10 +170,32 @@ impl Loop {
                 if let Some(listed) = self.relisting.get_mut(&stream) {
                     listed.insert(item_name(&item));
                 }
+                let item = self.shared(item);
                 self.apply(item);
             }
-            Watched::Delete(_, item) => self.delete(item),
+            Watched::Delete(_, item) => {
+                let item = self.shared(item);
+                self.delete(item);
+            }
             Watched::InitDone(stream) => self.sweep(stream),
+        }
+    }
+
+    /// The item with its namespace's shared name.
+    fn shared(&mut self, item: Item) -> Item {
+        match item {
+            Item::Config { mut key, meta } => {
+                key.namespace = self.names.intern(&key.namespace);
+                Item::Config { key, meta }
+            }
+            Item::Target {
+                mut target,
+                reduced,
+            } => {
+                target.namespace = self.names.intern(&target.namespace);
+                Item::Target { target, reduced }
+            }
+            namespace @ Item::Namespace { .. } => namespace,
         }
     }
 
@@ -164,7 +206,7 @@ impl Loop {
                     let targets: Vec<Target> = self
                         .view
                         .targets()
-                        .filter(|t| t.namespace == name)
+                        .filter(|t| *t.namespace == *name)
                         .cloned()
                         .collect();
                     for target in targets {
@@ -403,7 +445,7 @@ impl Loop {
         tracked
             .consumer
             .consumption
-            .consumed
+            .consumed()
             .iter()
             .filter(|c| c.id() == &key.id)
             .any(|c| match c {
@@ -560,7 +602,8 @@ impl Loop {
         }
     }
 
-    fn update_gauges(&self) {
+    fn update_gauges(&mut self) {
+        self.names.prune();
         let (config_maps, secrets) = read(&self.store).counts();
         self.metrics.watched("ConfigMap", config_maps);
         self.metrics.watched("Secret", secrets);
@@ -586,6 +629,21 @@ fn config_name(key: &ConfigKey) -> String {
 
 fn target_name(target: &Target) -> String {
     format!("{}/{}", target.namespace, target.name)
+}
+
+/// Capacity a work map keeps however empty it is.
+const SPARE: usize = 64;
+
+fn shrink<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
+    if map.len() * 4 < map.capacity() && map.capacity() > SPARE {
+        map.shrink_to_fit();
+    }
+}
+
+fn shrink_set<K: Eq + std::hash::Hash>(set: &mut HashSet<K>) {
+    if set.len() * 4 < set.capacity() && set.capacity() > SPARE {
+        set.shrink_to_fit();
+    }
 }
 
 fn backoff(failures: u32) -> Duration {

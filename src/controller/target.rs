@@ -2,6 +2,7 @@
 //! (`mounted-config-hash`), and the one annotation it may change on each.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH};
 
@@ -79,10 +80,10 @@ impl TargetKind {
 pub struct Target {
     /// Its kind.
     pub kind: TargetKind,
-    /// `metadata.namespace`.
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
+    /// `metadata.namespace` (shared by every record of the namespace).
+    pub namespace: Arc<str>,
+    /// `metadata.name` (clones of a target share it).
+    pub name: Arc<str>,
 }
 
 impl fmt::Display for Target {

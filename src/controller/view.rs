@@ -2,7 +2,7 @@
 //! write to (stamped workloads, sidecar Pods) reduced to what they consume, and the index from
 //! each ConfigMap/Secret to its consumers.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::reduce::Consumer;
 use super::store::ConfigKey;
@@ -24,7 +24,9 @@ pub struct View {
     own_namespace: String,
     opted_in: BTreeSet<String>,
     consumers: HashMap<Target, Tracked>,
-    by_config: HashMap<ConfigKey, BTreeSet<Target>>,
+    /// A `HashSet` rather than a `BTreeSet`, whose first node has room for 11 targets: most
+    /// objects have one to a few consumers.
+    by_config: HashMap<ConfigKey, HashSet<Target>>,
     tick: u64,
 }
 
@@ -188,7 +190,8 @@ mod tests {
                     .map(|n| Consumed::Whole(ConfigId::config_map(*n)))
                     .collect(),
                 optional: BTreeSet::new(),
-            },
+            }
+            .into(),
         }
     }
 

@@ -15,13 +15,22 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Config, Event};
 use kube::{Client, Resource};
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::Sender;
 
 use super::reduce::{self, Consumer, ReduceError};
 use super::store::{ConfigKey, Meta};
 use super::target::{Target, TargetKind};
 use crate::hash::{ConfigId, ConfigKind};
 use crate::inject::{IGNORE, SIDECAR_LABEL};
+
+/// Most events waiting for the loop. A full channel holds the watches back (they stop reading
+/// their list or watch response) instead of buffering a whole initial list in memory.
+pub const BUFFER: usize = 256;
+
+/// Objects per list page of workloads and Pods: a page is held whole, parsed, until each of its
+/// objects is reduced, and these objects are large (whole pod specs). Metadata pages keep
+/// kube's default of 500.
+pub const TARGET_PAGE: u32 = 100;
 
 /// The namespace label that opts a namespace in.
 pub const OPT_IN_LABEL: &str = "reload-injector.io/inject";
@@ -91,7 +100,7 @@ pub enum Watched {
 }
 
 /// Starts every watch; each sends what it sees to `out` until the receiver is dropped.
-pub fn spawn_all(client: &Client, out: &UnboundedSender<Watched>) {
+pub fn spawn_all(client: &Client, out: &Sender<Watched>) {
     for stream in Stream::all() {
         let (client, out) = (client.clone(), out.clone());
         tokio::spawn(async move {
@@ -109,7 +118,7 @@ pub fn spawn_all(client: &Client, out: &UnboundedSender<Watched>) {
     }
 }
 
-async fn watch_meta<K>(client: Client, stream: Stream, out: UnboundedSender<Watched>)
+async fn watch_meta<K>(client: Client, stream: Stream, out: Sender<Watched>)
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     K: Send + Sync + 'static,
@@ -123,7 +132,7 @@ where
     .await;
 }
 
-async fn watch_targets(client: Client, kind: TargetKind, out: UnboundedSender<Watched>) {
+async fn watch_targets(client: Client, kind: TargetKind, out: Sender<Watched>) {
     let resource = match kind {
         TargetKind::Deployment => ApiResource::erase::<Deployment>(&()),
         TargetKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
@@ -132,9 +141,10 @@ async fn watch_targets(client: Client, kind: TargetKind, out: UnboundedSender<Wa
         TargetKind::Pod => ApiResource::erase::<Pod>(&()),
     };
     let api = Api::<DynamicObject>::all_with(client, &resource);
+    let config = Config::default().page_size(TARGET_PAGE);
     let config = match kind {
-        TargetKind::Pod => Config::default().labels(&format!("{SIDECAR_LABEL}=true")),
-        _ => Config::default(),
+        TargetKind::Pod => config.labels(&format!("{SIDECAR_LABEL}=true")),
+        _ => config,
     };
     let events = watcher::watcher(api, config).default_backoff();
     let stream = Stream::Targets(kind);
@@ -149,7 +159,7 @@ async fn watch_targets(client: Client, kind: TargetKind, out: UnboundedSender<Wa
 async fn forward<K, S>(
     events: S,
     stream: Stream,
-    out: UnboundedSender<Watched>,
+    out: Sender<Watched>,
     reduce: impl Fn(K) -> Option<Item>,
 ) where
     S: futures_util::Stream<Item = Result<Event<K>, watcher::Error>>,
@@ -169,7 +179,7 @@ async fn forward<K, S>(
             }
         };
         if let Some(watched) = watched
-            && out.send(watched).is_err()
+            && out.send(watched).await.is_err()
         {
             return;
         }
@@ -190,7 +200,7 @@ fn meta_item<K>(stream: Stream, object: &PartialObjectMeta<K>) -> Option<Item> {
         }),
         Stream::Config(kind) => Some(Item::Config {
             key: ConfigKey {
-                namespace: metadata.namespace.clone()?,
+                namespace: metadata.namespace.as_deref()?.into(),
                 id: ConfigId { kind, name },
             },
             meta: Meta {
@@ -208,8 +218,8 @@ fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
     let metadata = &object.metadata;
     let target = Target {
         kind,
-        namespace: metadata.namespace.clone()?,
-        name: metadata.name.clone()?,
+        namespace: metadata.namespace.as_deref()?.into(),
+        name: metadata.name.as_deref()?.into(),
     };
     let uid = metadata.uid.clone().unwrap_or_default();
     let reduced = match kind {

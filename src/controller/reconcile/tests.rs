@@ -72,7 +72,7 @@ impl World {
         let consumer = Consumer {
             uid: "uid-1".into(),
             hash: hash.map(str::to_owned),
-            consumption: reads(names),
+            consumption: reads(names).into(),
         };
         self.view.set_consumer(target, Some(consumer));
     }
@@ -86,7 +86,8 @@ impl World {
         };
         self.store.set_meta(key(name), meta);
         let id = ConfigId::config_map(name);
-        let object = ConfigObject::from_values(&id, [("a", value.as_bytes())], None);
+        let object =
+            ConfigObject::from_values(&id, [("a", value.as_bytes())], None).map(Into::into);
         let sent = self.view.tick();
         let fetched = Fetched {
             resource_version: Some(rv.into()),

@@ -100,14 +100,14 @@ pub fn event(write: &Write, message: &str, now: Timestamp) -> Event {
     Event {
         metadata: ObjectMeta {
             name: Some(name),
-            namespace: Some(target.namespace.clone()),
+            namespace: Some(target.namespace.to_string()),
             ..ObjectMeta::default()
         },
         involved_object: ObjectReference {
             api_version: Some(target.kind.api_version().to_owned()),
             kind: Some(target.kind.kind().to_owned()),
-            namespace: Some(target.namespace.clone()),
-            name: Some(target.name.clone()),
+            namespace: Some(target.namespace.to_string()),
+            name: Some(target.name.to_string()),
             uid: Some(write.uid.clone()),
             ..ObjectReference::default()
         },
