@@ -36,7 +36,7 @@ use http::StatusCode;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
-use soak_support::reading::{Reading, cpu_time, mib, rss_now};
+use soak_support::reading::{Reading, cpu_time, median, mib, rss_now};
 use soak_support::verdict::{Flatness, NotFlat, Rule, Sample, judge};
 use tokio::sync::RwLock;
 use webhook_support::client::{Conn, Proto, client_config, peer_cert, tls_stream};
@@ -47,7 +47,9 @@ const DEFAULT_SECONDS: u64 = 60;
 /// Once no request is in flight, how long the reader waits for the server to drop the last
 /// requests' state. Traced readings did not change between 0 ms and 1.2 s after the gate
 /// was taken; this is a margin for connection teardown.
-const QUIET_MARGIN: Duration = Duration::from_millis(50);
+const QUIET_MARGIN: Duration = Duration::from_millis(20);
+/// How often the load pauses for a quiet reading; a sample is the median of its window's.
+const READ_EVERY: Duration = Duration::from_secs(1);
 /// Largest change of RSS or descriptors over the run that still counts as flat.
 const TOLERANCE: f64 = 0.10;
 
@@ -305,16 +307,23 @@ async fn soak() {
     let started = Instant::now();
     // RSS under load, read every 200 ms between samples: shown beside each quiet reading.
     let mut peak = 0u64;
+    // At least five readings per sample.
+    let per_sample = (sample_every.as_secs_f64() / READ_EVERY.as_secs_f64()).max(5.0) as u32;
+    let read_every = sample_every / per_sample;
+    let mut window: Vec<Reading> = Vec::new();
     let mut samples: Vec<(Duration, Reading)> = Vec::new();
-    let mut next_sample = sample_every;
+    let mut next_reading = read_every;
     let mut next_rotation = rotate_every;
     let mut rotated = 0;
     let mut picked_up = Vec::new();
     println!(
-        "soak: {seconds}s, a rotation every {rotate_every:?}, a sample every {sample_every:?}, \
-         warm-up {warm_up:?}, server pid {pid} with MIMALLOC_PURGE_DELAY={purge_delay}"
+        "soak: {seconds}s, a rotation every {rotate_every:?}, a sample every {sample_every:?} \
+         (the median of {per_sample} quiet readings), warm-up {warm_up:?}, server pid \
+         {pid} with MIMALLOC_PURGE_DELAY={purge_delay}"
     );
-    while started.elapsed() < duration {
+    // Until the last sample, which is due at the end of the run.
+    let sample_count = (duration.as_secs_f64() / sample_every.as_secs_f64()).round() as usize;
+    while samples.len() < sample_count {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let now = started.elapsed();
         peak = peak.max(rss_now(pid));
@@ -346,19 +355,26 @@ async fn soak() {
             );
             picked_up.push((seen, reloads, served_after));
         }
-        if now >= next_sample {
-            next_sample += sample_every;
-            let r = quiet_reading(pid, gate).await;
+        if now >= next_reading {
+            next_reading += read_every;
+            window.push(quiet_reading(pid, gate).await);
+        }
+        if window.len() == per_sample as usize {
             let at = started.elapsed();
+            let r = median(&window).expect("a full window");
+            let lowest = window.iter().map(|r| r.rss_kib).min().unwrap_or_default();
+            let highest = window.iter().map(|r| r.rss_kib).max().unwrap_or_default();
             let failed = counts.valid_failed.load(Ordering::Relaxed)
                 + counts.bad_failed.load(Ordering::Relaxed);
             println!(
-                "soak: t={:>4}s  rss {} MiB (anon {}, file {}; peak under load {})  fds {}  \
-                 valid ok {}  bad ok {}  reconnects {}  errors {failed}",
+                "soak: t={:>4}s  rss {} MiB (anon {}, file {}; quiet readings {}-{}, peak under \
+                 load {})  fds {}  valid ok {}  bad ok {}  reconnects {}  errors {failed}",
                 at.as_secs(),
                 mib(r.rss_kib),
                 mib(r.anon_kib),
                 mib(r.file_kib),
+                mib(lowest),
+                mib(highest),
                 mib(peak),
                 r.fds,
                 counts.valid_ok.load(Ordering::Relaxed),
@@ -366,6 +382,7 @@ async fn soak() {
                 counts.reconnects.load(Ordering::Relaxed),
             );
             samples.push((at, r));
+            window.clear();
             peak = 0;
         }
     }

@@ -44,6 +44,21 @@ impl Reading {
     }
 }
 
+/// The median reading by RSS (the lower one of the middle two), with the median descriptor
+/// count: the middle of a window of quiet readings, which a leak would move with every reading.
+/// `None` for no readings.
+pub fn median(readings: &[Reading]) -> Option<Reading> {
+    let mid = readings.len().checked_sub(1)? / 2;
+    let mut by_rss = readings.to_vec();
+    by_rss.sort_by_key(|r| r.rss_kib);
+    let mut fds: Vec<usize> = readings.iter().map(|r| r.fds).collect();
+    fds.sort_unstable();
+    Some(Reading {
+        fds: fds[mid],
+        ..by_rss[mid]
+    })
+}
+
 /// Resident set of `pid` (`VmRSS`) in KiB, 0 when it cannot be read: for the peak under load,
 /// read often, where a missed reading does not matter.
 pub fn rss_now(pid: i32) -> u64 {
@@ -69,4 +84,45 @@ pub fn cpu_time(pid: i32) -> Duration {
 /// KiB as MiB with one decimal.
 pub fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(rss_kib: u64, fds: usize) -> Reading {
+        Reading {
+            rss_kib,
+            anon_kib: rss_kib - 10_000,
+            file_kib: 10_000,
+            fds,
+        }
+    }
+
+    #[test]
+    fn median_takes_the_middle_rss_reading_and_the_middle_descriptor_count() {
+        let window = [
+            reading(19_000, 18),
+            reading(17_500, 19),
+            reading(30_000, 18),
+            reading(18_200, 25),
+            reading(16_000, 18),
+        ];
+        assert_eq!(
+            median(&window),
+            Some(Reading {
+                rss_kib: 18_200,
+                anon_kib: 8_200,
+                file_kib: 10_000,
+                fds: 18
+            })
+        );
+    }
+
+    #[test]
+    fn median_of_an_even_window_is_a_reading_taken() {
+        let window = [reading(19_000, 18), reading(17_500, 18)];
+        assert_eq!(median(&window).map(|r| r.rss_kib), Some(17_500));
+        assert_eq!(median(&[]), None);
+    }
 }
