@@ -242,6 +242,29 @@ mod tests {
         assert!(matches!(judge(&leak, rule), Err(NotFlat::LastSample(_))));
     }
 
+    /// The medians (MiB) of the ten-minute release run of 2026-11-23 18:05 UTC, t = 30..600 s.
+    const TEN_MINUTES: [f64; 20] = [
+        18.5, 18.8, 18.9, 19.0, 18.0, 19.2, 19.0, 18.5, 18.8, 18.2, 17.9, 18.1, 18.2, 18.1, 18.5,
+        18.5, 18.2, 18.5, 17.9, 19.0,
+    ];
+
+    #[test]
+    fn the_measured_run_passes_and_the_same_run_with_a_2_mib_leak_fails() {
+        let measured = run(|i| TEN_MINUTES[i - 1] * 1024.0);
+        assert!(
+            judge(&measured, RULE).is_ok(),
+            "{:?}",
+            judge(&measured, RULE)
+        );
+        // 2 MiB over the nine minutes after warm-up: about 1.3 bytes per request of that run.
+        let leaking = run(|i| (TEN_MINUTES[i - 1] + 2.0 * (i as f64 - 2.0) / 18.0) * 1024.0);
+        assert!(
+            judge(&leaking, RULE).is_err(),
+            "{:?}",
+            judge(&leaking, RULE)
+        );
+    }
+
     #[test]
     fn a_zero_or_unreadable_baseline_fails() {
         let series = run(|i| if i == 2 { 0.0 } else { 18.0 });
