@@ -3,17 +3,17 @@
 //! reconnects over HTTP/1.1 and HTTP/2, and a kubelet-style certificate rotation every minute
 //! (more often in short runs).
 //!
-//! Every 30 s (a sixth of the run when shorter) it reads the server's RSS and open descriptors
-//! at a quiet point and prints them with the error count. The load is continuous except for
-//! these readings: the clients hold a gate for each request, the reader takes it (requests in
-//! flight finish, none starts), waits [`QUIET_MARGIN`], reads, and lets go — a pause of well
-//! under a second per sample. A reading is thus what the server holds, not what happens to
-//! be in flight (a 7 MiB bad input, a handshake).
+//! Once a second the load pauses for a quiet reading of the server's RSS and open descriptors:
+//! the clients hold a gate for each request, the reader takes it (requests in flight finish,
+//! none starts), waits [`QUIET_MARGIN`], reads, and lets go. The load is otherwise continuous.
+//! A reading is thus what the server holds, not what happens to be in flight (a 7 MiB bad
+//! input, a handshake). Every 30 s (a sixth of the run when shorter) it prints the median of
+//! the window's readings, which is the sample judged, and the error count.
 //!
 //! The server runs with `MIMALLOC_PURGE_DELAY=0` unless the variable is set: by default
 //! mimalloc returns freed pages to the system a second after they are freed, and only when
-//! the process next allocates, so a reading would include up to a second's churn of freed
-//! memory, which depends on what happened just before the pause (docs/hardening.md, "Soak").
+//! the process next allocates, so a quiet reading would include a backlog of freed memory
+//! that depends on the last second's traffic (docs/hardening.md, "Soak").
 //!
 //! It passes when no valid request failed, every bad input got its 4xx, RSS and descriptors
 //! are flat (`soak_support::verdict`: after warm-up, the last sample within 10% of the first
