@@ -221,11 +221,13 @@ async fn worker(id: usize, addr: SocketAddr, cas: Arc<String>, proto: Proto, sha
     }
 }
 
-/// The server at a quiet point: with the gate taken no request is in flight or starts.
-async fn quiet_reading(pid: i32, gate: &RwLock<()>) -> Reading {
+/// The server at a quiet point: with the gate taken no request is in flight or starts. Also
+/// how long no new request could start (from asking for the gate to letting it go).
+async fn quiet_reading(pid: i32, gate: &RwLock<()>) -> (Reading, Duration) {
+    let asked = Instant::now();
     let _quiet = gate.write().await;
     tokio::time::sleep(QUIET_MARGIN).await;
-    Reading::of(pid)
+    (Reading::of(pid), asked.elapsed())
 }
 
 /// One series of the samples, for the verdict.
@@ -311,6 +313,7 @@ async fn soak() {
     let per_sample = (sample_every.as_secs_f64() / READ_EVERY.as_secs_f64()).max(5.0) as u32;
     let read_every = sample_every / per_sample;
     let mut window: Vec<Reading> = Vec::new();
+    let mut paused = Duration::ZERO;
     let mut samples: Vec<(Duration, Reading)> = Vec::new();
     let mut next_reading = read_every;
     let mut next_rotation = rotate_every;
@@ -357,7 +360,9 @@ async fn soak() {
         }
         if now >= next_reading {
             next_reading += read_every;
-            window.push(quiet_reading(pid, gate).await);
+            let (reading, pause) = quiet_reading(pid, gate).await;
+            window.push(reading);
+            paused += pause;
         }
         if window.len() == per_sample as usize {
             let at = started.elapsed();
@@ -391,7 +396,7 @@ async fn soak() {
         w.await.expect("worker panicked");
     }
     let elapsed = started.elapsed();
-    let end = quiet_reading(pid, gate).await;
+    let (end, _) = quiet_reading(pid, gate).await;
     let cpu = cpu_time(pid);
     let (valid_ok, valid_failed, bad_ok, bad_failed) = (
         counts.valid_ok.load(Ordering::Relaxed),
@@ -407,10 +412,12 @@ async fn soak() {
     println!(
         "soak: result after {elapsed:.1?}: {valid_ok} valid ok, {valid_failed} valid failed, \
          {bad_ok} bad inputs refused as expected, {bad_failed} not; {} reconnects; rotations \
-         {}/{rotations} picked up (slowest {slowest:.2?}); server CPU {cpu:.1?} ({:.0} µs per \
-         request); after the load (clients gone) rss {} MiB (anon {}), fds {}",
+         {}/{rotations} picked up (slowest {slowest:.2?}); load paused for readings {paused:.1?} \
+         ({:.1}% of the run); server CPU {cpu:.1?} ({:.0} µs per request); after the load \
+         (clients gone) rss {} MiB (anon {}), fds {}",
         counts.reconnects.load(Ordering::Relaxed),
         picked_up.iter().filter(|(seen, _, _)| *seen).count(),
+        100.0 * paused.as_secs_f64() / elapsed.as_secs_f64(),
         cpu.as_secs_f64() * 1e6 / (valid_ok + bad_ok).max(1) as f64,
         mib(end.rss_kib),
         mib(end.anon_kib),
