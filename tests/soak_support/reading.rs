@@ -24,13 +24,8 @@ impl Reading {
     pub fn of(pid: i32) -> Self {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
             .unwrap_or_else(|err| panic!("failed to read /proc/{pid}/status: {err}"));
-        let field = |name: &str| -> u64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+        let field = |name: &str| {
+            kib(&status, name).unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
         };
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
             .unwrap_or_else(|err| panic!("failed to list /proc/{pid}/fd: {err}"))
@@ -64,13 +59,17 @@ pub fn median(readings: &[Reading]) -> Option<Reading> {
 pub fn rss_now(pid: i32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse().ok())
-        })
+        .and_then(|status| kib(&status, "VmRSS:"))
         .unwrap_or(0)
+}
+
+/// The value of a `/proc/PID/status` line such as `VmRSS:  1234 kB`.
+fn kib(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
 }
 
 /// CPU time (user + system) `pid` has used so far.
