@@ -5,8 +5,8 @@
 # quiet reading of RSS and open file descriptors; every 30 s it prints the median of those
 # readings and the error count. It fails unless no valid request failed, RSS and fds are flat
 # (after warm-up, the last sample and the trend within 10% of the first sample) and every
-# rotation was picked up. The server gets MIMALLOC_PURGE_DELAY=0 unless it is set (see
-# docs/hardening.md, "Soak"). `cargo test` runs the same test for 60 s.
+# rotation was picked up. The server runs as shipped (see docs/hardening.md, "Soak").
+# `cargo test` runs the same test for 60 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
