@@ -367,10 +367,19 @@ mod tests {
             std::fs::create_dir_all(&dir).unwrap();
             let program = dir.join(&name);
             std::fs::copy("/bin/sleep", &program).unwrap();
-            let child = std::process::Command::new(&program)
-                .arg("30")
-                .spawn()
-                .unwrap();
+            // Another test thread may fork while the copy's write descriptor is open; its child
+            // holds that descriptor until it execs, and until then exec here fails with
+            // ETXTBSY. Retry for a moment.
+            let mut tries = 0;
+            let child = loop {
+                match std::process::Command::new(&program).arg("30").spawn() {
+                    Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    other => break other.unwrap(),
+                }
+            };
             let pid = i32::try_from(child.id()).unwrap();
             let sleeper = UniqueSleeper {
                 child,
