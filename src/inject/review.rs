@@ -76,7 +76,7 @@ fn read_target<'a>(
         Workload::Pod => req.operation == Operation::Create,
         Workload::Template(_) => matches!(req.operation, Operation::Create | Operation::Update),
     };
-    if EXCLUDED_NAMESPACES.contains(&req.namespace) || req.namespace == settings.own_namespace {
+    if excluded(req.namespace, settings) {
         return Ok(None);
     }
     if !handled_op {
@@ -105,11 +105,9 @@ fn read_target<'a>(
             });
         }
     };
-    if req.namespace.is_empty() {
-        let namespace = object.namespace.as_deref().unwrap_or("");
-        if EXCLUDED_NAMESPACES.contains(&namespace) || namespace == settings.own_namespace {
-            return Ok(None);
-        }
+    // When the request names no namespace, the object's own says where it lives.
+    if req.namespace.is_empty() && excluded(object.namespace.as_deref().unwrap_or(""), settings) {
+        return Ok(None);
     }
     let controlled = object.controlled;
     let pod = match object {
@@ -170,6 +168,11 @@ fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
     all.consumed.extend(existing.consumed);
     all.optional.extend(existing.optional);
     all
+}
+
+/// Namespaces that are never mutated: the system ones and the webhook's own.
+fn excluded(namespace: &str, settings: &Settings) -> bool {
+    EXCLUDED_NAMESPACES.contains(&namespace) || namespace == settings.own_namespace
 }
 
 fn is_false(value: Option<&String>) -> bool {

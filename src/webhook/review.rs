@@ -1,11 +1,11 @@
 //! AdmissionReview `admission.k8s.io/v1` on the wire: reading a request body and writing the
 //! answer. Pure: bytes in, bytes out.
 //!
-//! The body is read once (see `envelope`): the small fields of `request` as values, and
-//! `request.object` / `request.oldObject` as raw JSON borrowed from the body, from which the
-//! core reads only the parts it needs. A review copies nothing large. The answer is written by hand-shaped structs rather than kube-core's
-//! response type, which would serialise the patch as an array of numbers instead of the
-//! documented base64 string.
+//! The body is read once (see `envelope`): the small fields of `request` as values, and the
+//! objects read on the way or kept as raw JSON borrowed from the body, so a review copies
+//! nothing large. The answer is written by hand-shaped structs rather than kube-core's response
+//! type, which would serialise the patch as an array of numbers instead of the documented
+//! base64 string.
 
 use base64::Engine;
 use serde::Serialize;
@@ -70,14 +70,7 @@ impl<'a> Review<'a> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(EnvelopeError::Empty);
         }
-        let envelope = envelope::from_slice(body)
-            .map_err(|err| EnvelopeError::NotJson(full_parse_error(body).unwrap_or(err)))?;
-        if let Some(type_name) = envelope.not_an_object {
-            return Err(match full_parse_error(body) {
-                Some(err) => EnvelopeError::NotJson(err),
-                None => EnvelopeError::NotAnObject(type_name),
-            });
-        }
+        let envelope = envelope::from_slice(body).map_err(|err| not_an_envelope(body, err))?;
         let api_version = envelope.api_version.as_ref();
         if api_version.and_then(Value::as_str) != Some(API_VERSION) {
             return Err(EnvelopeError::WrongApiVersion(describe(api_version)));
@@ -193,11 +186,15 @@ fn json_type(v: &Value) -> &'static str {
 }
 
 /// A short description of a field's value for an error message (never the whole value).
-/// Why a full parse of `body` fails, if it does (bad input only). It words errors as the
-/// whole-body parse always did: a nesting deeper than serde_json's recursion limit is named
-/// as such, where the envelope's skipping parser would report only where the input ended.
-fn full_parse_error(body: &[u8]) -> Option<serde_json::Error> {
-    serde_json::from_slice::<Value>(body).err()
+/// What is wrong with a body the envelope parser refused, found by parsing it in full (bad
+/// input only): not JSON (a nesting deeper than serde_json's recursion limit is named as such),
+/// or JSON that is not an object.
+fn not_an_envelope(body: &[u8], err: serde_json::Error) -> EnvelopeError {
+    match serde_json::from_slice::<Value>(body) {
+        Err(full) => EnvelopeError::NotJson(full),
+        Ok(value) if !value.is_object() => EnvelopeError::NotAnObject(json_type(&value)),
+        Ok(_) => EnvelopeError::NotJson(err),
+    }
 }
 
 fn describe(v: Option<&Value>) -> String {

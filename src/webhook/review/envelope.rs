@@ -5,9 +5,10 @@
 //! scanned once; otherwise it is kept as borrowed raw JSON and the core reads it later, with
 //! the same result. `request.oldObject` is always kept raw (it is read only for some UPDATEs).
 //!
-//! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, so a
-//! malformed body is rejected exactly as a full parse would reject it, and serde_json's
-//! recursion limit still applies. A key given twice keeps its last value, as in a full parse.
+//! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, without
+//! recursion, so a malformed body is still rejected and deep nesting cannot overflow the stack
+//! (the caller words the error from a full parse). A key given twice keeps its last value, as
+//! in a full parse.
 
 use std::fmt;
 
@@ -20,8 +21,6 @@ use crate::inject::{Key, ObjectParts, ObjectSeed, Workload};
 /// The body as read: the top level and, when `request` is an object, its fields.
 #[derive(Debug, Default)]
 pub struct Envelope<'a> {
-    /// The JSON type of the top level when it is not an object.
-    pub not_an_object: Option<&'static str>,
     /// `apiVersion`.
     pub api_version: Option<Value>,
     /// `kind`.
@@ -64,7 +63,7 @@ pub enum ObjectField<'a> {
     },
 }
 
-/// Parses `bytes` into an [`Envelope`]; an error only for bytes that are not one JSON value.
+/// Parses `bytes` into an [`Envelope`]; an error for bytes that are not one JSON object.
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let envelope = TopSeed.deserialize(&mut de)?;
@@ -72,34 +71,15 @@ pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
     Ok(envelope)
 }
 
-/// The JSON type name of a value, for error messages.
-fn type_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Null => "null",
-        Kind::Bool => "boolean",
-        Kind::Number => "number",
-        Kind::String => "string",
-        Kind::Array => "array",
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Null,
-    Bool,
-    Number,
-    String,
-    Array,
-}
-
-/// Reads the top level: an object becomes an envelope; anything else is scanned and named.
+/// Reads the top level, which must be an object (anything else is an error here; the caller
+/// names what it was).
 struct TopSeed;
 
 impl<'de> DeserializeSeed<'de> for TopSeed {
     type Value = Envelope<'de>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
+        d.deserialize_map(self)
     }
 }
 
@@ -107,7 +87,7 @@ impl<'de> Visitor<'de> for TopSeed {
     type Value = Envelope<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("an AdmissionReview object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
@@ -123,42 +103,6 @@ impl<'de> Visitor<'de> for TopSeed {
             }
         }
         Ok(envelope)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        IgnoredAny.visit_seq(seq)?;
-        Ok(not_an_object(Kind::Array))
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(not_an_object(Kind::Bool))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(not_an_object(Kind::Number))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(not_an_object(Kind::Number))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(not_an_object(Kind::Number))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(not_an_object(Kind::String))
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(not_an_object(Kind::Null))
-    }
-}
-
-fn not_an_object<'a>(kind: Kind) -> Envelope<'a> {
-    Envelope {
-        not_an_object: Some(type_name(kind)),
-        ..Envelope::default()
     }
 }
 
@@ -324,18 +268,9 @@ mod tests {
     }
 
     #[test]
-    fn names_the_type_of_a_top_level_that_is_not_an_object() {
-        for (text, name) in [
-            ("[1, {}]", "array"),
-            ("\"s\"", "string"),
-            ("null", "null"),
-            ("-1.5", "number"),
-            ("true", "boolean"),
-        ] {
-            assert_eq!(
-                from_slice(text.as_bytes()).unwrap().not_an_object,
-                Some(name)
-            );
+    fn a_top_level_that_is_not_an_object_is_an_error_and_a_request_that_is_not_is_none() {
+        for text in ["[1, {}]", "\"s\"", "null", "-1.5", "true"] {
+            assert!(from_slice(text.as_bytes()).is_err(), "{text}");
         }
         assert!(
             from_slice(br#"{"request": "s"}"#)
