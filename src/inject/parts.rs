@@ -15,7 +15,8 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::pod::PodSpec;
+use super::PREFIX;
+use super::pod::{PodSpec, Sent, SpecShape};
 
 /// A JSON object key, borrowed from the input unless it holds escapes.
 #[derive(Debug, Clone)]
@@ -78,25 +79,47 @@ pub enum Meta {
     /// No `metadata`.
     #[default]
     Absent,
-    /// A `metadata` object: the fields the core reads, as sent.
+    /// A `metadata` object: the fields the core reads.
     Object {
-        /// `namespace`.
-        namespace: Option<Value>,
-        /// `ownerReferences`.
-        owner_references: Option<Value>,
+        /// `namespace`, when it is a string.
+        namespace: Option<String>,
+        /// Whether `ownerReferences` names a controller.
+        controlled: bool,
         /// `annotations`.
-        annotations: Option<Value>,
+        annotations: Entries,
         /// `labels`.
-        labels: Option<Value>,
+        labels: Entries,
     },
     /// A `metadata` that is not an object.
     Other(Value),
 }
 
-/// A pod `spec` as sent: its fields as raw JSON, or the value when it is not an object.
+/// The `reload-injector.io/` entries of `annotations` or `labels`, as sent. They are the only
+/// keys the core reads or writes, so the only ones its editable view needs: a diff never
+/// touches a key that is the same on both sides.
+#[derive(Debug, Default, Clone)]
+pub enum Entries {
+    /// Not sent.
+    #[default]
+    Absent,
+    /// An object: its entries under the prefix, in order (a repeated key keeps its last value).
+    Object(Vec<(String, Value)>),
+    /// Anything else (`null` included), as sent.
+    Other(Value),
+}
+
+/// A pod `spec` as sent.
 #[derive(Debug, Clone)]
 pub enum Spec<'a> {
-    /// An object's fields in order (a repeated key keeps its last value).
+    /// An object read straight into the lean [`PodSpec`] (the usual case).
+    Read {
+        /// What the core reads of it.
+        spec: PodSpec,
+        /// How its editable fields were sent.
+        shape: SpecShape,
+    },
+    /// An object's fields as raw JSON, in order (a repeated key keeps its last value): the
+    /// read of an object the lean read refused, to be read again and the error worded.
     Fields(Vec<(Key<'a>, &'a RawValue)>),
     /// Anything else (`null` when absent).
     Other(Value),
@@ -110,8 +133,16 @@ impl Default for Spec<'_> {
 
 /// Reads `object`, whose pod (template) sits at the JSON pointer `pod_pointer` (`""` for a Pod).
 pub fn read<'a>(object: &'a RawValue, pod_pointer: &str) -> serde_json::Result<ObjectParts<'a>> {
+    read_with(object, ObjectSeed::new(pod_pointer))
+        .or_else(|_| read_with(object, ObjectSeed::keeping_spec_raw(pod_pointer)))
+}
+
+fn read_with<'a>(
+    object: &'a RawValue,
+    seed: ObjectSeed<'_>,
+) -> serde_json::Result<ObjectParts<'a>> {
     let mut de = serde_json::Deserializer::from_str(object.get());
-    let parts = ObjectSeed::new(pod_pointer).deserialize(&mut de)?;
+    let parts = seed.deserialize(&mut de)?;
     de.end()?;
     Ok(parts)
 }
@@ -120,13 +151,26 @@ pub fn read<'a>(object: &'a RawValue, pod_pointer: &str) -> serde_json::Result<O
 /// [`read`] does, so that the document is scanned once.
 pub struct ObjectSeed<'p> {
     path: Vec<&'p str>,
+    lean: bool,
 }
 
 impl<'p> ObjectSeed<'p> {
-    /// A reader of objects whose pod (template) sits at the JSON pointer `pod_pointer`.
+    /// A reader of objects whose pod (template) sits at the JSON pointer `pod_pointer`. It
+    /// reads the pod spec straight into the lean [`PodSpec`], so a spec that does not have its
+    /// shape fails the read: read such an object again with [`ObjectSeed::keeping_spec_raw`].
     pub fn new(pod_pointer: &'p str) -> Self {
         Self {
             path: pod_pointer.split('/').skip(1).collect(),
+            lean: true,
+        }
+    }
+
+    /// A reader that keeps the pod spec's fields as raw JSON, so that only the JSON itself can
+    /// fail the read; [`PodParts::spec`] then reads the spec and words what is wrong with it.
+    pub fn keeping_spec_raw(pod_pointer: &'p str) -> Self {
+        Self {
+            lean: false,
+            ..Self::new(pod_pointer)
         }
     }
 }
@@ -138,9 +182,10 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
         let node = NodeSeed {
             path: &self.path,
             top: true,
+            lean: self.lean,
         }
         .deserialize(d)?;
-        let (namespace, controlled) = match &node.top_meta {
+        let (namespace, controlled) = match node.top_meta {
             Some(meta) => (meta.namespace(), meta.controlled()),
             None => (None, false),
         };
@@ -157,44 +202,44 @@ impl Meta {
     /// `namespace` when it is a string.
     pub fn namespace(&self) -> Option<String> {
         match self {
-            Meta::Object { namespace, .. } => namespace.as_ref()?.as_str().map(str::to_owned),
+            Meta::Object { namespace, .. } => namespace.clone(),
             _ => None,
         }
     }
 
     /// Whether `ownerReferences` names a controller (a ReplicaSet, a Job, …).
     pub fn controlled(&self) -> bool {
-        let Meta::Object {
-            owner_references: Some(refs),
-            ..
-        } = self
-        else {
-            return false;
-        };
-        refs.as_array().is_some_and(|refs| {
-            refs.iter()
-                .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-        })
+        matches!(
+            self,
+            Meta::Object {
+                controlled: true,
+                ..
+            }
+        )
     }
 
-    /// `annotations` (or `labels`) as a string map; non-string values are skipped.
+    /// The `reload-injector.io/` entries of `annotations` (or `labels`) as a string map;
+    /// non-string values are skipped.
     pub fn string_map(&self, field: MapField) -> std::collections::BTreeMap<String, String> {
-        let value = match (self, field) {
-            (Meta::Object { annotations, .. }, MapField::Annotations) => annotations.as_ref(),
-            (Meta::Object { labels, .. }, MapField::Labels) => labels.as_ref(),
-            _ => None,
-        };
-        value
-            .and_then(Value::as_object)
-            .map(|map| {
-                map.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default()
+        match self.entries(field) {
+            Some(Entries::Object(entries)) => entries
+                .iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect(),
+            _ => Default::default(),
+        }
     }
 
-    /// The editable part of this `metadata`: its annotations and labels, as sent.
+    fn entries(&self, field: MapField) -> Option<&Entries> {
+        match (self, field) {
+            (Meta::Object { annotations, .. }, MapField::Annotations) => Some(annotations),
+            (Meta::Object { labels, .. }, MapField::Labels) => Some(labels),
+            _ => None,
+        }
+    }
+
+    /// The editable part of this `metadata`: the prefixed entries of its annotations and
+    /// labels, as sent.
     fn editable(&self) -> Option<Value> {
         match self {
             Meta::Absent => None,
@@ -205,14 +250,23 @@ impl Meta {
                 ..
             } => {
                 let mut out = Map::new();
-                if let Some(a) = annotations {
-                    out.insert("annotations".to_owned(), a.clone());
-                }
-                if let Some(l) = labels {
-                    out.insert("labels".to_owned(), l.clone());
+                for (key, entries) in [("annotations", annotations), ("labels", labels)] {
+                    if let Some(value) = entries.editable() {
+                        out.insert(key.to_owned(), value);
+                    }
                 }
                 Some(Value::Object(out))
             }
+        }
+    }
+}
+
+impl Entries {
+    fn editable(&self) -> Option<Value> {
+        match self {
+            Entries::Absent => None,
+            Entries::Object(entries) => Some(Value::Object(entries.iter().cloned().collect())),
+            Entries::Other(value) => Some(value.clone()),
         }
     }
 }
@@ -229,17 +283,19 @@ pub enum MapField {
 impl<'a> PodParts<'a> {
     /// The spec read into the lean [`PodSpec`]. The error of a spec that does not have its
     /// shape is worded as a full k8s-openapi read of it would word it.
-    pub fn spec(&self) -> Result<PodSpec, serde_json::Error> {
+    pub fn spec(&self) -> Result<Cow<'_, PodSpec>, serde_json::Error> {
         match &self.spec {
+            Spec::Read { spec, .. } => Ok(Cow::Borrowed(spec)),
             Spec::Fields(fields) => {
                 let entries = fields.iter().map(|(k, v)| (Cow::Borrowed(k.as_str()), *v));
-                PodSpec::deserialize(MapDeserializer::new(entries)).or_else(|_| {
+                let read = PodSpec::deserialize(MapDeserializer::new(entries)).or_else(|_| {
                     // Slow path, for errors and for repeated keys deeper down: read the spec
                     // as a value (last key wins) and word any error as k8s-openapi would.
                     let value = self.spec_value()?;
                     PodSpec::deserialize(&value)
                         .map_err(|lean_error| full_error(&value).unwrap_or(lean_error))
-                })
+                });
+                read.map(Cow::Owned)
             }
             Spec::Other(value) => Err(full_error(value).unwrap_or_else(|| {
                 serde::de::Error::custom("invalid type: the pod spec is not an object")
@@ -251,6 +307,7 @@ impl<'a> PodParts<'a> {
     fn spec_value(&self) -> Result<Value, serde_json::Error> {
         match &self.spec {
             Spec::Other(value) => Ok(value.clone()),
+            Spec::Read { .. } => Err(serde::de::Error::custom("the spec was read already")),
             Spec::Fields(fields) => fields
                 .iter()
                 .map(|(k, v)| Ok((k.as_str().to_owned(), serde_json::from_str(v.get())?)))
@@ -273,6 +330,31 @@ impl<'a> PodParts<'a> {
             Spec::Other(Value::Null) => {}
             Spec::Other(value) => {
                 pod.insert("spec".to_owned(), value.clone());
+            }
+            Spec::Read { shape, .. } => {
+                let mut out = Map::new();
+                let lists = [
+                    ("containers", shape.containers, spec.containers.len()),
+                    (
+                        "initContainers",
+                        shape.init_containers,
+                        spec.init_containers.as_ref().map_or(0, Vec::len),
+                    ),
+                ];
+                for (key, sent, len) in lists {
+                    match sent {
+                        Sent::Absent => {}
+                        Sent::Null => drop(out.insert(key.to_owned(), Value::Null)),
+                        Sent::Value => drop(out.insert(key.to_owned(), placeholders(len))),
+                    }
+                }
+                if shape.share_process_namespace != Sent::Absent {
+                    let value = spec
+                        .share_process_namespace
+                        .map_or(Value::Null, Value::Bool);
+                    out.insert("shareProcessNamespace".to_owned(), value);
+                }
+                pod.insert("spec".to_owned(), Value::Object(out));
             }
             Spec::Fields(fields) => {
                 let mut out = Map::new();
@@ -333,6 +415,7 @@ struct Node<'a> {
 struct NodeSeed<'p> {
     path: &'p [&'p str],
     top: bool,
+    lean: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
@@ -358,13 +441,14 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let key = key.as_str();
             if key == "metadata" && (self.top || at_pod) {
-                meta = Some(map.next_value_seed(MetaSeed)?);
+                meta = Some(map.next_value_seed(MapOrValue(MetaReader))?);
             } else if at_pod && key == "spec" {
-                spec = Some(map.next_value_seed(SpecSeed)?);
+                spec = Some(map.next_value_seed(MapOrValue(SpecReader { lean: self.lean }))?);
             } else if !at_pod && key == self.path[0] {
                 let below = map.next_value_seed(NodeSeed {
                     path: &self.path[1..],
                     top: false,
+                    lean: self.lean,
                 })?;
                 node.pod = below.pod;
             } else {
@@ -425,111 +509,165 @@ impl Meta {
         match self {
             Meta::Object {
                 namespace,
-                owner_references,
+                controlled,
                 ..
             } => Meta::Object {
                 namespace: namespace.clone(),
-                owner_references: owner_references.clone(),
-                annotations: None,
-                labels: None,
+                controlled: *controlled,
+                annotations: Entries::Absent,
+                labels: Entries::Absent,
             },
             _ => Meta::Absent,
         }
     }
 }
 
-/// Reads a `metadata`: the fields the core reads as values, everything else dropped.
-struct MetaSeed;
+/// Reads a map one way, and anything else as a [`Value`], as sent.
+trait MapReader<'de> {
+    type Out;
+    fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
+    fn other(value: Value) -> Self::Out;
+}
 
-impl<'de> DeserializeSeed<'de> for MetaSeed {
-    type Value = Meta;
+/// The seed and visitor of a [`MapReader`].
+struct MapOrValue<R>(R);
+
+impl<'de, R: MapReader<'de>> DeserializeSeed<'de> for MapOrValue<R> {
+    type Value = R::Out;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for MetaSeed {
-    type Value = Meta;
+impl<'de, R: MapReader<'de>> Visitor<'de> for MapOrValue<R> {
+    type Value = R::Out;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
-        let (mut namespace, mut owner_references, mut annotations, mut labels) =
-            (None, None, None, None);
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.map(map)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Ok(R::other(Value::deserialize(SeqAccessDeserializer::new(
+            seq,
+        ))?))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(R::other(Value::Bool(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(R::other(Value::from(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(R::other(Value::from(v)))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(R::other(Value::from(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(R::other(Value::String(v.to_owned())))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(R::other(Value::Null))
+    }
+}
+
+/// Reads a `metadata`: the fields the core reads, everything else dropped.
+struct MetaReader;
+
+impl<'de> MapReader<'de> for MetaReader {
+    type Out = Meta;
+
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
+        let (mut namespace, mut controlled) = (None, false);
+        let (mut annotations, mut labels) = (Entries::Absent, Entries::Absent);
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            let slot = match key.as_str() {
-                "namespace" => &mut namespace,
-                "ownerReferences" => &mut owner_references,
-                "annotations" => &mut annotations,
-                "labels" => &mut labels,
+            match key.as_str() {
+                "namespace" => {
+                    namespace = match map.next_value::<Value>()? {
+                        Value::String(namespace) => Some(namespace),
+                        _ => None,
+                    }
+                }
+                "ownerReferences" => controlled = names_a_controller(&map.next_value()?),
+                "annotations" => annotations = map.next_value_seed(MapOrValue(EntriesReader))?,
+                "labels" => labels = map.next_value_seed(MapOrValue(EntriesReader))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
-                    continue;
                 }
-            };
-            *slot = Some(map.next_value::<Value>()?);
+            }
         }
         Ok(Meta::Object {
             namespace,
-            owner_references,
+            controlled,
             annotations,
             labels,
         })
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Meta, A::Error> {
-        Ok(Meta::Other(Value::deserialize(
-            SeqAccessDeserializer::new(seq),
-        )?))
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Meta, E> {
-        Ok(Meta::Other(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Meta, E> {
-        Ok(Meta::Other(Value::from(v)))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Meta, E> {
-        Ok(Meta::Other(Value::from(v)))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Meta, E> {
-        Ok(Meta::Other(Value::from(v)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Meta, E> {
-        Ok(Meta::Other(Value::String(v.to_owned())))
-    }
-
-    fn visit_unit<E>(self) -> Result<Meta, E> {
-        Ok(Meta::Other(Value::Null))
+    fn other(value: Value) -> Meta {
+        Meta::Other(value)
     }
 }
 
-/// Reads a pod `spec`: an object's fields as raw JSON, anything else as a value.
-struct SpecSeed;
+/// Whether `ownerReferences` is a list with an entry whose `controller` is `true`.
+fn names_a_controller(refs: &Value) -> bool {
+    refs.as_array().is_some_and(|refs| {
+        refs.iter()
+            .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+    })
+}
 
-impl<'de> DeserializeSeed<'de> for SpecSeed {
-    type Value = Spec<'de>;
+/// Reads `annotations` or `labels`: the prefixed entries, the rest dropped.
+struct EntriesReader;
 
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
+impl<'de> MapReader<'de> for EntriesReader {
+    type Out = Entries;
+
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+        let mut entries: Vec<(String, Value)> = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if !key.as_str().starts_with(PREFIX) {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let value = map.next_value()?;
+            match entries.iter_mut().find(|(k, _)| k == key.as_str()) {
+                Some(entry) => entry.1 = value,
+                None => entries.push((key.as_str().to_owned(), value)),
+            }
+        }
+        Ok(Entries::Object(entries))
+    }
+
+    fn other(value: Value) -> Entries {
+        Entries::Other(value)
     }
 }
 
-impl<'de> Visitor<'de> for SpecSeed {
-    type Value = Spec<'de>;
+/// Reads a pod `spec`: straight into the lean type, or its fields as raw JSON.
+struct SpecReader {
+    lean: bool,
+}
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+impl<'de> MapReader<'de> for SpecReader {
+    type Out = Spec<'de>;
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Spec<'de>, A::Error> {
+        if self.lean {
+            let (spec, shape) = PodSpec::read_map(map)?;
+            return Ok(Spec::Read { spec, shape });
+        }
         let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16));
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let value = map.next_value::<&'de RawValue>()?;
@@ -540,34 +678,8 @@ impl<'de> Visitor<'de> for SpecSeed {
         Ok(Spec::Fields(fields))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Ok(Spec::Other(Value::deserialize(
-            SeqAccessDeserializer::new(seq),
-        )?))
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Spec::Other(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Spec::Other(Value::from(v)))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Spec::Other(Value::from(v)))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(Spec::Other(Value::from(v)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Spec::Other(Value::String(v.to_owned())))
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Spec::Other(Value::Null))
+    fn other(value: Value) -> Spec<'de> {
+        Spec::Other(value)
     }
 }
 

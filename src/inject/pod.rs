@@ -9,14 +9,18 @@
 //! Like k8s-openapi, a missing or `null` required string (`name`, `key`, `mountPath`) reads as
 //! `""`, and a missing or `null` list as empty.
 
+use std::fmt;
+
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-/// `io.k8s.api.core.v1.PodSpec`, the fields the core reads.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+use super::parts::Key;
+
+/// `io.k8s.api.core.v1.PodSpec`, the fields the core reads. A key given twice keeps its last
+/// value, as in a read of the spec as a JSON value.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodSpec {
     /// `containers`.
-    #[serde(default, deserialize_with = "null_as_default")]
     pub containers: Vec<Container>,
     /// `initContainers`.
     pub init_containers: Option<Vec<Container>>,
@@ -25,12 +29,93 @@ pub struct PodSpec {
     /// `restartPolicy`.
     pub restart_policy: Option<String>,
     /// `hostPID`.
-    #[serde(rename = "hostPID")]
     pub host_pid: Option<bool>,
     /// `shareProcessNamespace`.
     pub share_process_namespace: Option<bool>,
     /// `securityContext`.
     pub security_context: Option<PodSecurityContext>,
+}
+
+/// How a spec sent the fields the core may edit: what the editable view must show.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpecShape {
+    /// `containers`.
+    pub containers: Sent,
+    /// `initContainers`.
+    pub init_containers: Sent,
+    /// `shareProcessNamespace`.
+    pub share_process_namespace: Sent,
+}
+
+/// Whether a field was sent, and whether as `null`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sent {
+    /// Not in the object.
+    #[default]
+    Absent,
+    /// `null`.
+    Null,
+    /// A value.
+    Value,
+}
+
+impl Sent {
+    fn of<T>(value: &Option<T>) -> Self {
+        if value.is_some() {
+            Sent::Value
+        } else {
+            Sent::Null
+        }
+    }
+}
+
+impl PodSpec {
+    /// Reads a spec object's fields from `map`, noting how the editable ones were sent.
+    pub fn read_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(Self, SpecShape), A::Error> {
+        let mut spec = PodSpec::default();
+        let mut shape = SpecShape::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "containers" => {
+                    let containers: Option<Vec<Container>> = map.next_value()?;
+                    shape.containers = Sent::of(&containers);
+                    spec.containers = containers.unwrap_or_default();
+                }
+                "initContainers" => {
+                    spec.init_containers = map.next_value()?;
+                    shape.init_containers = Sent::of(&spec.init_containers);
+                }
+                "shareProcessNamespace" => {
+                    spec.share_process_namespace = map.next_value()?;
+                    shape.share_process_namespace = Sent::of(&spec.share_process_namespace);
+                }
+                "volumes" => spec.volumes = map.next_value()?,
+                "restartPolicy" => spec.restart_policy = map.next_value()?,
+                "hostPID" => spec.host_pid = map.next_value()?,
+                "securityContext" => spec.security_context = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((spec, shape))
+    }
+}
+
+impl<'de> Deserialize<'de> for PodSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SpecVisitor;
+        impl<'de> Visitor<'de> for SpecVisitor {
+            type Value = PodSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("struct PodSpec")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<PodSpec, A::Error> {
+                Ok(PodSpec::read_map(map)?.0)
+            }
+        }
+        d.deserialize_map(SpecVisitor)
+    }
 }
 
 /// `io.k8s.api.core.v1.PodSecurityContext`, the fields the core reads.
@@ -244,4 +329,4 @@ where
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -35,7 +35,7 @@ struct Target<'a> {
     pod: Cow<'a, PodParts<'a>>,
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
-    spec: PodSpec,
+    spec: Cow<'a, PodSpec>,
     policy: SubPathPolicy,
     refs: BTreeSet<ConfigId>,
 }
@@ -131,7 +131,11 @@ fn read_target<'a>(
     if matches!(workload, Workload::Template(_)) && controlled {
         return Ok(None);
     }
-    let spec = pod.spec().map_err(unreadable)?;
+    let spec = match &pod {
+        Cow::Borrowed(pod) => pod.spec(),
+        Cow::Owned(pod) => pod.spec().map(|spec| Cow::Owned(spec.into_owned())),
+    }
+    .map_err(unreadable)?;
     let policy = subpath_policy(req, workload, &pod, &annotations);
     let analysis = analyse(&spec);
     let outcome = rules::apply(&analysis, &policy);
@@ -199,7 +203,7 @@ fn subpath_policy(
             let old = req
                 .old_object
                 .and_then(|old| parts::read(old, pointer).ok()?.pod)
-                .and_then(|old_pod| old_pod.spec().ok());
+                .and_then(|old_pod| old_pod.spec().ok().map(Cow::into_owned));
             match old {
                 Some(old_spec) => SubPathPolicy::DenyNew(rules::subpath_keys(&analyse(&old_spec))),
                 // Without a readable oldObject nothing can be shown to be new: never deny.

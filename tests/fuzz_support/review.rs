@@ -90,9 +90,12 @@ impl Webhooks {
         }
         // The webhook skips metadata.managedFields unread, so bytes that are not UTF-8 there
         // do not stop a review; read them as the replacement character here.
-        let sent: Value = serde_json::from_slice(body)
+        let sent: Value = match serde_json::from_slice(body)
             .or_else(|_| serde_json::from_str(&String::from_utf8_lossy(body)))
-            .map_err(|e| format!("HTTP 200 for a body that is not JSON ({e}): {text}"))?;
+        {
+            Ok(sent) => sent,
+            Err(e) => return answered_past_a_huge_number(body, &answer, &e, &text),
+        };
         let request = &sent["request"];
         let uid = request["uid"]
             .as_str()
@@ -140,6 +143,33 @@ fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), Strin
 }
 
 /// Envelope, uid echo, patch and patchType together, warnings' form, denials without a patch.
+/// A number too large for a float (`1e999`) is JSON syntax that serde_json does not read into a
+/// value. The webhook scans the fields it never reads without reading their numbers, so such a
+/// number there is no reason to refuse the review: the answer must still be well formed (its
+/// patch cannot be applied here, for want of the object as a value).
+fn answered_past_a_huge_number(
+    body: &[u8],
+    answer: &[u8],
+    error: &serde_json::Error,
+    text: &str,
+) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Sent {
+        request: SentRequest,
+    }
+    #[derive(serde::Deserialize)]
+    struct SentRequest {
+        uid: String,
+    }
+    let not_json = || format!("HTTP 200 for a body that is not JSON ({error}): {text}");
+    ensure(
+        error.to_string().starts_with("number out of range"),
+        not_json,
+    )?;
+    let sent: Sent = serde_json::from_slice(body).map_err(|_| not_json())?;
+    well_formed(answer, &sent.request.uid).map(drop)
+}
+
 fn well_formed(answer: &[u8], uid: &str) -> Result<Value, String> {
     let answer: Value = serde_json::from_slice(answer)
         .map_err(|e| format!("HTTP 200 with a body that is not JSON: {e}"))?;

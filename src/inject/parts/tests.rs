@@ -30,8 +30,8 @@ fn a_pod_gives_its_namespace_owner_and_only_the_editable_fields() {
         "kind": "Pod",
         "metadata": {
             "name": "app", "namespace": "shop",
-            "annotations": {"a": "1", "n": 2},
-            "labels": {"app": "web"},
+            "annotations": {"reload-injector.io/a": "1", "reload-injector.io/n": 2, "other": "x"},
+            "labels": {"app": "web", "reload-injector.io/sidecar": "true"},
             "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "controller": true}],
             "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
         },
@@ -51,13 +51,22 @@ fn a_pod_gives_its_namespace_owner_and_only_the_editable_fields() {
     let pod_parts = parts.pod.unwrap();
     assert!(pod_parts.meta.controlled());
     let annotations = pod_parts.meta.string_map(MapField::Annotations);
-    assert_eq!(annotations.len(), 1, "the non-string value is skipped");
-    assert_eq!(annotations["a"], "1");
-    assert_eq!(pod_parts.meta.string_map(MapField::Labels)["app"], "web");
+    assert_eq!(
+        annotations.len(),
+        1,
+        "the non-string value and the unprefixed key are skipped"
+    );
+    assert_eq!(annotations["reload-injector.io/a"], "1");
+    let labels = pod_parts.meta.string_map(MapField::Labels);
+    assert_eq!(labels.len(), 1, "{labels:?}");
+    assert_eq!(labels["reload-injector.io/sidecar"], "true");
     assert_eq!(
         view(&pod, ""),
         json!({
-            "metadata": {"annotations": {"a": "1", "n": 2}, "labels": {"app": "web"}},
+            "metadata": {
+                "annotations": {"reload-injector.io/a": "1", "reload-injector.io/n": 2},
+                "labels": {"reload-injector.io/sidecar": "true"}
+            },
             "spec": {
                 "containers": [null, null],
                 "initContainers": [null],
@@ -90,7 +99,7 @@ fn a_template_reads_the_namespace_and_owner_of_the_object_not_of_the_template() 
     assert_eq!(
         view(&deployment, TEMPLATE),
         json!({"spec": {"template": {
-            "metadata": {"labels": {"app": "web"}},
+            "metadata": {"labels": {}},
             "spec": {"containers": [null]}
         }}})
     );
@@ -168,7 +177,8 @@ fn a_repeated_key_keeps_its_last_value_at_every_level() {
         r#"{"metadata": {"namespace": "first"}, "metadata": {"namespace": "last"},
             "spec": {"template": {"spec": {"containers": [{"name": "gone"}]}}},
             "spec": {"template": {
-                "metadata": {"labels": {"a": "1"}, "labels": {"b": "2"}},
+                "metadata": {"labels": {"reload-injector.io/a": "1"},
+                             "labels": {"reload-injector.io/b": "1", "reload-injector.io/b": "2"}},
                 "spec": {"containers": [{"name": "old"}], "containers": [{"name": "x"}, {"name": "y"}],
                          "shareProcessNamespace": true, "shareProcessNamespace": false}
             }}}"#,
@@ -181,7 +191,7 @@ fn a_repeated_key_keeps_its_last_value_at_every_level() {
             .string_map(MapField::Labels)
             .into_iter()
             .collect::<Vec<_>>(),
-        [("b".to_owned(), "2".to_owned())]
+        [("reload-injector.io/b".to_owned(), "2".to_owned())]
     );
     let spec = pod.spec().unwrap();
     let names: Vec<_> = spec.containers.iter().map(|c| c.name.as_str()).collect();
@@ -190,7 +200,7 @@ fn a_repeated_key_keeps_its_last_value_at_every_level() {
     assert_eq!(
         pod.editable(&spec),
         json!({
-            "metadata": {"labels": {"b": "2"}},
+            "metadata": {"labels": {"reload-injector.io/b": "2"}},
             "spec": {"containers": [null, null], "shareProcessNamespace": false}
         })
     );
@@ -205,7 +215,13 @@ fn a_later_key_without_the_pod_removes_the_pod_found_earlier() {
 #[test]
 fn a_repeated_key_deep_in_the_spec_keeps_its_last_value_too() {
     let object = raw(r#"{"spec": {"containers": [{"name": "first", "name": "last"}]}}"#);
-    let spec = read(&object, "").unwrap().pod.unwrap().spec().unwrap();
+    let spec = read(&object, "")
+        .unwrap()
+        .pod
+        .unwrap()
+        .spec()
+        .unwrap()
+        .into_owned();
     assert_eq!(spec.containers[0].name, "last");
 }
 
@@ -273,7 +289,13 @@ fn fields_the_core_never_reads_are_not_checked() {
         "tolerations": "any"
     }});
     let object = raw_of(&pod);
-    let spec = read(&object, "").unwrap().pod.unwrap().spec().unwrap();
+    let spec = read(&object, "")
+        .unwrap()
+        .pod
+        .unwrap()
+        .spec()
+        .unwrap()
+        .into_owned();
     assert_eq!(spec.containers[0].name, "app");
 }
 
@@ -292,4 +314,65 @@ fn too_deep_a_nesting_in_the_spec_is_an_error_not_an_empty_field() {
     let object = raw(&format!(r#"{{"spec": {{"containers": {deep}}}}}"#));
     let err = read(&object, "").unwrap().pod.unwrap().spec().unwrap_err();
     assert!(err.to_string().contains("recursion limit"), "{err}");
+}
+
+/// Both reads of `object` (a Pod), the lean one first.
+fn both_reads(object: &RawValue) -> [PodParts<'_>; 2] {
+    let lean = read_with(object, ObjectSeed::new("")).expect("the lean read");
+    let raw = read_with(object, ObjectSeed::keeping_spec_raw("")).expect("the raw read");
+    let (lean, raw) = (lean.pod.unwrap(), raw.pod.unwrap());
+    assert!(matches!(lean.spec, Spec::Read { .. }), "{:?}", lean.spec);
+    assert!(matches!(raw.spec, Spec::Fields(_)), "{:?}", raw.spec);
+    [lean, raw]
+}
+
+#[test]
+fn the_lean_read_of_a_spec_equals_the_raw_read_on_every_fixture_and_odd_shape() {
+    let mut specs = crate::inject::pod::tests::fixture_specs();
+    for (name, spec) in [
+        ("absent lists", json!({})),
+        (
+            "null lists",
+            json!({"containers": null, "initContainers": null, "shareProcessNamespace": null}),
+        ),
+        (
+            "empty lists",
+            json!({"containers": [], "initContainers": []}),
+        ),
+        (
+            "shared",
+            json!({"containers": [{"name": "a"}], "shareProcessNamespace": true}),
+        ),
+    ] {
+        specs.push((name.to_owned(), spec));
+    }
+    for (name, spec) in specs {
+        let object = raw_of(&json!({"metadata": {}, "spec": spec}));
+        let [lean, raw] = both_reads(&object);
+        let (lean_spec, raw_spec) = (lean.spec().unwrap(), raw.spec().unwrap());
+        assert_eq!(lean_spec, raw_spec, "{name}");
+        assert_eq!(lean.editable(&lean_spec), raw.editable(&raw_spec), "{name}");
+    }
+    let repeated = raw(
+        r#"{"spec": {"containers": [{"name": "a"}], "containers": null,
+        "shareProcessNamespace": true, "shareProcessNamespace": null}}"#,
+    );
+    let [lean, raw] = both_reads(&repeated);
+    let (lean_spec, raw_spec) = (lean.spec().unwrap(), raw.spec().unwrap());
+    assert_eq!(lean_spec, raw_spec);
+    assert_eq!(
+        lean.editable(&lean_spec),
+        json!({"spec": {"containers": null, "shareProcessNamespace": null}})
+    );
+    assert_eq!(lean.editable(&lean_spec), raw.editable(&raw_spec));
+}
+
+#[test]
+fn a_spec_the_lean_read_refuses_is_read_raw_and_its_error_worded() {
+    let object = raw(r#"{"spec": {"containers": [{"name": "a", "env": [{"valueFrom": 3}]}]}}"#);
+    assert!(read_with(&object, ObjectSeed::new("")).is_err());
+    let pod = read(&object, "").unwrap().pod.unwrap();
+    assert!(matches!(pod.spec, Spec::Fields(_)));
+    let error = pod.spec().unwrap_err().to_string();
+    assert!(error.contains("invalid type: integer `3`"), "{error}");
 }

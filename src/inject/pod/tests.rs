@@ -15,7 +15,8 @@ fn through_k8s_openapi(spec: &Value) -> PodSpec {
     PodSpec::deserialize(serde_json::to_value(full).unwrap()).unwrap()
 }
 
-fn fixture_specs() -> Vec<(String, Value)> {
+/// The pod specs of every fixture object the core handles, with the fixture's name.
+pub(crate) fn fixture_specs() -> Vec<(String, Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inject");
     let mut specs = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {

@@ -58,22 +58,30 @@ pub enum ObjectField<'a> {
     Read {
         /// The pointer.
         pointer: &'static str,
-        /// What was read.
-        parts: ObjectParts<'a>,
+        /// What was read (boxed: it holds the lean pod spec).
+        parts: Box<ObjectParts<'a>>,
     },
 }
 
 /// Parses `bytes` into an [`Envelope`]; an error for bytes that are not one JSON object.
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
+    from_slice_with(bytes, true).or_else(|_| from_slice_with(bytes, false))
+}
+
+/// One read of `bytes`; `lean` reads the pod spec straight into the lean type (see
+/// [`ObjectSeed::new`]), which fails on a spec that does not have its shape.
+fn from_slice_with(bytes: &[u8], lean: bool) -> serde_json::Result<Envelope<'_>> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let envelope = TopSeed.deserialize(&mut de)?;
+    let envelope = TopSeed { lean }.deserialize(&mut de)?;
     de.end()?;
     Ok(envelope)
 }
 
 /// Reads the top level, which must be an object (anything else is an error here; the caller
 /// names what it was).
-struct TopSeed;
+struct TopSeed {
+    lean: bool,
+}
 
 impl<'de> DeserializeSeed<'de> for TopSeed {
     type Value = Envelope<'de>;
@@ -96,7 +104,9 @@ impl<'de> Visitor<'de> for TopSeed {
             match key.as_str() {
                 "apiVersion" => envelope.api_version = Some(map.next_value()?),
                 "kind" => envelope.kind = Some(map.next_value()?),
-                "request" => envelope.request = map.next_value_seed(RequestSeed)?,
+                "request" => {
+                    envelope.request = map.next_value_seed(RequestSeed { lean: self.lean })?
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -107,7 +117,9 @@ impl<'de> Visitor<'de> for TopSeed {
 }
 
 /// Reads `request`: its fields when it is an object, `None` (after scanning it) otherwise.
-struct RequestSeed;
+struct RequestSeed {
+    lean: bool,
+}
 
 impl<'de> DeserializeSeed<'de> for RequestSeed {
     type Value = Option<RequestFields<'de>>;
@@ -137,7 +149,11 @@ impl<'de> Visitor<'de> for RequestSeed {
                     r.object = Some(match r.kind.as_ref().and_then(pod_pointer) {
                         Some(pointer) => ObjectField::Read {
                             pointer,
-                            parts: map.next_value_seed(ObjectSeed::new(pointer))?,
+                            parts: Box::new(map.next_value_seed(if self.lean {
+                                ObjectSeed::new(pointer)
+                            } else {
+                                ObjectSeed::keeping_spec_raw(pointer)
+                            })?),
                         },
                         None => ObjectField::Raw(map.next_value()?),
                     })
