@@ -1,7 +1,7 @@
 //! Warning and denial texts: every warning starts with `reload-injector:`, fits in 120
 //! characters, carries no control characters and never a config value.
 
-use std::collections::BTreeSet;
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// Every warning starts with this.
@@ -12,15 +12,19 @@ pub const MAX_WARNING_CHARS: usize = 120;
 /// Collects warnings in order, without duplicates.
 #[derive(Debug, Default)]
 pub struct Warnings {
-    seen: BTreeSet<String>,
     list: Vec<String>,
 }
 
 impl Warnings {
     /// Adds `text` (without the prefix), cleaned and shortened to fit.
     pub fn push(&mut self, text: impl AsRef<str>) {
-        let line = fit(&format!("{WARNING_PREFIX}{}", clean(text.as_ref())));
-        if self.seen.insert(line.clone()) {
+        let text = text.as_ref();
+        let mut line = String::with_capacity(WARNING_PREFIX.len() + text.len());
+        line.push_str(WARNING_PREFIX);
+        line.push_str(&clean(text));
+        fit(&mut line);
+        // A review gives a handful of warnings: a scan beats a set.
+        if !self.list.contains(&line) {
             self.list.push(line);
         }
     }
@@ -35,7 +39,8 @@ impl Warnings {
 pub fn quoted(name: &str) -> String {
     const MAX: usize = 48;
     let cleaned = clean(name);
-    if cleaned.chars().count() <= MAX {
+    // Fewer bytes than the limit means fewer characters too.
+    if cleaned.len() <= MAX || cleaned.chars().count() <= MAX {
         format!("\"{cleaned}\"")
     } else {
         let head: String = cleaned.chars().take(MAX - 1).collect();
@@ -44,20 +49,28 @@ pub fn quoted(name: &str) -> String {
 }
 
 /// Replaces control characters (newlines, escapes) with `?`.
-pub fn clean(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
+pub fn clean(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(
+        text.chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect(),
+    )
 }
 
 /// Shortens a line to [`MAX_WARNING_CHARS`], ending it with `…` when cut.
-fn fit(line: &str) -> String {
-    if line.chars().count() <= MAX_WARNING_CHARS {
-        return line.to_owned();
+fn fit(line: &mut String) {
+    if line.len() <= MAX_WARNING_CHARS || line.chars().count() <= MAX_WARNING_CHARS {
+        return;
     }
-    let mut out: String = line.chars().take(MAX_WARNING_CHARS - 1).collect();
-    out.push('…');
-    out
+    let cut = line
+        .char_indices()
+        .nth(MAX_WARNING_CHARS - 1)
+        .map_or(line.len(), |(at, _)| at);
+    line.truncate(cut);
+    line.push('…');
 }
 
 /// Joins names as `"a", "b" and "c"`.

@@ -71,7 +71,18 @@ pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
 /// One read of `bytes`; `lean` reads the pod spec straight into the lean type (see
 /// [`ObjectSeed::new`]), which fails on a spec that does not have its shape.
 fn from_slice_with(bytes: &[u8], lean: bool) -> serde_json::Result<Envelope<'_>> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // Text checked once as UTF-8 need not be checked again string by string. Bytes that are
+    // not UTF-8 are read as bytes, so those in the parts that are skipped unread stop nothing.
+    match std::str::from_utf8(bytes) {
+        Ok(text) => read(serde_json::Deserializer::from_str(text), lean),
+        Err(_) => read(serde_json::Deserializer::from_slice(bytes), lean),
+    }
+}
+
+fn read<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    lean: bool,
+) -> serde_json::Result<Envelope<'de>> {
     let envelope = TopSeed { lean }.deserialize(&mut de)?;
     de.end()?;
     Ok(envelope)
