@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::{Container, PodSpec};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::analysis::PodAnalysis;
 use super::messages::{Warnings, quoted, quoted_list};
@@ -91,58 +91,75 @@ impl SidecarPlan {
             }
             Mode::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
         }
-        let mounts: Vec<Value> = self
-            .volumes
-            .iter()
-            .map(|v| json!({"name": v, "mountPath": format!("{WATCH_ROOT}/{v}"), "readOnly": true}))
-            .collect();
-        let mut container = json!({
-            "name": SIDECAR_NAME,
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
-            "args": args,
-            "resources": {
-                "requests": {"cpu": "5m", "memory": "8Mi"},
-                "limits": {"cpu": "100m", "memory": "32Mi"},
-            },
-            "securityContext": self.security_context(),
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-            "volumeMounts": mounts,
+        let mounts = self.volumes.iter().map(|v| {
+            object([
+                ("name", string(v)),
+                ("mountPath", Value::String(format!("{WATCH_ROOT}/{v}"))),
+                ("readOnly", Value::Bool(true)),
+            ])
         });
+        let resources = |cpu, memory| object([("cpu", string(cpu)), ("memory", string(memory))]);
+        let mut container = vec![
+            ("name", string(SIDECAR_NAME)),
+            ("image", string(image)),
+            ("imagePullPolicy", string("IfNotPresent")),
+            (
+                "args",
+                Value::Array(args.into_iter().map(Value::String).collect()),
+            ),
+            (
+                "resources",
+                object([
+                    ("requests", resources("5m", "8Mi")),
+                    ("limits", resources("100m", "32Mi")),
+                ]),
+            ),
+            ("securityContext", self.security_context()),
+            ("terminationMessagePolicy", string("FallbackToLogsOnError")),
+            ("volumeMounts", Value::Array(mounts.collect())),
+        ];
         if native {
-            container["restartPolicy"] = json!("Always");
+            container.push(("restartPolicy", string("Always")));
         }
-        container
+        object(container)
     }
 
     fn security_context(&self) -> Value {
-        let mut sc = json!({
-            "allowPrivilegeEscalation": false,
-            "readOnlyRootFilesystem": true,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        });
-        match &self.run_as {
-            RunAs::AppUser { uid, gid } => {
-                sc["runAsUser"] = json!(uid);
-                sc["runAsNonRoot"] = json!(*uid != 0);
-                if let Some(gid) = gid {
-                    sc["runAsGroup"] = json!(gid);
-                }
-            }
-            RunAs::RootWithKill => {
-                sc["runAsUser"] = json!(0);
-                sc["runAsNonRoot"] = json!(false);
-                sc["capabilities"]["add"] = json!(["KILL"]);
-            }
-            RunAs::Unprivileged => {
-                sc["runAsUser"] = json!(NONROOT_UID);
-                sc["runAsGroup"] = json!(NONROOT_UID);
-                sc["runAsNonRoot"] = json!(true);
-            }
-        }
-        sc
+        let (uid, gid, non_root, add) = match &self.run_as {
+            RunAs::AppUser { uid, gid } => (*uid, *gid, *uid != 0, None),
+            RunAs::RootWithKill => (0, None, false, Some("KILL")),
+            RunAs::Unprivileged => (NONROOT_UID, Some(NONROOT_UID), true, None),
+        };
+        let mut capabilities = vec![("drop", Value::Array(vec![string("ALL")]))];
+        capabilities.extend(add.map(|cap| ("add", Value::Array(vec![string(cap)]))));
+        let mut sc = vec![
+            ("allowPrivilegeEscalation", Value::Bool(false)),
+            ("readOnlyRootFilesystem", Value::Bool(true)),
+            ("capabilities", object(capabilities)),
+            (
+                "seccompProfile",
+                object([("type", string("RuntimeDefault"))]),
+            ),
+            ("runAsUser", Value::from(uid)),
+            ("runAsNonRoot", Value::Bool(non_root)),
+        ];
+        sc.extend(gid.map(|gid| ("runAsGroup", Value::from(gid))));
+        object(sc)
     }
+}
+
+/// A JSON object of `entries` (built directly: no serializer in between).
+fn object<'k>(entries: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+    )
+}
+
+fn string(text: &str) -> Value {
+    Value::String(text.to_owned())
 }
 
 /// Plans the sidecar, or returns `None` (with a warning saying why, where it matters) when

@@ -258,12 +258,17 @@ fn base64_string(patch: &json_patch::Patch) -> Box<RawValue> {
     let mut json = Vec::with_capacity(1024);
     // A Patch is plain data: serialising it cannot fail.
     serde_json::to_writer(&mut json, patch).unwrap_or_default();
-    let mut quoted = String::with_capacity(json.len().div_ceil(3) * 4 + 2);
-    quoted.push('"');
-    base64::engine::general_purpose::STANDARD.encode_string(&json, &mut quoted);
-    quoted.push('"');
+    let engine = base64::engine::general_purpose::STANDARD;
+    let mut quoted = vec![b'"'; json.len().div_ceil(3) * 4 + 2];
+    let end = quoted.len() - 1;
+    let written = engine.encode_slice(&json, &mut quoted[1..end]).unwrap_or(0);
+    quoted.truncate(written + 1);
+    quoted.push(b'"');
     // A quoted base64 text is a JSON string.
-    RawValue::from_string(quoted).unwrap_or_else(|_| RawValue::NULL.to_owned())
+    String::from_utf8(quoted)
+        .ok()
+        .and_then(|text| RawValue::from_string(text).ok())
+        .unwrap_or_else(|| RawValue::NULL.to_owned())
 }
 
 /// The answer refusing the object with `status.code` and `status.message`.
