@@ -50,7 +50,9 @@ pub fn quoted(name: &str) -> String {
 
 /// Replaces control characters (newlines, escapes) with `?`.
 pub fn clean(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    // Printable ASCII, the usual case, is checked byte by byte; anything else char by char.
+    let printable_ascii = text.bytes().all(|b| (b' '..=b'~').contains(&b));
+    if printable_ascii || !text.chars().any(char::is_control) {
         return Cow::Borrowed(text);
     }
     Cow::Owned(
