@@ -14,7 +14,7 @@ use std::time::Duration;
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
 use watch_support::pidns::{self, PidNamespace, Pod};
-use watch_support::scratch::{Scratch, runnable_by_others};
+use watch_support::scratch::{Scratch, copy_program, runnable_by_others};
 use watch_support::watcher::{BINARY, Watcher};
 use watch_support::{PATIENCE, wait_for};
 
@@ -231,7 +231,7 @@ fn a_binary_below_an_owner_only_directory_is_run_as_another_user_from_a_copy() {
     let private = Scratch::new("owner-only");
     fs::set_permissions(private.path(), Permissions::from_mode(0o700)).unwrap();
     let inside = private.join("reload-injector");
-    fs::copy(BINARY, &inside).unwrap();
+    copy_program(Path::new(BINARY), &inside);
     let as_nobody = |program: &Path| {
         Command::new(program)
             .arg("--version")
