@@ -1,7 +1,6 @@
 //! The listener: HTTP/1.1 on 127.0.0.1, one task per connection, and outages (listener
 //! closed, every open connection cut, then the same port bound again).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +33,13 @@ pub async fn serve(
                 .unwrap_or_else(Instant::now);
             tokio::select! {
                 () = tokio::time::sleep_until(until.into()) => {
-                    listener = Some(rebind(addr).await);
+                    match TcpListener::bind(addr).await {
+                        Ok(bound) => listener = Some(bound),
+                        // The port is not free yet (a client may even have connected to itself
+                        // from it): try again in a moment, still answering outage requests in
+                        // between rather than looping here unseen.
+                        Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                    }
                 }
                 changed = net.changed() => {
                     // Another outage while down: it replaces the end of this one.
@@ -64,15 +69,6 @@ pub async fn serve(
                 }
             }
             _ = &mut shutdown => return,
-        }
-    }
-}
-
-async fn rebind(addr: SocketAddr) -> TcpListener {
-    loop {
-        match TcpListener::bind(addr).await {
-            Ok(listener) => return listener,
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
 }
