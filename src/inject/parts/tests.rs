@@ -14,6 +14,17 @@ fn raw_of(value: &Value) -> Box<RawValue> {
     to_raw_value(value).unwrap()
 }
 
+/// The spec of `object`, a Pod, as the core reads it.
+fn spec_of(object: &RawValue) -> PodSpec {
+    read(object, "")
+        .unwrap()
+        .pod
+        .unwrap()
+        .spec()
+        .unwrap()
+        .into_owned()
+}
+
 /// The editable view of `object` at `pointer`, as the core diffs it.
 fn view(object: &Value, pointer: &str) -> Value {
     let object = raw_of(object);
@@ -215,13 +226,7 @@ fn a_later_key_without_the_pod_removes_the_pod_found_earlier() {
 #[test]
 fn a_repeated_key_deep_in_the_spec_keeps_its_last_value_too() {
     let object = raw(r#"{"spec": {"containers": [{"name": "first", "name": "last"}]}}"#);
-    let spec = read(&object, "")
-        .unwrap()
-        .pod
-        .unwrap()
-        .spec()
-        .unwrap()
-        .into_owned();
+    let spec = spec_of(&object);
     assert_eq!(spec.containers[0].name, "last");
 }
 
@@ -289,13 +294,7 @@ fn fields_the_core_never_reads_are_not_checked() {
         "tolerations": "any"
     }});
     let object = raw_of(&pod);
-    let spec = read(&object, "")
-        .unwrap()
-        .pod
-        .unwrap()
-        .spec()
-        .unwrap()
-        .into_owned();
+    let spec = spec_of(&object);
     assert_eq!(spec.containers[0].name, "app");
 }
 
