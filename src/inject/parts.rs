@@ -1,8 +1,11 @@
 //! Reading the few parts of an object the core needs straight from its raw JSON, in one pass:
-//! the object's namespace and owner, and at the pod (template) its annotations, labels, owner
-//! and spec. Nothing else of the object is built: `managedFields`, `status` and the rest of
-//! `metadata` are scanned and dropped, and the pod spec's fields are kept as raw JSON until
-//! [`PodParts::spec`] reads them into the lean [`PodSpec`].
+//! the object's namespace and owner, and at the pod (template) its owner, the
+//! `reload-injector.io/` entries of its annotations and labels, and its spec, read into the
+//! lean [`PodSpec`]. Nothing else of the object is built: `managedFields`, `status`, the other
+//! annotations and labels and the rest of `metadata` are scanned and dropped.
+//!
+//! A spec the lean read refuses fails that pass; [`read`] then reads the object again keeping
+//! the spec's fields as raw JSON, and [`PodParts::spec`] words what is wrong with them.
 //!
 //! A key given twice keeps its last value, as in a full parse of the object.
 

@@ -64,8 +64,9 @@ pub struct Review<'a> {
 }
 
 impl<'a> Review<'a> {
-    /// Parses a request body. The objects are kept as raw JSON and skipped without recursion,
-    /// so absurdly nested input is an error, not a stack overflow.
+    /// Parses a request body in one pass (see `envelope`): the object is read on the way or
+    /// kept as raw JSON, and what is not read is skipped without recursion, so absurdly nested
+    /// input is an error, not a stack overflow.
     pub fn parse(body: &'a [u8]) -> Result<Self, EnvelopeError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(EnvelopeError::Empty);

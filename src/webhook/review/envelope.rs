@@ -4,6 +4,8 @@
 //! the core handles, the object is read on the way with [`ObjectSeed`], so the body is
 //! scanned once; otherwise it is kept as borrowed raw JSON and the core reads it later, with
 //! the same result. `request.oldObject` is always kept raw (it is read only for some UPDATEs).
+//! A body whose pod spec the lean read refuses is read a second time keeping the spec raw, so
+//! that the core can word the error.
 //!
 //! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, without
 //! recursion, so a malformed body is still rejected and deep nesting cannot overflow the stack
