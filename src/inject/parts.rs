@@ -151,7 +151,7 @@ fn read_with<'a>(
 }
 
 /// Reads an object in the middle of a larger document (the review's `request.object`) as
-/// [`read`] does, so that the document is scanned once.
+/// `read` does, so that the document is scanned once.
 pub struct ObjectSeed<'p> {
     path: Vec<&'p str>,
     lean: bool,
@@ -169,7 +169,7 @@ impl<'p> ObjectSeed<'p> {
     }
 
     /// A reader that keeps the pod spec's fields as raw JSON, so that only the JSON itself can
-    /// fail the read; [`PodParts::spec`] then reads the spec and words what is wrong with it.
+    /// fail the read; `PodParts::spec` then reads the spec and words what is wrong with it.
     pub fn keeping_spec_raw(pod_pointer: &'p str) -> Self {
         Self {
             lean: false,
