@@ -29,7 +29,7 @@ pub struct FetchDone {
 /// Sends GETs and reports their answers.
 ///
 /// A requested fetch waits in a queue as its key; a task exists only for each of the
-/// [`CONCURRENCY`] GETs in flight. (A task per request, waiting for a permit, cost about 2 KB
+/// `CONCURRENCY` GETs in flight. (A task per request, waiting for a permit, cost about 2 KB
 /// each: 32 MB at the peak of the scale bench's 15,000 initial fetches.)
 #[derive(Clone)]
 pub struct Fetcher {
