@@ -123,6 +123,22 @@ async fn object_that_cannot_be_understood_is_refused_with_the_uid() {
     assert_eq!(response["allowed"], false);
     let message = response["status"]["message"].as_str().unwrap();
     assert!(message.starts_with("failed to"), "{message}");
+    assert!(
+        message.contains("invalid type: string \"not a list\""),
+        "{message}"
+    );
+    // Deep in the spec: the lean read refuses it, and the second read words it.
+    let mut bad = pod_review("uid-garbage-env");
+    bad["request"]["object"]["spec"]["containers"][0]["env"] = json!([{"valueFrom": 3}]);
+    let answer = review(app(state()), &bad).await;
+    let response = check_answer(&answer, "uid-garbage-env");
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 400);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("failed to read the Pod under review: invalid type: integer `3`"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
