@@ -136,8 +136,20 @@ impl Default for Spec<'_> {
 
 /// Reads `object`, whose pod (template) sits at the JSON pointer `pod_pointer` (`""` for a Pod).
 pub fn read<'a>(object: &'a RawValue, pod_pointer: &str) -> serde_json::Result<ObjectParts<'a>> {
-    read_with(object, ObjectSeed::new(pod_pointer))
-        .or_else(|_| read_with(object, ObjectSeed::keeping_spec_raw(pod_pointer)))
+    read_with(object, ObjectSeed::new(pod_pointer)).or_else(|error| {
+        if worth_a_raw_read(&error) {
+            read_with(object, ObjectSeed::keeping_spec_raw(pod_pointer))
+        } else {
+            Err(error)
+        }
+    })
+}
+
+/// Whether an object the lean read refused may still be read keeping its spec raw: only a
+/// value of the wrong shape fails the one and not the other. JSON that is not well formed
+/// (or nests too deep) fails both reads alike, so it is not read twice.
+pub fn worth_a_raw_read(error: &serde_json::Error) -> bool {
+    error.classify() == serde_json::error::Category::Data
 }
 
 fn read_with<'a>(
@@ -294,7 +306,7 @@ impl<'a> PodParts<'a> {
                 let read = PodSpec::deserialize(MapDeserializer::new(entries)).or_else(|_| {
                     // Slow path, for errors and for repeated keys deeper down: read the spec
                     // as a value (last key wins) and word any error as k8s-openapi would.
-                    let value = self.spec_value()?;
+                    let value = fields_value(fields)?;
                     PodSpec::deserialize(&value)
                         .map_err(|lean_error| full_error(&value).unwrap_or(lean_error))
                 });
@@ -306,20 +318,7 @@ impl<'a> PodParts<'a> {
         }
     }
 
-    /// The whole spec as a value (only on the error path); too deep a nesting is an error.
-    fn spec_value(&self) -> Result<Value, serde_json::Error> {
-        match &self.spec {
-            Spec::Other(value) => Ok(value.clone()),
-            Spec::Read { .. } => Err(serde::de::Error::custom("the spec was read already")),
-            Spec::Fields(fields) => fields
-                .iter()
-                .map(|(k, v)| Ok((k.as_str().to_owned(), serde_json::from_str(v.get())?)))
-                .collect::<Result<Map<_, _>, _>>()
-                .map(Value::Object),
-        }
-    }
-
-    /// The parts of the pod the core may edit, as sent, given its `spec` as read: the
+    /// The parts of the pod the core may edit, as sent, given its `spec` as read: the prefixed
     /// annotations and labels, `shareProcessNamespace`, and the container lists, whose existing
     /// entries are `null` placeholders (the core only appends, so only their number matters).
     /// Editing this and diffing it against an unedited copy gives the same patch as editing and
@@ -382,6 +381,15 @@ impl<'a> PodParts<'a> {
         }
         Value::Object(pod)
     }
+}
+
+/// A spec's raw fields as one value (only on the error path); too deep a nesting is an error.
+fn fields_value(fields: &[(Key<'_>, &RawValue)]) -> Result<Value, serde_json::Error> {
+    fields
+        .iter()
+        .map(|(k, v)| Ok((k.as_str().to_owned(), serde_json::from_str(v.get())?)))
+        .collect::<Result<Map<_, _>, _>>()
+        .map(Value::Object)
 }
 
 /// Why k8s-openapi would refuse `value` as a PodSpec, if it would.

@@ -375,3 +375,19 @@ fn a_spec_the_lean_read_refuses_is_read_raw_and_its_error_worded() {
     let error = pod.spec().unwrap_err().to_string();
     assert!(error.contains("invalid type: integer `3`"), "{error}");
 }
+
+#[test]
+fn only_a_spec_of_the_wrong_shape_is_worth_a_second_raw_read() {
+    let shape = raw(r#"{"spec": {"containers": "not a list"}}"#);
+    let error = read_with(&shape, ObjectSeed::new("")).unwrap_err();
+    assert!(worth_a_raw_read(&error), "{error}");
+    assert!(read(&shape, "").is_ok(), "the raw read takes it");
+    for text in [
+        r#"{"spec": {"containers": [}}"#,
+        r#"{"spec": {"containers": ["#,
+    ] {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let error = ObjectSeed::new("").deserialize(&mut de).unwrap_err();
+        assert!(!worth_a_raw_read(&error), "{text}: {error}");
+    }
+}

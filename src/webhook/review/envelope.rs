@@ -18,7 +18,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::inject::{Key, ObjectParts, ObjectSeed, Workload};
+use crate::inject::{Key, ObjectParts, ObjectSeed, Workload, worth_a_raw_read};
 
 /// The body as read: the top level and, when `request` is an object, its fields.
 #[derive(Debug, Default)]
@@ -67,7 +67,13 @@ pub enum ObjectField<'a> {
 
 /// Parses `bytes` into an [`Envelope`]; an error for bytes that are not one JSON object.
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
-    from_slice_with(bytes, true).or_else(|_| from_slice_with(bytes, false))
+    from_slice_with(bytes, true).or_else(|error| {
+        if worth_a_raw_read(&error) {
+            from_slice_with(bytes, false)
+        } else {
+            Err(error)
+        }
+    })
 }
 
 /// One read of `bytes`; `lean` reads the pod spec straight into the lean type (see
