@@ -8,7 +8,10 @@ use axum::body::{Body, to_bytes};
 use http::{Request, StatusCode, header};
 use k8s_openapi::api::core::v1::Pod;
 use reload_injector::webhook::app;
+use reload_injector::webhook::limits::BodyBudget;
+use reload_injector::webhook::router::{HttpLimits, app_with};
 use serde_json::{Value, json};
+use std::time::Duration;
 use tower::ServiceExt;
 use webhook_support::{apply_patch, check_answer, pod_review, state, subpath_deployment_review};
 
@@ -240,6 +243,32 @@ async fn oversized_bodies_get_413() {
     let (status, text) = post_json(app(state()), big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
     assert!(text.contains("larger than"), "{text}");
+}
+
+#[tokio::test]
+async fn a_body_declared_too_large_is_refused_without_waiting_for_the_budget() {
+    let budget = BodyBudget::new(8 * 1024 * 1024);
+    let limits = HttpLimits {
+        body_timeout: Duration::from_millis(500),
+        budget: budget.clone(),
+    };
+    // The part for large bodies is held by reviews in flight (a 7 MiB body would ask for it).
+    let _held = budget
+        .reserve(budget.total(), Duration::ZERO)
+        .await
+        .unwrap();
+    let held = budget.in_use();
+    assert!(held >= 6 * 1024 * 1024, "{held}");
+    let big = vec![b' '; 7 * 1024 * 1024];
+    let req = Request::post("/mutate")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, big.len())
+        .body(Body::from(big))
+        .unwrap();
+    let resp = app_with(state(), limits).oneshot(req).await.unwrap();
+    // A share of the budget would have been waited for, and a 503 given.
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(budget.in_use(), held);
 }
 
 #[tokio::test]

@@ -120,13 +120,19 @@ impl IntoResponse for HttpError {
 async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Response, HttpError> {
     check_content_type(request.headers())?;
     let declared = declared_length(request.headers());
-    if declared.is_some_and(|n| n > DRAIN_LIMIT as u64) {
-        return Err(HttpError::TooLarge);
-    }
     let HttpLimits {
         body_timeout,
         budget,
     } = &routes.limits;
+    if let Some(length) = declared.filter(|&n| n > BODY_LIMIT as u64) {
+        // Refused whatever it holds: read to its end keeping nothing (the client then gets
+        // the 413 rather than a broken pipe), without a share of the budget. Past
+        // DRAIN_LIMIT it is not worth reading; the connection is cut off.
+        if length <= DRAIN_LIMIT as u64 {
+            let _ = tokio::time::timeout(*body_timeout, discard(request.into_body())).await;
+        }
+        return Err(HttpError::TooLarge);
+    }
     let started = tokio::time::Instant::now();
     // Held until the answer is built: the body and the objects parsed from it live that long.
     let Ok(_reserved) = budget
@@ -175,8 +181,8 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Reads the body, up to [`BODY_LIMIT`]. A longer body is read to its end (up to
-/// [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a socket with unread data
+/// Reads the body, up to [`BODY_LIMIT`]. A longer body (sent without a length that gives it
+/// away) is read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a socket with unread data
 /// resets the connection, and the client would see a broken pipe instead of the answer.
 async fn read_body(
     body: Body,
