@@ -152,6 +152,31 @@ async fn bad_inputs_get_their_4xx_and_the_server_keeps_serving() {
     assert_eq!(response["allowed"], false);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_headers_that_do_not_fit_the_read_buffer_get_431() {
+    let (dir, ca) = plain_files("header-size");
+    let server = start(&dir, &[]);
+    let body = pod_review_bytes("uid-headers");
+    // 32 KiB of headers fit the 64 KiB read buffer; 100 KiB do not.
+    for (padding, expected) in [(32 << 10, 200), (100 << 10, 431)] {
+        let mut stream = tls_stream(server.addr, client_config(&ca, Proto::H1))
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /mutate HTTP/1.1\r\nHost: reload-injector\r\nX-Padding: {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "a".repeat(padding),
+            body.len()
+        );
+        // The server may answer and close before reading it all; only the answer counts.
+        let _ = stream.write_all(head.as_bytes()).await;
+        let _ = stream.write_all(&body).await;
+        let _ = stream.flush().await;
+        let (status, _) = read_response(&mut stream).await;
+        assert_eq!(status, expected, "{padding} bytes of header");
+    }
+}
+
 /// Reads one HTTP/1.1 response (headers + Content-Length body) from a raw stream.
 async fn read_response(stream: &mut (impl AsyncReadExt + Unpin)) -> (u16, Vec<u8>) {
     let mut buf = Vec::new();

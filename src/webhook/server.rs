@@ -16,6 +16,12 @@ use tokio_rustls::TlsAcceptor;
 
 use super::limits::ConnectionLimit;
 
+/// Largest read buffer of an HTTP/1.1 connection (hyper's default is about 400 KiB). A large
+/// body then arrives in 64 KiB pieces instead of pieces the size of hyper's grown buffer, which
+/// the allocator kept after the request: quiet RSS under a mix with 7 MiB bodies varied by
+/// 10 MiB with the default and by under 1 MiB with this. Request headers must fit in it too.
+const H1_READ_BUFFER: usize = 64 * 1024;
+
 /// Bounds of the connections and of the drain.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -99,7 +105,8 @@ pub async fn serve(
             builder
                 .http1()
                 .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read);
+                .header_read_timeout(limits.header_read)
+                .max_buf_size(H1_READ_BUFFER);
             builder.http2().timer(TokioTimer::new());
             let builder = if h2 {
                 builder.http2_only()
