@@ -122,6 +122,7 @@ fn main() {
         plan.run_for.as_secs_f64(),
         plan.rounds
     );
+    println!("idle CPUs: {}", tools::idle_policy());
     println!(
         "{:>7} {:>9} | {:>12} {:>10} {:>9} | {:>12} {:>10} {:>9} | {:>6}",
         "body",

@@ -244,3 +244,22 @@ fn cpu_seconds(pid: u32) -> f64 {
         .unwrap_or(100) as f64;
     ticks / hz
 }
+
+/// How this machine's idle CPUs wait, which the ratio depends on: a server slower than wrk
+/// wakes wrk's idle CPU for every answer, and where an idle CPU halts at once (a VM with
+/// `haltpoll.guest_halt_poll_ns=0`) that wake-up is an inter-processor interrupt the server pays.
+pub fn idle_policy() -> String {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".to_owned())
+    };
+    let driver = read("/sys/devices/system/cpu/cpuidle/current_driver");
+    let poll = Path::new("/sys/module/haltpoll/parameters/guest_halt_poll_ns");
+    if poll.exists() {
+        let ns = read(&poll.to_string_lossy());
+        format!("cpuidle driver {driver}, guest_halt_poll_ns {ns}")
+    } else {
+        format!("cpuidle driver {driver}")
+    }
+}
