@@ -219,25 +219,27 @@ async fn bodies_that_are_not_admission_reviews_get_400_with_a_message() {
     }
 }
 
+/// A JSON POST to `/mutate` that declares its length.
+fn declared_post(body: Vec<u8>) -> Request<Body> {
+    Request::post("/mutate")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, body.len())
+        .body(Body::from(body))
+        .unwrap()
+}
+
 #[tokio::test]
 async fn oversized_bodies_get_413() {
     // Declared length far over the limit: refused before reading.
-    let huge = vec![b' '; 30 * 1024 * 1024];
-    let req = Request::post("/mutate")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, huge.len())
-        .body(Body::from(huge))
-        .unwrap();
+    let req = declared_post(vec![b' '; 30 * 1024 * 1024]);
     let resp = app(state()).oneshot(req).await.unwrap();
     assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let big = vec![b' '; 7 * 1024 * 1024];
     // Declared length over the limit: read, discarded, refused.
-    let req = Request::post("/mutate")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, big.len())
-        .body(Body::from(big.clone()))
+    let resp = app(state())
+        .oneshot(declared_post(big.clone()))
+        .await
         .unwrap();
-    let resp = app(state()).oneshot(req).await.unwrap();
     assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
     // No declared length: refused while reading.
     let (status, text) = post_json(app(state()), big).await;
@@ -259,12 +261,7 @@ async fn a_body_declared_too_large_is_refused_without_waiting_for_the_budget() {
         .unwrap();
     let held = budget.in_use();
     assert!(held >= 6 * 1024 * 1024, "{held}");
-    let big = vec![b' '; 7 * 1024 * 1024];
-    let req = Request::post("/mutate")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, big.len())
-        .body(Body::from(big))
-        .unwrap();
+    let req = declared_post(vec![b' '; 7 * 1024 * 1024]);
     let resp = app_with(state(), limits).oneshot(req).await.unwrap();
     // A share of the budget would have been waited for, and a 503 given.
     assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
