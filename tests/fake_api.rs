@@ -562,6 +562,20 @@ async fn faults_fail_delay_and_cut_the_server() {
     }
 }
 
+#[test]
+fn outages_asked_for_back_to_back_are_each_acknowledged() {
+    // Each call returns only once the server has seen it (or panics after 5 s); one asked for
+    // right after the previous one's acknowledgement must not be taken in unseen.
+    let api = FakeApi::start();
+    for _ in 0..300 {
+        api.set_unreachable(Duration::from_secs(30));
+    }
+    assert!(
+        std::net::TcpStream::connect(api.addr()).is_err(),
+        "connections are refused"
+    );
+}
+
 #[tokio::test]
 async fn requests_are_recorded_with_the_rbac_they_need() {
     let api = FakeApi::start();

@@ -82,10 +82,11 @@ impl FakeApi {
             .build()
             .expect("fake API runtime");
         let served = state.clone();
+        let net = state.net.subscribe();
         let thread = std::thread::Builder::new()
             .name("fake-api".into())
             .spawn(move || {
-                runtime.block_on(server::serve(served, listener, shutdown_rx, ack_tx));
+                runtime.block_on(server::serve(served, listener, net, shutdown_rx, ack_tx));
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })
             .expect("spawn fake API thread");

@@ -10,12 +10,14 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use super::http;
-use super::state::State;
+use super::state::{Net, State};
 
-/// Accepts connections until `shutdown` fires.
+/// Accepts connections until `shutdown` fires. `net` is subscribed to `state.net` before the
+/// server starts, so an outage asked for at once is not taken for the starting state.
 pub async fn serve(
     state: Arc<State>,
     listener: std::net::TcpListener,
+    mut net: tokio::sync::watch::Receiver<Net>,
     mut shutdown: tokio::sync::oneshot::Receiver<()>,
     outage_ack: std::sync::mpsc::Sender<()>,
 ) {
@@ -24,13 +26,11 @@ pub async fn serve(
         .set_nonblocking(true)
         .expect("nonblocking listener");
     let mut listener = Some(TcpListener::from_std(listener).expect("tokio listener"));
-    let mut net = state.net.subscribe();
     loop {
         let Some(active) = &listener else {
-            let until = net
-                .borrow_and_update()
-                .down_until
-                .unwrap_or_else(Instant::now);
+            // `borrow`, not `borrow_and_update`: an outage asked for since the last look must
+            // still wake `changed` below, which acknowledges it.
+            let until = net.borrow().down_until.unwrap_or_else(Instant::now);
             tokio::select! {
                 () = tokio::time::sleep_until(until.into()) => {
                     match TcpListener::bind(addr).await {
