@@ -26,6 +26,9 @@ pub async fn serve(
         .set_nonblocking(true)
         .expect("nonblocking listener");
     let mut listener = Some(TcpListener::from_std(listener).expect("tokio listener"));
+    // The epoch of the last change this loop acted on: a connection accepted now belongs to it,
+    // and is cut by any later one, even one made before the connection's task starts.
+    let mut epoch = net.borrow().epoch;
     loop {
         let Some(active) = &listener else {
             // `borrow`, not `borrow_and_update`: an outage asked for since the last look must
@@ -46,6 +49,7 @@ pub async fn serve(
                     if changed.is_err() {
                         return;
                     }
+                    epoch = net.borrow().epoch;
                     let _ = outage_ack.send(());
                 }
                 _ = &mut shutdown => return,
@@ -56,14 +60,19 @@ pub async fn serve(
             accepted = active.accept() => {
                 if let Ok((stream, _)) = accepted {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection(state.clone(), stream));
+                    tokio::spawn(connection(state.clone(), stream, epoch));
                 }
             }
             changed = net.changed() => {
                 if changed.is_err() {
                     return;
                 }
-                if net.borrow_and_update().down_until.is_some() {
+                let (now, down) = {
+                    let net = net.borrow_and_update();
+                    (net.epoch, net.down_until.is_some())
+                };
+                epoch = now;
+                if down {
                     listener = None;
                     let _ = outage_ack.send(());
                 }
@@ -73,9 +82,9 @@ pub async fn serve(
     }
 }
 
-async fn connection(state: Arc<State>, stream: tokio::net::TcpStream) {
+/// Serves one connection until it ends or the network epoch moves past `epoch`.
+async fn connection(state: Arc<State>, stream: tokio::net::TcpStream, epoch: u64) {
     let mut net = state.net.subscribe();
-    let epoch = net.borrow_and_update().epoch;
     let service = {
         let state = state.clone();
         service_fn(move |request| {
@@ -87,12 +96,14 @@ async fn connection(state: Arc<State>, stream: tokio::net::TcpStream) {
     tokio::select! {
         _ = served => {}
         () = async {
-            while net.changed().await.is_ok() {
+            loop {
                 if net.borrow_and_update().epoch != epoch {
                     return;
                 }
+                if net.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
             }
-            std::future::pending::<()>().await;
         } => {}
     }
 }
