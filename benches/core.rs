@@ -59,6 +59,19 @@ fn full_request<'a>(doc: &'a serde_json::Value, object: &'a RawValue) -> inject:
     }
 }
 
+/// The realistic review with `keys` more `reload-injector.io/` annotations on the Pod: the
+/// entries the webhook keeps, so a body full of them must still cost in proportion.
+fn with_prefixed_annotations(bytes: &[u8], keys: usize) -> Vec<u8> {
+    let mut review: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    let annotations = review["request"]["object"]["metadata"]["annotations"]
+        .as_object_mut()
+        .expect("the realistic Pod has annotations");
+    for i in 0..keys {
+        annotations.insert(format!("reload-injector.io/x{i}"), "".into());
+    }
+    serde_json::to_vec(&review).unwrap()
+}
+
 /// Runs `f` `n` times per round for `rounds` rounds; returns the median time per call.
 fn measure(rounds: usize, n: usize, mut f: impl FnMut()) -> Duration {
     for _ in 0..n.min(1000) {
@@ -134,6 +147,21 @@ fn main() {
         };
         black_box(answer);
     });
+    // Cost must grow in proportion to the number of kept keys (a list searched per key was
+    // quadratic: 40,000 keys took 1.65 s). Compared within this run: 4x the keys, not 10x the time.
+    let (small, large) = (10_000, 40_000);
+    let parse_keys = |keys: usize| {
+        let body = with_prefixed_annotations(&bytes, keys);
+        measure(rounds.min(3), 3, || {
+            black_box(Review::parse(black_box(&body)).unwrap());
+        })
+    };
+    let (small_took, large_took) = (parse_keys(small), parse_keys(large));
+    let growth = large_took.as_secs_f64() / small_took.as_secs_f64();
+    assert!(
+        growth < 10.0,
+        "{large} prefixed annotations took {growth:.1}x as long as {small}"
+    );
     println!("realistic Pod review: {} bytes", bytes.len());
     println!(
         "core (config_refs + review):        {:>8.2} µs/review",
@@ -158,6 +186,11 @@ fn main() {
     println!(
         "parse + Plan + encode the answer:   {:>8.2} µs/review",
         whole.as_secs_f64() * 1e6
+    );
+    println!(
+        "Review::parse, {small} / {large} prefixed annotations: {:.2} / {:.2} ms ({growth:.1}x)",
+        small_took.as_secs_f64() * 1e3,
+        large_took.as_secs_f64() * 1e3,
     );
     if !bench {
         println!("(quick check only; run `cargo bench --bench core` to measure)");

@@ -105,8 +105,8 @@ pub enum Entries {
     /// Not sent.
     #[default]
     Absent,
-    /// An object: its entries under the prefix, in order (a repeated key keeps its last value).
-    Object(Vec<(String, Value)>),
+    /// An object: its entries under the prefix (a repeated key keeps its last value).
+    Object(Map<String, Value>),
     /// Anything else (`null` included), as sent.
     Other(Value),
 }
@@ -280,7 +280,7 @@ impl Entries {
     fn editable(&self) -> Option<Value> {
         match self {
             Entries::Absent => None,
-            Entries::Object(entries) => Some(Value::Object(entries.iter().cloned().collect())),
+            Entries::Object(entries) => Some(Value::Object(entries.clone())),
             Entries::Other(value) => Some(value.clone()),
         }
     }
@@ -646,17 +646,14 @@ impl<'de> MapReader<'de> for EntriesReader {
     type Out = Entries;
 
     fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
-        let mut entries: Vec<(String, Value)> = Vec::new();
+        // A map, not a list searched for each key: a body may hold 100,000 prefixed keys.
+        let mut entries = Map::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             if !key.as_str().starts_with(PREFIX) {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
-            let value = map.next_value()?;
-            match entries.iter_mut().find(|(k, _)| k == key.as_str()) {
-                Some(entry) => entry.1 = value,
-                None => entries.push((key.as_str().to_owned(), value)),
-            }
+            entries.insert(key.as_str().to_owned(), map.next_value()?);
         }
         Ok(Entries::Object(entries))
     }
