@@ -200,12 +200,15 @@ fn subpath_policy(
         (Workload::Pod, _) if pod.meta.controlled() => SubPathPolicy::Allow,
         (Workload::Pod, _) | (Workload::Template(_), Operation::Create) => SubPathPolicy::DenyAll,
         (Workload::Template(pointer), _) => {
-            let old = req
+            let old_keys = req
                 .old_object
                 .and_then(|old| parts::read(old, pointer).ok()?.pod)
-                .and_then(|old_pod| old_pod.spec().ok().map(Cow::into_owned));
-            match old {
-                Some(old_spec) => SubPathPolicy::DenyNew(rules::subpath_keys(&analyse(&old_spec))),
+                .and_then(|old_pod| {
+                    let spec = old_pod.spec().ok()?;
+                    Some(rules::subpath_keys(&analyse(&spec)))
+                });
+            match old_keys {
+                Some(keys) => SubPathPolicy::DenyNew(keys),
                 // Without a readable oldObject nothing can be shown to be new: never deny.
                 None => SubPathPolicy::Allow,
             }
