@@ -24,7 +24,7 @@ use crate::hash::{ConfigData, ConfigId, SecretKey};
 
 pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
 pub use object::Workload;
-pub use parts::{Key, ObjectParts, ObjectSeed, worth_a_raw_read};
+pub use parts::{Key, ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
 pub use rules::describe;
 pub use sidecar::canonical_signal;

@@ -136,9 +136,26 @@ impl Default for Spec<'_> {
 
 /// Reads `object`, whose pod (template) sits at the JSON pointer `pod_pointer` (`""` for a Pod).
 pub fn read<'a>(object: &'a RawValue, pod_pointer: &str) -> serde_json::Result<ObjectParts<'a>> {
-    read_with(object, ObjectSeed::new(pod_pointer)).or_else(|error| {
+    lean_then_raw(|how| read_with(object, ObjectSeed::reading(pod_pointer, how)))
+}
+
+/// How a pod spec is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecRead {
+    /// Straight into the lean [`PodSpec`]: a spec that does not have its shape fails the read.
+    Lean,
+    /// Its fields kept as raw JSON, so that only the JSON itself can fail the read;
+    /// `PodParts::spec` then reads the spec and words what is wrong with it.
+    KeptRaw,
+}
+
+/// Runs `read` with the spec read lean and, when that read refused a value's shape, once more
+/// keeping the spec raw, so that the error can be worded. Every read of an object goes this
+/// way: the object alone (`read`) or inside a review.
+pub fn lean_then_raw<T>(read: impl Fn(SpecRead) -> serde_json::Result<T>) -> serde_json::Result<T> {
+    read(SpecRead::Lean).or_else(|error| {
         if worth_a_raw_read(&error) {
-            read_with(object, ObjectSeed::keeping_spec_raw(pod_pointer))
+            read(SpecRead::KeptRaw)
         } else {
             Err(error)
         }
@@ -148,7 +165,7 @@ pub fn read<'a>(object: &'a RawValue, pod_pointer: &str) -> serde_json::Result<O
 /// Whether an object the lean read refused may still be read keeping its spec raw: only a
 /// value of the wrong shape fails the one and not the other. JSON that is not well formed
 /// (or nests too deep) fails both reads alike, so it is not read twice.
-pub fn worth_a_raw_read(error: &serde_json::Error) -> bool {
+fn worth_a_raw_read(error: &serde_json::Error) -> bool {
     error.classify() == serde_json::error::Category::Data
 }
 
@@ -170,22 +187,12 @@ pub struct ObjectSeed<'p> {
 }
 
 impl<'p> ObjectSeed<'p> {
-    /// A reader of objects whose pod (template) sits at the JSON pointer `pod_pointer`. It
-    /// reads the pod spec straight into the lean [`PodSpec`], so a spec that does not have its
-    /// shape fails the read: read such an object again with [`ObjectSeed::keeping_spec_raw`].
-    pub fn new(pod_pointer: &'p str) -> Self {
+    /// A reader of objects whose pod (template) sits at the JSON pointer `pod_pointer`, which
+    /// reads the pod spec `how` (see [`lean_then_raw`]).
+    pub fn reading(pod_pointer: &'p str, how: SpecRead) -> Self {
         Self {
             path: pod_pointer.split('/').skip(1).collect(),
-            lean: true,
-        }
-    }
-
-    /// A reader that keeps the pod spec's fields as raw JSON, so that only the JSON itself can
-    /// fail the read; `PodParts::spec` then reads the spec and words what is wrong with it.
-    pub fn keeping_spec_raw(pod_pointer: &'p str) -> Self {
-        Self {
-            lean: false,
-            ..Self::new(pod_pointer)
+            lean: how == SpecRead::Lean,
         }
     }
 }

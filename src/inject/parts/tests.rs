@@ -317,8 +317,8 @@ fn too_deep_a_nesting_in_the_spec_is_an_error_not_an_empty_field() {
 
 /// Both reads of `object` (a Pod), the lean one first.
 fn both_reads(object: &RawValue) -> [PodParts<'_>; 2] {
-    let lean = read_with(object, ObjectSeed::new("")).expect("the lean read");
-    let raw = read_with(object, ObjectSeed::keeping_spec_raw("")).expect("the raw read");
+    let lean = read_with(object, ObjectSeed::reading("", SpecRead::Lean)).expect("the lean read");
+    let raw = read_with(object, ObjectSeed::reading("", SpecRead::KeptRaw)).expect("the raw read");
     let (lean, raw) = (lean.pod.unwrap(), raw.pod.unwrap());
     assert!(matches!(lean.spec, Spec::Read { .. }), "{:?}", lean.spec);
     assert!(matches!(raw.spec, Spec::Fields(_)), "{:?}", raw.spec);
@@ -369,7 +369,7 @@ fn the_lean_read_of_a_spec_equals_the_raw_read_on_every_fixture_and_odd_shape() 
 #[test]
 fn a_spec_the_lean_read_refuses_is_read_raw_and_its_error_worded() {
     let object = raw(r#"{"spec": {"containers": [{"name": "a", "env": [{"valueFrom": 3}]}]}}"#);
-    assert!(read_with(&object, ObjectSeed::new("")).is_err());
+    assert!(read_with(&object, ObjectSeed::reading("", SpecRead::Lean)).is_err());
     let pod = read(&object, "").unwrap().pod.unwrap();
     assert!(matches!(pod.spec, Spec::Fields(_)));
     let error = pod.spec().unwrap_err().to_string();
@@ -379,7 +379,7 @@ fn a_spec_the_lean_read_refuses_is_read_raw_and_its_error_worded() {
 #[test]
 fn only_a_spec_of_the_wrong_shape_is_worth_a_second_raw_read() {
     let shape = raw(r#"{"spec": {"containers": "not a list"}}"#);
-    let error = read_with(&shape, ObjectSeed::new("")).unwrap_err();
+    let error = read_with(&shape, ObjectSeed::reading("", SpecRead::Lean)).unwrap_err();
     assert!(worth_a_raw_read(&error), "{error}");
     assert!(read(&shape, "").is_ok(), "the raw read takes it");
     for text in [
@@ -387,7 +387,9 @@ fn only_a_spec_of_the_wrong_shape_is_worth_a_second_raw_read() {
         r#"{"spec": {"containers": ["#,
     ] {
         let mut de = serde_json::Deserializer::from_str(text);
-        let error = ObjectSeed::new("").deserialize(&mut de).unwrap_err();
+        let error = ObjectSeed::reading("", SpecRead::Lean)
+            .deserialize(&mut de)
+            .unwrap_err();
         assert!(!worth_a_raw_read(&error), "{text}: {error}");
     }
 }

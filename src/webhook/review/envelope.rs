@@ -18,7 +18,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::inject::{Key, ObjectParts, ObjectSeed, Workload, worth_a_raw_read};
+use crate::inject::{Key, ObjectParts, ObjectSeed, SpecRead, Workload, lean_then_raw};
 
 /// The body as read: the top level and, when `request` is an object, its fields.
 #[derive(Debug, Default)]
@@ -67,31 +67,24 @@ pub enum ObjectField<'a> {
 
 /// Parses `bytes` into an [`Envelope`]; an error for bytes that are not one JSON object.
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
-    from_slice_with(bytes, true).or_else(|error| {
-        if worth_a_raw_read(&error) {
-            from_slice_with(bytes, false)
-        } else {
-            Err(error)
-        }
-    })
+    lean_then_raw(|how| from_slice_with(bytes, how))
 }
 
-/// One read of `bytes`; `lean` reads the pod spec straight into the lean type (see
-/// [`ObjectSeed::new`]), which fails on a spec that does not have its shape.
-fn from_slice_with(bytes: &[u8], lean: bool) -> serde_json::Result<Envelope<'_>> {
+/// One read of `bytes`, with the pod spec read `how`.
+fn from_slice_with(bytes: &[u8], how: SpecRead) -> serde_json::Result<Envelope<'_>> {
     // Text checked once as UTF-8 need not be checked again string by string. Bytes that are
     // not UTF-8 are read as bytes, so those in the parts that are skipped unread stop nothing.
     match std::str::from_utf8(bytes) {
-        Ok(text) => read(serde_json::Deserializer::from_str(text), lean),
-        Err(_) => read(serde_json::Deserializer::from_slice(bytes), lean),
+        Ok(text) => read(serde_json::Deserializer::from_str(text), how),
+        Err(_) => read(serde_json::Deserializer::from_slice(bytes), how),
     }
 }
 
 fn read<'de, R: serde_json::de::Read<'de>>(
     mut de: serde_json::Deserializer<R>,
-    lean: bool,
+    how: SpecRead,
 ) -> serde_json::Result<Envelope<'de>> {
-    let envelope = TopSeed { lean }.deserialize(&mut de)?;
+    let envelope = TopSeed { how }.deserialize(&mut de)?;
     de.end()?;
     Ok(envelope)
 }
@@ -99,7 +92,7 @@ fn read<'de, R: serde_json::de::Read<'de>>(
 /// Reads the top level, which must be an object (anything else is an error here; the caller
 /// names what it was).
 struct TopSeed {
-    lean: bool,
+    how: SpecRead,
 }
 
 impl<'de> DeserializeSeed<'de> for TopSeed {
@@ -124,7 +117,7 @@ impl<'de> Visitor<'de> for TopSeed {
                 "apiVersion" => envelope.api_version = Some(map.next_value()?),
                 "kind" => envelope.kind = Some(map.next_value()?),
                 "request" => {
-                    envelope.request = map.next_value_seed(RequestSeed { lean: self.lean })?
+                    envelope.request = map.next_value_seed(RequestSeed { how: self.how })?
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -137,7 +130,7 @@ impl<'de> Visitor<'de> for TopSeed {
 
 /// Reads `request`: its fields when it is an object, `None` (after scanning it) otherwise.
 struct RequestSeed {
-    lean: bool,
+    how: SpecRead,
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed {
@@ -168,11 +161,9 @@ impl<'de> Visitor<'de> for RequestSeed {
                     r.object = Some(match r.kind.as_ref().and_then(pod_pointer) {
                         Some(pointer) => ObjectField::Read {
                             pointer,
-                            parts: Box::new(map.next_value_seed(if self.lean {
-                                ObjectSeed::new(pointer)
-                            } else {
-                                ObjectSeed::keeping_spec_raw(pointer)
-                            })?),
+                            parts: Box::new(
+                                map.next_value_seed(ObjectSeed::reading(pointer, self.how))?,
+                            ),
                         },
                         None => ObjectField::Raw(map.next_value()?),
                     })
