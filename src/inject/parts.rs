@@ -341,49 +341,10 @@ impl<'a> PodParts<'a> {
                 pod.insert("spec".to_owned(), value.clone());
             }
             Spec::Read { shape, .. } => {
-                let mut out = Map::new();
-                let lists = [
-                    ("containers", shape.containers, spec.containers.len()),
-                    (
-                        "initContainers",
-                        shape.init_containers,
-                        spec.init_containers.as_ref().map_or(0, Vec::len),
-                    ),
-                ];
-                for (key, sent, len) in lists {
-                    match sent {
-                        Sent::Absent => {}
-                        Sent::Null => drop(out.insert(key.to_owned(), Value::Null)),
-                        Sent::Value => drop(out.insert(key.to_owned(), placeholders(len))),
-                    }
-                }
-                if shape.share_process_namespace != Sent::Absent {
-                    let value = spec
-                        .share_process_namespace
-                        .map_or(Value::Null, Value::Bool);
-                    out.insert("shareProcessNamespace".to_owned(), value);
-                }
-                pod.insert("spec".to_owned(), Value::Object(out));
+                pod.insert("spec".to_owned(), editable_spec(*shape, spec));
             }
             Spec::Fields(fields) => {
-                let mut out = Map::new();
-                for (key, raw) in fields {
-                    let key = key.as_str();
-                    let is_null = raw.get() == "null";
-                    let value = match key {
-                        "containers" if !is_null => placeholders(spec.containers.len()),
-                        "initContainers" if !is_null => {
-                            placeholders(spec.init_containers.as_ref().map_or(0, Vec::len))
-                        }
-                        "containers" | "initContainers" => Value::Null,
-                        "shareProcessNamespace" => {
-                            serde_json::from_str(raw.get()).unwrap_or(Value::Null)
-                        }
-                        _ => continue,
-                    };
-                    out.insert(key.to_owned(), value);
-                }
-                pod.insert("spec".to_owned(), Value::Object(out));
+                pod.insert("spec".to_owned(), editable_spec(shape_of(fields), spec));
             }
         }
         Value::Object(pod)
@@ -402,6 +363,52 @@ fn fields_value(fields: &[(Key<'_>, &RawValue)]) -> Result<Value, serde_json::Er
 /// Why k8s-openapi would refuse `value` as a PodSpec, if it would.
 fn full_error(value: &Value) -> Option<serde_json::Error> {
     k8s_openapi::api::core::v1::PodSpec::deserialize(value).err()
+}
+
+/// The editable fields of a spec that sent them as `shape` says, read as `spec`.
+fn editable_spec(shape: SpecShape, spec: &PodSpec) -> Value {
+    let mut out = Map::new();
+    let lists = [
+        ("containers", shape.containers, spec.containers.len()),
+        (
+            "initContainers",
+            shape.init_containers,
+            spec.init_containers.as_ref().map_or(0, Vec::len),
+        ),
+    ];
+    for (key, sent, len) in lists {
+        match sent {
+            Sent::Absent => {}
+            Sent::Null => drop(out.insert(key.to_owned(), Value::Null)),
+            Sent::Value => drop(out.insert(key.to_owned(), placeholders(len))),
+        }
+    }
+    if shape.share_process_namespace != Sent::Absent {
+        let value = spec
+            .share_process_namespace
+            .map_or(Value::Null, Value::Bool);
+        out.insert("shareProcessNamespace".to_owned(), value);
+    }
+    Value::Object(out)
+}
+
+/// How raw spec fields sent the editable ones (a repeated key keeps its last value).
+fn shape_of(fields: &[(Key<'_>, &RawValue)]) -> SpecShape {
+    let mut shape = SpecShape::default();
+    for (key, raw) in fields {
+        let sent = if raw.get() == "null" {
+            Sent::Null
+        } else {
+            Sent::Value
+        };
+        match key.as_str() {
+            "containers" => shape.containers = sent,
+            "initContainers" => shape.init_containers = sent,
+            "shareProcessNamespace" => shape.share_process_namespace = sent,
+            _ => {}
+        }
+    }
+    shape
 }
 
 fn placeholders(n: usize) -> Value {
