@@ -7,6 +7,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[path = "watch_support/scratch.rs"]
+#[allow(dead_code)]
+mod scratch;
+
+use scratch::copy_program;
+
 const SCRIPT: &str = "scripts/build-static.sh";
 
 fn repo() -> &'static Path {
@@ -160,17 +166,8 @@ fn the_dockerfile_build_makes_a_static_executable_that_starts_without_libc() {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("static-root");
     let _ = fs::remove_dir_all(&root);
     fs::create_dir_all(&root).unwrap();
-    // Copied by `cp`, not in this process: a test thread forking while this process held the
-    // copy open for writing would make running it fail with ETXTBSY ("text file busy").
-    let copied = Command::new("cp")
-        .arg(&binary)
-        .arg(root.join("reload-injector"))
-        .status()
-        .expect("run cp");
-    assert!(
-        copied.success(),
-        "cp the binary into the empty root: {copied}"
-    );
+    // Not copied in this process: see `copy_program` (ETXTBSY).
+    copy_program(&binary, &root.join("reload-injector"));
     let chrooted = |args: &[&str]| -> Output {
         let mut cmd = Command::new("chroot");
         cmd.arg(&root).arg("/reload-injector").args(args);
