@@ -142,7 +142,6 @@ fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), Strin
     if condition { Ok(()) } else { Err(message()) }
 }
 
-/// Envelope, uid echo, patch and patchType together, warnings' form, denials without a patch.
 /// A number too large for a float (`1e999`) is JSON syntax that serde_json does not read into a
 /// value. The webhook scans the fields it never reads without reading their numbers, so such a
 /// number there is no reason to refuse the review: the answer must still be well formed (its
@@ -170,6 +169,7 @@ fn answered_past_a_huge_number(
     well_formed(answer, &sent.request.uid).map(drop)
 }
 
+/// Envelope, uid echo, patch and patchType together, warnings' form, denials without a patch.
 fn well_formed(answer: &[u8], uid: &str) -> Result<Value, String> {
     let answer: Value = serde_json::from_slice(answer)
         .map_err(|e| format!("HTTP 200 with a body that is not JSON: {e}"))?;
