@@ -23,14 +23,26 @@ impl Warnings {
         line.push_str(WARNING_PREFIX);
         line.push_str(&clean(text));
         fit(&mut line);
-        // A review gives a handful of warnings: a scan beats a set.
-        if !self.list.contains(&line) {
-            self.list.push(line);
-        }
+        self.list.push(line);
     }
 
-    /// The warnings, in the order given.
-    pub fn into_vec(self) -> Vec<String> {
+    /// The warnings in the order given, each only the first time it was given. Duplicates
+    /// are found once, by sorting: a Pod with 20,000 containers gives 20,000 warnings.
+    pub fn into_vec(mut self) -> Vec<String> {
+        let list = &self.list;
+        let mut order: Vec<usize> = (0..list.len()).collect();
+        order.sort_by(|&a, &b| list[a].cmp(&list[b]).then(a.cmp(&b)));
+        let mut keep = vec![true; list.len()];
+        for pair in order.windows(2) {
+            if list[pair[0]] == list[pair[1]] {
+                keep[pair[1]] = false;
+            }
+        }
+        let mut index = 0;
+        self.list.retain(|_| {
+            index += 1;
+            keep[index - 1]
+        });
         self.list
     }
 }
@@ -106,6 +118,21 @@ mod tests {
                 .all(|l| l.starts_with(WARNING_PREFIX) && l.chars().count() <= MAX_WARNING_CHARS)
         );
         assert!(list[1].ends_with('…'));
+    }
+
+    #[test]
+    fn each_warning_is_kept_once_where_it_was_first_given() {
+        let mut w = Warnings::default();
+        for text in ["b", "a", "b", "c", "a", "a", "d"] {
+            w.push(text);
+        }
+        let list = w.into_vec();
+        let texts: Vec<&str> = list
+            .iter()
+            .map(|l| l.strip_prefix(WARNING_PREFIX).unwrap())
+            .collect();
+        assert_eq!(texts, ["b", "a", "c", "d"]);
+        assert!(Warnings::default().into_vec().is_empty());
     }
 
     #[test]
