@@ -72,6 +72,19 @@ fn with_prefixed_annotations(bytes: &[u8], keys: usize) -> Vec<u8> {
     serde_json::to_vec(&review).unwrap()
 }
 
+/// A Pod review with `containers` containers, each reading its own ConfigMap via `envFrom`:
+/// two warnings per container (the use, and the ConfigMap missing).
+fn many_containers(containers: usize) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = (0..containers)
+        .map(|i| {
+            serde_json::json!({"name": format!("c{i}"), "image": "app",
+                "envFrom": [{"configMapRef": {"name": format!("cm{i}")}}]})
+        })
+        .collect();
+    serde_json::json!({"request": {"kind": {"group": "", "kind": "Pod"}, "operation": "CREATE",
+        "namespace": "app", "object": {"metadata": {"name": "p"}, "spec": {"containers": list}}}})
+}
+
 /// Runs `f` `n` times per round for `rounds` rounds; returns the median time per call.
 fn measure(rounds: usize, n: usize, mut f: impl FnMut()) -> Duration {
     for _ in 0..n.min(1000) {
@@ -162,6 +175,28 @@ fn main() {
         growth < 10.0,
         "{large} prefixed annotations took {growth:.1}x as long as {small}"
     );
+    // Likewise for warnings: 4x the containers, not 10x the time (finding each missing
+    // ConfigMap's container by a search of every use was quadratic: 20,000 containers, 1.4 s).
+    let (few, many) = (2_000, 8_000);
+    let review_containers = |containers: usize| {
+        let doc = many_containers(containers);
+        let object = to_raw_value(&doc["request"]["object"]).unwrap();
+        let req = full_request(&doc, &object);
+        let none = ConfigData::new();
+        match inject::review(&req, &settings, &none).unwrap() {
+            Outcome::Allowed { warnings, .. } => assert_eq!(warnings.len(), 2 * containers),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+        measure(rounds.min(3), 3, || {
+            black_box(inject::review(black_box(&req), &settings, &none).unwrap());
+        })
+    };
+    let (few_took, many_took) = (review_containers(few), review_containers(many));
+    let warned_growth = many_took.as_secs_f64() / few_took.as_secs_f64();
+    assert!(
+        warned_growth < 10.0,
+        "{many} warned containers took {warned_growth:.1}x as long as {few}"
+    );
     println!("realistic Pod review: {} bytes", bytes.len());
     println!(
         "core (config_refs + review):        {:>8.2} µs/review",
@@ -191,6 +226,11 @@ fn main() {
         "Review::parse, {small} / {large} prefixed annotations: {:.2} / {:.2} ms ({growth:.1}x)",
         small_took.as_secs_f64() * 1e3,
         large_took.as_secs_f64() * 1e3,
+    );
+    println!(
+        "inject::review, {few} / {many} containers with warnings: {:.2} / {:.2} ms ({warned_growth:.1}x)",
+        few_took.as_secs_f64() * 1e3,
+        many_took.as_secs_f64() * 1e3,
     );
     if !bench {
         println!("(quick check only; run `cargo bench --bench core` to measure)");

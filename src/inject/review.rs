@@ -338,13 +338,17 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
 }
 
 fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
-    let container_of = |id: &ConfigId| {
-        let container = uses
-            .iter()
-            .find(|u| u.consumed.id() == id)
-            .map(|u| u.container.as_str());
-        quoted(container.unwrap_or_default())
-    };
+    if report.missing.is_empty() && report.failed.is_empty() {
+        return;
+    }
+    // The first container that uses each config, found once: a Pod may have 20,000 of them.
+    let mut first_user: BTreeMap<&ConfigId, &str> = BTreeMap::new();
+    for u in uses {
+        first_user
+            .entry(u.consumed.id())
+            .or_insert(u.container.as_str());
+    }
+    let container_of = |id: &ConfigId| quoted(first_user.get(id).copied().unwrap_or_default());
     for id in &report.missing {
         warnings.push(format!(
             "container {} needs {}, which does not exist: the pod cannot start until it does",
