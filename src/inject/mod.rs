@@ -15,6 +15,7 @@ pub mod pod;
 mod review;
 mod rules;
 mod sidecar;
+mod skim;
 
 use std::collections::BTreeSet;
 
@@ -28,6 +29,7 @@ pub use parts::{Key, ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
 pub use rules::describe;
 pub use sidecar::canonical_signal;
+pub use skim::{JsonType, Skim};
 
 /// Annotation and label prefix of everything the product reads or writes.
 pub const PREFIX: &str = "reload-injector.io/";

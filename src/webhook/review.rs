@@ -11,7 +11,7 @@ use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::inject::{Object, Operation, Request, Workload};
+use crate::inject::{JsonType, Object, Operation, Request, Skim, Workload};
 
 /// The only AdmissionReview version the webhook speaks.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -186,17 +186,18 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
-/// A short description of a field's value for an error message (never the whole value).
-/// What is wrong with a body the envelope parser refused, found by parsing it in full (bad
-/// input only): not JSON (a nesting deeper than serde_json's recursion limit is named as such),
-/// or JSON that is not an object.
+/// What is wrong with a body the envelope parser refused, found by reading it in full as a
+/// `Value` read would, keeping nothing (bad input only): not JSON (a nesting deeper than
+/// serde_json's recursion limit is named as such), or JSON that is not an object.
 fn not_an_envelope(body: &[u8], err: serde_json::Error) -> EnvelopeError {
-    match serde_json::from_slice::<Value>(body) {
+    match serde_json::from_slice::<Skim>(body) {
         Err(full) => EnvelopeError::NotJson(full),
-        Ok(value) if !value.is_object() => EnvelopeError::NotAnObject(json_type(&value)),
-        Ok(_) => EnvelopeError::NotJson(err),
+        Ok(Skim(JsonType::Object)) => EnvelopeError::NotJson(err),
+        Ok(Skim(other)) => EnvelopeError::NotAnObject(other.name()),
     }
 }
+
+/// A short description of a field's value for an error message (never the whole value).
 
 fn describe(v: Option<&Value>) -> String {
     match v {

@@ -1,0 +1,152 @@
+//! Reading JSON the way a [`serde_json::Value`] read would, keeping nothing but the value's
+//! type: the same parser calls (so the same errors, the recursion limit included), in memory
+//! that grows with the nesting, not the size. For values that must be checked or described but
+//! whose content nobody reads: a 5 MiB array of zeros read as a `Value` took 226 MiB.
+
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// The type of a JSON value read and dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Boolean,
+    /// A number.
+    Number,
+    /// A string.
+    String,
+    /// An array.
+    Array,
+    /// An object.
+    Object,
+}
+
+impl JsonType {
+    /// The name error messages use: `"array"`, `"object"`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            JsonType::Null => "null",
+            JsonType::Boolean => "boolean",
+            JsonType::Number => "number",
+            JsonType::String => "string",
+            JsonType::Array => "array",
+            JsonType::Object => "object",
+        }
+    }
+}
+
+/// A JSON value read in full and dropped; only its type is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skim(pub JsonType);
+
+impl<'de> Deserialize<'de> for Skim {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SkimVisitor)
+    }
+}
+
+struct SkimVisitor;
+
+impl<'de> Visitor<'de> for SkimVisitor {
+    type Value = Skim;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Skim, E> {
+        Ok(Skim(JsonType::Boolean))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Skim, E> {
+        Ok(Skim(JsonType::Number))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Skim, E> {
+        Ok(Skim(JsonType::Number))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Skim, E> {
+        Ok(Skim(JsonType::Number))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Skim, E> {
+        Ok(Skim(JsonType::String))
+    }
+
+    fn visit_unit<E>(self) -> Result<Skim, E> {
+        Ok(Skim(JsonType::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<Skim, E> {
+        Ok(Skim(JsonType::Null))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skim, A::Error> {
+        while seq.next_element::<Skim>()?.is_some() {}
+        Ok(Skim(JsonType::Array))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skim, A::Error> {
+        while map.next_key::<Skim>()?.is_some() {
+            map.next_value::<Skim>()?;
+        }
+        Ok(Skim(JsonType::Object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    /// What a `Value` read says of `text`: its type, or the error's text.
+    fn as_value(text: &str) -> Result<&'static str, String> {
+        serde_json::from_str::<Value>(text)
+            .map(|v| match v {
+                Value::Null => "null",
+                Value::Bool(_) => "boolean",
+                Value::Number(_) => "number",
+                Value::String(_) => "string",
+                Value::Array(_) => "array",
+                Value::Object(_) => "object",
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    fn skimmed(text: &str) -> Result<&'static str, String> {
+        serde_json::from_str::<Skim>(text)
+            .map(|s| s.0.name())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn says_what_a_value_read_says() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let cases = [
+            "null",
+            "true",
+            "-1",
+            "18446744073709551615",
+            "1.5e300",
+            "1e400",
+            "\"s\"",
+            "\"\\ud800\"",
+            "[1, [2, {\"a\": [null]}]]",
+            "{\"a\": 1, \"a\": 2}",
+            "{\"a\": }",
+            "[1, 2",
+            "{1: 2}",
+            "[] []",
+            "",
+            deep.as_str(),
+        ];
+        for text in cases {
+            assert_eq!(skimmed(text), as_value(text), "{text:?}");
+        }
+    }
+}
