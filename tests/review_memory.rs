@@ -10,7 +10,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use reload_injector::webhook::handler::handle;
-use webhook_support::state;
+use serde_json::{Value, json};
+use webhook_support::{pod_review, state};
 
 /// Counts the bytes live now and the most live since the last [`Counting::reset_peak`].
 struct Counting {
@@ -65,10 +66,43 @@ impl Counting {
 
 const MIB: usize = 1024 * 1024;
 
+/// The realistic Pod review with `edit` applied to its object.
+fn review_with(edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut review = pod_review("7d0c5e1a-9f3b-4c2d-8e6a-1b2c3d4e5f60");
+    edit(&mut review["request"]["object"]);
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// `n` copies of `item`.
+fn many(item: Value, n: usize) -> Value {
+    Value::Array(vec![item; n])
+}
+
 /// Bodies of about 3–5 MiB, each shaped to expand when read.
 fn shapes() -> Vec<(&'static str, Vec<u8>)> {
     let zeros = format!("[{}0]", "0,".repeat(5 * MIB / 2));
-    vec![("a body that is an array of zeros", zeros.into_bytes())]
+    vec![
+        ("a body that is an array of zeros", zeros.into_bytes()),
+        (
+            "metadata that is an array",
+            review_with(|o| o["metadata"] = many(json!(0), 1_500_000)),
+        ),
+        (
+            "a prefixed annotation holding an array",
+            review_with(|o| {
+                o["metadata"]["annotations"]["reload-injector.io/signal"] =
+                    many(json!(0), 1_500_000)
+            }),
+        ),
+        (
+            "ownerReferences of empty objects",
+            review_with(|o| o["metadata"]["ownerReferences"] = many(json!({}), 1_000_000)),
+        ),
+        (
+            "a spec that is an array",
+            review_with(|o| o["spec"] = many(json!(0), 1_500_000)),
+        ),
+    ]
 }
 
 #[test]

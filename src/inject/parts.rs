@@ -13,13 +13,14 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::value::{MapDeserializer, SeqAccessDeserializer};
+use serde::de::value::MapDeserializer;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::PREFIX;
 use super::pod::{PodSpec, Sent, SpecShape};
+use super::skim::Skim;
 
 /// A JSON object key, borrowed from the input unless it holds escapes.
 #[derive(Debug, Clone)]
@@ -547,7 +548,7 @@ impl Meta {
     }
 }
 
-/// Reads a map one way, and anything else as a [`Value`], as sent.
+/// Reads a map one way, and anything else as a [`Shallow`] value.
 trait MapReader<'de> {
     type Out;
     fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
@@ -577,9 +578,7 @@ impl<'de, R: MapReader<'de>> Visitor<'de> for MapOrValue<R> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Ok(R::other(Value::deserialize(SeqAccessDeserializer::new(
-            seq,
-        ))?))
+        Ok(R::other(ShallowVisitor.visit_seq(seq)?.0))
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
@@ -619,12 +618,12 @@ impl<'de> MapReader<'de> for MetaReader {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
                 "namespace" => {
-                    namespace = match map.next_value::<Value>()? {
+                    namespace = match map.next_value::<Shallow>()?.0 {
                         Value::String(namespace) => Some(namespace),
                         _ => None,
                     }
                 }
-                "ownerReferences" => controlled = names_a_controller(&map.next_value()?),
+                "ownerReferences" => controlled = map.next_value::<NamesAController>()?.0,
                 "annotations" => annotations = map.next_value_seed(MapOrValue(EntriesReader))?,
                 "labels" => labels = map.next_value_seed(MapOrValue(EntriesReader))?,
                 _ => {
@@ -645,12 +644,149 @@ impl<'de> MapReader<'de> for MetaReader {
     }
 }
 
-/// Whether `ownerReferences` is a list with an entry whose `controller` is `true`.
-fn names_a_controller(refs: &Value) -> bool {
-    refs.as_array().is_some_and(|refs| {
-        refs.iter()
-            .any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-    })
+/// Whether `ownerReferences` is a list with an entry whose `controller` is `true` (the last
+/// `controller` of an entry counts, as in a full parse). Read as it streams by: a list of a
+/// million entries costs no memory.
+struct NamesAController(bool);
+
+impl<'de> Deserialize<'de> for NamesAController {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(OwnerRefsVisitor { entry: false })
+    }
+}
+
+/// Reads the list (`entry: false`) or one of its entries (`entry: true`).
+struct OwnerRefsVisitor {
+    entry: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for OwnerRefsVisitor {
+    type Value = NamesAController;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OwnerRefsVisitor {
+    type Value = NamesAController;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut found = false;
+        if self.entry {
+            while seq.next_element::<Skim>()?.is_some() {}
+        } else {
+            while let Some(entry) = seq.next_element_seed(OwnerRefsVisitor { entry: true })? {
+                found |= entry.0;
+            }
+        }
+        Ok(NamesAController(found))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut controller = false;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if self.entry && key.as_str() == "controller" {
+                controller = map.next_value::<Shallow>()?.0 == Value::Bool(true);
+            } else {
+                map.next_value::<Skim>()?;
+            }
+        }
+        Ok(NamesAController(controller))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(NamesAController(false))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(NamesAController(false))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(NamesAController(false))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(NamesAController(false))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(NamesAController(false))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(NamesAController(false))
+    }
+}
+
+/// A value kept for its type and scalar content only: a scalar as sent, an array as `[]` and
+/// an object as `{}`, their content read as a `Value` read would (same errors) and dropped.
+///
+/// Enough wherever the core never looks inside: a value where an object belongs (a `metadata`
+/// or `spec` that is a list) or a prefixed annotation that is not a string. The core only
+/// replaces or removes such a value, and the diff of a replaced or removed value is the same
+/// whatever it held. Kept whole, a 3 MiB list of zeros took 156 MiB.
+struct Shallow(Value);
+
+impl<'de> Deserialize<'de> for Shallow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ShallowVisitor)
+    }
+}
+
+struct ShallowVisitor;
+
+impl<'de> Visitor<'de> for ShallowVisitor {
+    type Value = Shallow;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shallow, A::Error> {
+        while seq.next_element::<Skim>()?.is_some() {}
+        Ok(Shallow(Value::Array(Vec::new())))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
+        while map.next_key::<Skim>()?.is_some() {
+            map.next_value::<Skim>()?;
+        }
+        Ok(Shallow(Value::Object(Map::new())))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Shallow, E> {
+        Ok(Shallow(Value::Bool(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Shallow, E> {
+        Ok(Shallow(Value::from(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Shallow, E> {
+        Ok(Shallow(Value::from(v)))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Shallow, E> {
+        Ok(Shallow(Value::from(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Shallow, E> {
+        Ok(Shallow(Value::String(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Shallow, E> {
+        Ok(Shallow(Value::String(v)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Shallow, E> {
+        Ok(Shallow(Value::Null))
+    }
 }
 
 /// Reads `annotations` or `labels`: the prefixed entries, the rest dropped.
@@ -667,7 +803,7 @@ impl<'de> MapReader<'de> for EntriesReader {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
-            entries.insert(key.as_str().to_owned(), map.next_value()?);
+            entries.insert(key.as_str().to_owned(), map.next_value::<Shallow>()?.0);
         }
         Ok(Entries::Object(entries))
     }
