@@ -198,7 +198,6 @@ fn not_an_envelope(body: &[u8], err: serde_json::Error) -> EnvelopeError {
 }
 
 /// A short description of a field's value for an error message (never the whole value).
-
 fn describe(v: Option<&Value>) -> String {
     match v {
         None => "missing".to_owned(),
