@@ -9,6 +9,7 @@
 mod analysis;
 pub mod consumption;
 mod messages;
+pub mod meter;
 mod object;
 mod parts;
 pub mod pod;

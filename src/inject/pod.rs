@@ -11,9 +11,10 @@
 
 use std::fmt;
 
-use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use super::meter;
 use super::parts::Key;
 
 /// `io.k8s.api.core.v1.PodSpec`, the fields the core reads. A key given twice keeps its last
@@ -77,19 +78,19 @@ impl PodSpec {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
                 "containers" => {
-                    let containers: Option<Vec<Container>> = map.next_value()?;
+                    let containers = map.next_value::<MeteredList<Container>>()?.0;
                     shape.containers = Sent::of(&containers);
                     spec.containers = containers.unwrap_or_default();
                 }
                 "initContainers" => {
-                    spec.init_containers = map.next_value()?;
+                    spec.init_containers = map.next_value::<MeteredList<Container>>()?.0;
                     shape.init_containers = Sent::of(&spec.init_containers);
                 }
                 "shareProcessNamespace" => {
                     spec.share_process_namespace = map.next_value()?;
                     shape.share_process_namespace = Sent::of(&spec.share_process_namespace);
                 }
-                "volumes" => spec.volumes = map.next_value()?,
+                "volumes" => spec.volumes = map.next_value::<MeteredList<Volume>>()?.0,
                 "restartPolicy" => spec.restart_policy = map.next_value()?,
                 "hostPID" => spec.host_pid = map.next_value()?,
                 "securityContext" => spec.security_context = map.next_value()?,
@@ -138,12 +139,16 @@ pub struct Container {
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
     /// `command`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub command: Option<Vec<String>>,
     /// `env`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub env: Option<Vec<EnvVar>>,
     /// `envFrom`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub env_from: Option<Vec<EnvFromSource>>,
     /// `volumeMounts`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub volume_mounts: Option<Vec<VolumeMount>>,
     /// `restartPolicy` (`Always` makes an init container a native sidecar).
     pub restart_policy: Option<String>,
@@ -253,6 +258,7 @@ pub struct ConfigMapVolumeSource {
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
     /// `items`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub items: Option<Vec<KeyToPath>>,
     /// `optional`.
     pub optional: Option<bool>,
@@ -265,6 +271,7 @@ pub struct SecretVolumeSource {
     /// `secretName`.
     pub secret_name: Option<String>,
     /// `items`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub items: Option<Vec<KeyToPath>>,
     /// `optional`.
     pub optional: Option<bool>,
@@ -287,6 +294,7 @@ pub struct KeyToPath {
 #[serde(rename_all = "camelCase")]
 pub struct ProjectedVolumeSource {
     /// `sources`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub sources: Option<Vec<VolumeProjection>>,
 }
 
@@ -310,6 +318,7 @@ pub struct SecretProjection {
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
     /// `items`.
+    #[serde(default, deserialize_with = "metered_list")]
     pub items: Option<Vec<KeyToPath>>,
     /// `optional`.
     pub optional: Option<bool>,
@@ -318,6 +327,63 @@ pub struct SecretProjection {
 /// A field whose content does not matter, only that it is set to an object.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub struct Present {}
+
+/// An optional list whose buffer is charged to the read's meter as it grows (see
+/// [`super::meter`]); read as `Option<Vec<T>>` is, with the same errors.
+struct MeteredList<T>(Option<Vec<T>>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for MeteredList<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_option(MeteredListVisitor(std::marker::PhantomData))
+    }
+}
+
+struct MeteredListVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for MeteredListVisitor<T> {
+    type Value = MeteredList<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(MeteredList(None))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(MeteredList(None))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items: Vec<T> = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            if items.len() == items.capacity() {
+                // Every buffer the list has had is charged, the new one before it is made: that
+                // also covers the moment the old one is copied into it.
+                let capacity = (items.capacity() * 2).max(4);
+                meter::charge(capacity.saturating_mul(std::mem::size_of::<T>()))
+                    .map_err(serde::de::Error::custom)?;
+                items.reserve_exact(capacity - items.len());
+            }
+            items.push(item);
+        }
+        Ok(MeteredList(Some(items)))
+    }
+}
+
+/// Reads an optional list through [`MeteredList`].
+fn metered_list<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(MeteredList::deserialize(d)?.0)
+}
 
 /// Reads `null` as the default, as k8s-openapi does for required fields.
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>

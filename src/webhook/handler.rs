@@ -5,6 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::inject::meter::{Meter, Refusal, metered};
 use crate::inject::{Outcome, Plan, Settings};
 
 use super::lookup::Lookups;
@@ -51,18 +52,29 @@ pub enum HandleError {
     /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
     #[error("failed to review the object: internal error (a bug; please report it)")]
     Panicked,
+    /// What the review reads would not fit in memory: never (HTTP 413), or not now (503).
+    #[error("failed to review the object: {0}")]
+    Memory(Refusal),
 }
 
-/// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200).
-pub async fn handle(state: &AppState, body: &[u8]) -> Result<Vec<u8>, HandleError> {
+/// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200). What
+/// the review reads from the body is counted by `meter`, which the caller keeps until the
+/// answer is sent.
+pub async fn handle(
+    state: &AppState,
+    body: &[u8],
+    meter: &mut Meter,
+) -> Result<Vec<u8>, HandleError> {
     let started = Instant::now();
-    let review = Review::parse(body)?;
+    let review = metered(meter, || Review::parse(body));
+    allowed(meter)?;
+    let review = review?;
     let Inner {
         settings,
         lookups,
         metrics,
     } = &*state.inner;
-    let (answer, outcome, warnings) = decide(&review, settings, lookups).await?;
+    let (answer, outcome, warnings) = decide(&review, settings, lookups, meter).await?;
     let took = started.elapsed();
     metrics.review(review.kind(), review.operation(), outcome, took);
     metrics.warnings(warnings);
@@ -84,6 +96,7 @@ async fn decide(
     review: &Review<'_>,
     settings: &Settings,
     lookups: &Lookups,
+    meter: &mut Meter,
 ) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
     let uid = review.uid();
     let request = match review.request() {
@@ -91,7 +104,9 @@ async fn decide(
         Err(err) => return Ok(not_understood(uid, &err.to_string())),
     };
     // One plan serves both steps, so the object is read once.
-    let plan = match guard(|| Plan::new(&request, settings))? {
+    let plan = guard(|| metered(meter, || Plan::new(&request, settings)))?;
+    allowed(meter)?;
+    let plan = match plan {
         Ok(plan) => plan,
         Err(err) => return Ok(not_understood(uid, &err.to_string())),
     };
@@ -124,6 +139,13 @@ async fn decide(
             warnings.len(),
         ),
     })
+}
+
+/// An error once the meter refused: the read it stopped says nothing about the object.
+fn allowed(meter: &Meter) -> Result<(), HandleError> {
+    meter
+        .refused()
+        .map_or(Ok(()), |refusal| Err(HandleError::Memory(refusal)))
 }
 
 fn not_understood(uid: &str, message: &str) -> (Vec<u8>, &'static str, usize) {

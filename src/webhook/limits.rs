@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::inject::meter::{Allowance, Meter, Refusal};
+
 /// The most open connections (TLS handshakes included); further clients wait in the
 /// kernel's accept queue until one closes.
 #[derive(Debug, Clone)]
@@ -127,6 +129,63 @@ impl BodyBudget {
     }
 }
 
+impl BodyBudget {
+    /// What a review whose body reserved `reserved` bytes may keep of what it reads from that
+    /// body: as much again for free (realistic reviews keep less than their body), then grants
+    /// from the same part of the budget as the body, without waiting. Past the whole part, the
+    /// review is too large ever to fit; otherwise other reviews hold the memory now.
+    pub fn read_meter(&self, reserved: usize) -> Meter {
+        let (pool, size) = if reserved <= SMALL_BODY {
+            (&self.small, self.split.0)
+        } else {
+            (&self.large, self.split.1)
+        };
+        Meter::new(
+            reserved,
+            ReadGrants {
+                pool: pool.clone(),
+                most: size.saturating_sub(reserved),
+                part: size,
+                held: None,
+            },
+        )
+    }
+}
+
+/// Grants for a review's read, held until the review is done.
+struct ReadGrants {
+    pool: Arc<Semaphore>,
+    /// Most bytes that could ever be granted: the part of the budget, less the body.
+    most: usize,
+    /// The part of the budget: the most a review may keep, its body and its read together.
+    part: usize,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl Allowance for ReadGrants {
+    fn grant(&mut self, bytes: usize) -> Result<(), Refusal> {
+        let held = self
+            .held
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits);
+        let too_large = Refusal::TooLarge { limit: self.part };
+        if held.saturating_add(bytes) > self.most {
+            return Err(too_large);
+        }
+        let asked = u32::try_from(bytes).map_err(|_| too_large)?;
+        let permit = self
+            .pool
+            .clone()
+            .try_acquire_many_owned(asked)
+            .map_err(|_| Refusal::Busy)?;
+        match &mut self.held {
+            Some(held) => held.merge(permit),
+            None => self.held = Some(permit),
+        }
+        Ok(())
+    }
+}
+
 /// Bytes to reserve for a body: its declared length, never more than `body_limit` (a longer
 /// body is refused or discarded, not kept); `body_limit` when the length is not declared.
 pub fn reservation(declared: Option<u64>, body_limit: usize) -> usize {
@@ -195,6 +254,39 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(held);
         assert!(waiter.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_read_gets_its_body_size_free_then_grants_from_the_bodys_part() {
+        use crate::inject::meter::{Refusal, charge, metered};
+        let budget = BodyBudget::new(16 * MIB);
+        let body = budget.reserve(2 * MIB, SHORT).await.unwrap();
+        let mut meter = budget.read_meter(2 * MIB);
+        metered(&mut meter, || {
+            charge(2 * MIB).unwrap();
+            assert_eq!(budget.in_use(), 2 * MIB, "the body's size is free");
+            charge(MIB).unwrap();
+            assert_eq!(budget.in_use(), 3 * MIB, "then granted from the large part");
+        });
+        // Others hold the rest of the large part: not now.
+        let others = budget.reserve(9 * MIB, SHORT).await.unwrap();
+        metered(&mut meter, || assert_eq!(charge(MIB), Err(Refusal::Busy)));
+        drop(meter);
+        assert_eq!(
+            budget.in_use(),
+            11 * MIB,
+            "grants are given back with the meter"
+        );
+        drop((body, others));
+        // More than the whole large part: never.
+        let mut meter = budget.read_meter(2 * MIB);
+        metered(&mut meter, || {
+            assert_eq!(charge(13 * MIB), Err(Refusal::TooLarge { limit: 12 * MIB }));
+        });
+        // A small body's read is granted from the small part.
+        let mut meter = budget.read_meter(5_000);
+        metered(&mut meter, || charge(100_000).unwrap());
+        assert_eq!(budget.in_use(), 95_000, "all but the free 5,000 bytes");
     }
 
     #[tokio::test]

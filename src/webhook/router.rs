@@ -13,6 +13,7 @@ use http_body_util::BodyExt;
 
 use super::handler::{AppState, HandleError, handle};
 use super::limits::{BodyBudget, reservation};
+use crate::inject::meter::Refusal;
 
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
 pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
@@ -100,6 +101,12 @@ impl HttpError {
             HttpError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
             HttpError::Review(HandleError::NotAReview(_)) => StatusCode::BAD_REQUEST,
             HttpError::Review(HandleError::Panicked) => StatusCode::INTERNAL_SERVER_ERROR,
+            HttpError::Review(HandleError::Memory(Refusal::TooLarge { .. })) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            HttpError::Review(HandleError::Memory(Refusal::Busy)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 }
@@ -135,10 +142,8 @@ async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Respon
     }
     let started = tokio::time::Instant::now();
     // Held until the answer is built: the body and the objects parsed from it live that long.
-    let Ok(_reserved) = budget
-        .reserve(reservation(declared, BODY_LIMIT), *body_timeout)
-        .await
-    else {
+    let reserving = reservation(declared, BODY_LIMIT);
+    let Ok(_reserved) = budget.reserve(reserving, *body_timeout).await else {
         // Read and drop the body first, as for a 413: the client then gets the 503 rather
         // than a broken pipe. Nothing is kept, so this costs no budget.
         let _ = tokio::time::timeout(BUSY_DRAIN_TIMEOUT, discard(request.into_body())).await;
@@ -146,7 +151,9 @@ async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Respon
     };
     let left = body_timeout.saturating_sub(started.elapsed());
     let body = read_body(request.into_body(), left, *body_timeout).await?;
-    let answer = handle(&routes.state, &body).await?;
+    // What the review reads from the body is held as long, and counted in the same budget.
+    let mut meter = budget.read_meter(reserving);
+    let answer = handle(&routes.state, &body, &mut meter).await?;
     Ok((
         [(
             header::CONTENT_TYPE,
