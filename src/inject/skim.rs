@@ -25,6 +25,19 @@ pub enum JsonType {
 }
 
 impl JsonType {
+    /// The type of `value`.
+    pub fn of(value: &serde_json::Value) -> Self {
+        use serde_json::Value;
+        match value {
+            Value::Null => JsonType::Null,
+            Value::Bool(_) => JsonType::Boolean,
+            Value::Number(_) => JsonType::Number,
+            Value::String(_) => JsonType::String,
+            Value::Array(_) => JsonType::Array,
+            Value::Object(_) => JsonType::Object,
+        }
+    }
+
     /// The name error messages use: `"array"`, `"object"`, …
     pub fn name(self) -> &'static str {
         match self {
@@ -107,14 +120,7 @@ mod tests {
     /// What a `Value` read says of `text`: its type, or the error's text.
     fn as_value(text: &str) -> Result<&'static str, String> {
         serde_json::from_str::<Value>(text)
-            .map(|v| match v {
-                Value::Null => "null",
-                Value::Bool(_) => "boolean",
-                Value::Number(_) => "number",
-                Value::String(_) => "string",
-                Value::Array(_) => "array",
-                Value::Object(_) => "object",
-            })
+            .map(|v| JsonType::of(&v).name())
             .map_err(|e| e.to_string())
     }
 

@@ -176,14 +176,7 @@ fn bad(field: &'static str, expected: &'static str) -> RequestFieldError {
 }
 
 fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+    JsonType::of(v).name()
 }
 
 /// What is wrong with a body the envelope parser refused, found by reading it in full as a
