@@ -106,70 +106,89 @@ impl BodyBudget {
         wanted: usize,
         wait: Duration,
     ) -> Result<OwnedSemaphorePermit, BudgetExhausted> {
-        let (pool, size) = if wanted <= SMALL_BODY {
+        let (pool, part) = self.part_for(wanted);
+        acquire(pool, wanted.min(part), wait).await
+    }
+}
+
+/// What a review reserves for each byte of its body: the body itself, and what its read may
+/// keep. Real reviews charge 0.7 (5 KB) to 2.8 (1 MB, many containers and env lists) times
+/// their body; reserving it up front with the body, in one wait, means no review ever holds
+/// its body while it waits for more.
+pub const RESERVED_PER_BODY_BYTE: usize = 4;
+
+impl BodyBudget {
+    /// Reserves the memory of a review whose body is `body` bytes (see
+    /// [`RESERVED_PER_BODY_BYTE`]; at most its part of the budget), waiting at most `wait`,
+    /// from the part of the budget its body size picks.
+    pub async fn reserve_review(
+        &self,
+        body: usize,
+        wait: Duration,
+    ) -> Result<ReviewMemory, BudgetExhausted> {
+        let (pool, part) = self.part_for(body);
+        let wanted = body.saturating_mul(RESERVED_PER_BODY_BYTE).min(part);
+        let permit = acquire(pool, wanted, wait).await?;
+        Ok(ReviewMemory {
+            pool: pool.clone(),
+            part,
+            body,
+            permit,
+        })
+    }
+
+    fn part_for(&self, body: usize) -> (&Arc<Semaphore>, usize) {
+        if body <= SMALL_BODY {
             (&self.small, self.split.0)
         } else {
             (&self.large, self.split.1)
-        };
-        let Ok(asked) = u32::try_from(wanted.min(size)) else {
-            // Budgets beyond 4 GiB: a single body can never need that much.
-            return Err(BudgetExhausted {
-                wanted,
-                waited: wait,
-            });
-        };
-        let acquire = pool.clone().acquire_many_owned(asked);
-        match tokio::time::timeout(wait, acquire).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(BudgetExhausted {
-                wanted,
-                waited: wait,
-            }),
         }
     }
 }
 
-impl BodyBudget {
-    /// What a review whose body reserved `reserved` bytes may keep of what it reads from that
-    /// body: as much again for free (realistic reviews keep less than their body), then grants
-    /// from the same part of the budget as the body, without waiting. Past the whole part, the
-    /// review is too large ever to fit; otherwise other reviews hold the memory now.
-    pub fn read_meter(&self, reserved: usize) -> Meter {
-        let (pool, size) = if reserved <= SMALL_BODY {
-            (&self.small, self.split.0)
-        } else {
-            (&self.large, self.split.1)
-        };
+/// The memory reserved for one review: its body, then what its read may keep.
+#[derive(Debug)]
+pub struct ReviewMemory {
+    pool: Arc<Semaphore>,
+    part: usize,
+    body: usize,
+    permit: OwnedSemaphorePermit,
+}
+
+impl ReviewMemory {
+    /// The meter of the review's read: what was reserved beyond the body is free; past it,
+    /// grants come from the same part of the budget without waiting (HTTP 503 when others hold
+    /// it, 413 past the whole part). Everything is given back when the meter is dropped.
+    pub fn into_meter(self) -> Meter {
+        let reserved = self.permit.num_permits();
         Meter::new(
-            reserved,
+            reserved.saturating_sub(self.body),
             ReadGrants {
-                pool: pool.clone(),
-                most: size.saturating_sub(reserved),
-                part: size,
-                held: None,
+                pool: self.pool,
+                most: self.part.saturating_sub(reserved),
+                part: self.part,
+                granted: 0,
+                held: self.permit,
             },
         )
     }
 }
 
-/// Grants for a review's read, held until the review is done.
+/// Grants for a review's read, held (with the review's reservation) until the review is done.
 struct ReadGrants {
     pool: Arc<Semaphore>,
-    /// Most bytes that could ever be granted: the part of the budget, less the body.
+    /// Most bytes that could ever be granted: the part of the budget, less the reservation.
     most: usize,
     /// The part of the budget: the most a review may keep, its body and its read together.
     part: usize,
-    held: Option<OwnedSemaphorePermit>,
+    granted: usize,
+    held: OwnedSemaphorePermit,
 }
 
 impl Allowance for ReadGrants {
     fn grant(&mut self, bytes: usize) -> Result<(), Refusal> {
-        let held = self
-            .held
-            .as_ref()
-            .map_or(0, OwnedSemaphorePermit::num_permits);
         let too_large = Refusal::TooLarge { limit: self.part };
-        if held.saturating_add(bytes) > self.most {
+        if self.granted.saturating_add(bytes) > self.most {
             return Err(too_large);
         }
         let asked = u32::try_from(bytes).map_err(|_| too_large)?;
@@ -178,11 +197,30 @@ impl Allowance for ReadGrants {
             .clone()
             .try_acquire_many_owned(asked)
             .map_err(|_| Refusal::Busy)?;
-        match &mut self.held {
-            Some(held) => held.merge(permit),
-            None => self.held = Some(permit),
-        }
+        self.held.merge(permit);
+        self.granted += bytes;
         Ok(())
+    }
+}
+
+/// Takes `wanted` bytes of `pool`, waiting at most `wait`.
+async fn acquire(
+    pool: &Arc<Semaphore>,
+    wanted: usize,
+    wait: Duration,
+) -> Result<OwnedSemaphorePermit, BudgetExhausted> {
+    let exhausted = BudgetExhausted {
+        wanted,
+        waited: wait,
+    };
+    // Budgets beyond 4 GiB: a single review can never need that much.
+    let asked = u32::try_from(wanted).map_err(|_| exhausted)?;
+    match tokio::time::timeout(wait, pool.clone().acquire_many_owned(asked)).await {
+        Ok(Ok(permit)) => Ok(permit),
+        _ => Err(BudgetExhausted {
+            wanted,
+            waited: wait,
+        }),
     }
 }
 
@@ -257,36 +295,41 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_read_gets_its_body_size_free_then_grants_from_the_bodys_part() {
+    async fn a_review_reserves_its_read_with_its_body_then_grants_come_from_the_same_part() {
         use crate::inject::meter::{Refusal, charge, metered};
         let budget = BodyBudget::new(16 * MIB);
-        let body = budget.reserve(2 * MIB, SHORT).await.unwrap();
-        let mut meter = budget.read_meter(2 * MIB);
+        let memory = budget.reserve_review(2 * MIB, SHORT).await.unwrap();
+        assert_eq!(budget.in_use(), 8 * MIB, "four bytes per body byte");
+        let mut meter = memory.into_meter();
         metered(&mut meter, || {
-            charge(2 * MIB).unwrap();
-            assert_eq!(budget.in_use(), 2 * MIB, "the body's size is free");
+            charge(6 * MIB).unwrap();
+            assert_eq!(budget.in_use(), 8 * MIB, "the read's share was reserved");
             charge(MIB).unwrap();
-            assert_eq!(budget.in_use(), 3 * MIB, "then granted from the large part");
+            assert_eq!(budget.in_use(), 9 * MIB, "then granted from the large part");
         });
         // Others hold the rest of the large part: not now.
-        let others = budget.reserve(9 * MIB, SHORT).await.unwrap();
+        let others = budget.reserve(3 * MIB, SHORT).await.unwrap();
         metered(&mut meter, || assert_eq!(charge(MIB), Err(Refusal::Busy)));
         drop(meter);
-        assert_eq!(
-            budget.in_use(),
-            11 * MIB,
-            "grants are given back with the meter"
-        );
-        drop((body, others));
+        assert_eq!(budget.in_use(), 3 * MIB, "all given back with the meter");
+        drop(others);
         // More than the whole large part: never.
-        let mut meter = budget.read_meter(2 * MIB);
+        let mut meter = budget
+            .reserve_review(2 * MIB, SHORT)
+            .await
+            .unwrap()
+            .into_meter();
         metered(&mut meter, || {
             assert_eq!(charge(13 * MIB), Err(Refusal::TooLarge { limit: 12 * MIB }));
         });
-        // A small body's read is granted from the small part.
-        let mut meter = budget.read_meter(5_000);
-        metered(&mut meter, || charge(100_000).unwrap());
-        assert_eq!(budget.in_use(), 95_000, "all but the free 5,000 bytes");
+        drop(meter);
+        // A small body reserves from the small part; a huge one at most its whole part.
+        let small = budget.reserve_review(5_000, SHORT).await.unwrap();
+        assert_eq!(budget.in_use(), 20_000);
+        let huge = budget.reserve_review(6 * MIB, SHORT).await.unwrap();
+        assert_eq!(budget.in_use(), 20_000 + 12 * MIB);
+        drop((small, huge));
+        assert_eq!(budget.in_use(), 0);
     }
 
     #[tokio::test]

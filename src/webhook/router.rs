@@ -142,8 +142,8 @@ async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Respon
     }
     let started = tokio::time::Instant::now();
     // Held until the answer is built: the body and the objects parsed from it live that long.
-    let reserving = reservation(declared, BODY_LIMIT);
-    let Ok(_reserved) = budget.reserve(reserving, *body_timeout).await else {
+    let body_bytes = reservation(declared, BODY_LIMIT);
+    let Ok(memory) = budget.reserve_review(body_bytes, *body_timeout).await else {
         // Read and drop the body first, as for a 413: the client then gets the 503 rather
         // than a broken pipe. Nothing is kept, so this costs no budget.
         let _ = tokio::time::timeout(BUSY_DRAIN_TIMEOUT, discard(request.into_body())).await;
@@ -151,8 +151,8 @@ async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Respon
     };
     let left = body_timeout.saturating_sub(started.elapsed());
     let body = read_body(request.into_body(), left, *body_timeout).await?;
-    // What the review reads from the body is held as long, and counted in the same budget.
-    let mut meter = budget.read_meter(reserving);
+    // What the review reads from the body is counted in the same reservation, held as long.
+    let mut meter = memory.into_meter();
     let answer = handle(&routes.state, &body, &mut meter).await?;
     Ok((
         [(
