@@ -1,6 +1,6 @@
-//! Bounds on what clients can make the server hold: open connections and body bytes in
-//! flight. Both are semaphores; the sizing rules are pure functions so they can be tested
-//! without sockets.
+//! Bounds on what clients can make the server hold: open connections, and the memory of the
+//! reviews in flight (their bodies and what is read from them). Both are semaphores; the
+//! sizing rules are pure functions so they can be tested without sockets.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,9 +44,10 @@ impl ConnectionLimit {
     }
 }
 
-/// The most body bytes read into memory at once, across all requests. A request reserves
-/// what it may need (see [`reservation`]) before reading its body and gives it back when the
-/// review is done, so no request ever holds part of the budget while waiting for more.
+/// The most memory the reviews in flight hold at once: their bodies and what is read from
+/// them. A review reserves what it may need ([`BodyBudget::reserve_review`]) before reading
+/// its body and gives it back when it is done, so no review ever holds part of the budget
+/// while waiting for more.
 ///
 /// A quarter of the budget is kept for bodies of at most [`SMALL_BODY`] (real reviews are a
 /// few KiB): large bodies queue among themselves and cannot hold up ordinary reviews.
@@ -109,15 +110,7 @@ impl BodyBudget {
         let (pool, part) = self.part_for(wanted);
         acquire(pool, wanted.min(part), wait).await
     }
-}
 
-/// What a review reserves for each byte of its body: the body itself, and what its read may
-/// keep. Real reviews charge 0.7 (5 KB) to 2.8 (1 MB, many containers and env lists) times
-/// their body; reserving it up front with the body, in one wait, means no review ever holds
-/// its body while it waits for more.
-pub const RESERVED_PER_BODY_BYTE: usize = 4;
-
-impl BodyBudget {
     /// Reserves the memory of a review whose body is `body` bytes (see
     /// [`RESERVED_PER_BODY_BYTE`]; at most its part of the budget), waiting at most `wait`,
     /// from the part of the budget its body size picks.
@@ -145,6 +138,12 @@ impl BodyBudget {
         }
     }
 }
+
+/// What a review reserves for each byte of its body: the body itself, and what its read may
+/// keep. Real reviews charge 0.7 (5 KB) to 2.8 (1 MB, many containers and env lists) times
+/// their body; reserving it up front with the body, in one wait, means no review ever holds
+/// its body while it waits for more.
+pub const RESERVED_PER_BODY_BYTE: usize = 4;
 
 /// The memory reserved for one review: its body, then what its read may keep.
 #[derive(Debug)]
