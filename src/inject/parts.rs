@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use super::PREFIX;
 use super::meter;
 use super::pod::{PodSpec, Sent, SpecShape};
-use super::skim::Skim;
+use super::skim::{Shallow, ShallowVisitor, Skim};
 
 /// A JSON object key, borrowed from the input unless it holds escapes.
 #[derive(Debug, Clone)]
@@ -760,71 +760,6 @@ impl<'de> Visitor<'de> for OwnerRefsVisitor {
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(NamesAController(false))
-    }
-}
-
-/// A value kept for its type and scalar content only: a scalar as sent, an array as `[]` and
-/// an object as `{}`, their content read as a `Value` read would (same errors) and dropped.
-///
-/// Enough wherever the core never looks inside: a value where an object belongs (a `metadata`
-/// or `spec` that is a list) or a prefixed annotation that is not a string. The core only
-/// replaces or removes such a value, and the diff of a replaced or removed value is the same
-/// whatever it held. Kept whole, a 3 MiB list of zeros took 156 MiB.
-struct Shallow(Value);
-
-impl<'de> Deserialize<'de> for Shallow {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ShallowVisitor)
-    }
-}
-
-struct ShallowVisitor;
-
-impl<'de> Visitor<'de> for ShallowVisitor {
-    type Value = Shallow;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any valid JSON value")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shallow, A::Error> {
-        while seq.next_element::<Skim>()?.is_some() {}
-        Ok(Shallow(Value::Array(Vec::new())))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
-        while map.next_key::<Skim>()?.is_some() {
-            map.next_value::<Skim>()?;
-        }
-        Ok(Shallow(Value::Object(Map::new())))
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Shallow, E> {
-        Ok(Shallow(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Shallow, E> {
-        Ok(Shallow(Value::from(v)))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Shallow, E> {
-        Ok(Shallow(Value::from(v)))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Shallow, E> {
-        Ok(Shallow(Value::from(v)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Shallow, E> {
-        Ok(Shallow(Value::String(v.to_owned())))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Shallow, E> {
-        Ok(Shallow(Value::String(v)))
-    }
-
-    fn visit_unit<E>(self) -> Result<Shallow, E> {
-        Ok(Shallow(Value::Null))
     }
 }
 
