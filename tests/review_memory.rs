@@ -80,6 +80,13 @@ fn review_with(edit: impl FnOnce(&mut Value)) -> Vec<u8> {
     serde_json::to_vec(&review).unwrap()
 }
 
+/// The realistic Pod review with `request.<field>` set to `value`.
+fn review_field(field: &str, value: Value) -> Vec<u8> {
+    let mut review = pod_review("7d0c5e1a-9f3b-4c2d-8e6a-1b2c3d4e5f60");
+    review["request"][field] = value;
+    serde_json::to_vec(&review).unwrap()
+}
+
 /// `n` copies of `item`.
 fn many(item: Value, n: usize) -> Value {
     Value::Array(vec![item; n])
@@ -119,6 +126,20 @@ fn shapes() -> Vec<(&'static str, Vec<u8>)> {
         (
             "a spec that is an array",
             review_with(|o| o["spec"] = many(json!(0), 1_500_000)),
+        ),
+        (
+            "request.uid that is a list",
+            review_field("uid", many(json!(0), 1_500_000)),
+        ),
+        (
+            "request.kind with 250,000 keys",
+            review_field(
+                "kind",
+                (0..250_000)
+                    .map(|i| (format!("k{i}"), json!(0)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into(),
+            ),
         ),
         (
             "bare containers",

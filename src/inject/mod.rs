@@ -30,7 +30,7 @@ pub use parts::{Key, ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
 pub use rules::describe;
 pub use sidecar::canonical_signal;
-pub use skim::{JsonType, Skim};
+pub use skim::{JsonType, Shallow, Skim};
 
 /// Annotation and label prefix of everything the product reads or writes.
 pub const PREFIX: &str = "reload-injector.io/";

@@ -617,7 +617,7 @@ impl<'de, R: MapReader<'de>> Visitor<'de> for MapOrValue<R> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Ok(R::other(ShallowVisitor.visit_seq(seq)?.0))
+        Ok(R::other(ShallowVisitor::default().visit_seq(seq)?.0))
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {

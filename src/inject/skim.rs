@@ -6,8 +6,10 @@
 
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+
+use super::parts::Key;
 
 /// The type of a JSON value read and dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,14 +126,33 @@ impl<'de> Visitor<'de> for SkimVisitor {
 pub struct Shallow(pub Value);
 
 impl<'de> Deserialize<'de> for Shallow {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ShallowVisitor)
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ShallowVisitor::default())
+    }
+}
+
+impl Shallow {
+    /// A reader of a [`Shallow`] value whose object, if it is one, keeps the entries named in
+    /// `keys`, each itself shallow (a repeated key keeps its last value).
+    pub fn keeping(keys: &'static [&'static str]) -> ShallowVisitor {
+        ShallowVisitor { keys }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ShallowVisitor {
+    type Value = Shallow;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Shallow, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
 /// The visitor of [`Shallow`], for readers that meet a list or an object themselves.
-#[derive(Debug)]
-pub struct ShallowVisitor;
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ShallowVisitor {
+    /// The keys an object keeps.
+    keys: &'static [&'static str],
+}
 
 impl<'de> Visitor<'de> for ShallowVisitor {
     type Value = Shallow;
@@ -146,10 +167,20 @@ impl<'de> Visitor<'de> for ShallowVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
-        while map.next_key::<Skim>()?.is_some() {
-            map.next_value::<Skim>()?;
+        let mut kept = serde_json::Map::new();
+        if self.keys.is_empty() {
+            while map.next_key::<Skim>()?.is_some() {
+                map.next_value::<Skim>()?;
+            }
+        } else {
+            while let Some(key) = map.next_key::<Key<'de>>()? {
+                match self.keys.iter().find(|k| **k == key.as_str()) {
+                    Some(k) => drop(kept.insert((*k).to_owned(), map.next_value::<Shallow>()?.0)),
+                    None => drop(map.next_value::<Skim>()?),
+                }
+            }
         }
-        Ok(Shallow(Value::Object(serde_json::Map::new())))
+        Ok(Shallow(Value::Object(kept)))
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Shallow, E> {
@@ -214,6 +245,12 @@ mod tests {
             let shallow: Shallow = serde_json::from_str(text).unwrap();
             assert_eq!(shallow.0, kept, "{text}");
         }
+        let kind = r#"{"kind": "Pod", "group": [1], "x": 1, "kind": "Job", "version": {"a": 1}}"#;
+        let mut de = serde_json::Deserializer::from_str(kind);
+        let kept = Shallow::keeping(&["group", "version", "kind"])
+            .deserialize(&mut de)
+            .unwrap();
+        assert_eq!(kept.0, json!({"kind": "Job", "group": [], "version": {}}));
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(200), "]".repeat(200));
         let err = serde_json::from_str::<Shallow>(&deep).unwrap_err();
         assert!(err.to_string().contains("recursion limit"), "{err}");
