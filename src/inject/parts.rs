@@ -690,22 +690,12 @@ struct NamesAController(bool);
 
 impl<'de> Deserialize<'de> for NamesAController {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(OwnerRefsVisitor { entry: false })
+        d.deserialize_any(OwnerRefsVisitor)
     }
 }
 
-/// Reads the list (`entry: false`) or one of its entries (`entry: true`).
-struct OwnerRefsVisitor {
-    entry: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for OwnerRefsVisitor {
-    type Value = NamesAController;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+/// Reads the list: each entry through [`OwnerRefReader`]; anything else names no controller.
+struct OwnerRefsVisitor;
 
 impl<'de> Visitor<'de> for OwnerRefsVisitor {
     type Value = NamesAController;
@@ -716,26 +706,15 @@ impl<'de> Visitor<'de> for OwnerRefsVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut found = false;
-        if self.entry {
-            while seq.next_element::<Skim>()?.is_some() {}
-        } else {
-            while let Some(entry) = seq.next_element_seed(OwnerRefsVisitor { entry: true })? {
-                found |= entry.0;
-            }
+        while let Some(controller) = seq.next_element_seed(MapOrValue(OwnerRefReader))? {
+            found |= controller;
         }
         Ok(NamesAController(found))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut controller = false;
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            if self.entry && key.as_str() == "controller" {
-                controller = map.next_value::<Shallow>()?.0 == Value::Bool(true);
-            } else {
-                map.next_value::<Skim>()?;
-            }
-        }
-        Ok(NamesAController(controller))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        ShallowVisitor::default().visit_map(map)?;
+        Ok(NamesAController(false))
     }
 
     fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
@@ -760,6 +739,29 @@ impl<'de> Visitor<'de> for OwnerRefsVisitor {
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(NamesAController(false))
+    }
+}
+
+/// Reads one entry of `ownerReferences`: whether its `controller` is `true`.
+struct OwnerRefReader;
+
+impl<'de> MapReader<'de> for OwnerRefReader {
+    type Out = bool;
+
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut controller = false;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key.as_str() == "controller" {
+                controller = map.next_value::<Shallow>()?.0 == Value::Bool(true);
+            } else {
+                map.next_value::<Skim>()?;
+            }
+        }
+        Ok(controller)
+    }
+
+    fn other(_: Value) -> bool {
+        false
     }
 }
 

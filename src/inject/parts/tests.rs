@@ -427,3 +427,34 @@ fn values_kept_by_type_give_the_patch_of_the_whole_object() {
         assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
     }
 }
+
+#[test]
+fn only_an_entry_whose_last_controller_is_true_names_a_controller() {
+    for (refs, controlled) in [
+        (
+            json!([1, [{"controller": true}], {"controller": "true"}]),
+            false,
+        ),
+        (json!([{"a": {"controller": true}}, null]), false),
+        (json!([{}, {"controller": true}]), true),
+    ] {
+        let pod = json!({"metadata": {"ownerReferences": refs}, "spec": {}});
+        assert_eq!(
+            read(&raw_of(&pod), "").unwrap().controlled,
+            controlled,
+            "{refs}"
+        );
+    }
+    // json! keeps one of a repeated key: the last `controller` is checked on raw text.
+    for (text, controlled) in [
+        (r#"[{"controller": true, "controller": false}]"#, false),
+        (r#"[{"controller": false, "controller": true}]"#, true),
+    ] {
+        let pod = format!(r#"{{"metadata": {{"ownerReferences": {text}}}, "spec": {{}}}}"#);
+        assert_eq!(
+            read(&raw(&pod), "").unwrap().controlled,
+            controlled,
+            "{text}"
+        );
+    }
+}
