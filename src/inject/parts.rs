@@ -425,7 +425,8 @@ fn shape_of(fields: &[(Key<'_>, &RawValue)]) -> SpecShape {
     shape
 }
 
-/// What one raw field of a spec is charged: its slot, and the set that finds repeated keys.
+/// What one raw field of a spec is charged: its slot, and its place in the set that finds
+/// repeated keys.
 const FIELD_COST: usize = 96;
 
 /// What one prefixed annotation or label is charged: its map entry, and the copies the review
@@ -442,13 +443,16 @@ const WORDED_IN_FULL: usize = 64 * 1024;
 /// keeps them (found in one pass: a spec may have 100,000 keys).
 fn last_of_each_key<'de>(fields: Vec<(Key<'de>, &'de RawValue)>) -> Vec<(Key<'de>, &'de RawValue)> {
     let mut seen = std::collections::HashSet::new();
-    let mut kept: Vec<_> = fields
-        .into_iter()
+    let last: Vec<bool> = fields
+        .iter()
         .rev()
-        .filter(|(key, _)| seen.insert(key.as_str().to_owned()))
+        .map(|(key, _)| seen.insert(key.as_str()))
         .collect();
-    kept.reverse();
-    kept
+    fields
+        .into_iter()
+        .zip(last.into_iter().rev())
+        .filter_map(|(field, last)| last.then_some(field))
+        .collect()
 }
 
 fn placeholders(n: usize) -> Value {

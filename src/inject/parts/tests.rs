@@ -458,3 +458,42 @@ fn only_an_entry_whose_last_controller_is_true_names_a_controller() {
         );
     }
 }
+
+#[test]
+fn a_large_spec_the_lean_read_refuses_gets_the_lean_words_and_keeps_its_last_keys() {
+    // Repeated keys keep their last value and place, as in a full parse.
+    let spec = r#"{"volumes": 1, "containers": [], "volumes": "x", "hostPID": true}"#;
+    let pod = raw(&format!(r#"{{"spec": {spec}}}"#));
+    let parts = read(&pod, "").unwrap();
+    let pod_parts = parts.pod.unwrap();
+    let Spec::Fields(fields) = &pod_parts.spec else {
+        panic!("read lean: {:?}", pod_parts.spec);
+    };
+    let kept: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (k.as_str(), v.get())).collect();
+    assert_eq!(
+        kept,
+        [
+            ("containers", "[]"),
+            ("volumes", "\"x\""),
+            ("hostPID", "true")
+        ]
+    );
+    // Up to 64 KiB the error is worded as k8s-openapi words it (it meets
+    // `activeDeadlineSeconds` first, which the lean read never reads); over 64 KiB it is the
+    // lean read's, worded without reading the spec as a value.
+    let spec = |fill: usize| {
+        let filler = format!("\"{}\"", "f".repeat(fill));
+        raw(&format!(
+            r#"{{"spec": {{"activeDeadlineSeconds": "bad", "volumes": "x", "nodeSelector": {{"a": {filler}}}}}}}"#
+        ))
+    };
+    for (fill, words) in [(100, "\"bad\""), (70_000, "\"x\"")] {
+        let pod = spec(fill);
+        let parts = read(&pod, "").unwrap();
+        let err = parts.pod.unwrap().spec().unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("invalid type: string {words}")),
+            "{fill}: {err}"
+        );
+    }
+}
