@@ -39,16 +39,6 @@ impl Allowance for Nothing {
     }
 }
 
-/// Grants everything (tools that read one object, and tests).
-#[derive(Debug, Clone, Copy)]
-pub struct Unlimited;
-
-impl Allowance for Unlimited {
-    fn grant(&mut self, _: usize) -> Result<(), Refusal> {
-        Ok(())
-    }
-}
-
 /// Smallest grant asked for at once; asks grow with what was granted, so a read asks a few
 /// times, not once per list.
 const SMALLEST_ASK: usize = 64 * 1024;
@@ -83,11 +73,6 @@ impl Meter {
             more: Box::new(more),
             refused: None,
         }
-    }
-
-    /// A meter that never refuses.
-    pub fn unlimited() -> Self {
-        Self::new(usize::MAX, Unlimited)
     }
 
     /// Bytes counted so far.
