@@ -2,7 +2,7 @@
 //!
 //! Wiring only; each concern has its module: [`review`] (AdmissionReview bytes in and out),
 //! [`handler`] (one review through the core), [`router`] (HTTP checks), [`server`] (TLS accept
-//! loop and drain), [`tls`] and [`reload`] (certificate and its hot reload), [`lookup`]
+//! loop and drain) and [`read_buffer`] (its socket reads), [`tls`] and [`reload`] (certificate and its hot reload), [`lookup`]
 //! (cached ConfigMap/Secret lookups), [`health`] and [`metrics`] (the plain side port),
 //! [`startup`] (settings from flags, Kubernetes client, sidecar mode).
 
@@ -11,6 +11,7 @@ pub mod health;
 pub mod limits;
 pub mod lookup;
 pub mod metrics;
+pub mod read_buffer;
 pub mod reload;
 pub mod review;
 pub mod router;

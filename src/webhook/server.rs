@@ -15,6 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use super::limits::ConnectionLimit;
+use super::read_buffer::ReadBuffer;
 
 /// Largest read buffer of an HTTP/1.1 connection (hyper's default is about 400 KiB). A large
 /// body then arrives in 64 KiB pieces instead of pieces the size of hyper's grown buffer, which
@@ -22,6 +23,11 @@ use super::limits::ConnectionLimit;
 /// varied by up to 9.6 MiB with the default and 1.6 MiB with this. Request headers must fit in
 /// it too.
 const H1_READ_BUFFER: usize = 64 * 1024;
+
+/// Bytes read from a socket at once, beneath TLS (see [`ReadBuffer`]): a 5 KB review in one
+/// `recvfrom` instead of two. Measured under `wrk -t1 -c16` with the 5 KB review: 4–6% more
+/// reviews per second on one core.
+const TLS_READ_BUFFER: usize = 16 * 1024;
 
 /// Bounds of the connections and of the drain.
 #[derive(Debug, Clone)]
@@ -88,6 +94,7 @@ pub async fn serve(
         let limits = limits.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let stream = ReadBuffer::new(stream, TLS_READ_BUFFER);
             let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(err)) => {
