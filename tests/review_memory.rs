@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::body::{Body, to_bytes};
 use http::{Request, StatusCode, header};
+use reload_injector::inject::meter::{Allowance, Meter, Refusal};
 use reload_injector::webhook::app;
+use reload_injector::webhook::handler::{HandleError, handle};
 use reload_injector::webhook::limits::BodyBudget;
 use reload_injector::webhook::router::{BODY_TIMEOUT, HttpLimits, app_with};
 use serde_json::{Value, json};
@@ -73,16 +75,19 @@ impl Counting {
 
 const MIB: usize = 1024 * 1024;
 
+/// `request.uid` of every review here.
+const UID: &str = "7d0c5e1a-9f3b-4c2d-8e6a-1b2c3d4e5f60";
+
 /// The realistic Pod review with `edit` applied to its object.
 fn review_with(edit: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let mut review = pod_review("7d0c5e1a-9f3b-4c2d-8e6a-1b2c3d4e5f60");
+    let mut review = pod_review(UID);
     edit(&mut review["request"]["object"]);
     serde_json::to_vec(&review).unwrap()
 }
 
 /// The realistic Pod review with `request.<field>` set to `value`.
 fn review_field(field: &str, value: Value) -> Vec<u8> {
-    let mut review = pod_review("7d0c5e1a-9f3b-4c2d-8e6a-1b2c3d4e5f60");
+    let mut review = pod_review(UID);
     review["request"][field] = value;
     serde_json::to_vec(&review).unwrap()
 }
@@ -198,8 +203,7 @@ async fn post(app: axum::Router, body: Vec<u8>) -> (StatusCode, String) {
     let response = app.oneshot(request).await.unwrap();
     let status = response.status();
     let bytes = to_bytes(response.into_body(), usize::MAX).await.unwrap();
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
-    (status, text)
+    (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Under a 16 MiB budget (12 MiB for bodies over 1 MiB), no review may make the server hold
@@ -228,24 +232,52 @@ fn a_review_holds_no_more_than_its_part_of_the_budget() {
         let peak = ALLOC.peak.load(Ordering::Relaxed) - before;
         let bound = large_part + len;
         println!(
-            "{name}: body {:.1} MiB, peak {:.1} MiB (bound {:.1} MiB): {status} {text}",
+            "{name}: body {:.1} MiB, peak {:.1} MiB (bound {:.1} MiB): {status} {}",
             len as f64 / MIB as f64,
             peak as f64 / MIB as f64,
             bound as f64 / MIB as f64,
+            &text[..text.len().min(300)],
         );
         if peak > bound {
             failures.push(format!("{name}: peak {:.1} MiB", peak as f64 / MIB as f64));
         }
-        if status == StatusCode::OK {
-            assert!(text.contains("\"uid\""), "{name}: {text}");
-        } else {
-            assert!(
-                [StatusCode::BAD_REQUEST, StatusCode::PAYLOAD_TOO_LARGE].contains(&status),
-                "{name}: {status} {text}"
-            );
+        // An AdmissionReview answered, or a body that is not one refused.
+        match status {
+            StatusCode::OK => assert!(text.contains(UID), "{name}: {text}"),
+            StatusCode::BAD_REQUEST => assert!(text.starts_with("failed to"), "{name}: {text}"),
+            other => panic!("{name}: {other} {text}"),
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A review whose object would take more than its part of the budget to read is denied, as
+/// an object that cannot be understood is: HTTP 200 with its uid and `status.code` 413 (an
+/// HTTP error would leave the decision to the webhook's failure policy).
+#[test]
+fn an_object_too_large_to_read_is_denied_with_its_uid() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let limits = HttpLimits {
+        body_timeout: BODY_TIMEOUT,
+        budget: BodyBudget::new(16 * MIB),
+    };
+    let body = review_with(|o| o["spec"]["containers"] = containers(200_000, json!({})));
+    let (status, text) = runtime.block_on(post(app_with(state(), limits), body));
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    let response = &answer["response"];
+    assert_eq!(response["uid"], UID);
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 413);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert_eq!(
+        message,
+        "failed to review the object: reading the object would keep more than 12 MiB in memory"
+    );
+    assert!(response.get("patch").is_none(), "{response}");
 }
 
 /// Large but real Pods still get their patch under the default budget: 20 containers of
@@ -277,4 +309,32 @@ fn large_real_pods_are_still_reviewed() {
     let (status, text) = runtime.block_on(post(app(state()), body));
     assert_eq!(status, StatusCode::OK, "{text}");
     assert!(text.contains("\"patch\""), "{text}");
+}
+
+/// Grants nothing because other reviews hold the memory now.
+struct HeldByOthers;
+
+impl Allowance for HeldByOthers {
+    fn grant(&mut self, _: usize) -> Result<(), Refusal> {
+        Err(Refusal::Busy)
+    }
+}
+
+/// A review whose read the budget cannot grant now (but could later) is not denied: it gets
+/// the error the router answers with HTTP 503, so that kube-apiserver retries.
+#[test]
+fn an_object_that_can_be_read_later_is_not_denied() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let body = review_with(|o| o["spec"]["containers"] = containers(20_000, json!({})));
+    let mut meter = Meter::new(64 * 1024, HeldByOthers);
+    let answer = runtime.block_on(handle(&state(), &body, &mut meter));
+    let err = answer.expect_err("the read needs more than 64 KiB");
+    assert!(matches!(err, HandleError::Busy), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "failed to review the object: the memory for reading the object is held by other reviews; retry"
+    );
 }

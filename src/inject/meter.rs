@@ -13,7 +13,7 @@ use std::cell::RefCell;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// More than one review may ever hold.
-    #[error("reading the object would keep more than {limit} bytes in memory")]
+    #[error("reading the object would keep more than {} in memory", in_units(*limit))]
     TooLarge {
         /// The most one review may hold.
         limit: usize,
@@ -21,6 +21,18 @@ pub enum Refusal {
     /// The memory is held by other reviews now.
     #[error("the memory for reading the object is held by other reviews")]
     Busy,
+}
+
+/// `bytes` as a person reads it: whole KiB or MiB when it is a whole number of them.
+fn in_units(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        0 => "0 bytes".to_owned(),
+        b if b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
 }
 
 /// Where memory beyond a meter's free part comes from.
@@ -167,6 +179,18 @@ mod tests {
             self.left -= bytes;
             Ok(())
         }
+    }
+
+    #[test]
+    fn a_refusal_names_its_limit_as_a_person_reads_it() {
+        let words = |limit| Refusal::TooLarge { limit }.to_string();
+        assert_eq!(
+            words(45 * 1024 * 1024),
+            "reading the object would keep more than 45 MiB in memory"
+        );
+        assert!(words(1536).ends_with("more than 1536 bytes in memory"));
+        assert!(words(512 * 1024).ends_with("more than 512 KiB in memory"));
+        assert!(words(0).ends_with("more than 0 bytes in memory"));
     }
 
     #[test]

@@ -52,9 +52,11 @@ pub enum HandleError {
     /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
     #[error("failed to review the object: internal error (a bug; please report it)")]
     Panicked,
-    /// What the review reads would not fit in memory: never (HTTP 413), or not now (503).
-    #[error("failed to review the object: {0}")]
-    Memory(Refusal),
+    /// The memory for reading the object is held by other reviews now (HTTP 503; the API
+    /// server retries or applies the failure policy). An object too large to read ever is
+    /// denied instead, as one that cannot be understood is.
+    #[error("failed to review the object: {}; retry", Refusal::Busy)]
+    Busy,
 }
 
 /// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200). What
@@ -66,15 +68,25 @@ pub async fn handle(
     meter: &mut Meter,
 ) -> Result<Vec<u8>, HandleError> {
     let started = Instant::now();
-    let review = metered(meter, || Review::parse(body));
-    allowed(meter)?;
-    let review = review?;
+    let parsed = metered(meter, || Review::parse(body));
+    let (review, refused) = match meter.refused() {
+        None => (parsed?, None),
+        Some(Refusal::Busy) => return Err(HandleError::Busy),
+        // The read stopped says nothing about the body: read it again for the uid alone.
+        Some(refusal) => {
+            drop(parsed);
+            (Review::parse_unread(body)?, Some(refusal))
+        }
+    };
     let Inner {
         settings,
         lookups,
         metrics,
     } = &*state.inner;
-    let (answer, outcome, warnings) = decide(&review, settings, lookups, meter).await?;
+    let (answer, outcome, warnings) = match refused {
+        Some(refusal) => unaffordable(review.uid(), refusal)?,
+        None => decide(&review, settings, lookups, meter).await?,
+    };
     let took = started.elapsed();
     metrics.review(review.kind(), review.operation(), outcome, took);
     metrics.warnings(warnings);
@@ -105,7 +117,9 @@ async fn decide(
     };
     // One plan serves both steps, so the object is read once.
     let plan = guard(|| metered(meter, || Plan::new(&request, settings)))?;
-    allowed(meter)?;
+    if let Some(refusal) = meter.refused() {
+        return unaffordable(uid, refusal);
+    }
     let plan = match plan {
         Ok(plan) => plan,
         Err(err) => return Ok(not_understood(uid, &err.to_string())),
@@ -141,11 +155,19 @@ async fn decide(
     })
 }
 
-/// An error once the meter refused: the read it stopped says nothing about the object.
-fn allowed(meter: &Meter) -> Result<(), HandleError> {
-    meter
-        .refused()
-        .map_or(Ok(()), |refusal| Err(HandleError::Memory(refusal)))
+/// The answer once the meter refused: an object too large to read ever is denied (HTTP 200,
+/// `status.code` 413), one that can be read later gets [`HandleError::Busy`].
+fn unaffordable(
+    uid: &str,
+    refusal: Refusal,
+) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
+    match refusal {
+        Refusal::TooLarge { .. } => {
+            let message = format!("failed to review the object: {refusal}");
+            Ok((review::denied(uid, 413, &message, &[]), "error", 0))
+        }
+        Refusal::Busy => Err(HandleError::Busy),
+    }
 }
 
 fn not_understood(uid: &str, message: &str) -> (Vec<u8>, &'static str, usize) {

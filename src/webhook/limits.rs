@@ -157,7 +157,7 @@ pub struct ReviewMemory {
 impl ReviewMemory {
     /// The meter of the review's read: what was reserved beyond the body is free; past it,
     /// grants come from the same part of the budget without waiting (HTTP 503 when others hold
-    /// it, 413 past the whole part). Everything is given back when the meter is dropped.
+    /// it, a denial past the whole part). Everything is given back when the meter is dropped.
     pub fn into_meter(self) -> Meter {
         let reserved = self.permit.num_permits();
         Meter::new(

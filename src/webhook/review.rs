@@ -68,10 +68,24 @@ impl<'a> Review<'a> {
     /// kept as raw JSON, and what is not read is skipped without recursion, so absurdly nested
     /// input is an error, not a stack overflow.
     pub fn parse(body: &'a [u8]) -> Result<Self, EnvelopeError> {
+        Self::checked(body, envelope::from_slice)
+    }
+
+    /// Parses a request body as [`Review::parse`] does, but keeps `request.object` as raw JSON
+    /// whatever its kind: for answering a review whose object was too large to read.
+    pub fn parse_unread(body: &'a [u8]) -> Result<Self, EnvelopeError> {
+        Self::checked(body, envelope::from_slice_unread)
+    }
+
+    /// Reads `body` with `read` and checks the envelope.
+    fn checked(
+        body: &'a [u8],
+        read: fn(&'a [u8]) -> serde_json::Result<envelope::Envelope<'a>>,
+    ) -> Result<Self, EnvelopeError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(EnvelopeError::Empty);
         }
-        let envelope = envelope::from_slice(body).map_err(|err| not_an_envelope(body, err))?;
+        let envelope = read(body).map_err(|err| not_an_envelope(body, err))?;
         let api_version = envelope.api_version.as_ref();
         if api_version.and_then(Value::as_str) != Some(API_VERSION) {
             return Err(EnvelopeError::WrongApiVersion(describe(api_version)));

@@ -13,7 +13,6 @@ use http_body_util::BodyExt;
 
 use super::handler::{AppState, HandleError, handle};
 use super::limits::{BodyBudget, reservation};
-use crate::inject::meter::Refusal;
 
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
 pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
@@ -101,12 +100,7 @@ impl HttpError {
             HttpError::BodyUnreadable(_) => StatusCode::BAD_REQUEST,
             HttpError::Review(HandleError::NotAReview(_)) => StatusCode::BAD_REQUEST,
             HttpError::Review(HandleError::Panicked) => StatusCode::INTERNAL_SERVER_ERROR,
-            HttpError::Review(HandleError::Memory(Refusal::TooLarge { .. })) => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
-            HttpError::Review(HandleError::Memory(Refusal::Busy)) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            HttpError::Review(HandleError::Busy) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }

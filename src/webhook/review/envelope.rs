@@ -72,11 +72,26 @@ const KIND_KEYS: &[&str] = &["group", "version", "kind"];
 
 /// Parses `bytes` into an [`Envelope`]; an error for bytes that are not one JSON object.
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
-    lean_then_raw(|how| from_slice_with(bytes, how))
+    lean_then_raw(|how| from_slice_with(bytes, Objects::Read(how)))
 }
 
-/// One read of `bytes`, with the pod spec read `how`.
-fn from_slice_with(bytes: &[u8], how: SpecRead) -> serde_json::Result<Envelope<'_>> {
+/// Parses `bytes` as [`from_slice`] does, but keeps `request.object` as sent whatever its kind:
+/// the envelope of a review whose object was too large to read.
+pub fn from_slice_unread(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
+    from_slice_with(bytes, Objects::Raw)
+}
+
+/// How `request.object` is read.
+#[derive(Debug, Clone, Copy)]
+enum Objects {
+    /// On the way when its kind is handled, with the pod spec read as said.
+    Read(SpecRead),
+    /// Never: kept as sent.
+    Raw,
+}
+
+/// One read of `bytes`, with the objects read `how`.
+fn from_slice_with(bytes: &[u8], how: Objects) -> serde_json::Result<Envelope<'_>> {
     // Text checked once as UTF-8 need not be checked again string by string. Bytes that are
     // not UTF-8 are read as bytes, so those in the parts that are skipped unread stop nothing.
     match std::str::from_utf8(bytes) {
@@ -87,7 +102,7 @@ fn from_slice_with(bytes: &[u8], how: SpecRead) -> serde_json::Result<Envelope<'
 
 fn read<'de, R: serde_json::de::Read<'de>>(
     mut de: serde_json::Deserializer<R>,
-    how: SpecRead,
+    how: Objects,
 ) -> serde_json::Result<Envelope<'de>> {
     let envelope = TopSeed { how }.deserialize(&mut de)?;
     de.end()?;
@@ -97,7 +112,7 @@ fn read<'de, R: serde_json::de::Read<'de>>(
 /// Reads the top level, which must be an object (anything else is an error here; the caller
 /// names what it was).
 struct TopSeed {
-    how: SpecRead,
+    how: Objects,
 }
 
 impl<'de> DeserializeSeed<'de> for TopSeed {
@@ -135,7 +150,7 @@ impl<'de> Visitor<'de> for TopSeed {
 
 /// Reads `request`: its fields when it is an object, `None` (after scanning it) otherwise.
 struct RequestSeed {
-    how: SpecRead,
+    how: Objects,
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed {
@@ -163,14 +178,15 @@ impl<'de> Visitor<'de> for RequestSeed {
                 "namespace" => r.namespace = Some(map.next_value::<Shallow>()?.0),
                 "dryRun" => r.dry_run = Some(map.next_value::<Shallow>()?.0),
                 "object" => {
-                    r.object = Some(match r.kind.as_ref().and_then(pod_pointer) {
-                        Some(pointer) => ObjectField::Read {
+                    let pointer = r.kind.as_ref().and_then(pod_pointer);
+                    r.object = Some(match (self.how, pointer) {
+                        (Objects::Read(how), Some(pointer)) => ObjectField::Read {
                             pointer,
                             parts: Box::new(
-                                map.next_value_seed(ObjectSeed::reading(pointer, self.how))?,
+                                map.next_value_seed(ObjectSeed::reading(pointer, how))?,
                             ),
                         },
-                        None => ObjectField::Raw(map.next_value()?),
+                        _ => ObjectField::Raw(map.next_value()?),
                     })
                 }
                 "oldObject" => r.old_object = Some(map.next_value()?),
@@ -289,6 +305,22 @@ mod tests {
         let body = br#"{"request":{"kind":{"group":"","kind":"Pod"},"object":null}}"#;
         let r = from_slice(body).unwrap().request.unwrap();
         assert!(matches!(r.object, Some(ObjectField::Read { parts, .. }) if parts.is_null));
+    }
+
+    #[test]
+    fn unread_keeps_an_object_of_a_handled_kind_as_sent() {
+        let object = r#"{"spec":{"containers":[{"name":"a"}]}}"#;
+        let body =
+            format!(r#"{{"request":{{"uid":"u","kind":{{"kind":"Pod"}},"object":{object}}}}}"#);
+        let r = from_slice_unread(body.as_bytes()).unwrap().request.unwrap();
+        assert_eq!(r.uid, Some(json!("u")));
+        match r.object {
+            Some(ObjectField::Raw(raw)) => assert_eq!(raw.get(), object),
+            other => panic!("read: {other:?}"),
+        }
+        // The same body read as usual reads the object.
+        let r = from_slice(body.as_bytes()).unwrap().request.unwrap();
+        assert!(matches!(r.object, Some(ObjectField::Read { .. })));
     }
 
     #[test]
