@@ -11,7 +11,8 @@
 //!
 //! `cargo bench --bench tls_floor` measures (needs `scripts/install-bench-deps.sh`); without
 //! `--bench` (as `cargo test --all-targets` runs it) a one-second run against each server on
-//! the 5 KB body checks that both answer every request (needs `scripts/install-test-deps.sh`).
+//! the 5 KB and 1 MB bodies checks that both answer every request (needs
+//! `scripts/install-test-deps.sh`).
 
 #[path = "../../tests/webhook_support/mod.rs"]
 mod webhook_support;
@@ -57,8 +58,10 @@ fn main() {
             open_loop_for: Some(Duration::from_secs(10)),
         }
     } else {
+        // The 1 MB body too: 16 concurrent large reviews is where the in-flight budget first
+        // turned requests away (503s that the 5 KB body never showed).
         Plan {
-            sizes: &[("5 KB", 0)],
+            sizes: &[("5 KB", 0), ("1 MB", 1_000_000)],
             rounds: 1,
             run_for: Duration::from_secs(1),
             open_loop_for: None,
