@@ -324,3 +324,31 @@ async fn reviews_are_counted_in_metrics() {
         );
     }
 }
+
+#[tokio::test]
+async fn requests_refused_with_an_http_error_are_counted_by_status() {
+    let state = state();
+    let body = serde_json::to_vec(&pod_review("r1")).unwrap();
+    post(app(state.clone()), Some("text/plain"), body.clone()).await;
+    post(app(state.clone()), Some("text/plain"), body.clone()).await;
+    post_json(app(state.clone()), b"[1]".to_vec()).await;
+    post_json(app(state.clone()), body).await;
+    let text = state.metrics().render();
+    for line in [
+        r#"reload_injector_rejected_requests_total{code="415"} 2"#,
+        r#"reload_injector_rejected_requests_total{code="400"} 1"#,
+        r#"reload_injector_reviews_total{kind="Pod",operation="CREATE",outcome="patched"} 1"#,
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("reload_injector_rejected_requests_total{"))
+            .count(),
+        2,
+        "{text}"
+    );
+}

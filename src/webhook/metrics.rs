@@ -40,6 +40,16 @@ pub struct ReviewLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of `reload_injector_rejected_requests_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RejectionLabels {
+    /// The HTTP status: `400`, `408`, `413`, `415`, `500`, `503`, or `other`.
+    pub code: &'static str,
+}
+
+/// The HTTP errors the routes answer with; any other is counted as `other`.
+const REJECTION_CODES: [&str; 6] = ["400", "408", "413", "415", "500", "503"];
+
 /// Labels of `reload_injector_cert_reloads_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
@@ -57,6 +67,7 @@ pub struct Metrics {
     warnings: Counter,
     lookup_failures: Counter,
     cert_reloads: Family<ReloadLabels, Counter>,
+    rejections: Family<RejectionLabels, Counter>,
     controller: ControllerMetrics,
 }
 
@@ -111,6 +122,12 @@ impl Metrics {
         for result in ["success", "error"] {
             let _ = cert_reloads.get_or_create(&ReloadLabels { result });
         }
+        let rejections = Family::<RejectionLabels, Counter>::default();
+        registry.register(
+            "rejected_requests",
+            "Requests answered with an HTTP error instead of an AdmissionReview, by status",
+            rejections.clone(),
+        );
         let controller = ControllerMetrics::register(&mut registry);
         Self {
             registry: Arc::new(registry),
@@ -120,6 +137,7 @@ impl Metrics {
             warnings,
             lookup_failures,
             cert_reloads,
+            rejections,
             controller,
         }
     }
@@ -172,6 +190,19 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts one request answered with HTTP status `code` instead of an AdmissionReview.
+    pub fn rejected(&self, code: u16) {
+        let code = code.to_string();
+        let code = REJECTION_CODES
+            .iter()
+            .find(|c| **c == code)
+            .copied()
+            .unwrap_or("other");
+        self.rejections
+            .get_or_create(&RejectionLabels { code })
+            .inc();
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -184,6 +215,23 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rejections_are_counted_by_status_and_odd_ones_share_one_label() {
+        let m = Metrics::new();
+        m.rejected(503);
+        m.rejected(503);
+        m.rejected(413);
+        m.rejected(418);
+        let text = m.render();
+        for line in [
+            r#"reload_injector_rejected_requests_total{code="503"} 2"#,
+            r#"reload_injector_rejected_requests_total{code="413"} 1"#,
+            r#"reload_injector_rejected_requests_total{code="other"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+    }
 
     #[test]
     fn unknown_kinds_and_operations_share_one_label() {

@@ -118,7 +118,17 @@ impl IntoResponse for HttpError {
     }
 }
 
-async fn mutate(State(routes): State<Routes>, request: Request) -> Result<Response, HttpError> {
+async fn mutate(State(routes): State<Routes>, request: Request) -> Response {
+    match review(&routes, request).await {
+        Ok(response) => response,
+        Err(err) => {
+            routes.state.metrics().rejected(err.status().as_u16());
+            err.into_response()
+        }
+    }
+}
+
+async fn review(routes: &Routes, request: Request) -> Result<Response, HttpError> {
     check_content_type(request.headers())?;
     let declared = declared_length(request.headers());
     let HttpLimits {
