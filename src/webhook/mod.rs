@@ -2,9 +2,10 @@
 //!
 //! Wiring only; each concern has its module: [`review`] (AdmissionReview bytes in and out),
 //! [`handler`] (one review through the core), [`router`] (HTTP checks), [`server`] (TLS accept
-//! loop and drain) and [`read_buffer`] (its socket reads), [`tls`] and [`reload`] (certificate and its hot reload), [`lookup`]
-//! (cached ConfigMap/Secret lookups), [`health`] and [`metrics`] (the plain side port),
-//! [`startup`] (settings from flags, Kubernetes client, sidecar mode).
+//! loop and drain) and [`read_buffer`] (its socket reads), [`tls`] and [`reload`] (certificate
+//! and its hot reload), [`lookup`] (cached ConfigMap/Secret lookups), [`health`] and
+//! [`metrics`] (the plain side port), [`startup`] (settings from flags, Kubernetes client,
+//! sidecar mode).
 
 pub mod handler;
 pub mod health;

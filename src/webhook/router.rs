@@ -119,7 +119,7 @@ impl IntoResponse for HttpError {
 }
 
 async fn mutate(State(routes): State<Routes>, request: Request) -> Response {
-    match review(&routes, request).await {
+    match answer(&routes, request).await {
         Ok(response) => response,
         Err(err) => {
             routes.state.metrics().rejected(err.status().as_u16());
@@ -128,7 +128,8 @@ async fn mutate(State(routes): State<Routes>, request: Request) -> Response {
     }
 }
 
-async fn review(routes: &Routes, request: Request) -> Result<Response, HttpError> {
+/// The answer to one request to `/mutate`, or the HTTP error it gets.
+async fn answer(routes: &Routes, request: Request) -> Result<Response, HttpError> {
     check_content_type(request.headers())?;
     let declared = declared_length(request.headers());
     let HttpLimits {
@@ -157,13 +158,13 @@ async fn review(routes: &Routes, request: Request) -> Result<Response, HttpError
     let body = read_body(request.into_body(), left, *body_timeout).await?;
     // What the review reads from the body is counted in the same reservation, held as long.
     let mut meter = memory.into_meter();
-    let answer = handle(&routes.state, &body, &mut meter).await?;
+    let review = handle(&routes.state, &body, &mut meter).await?;
     Ok((
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        answer,
+        review,
     )
         .into_response())
 }
