@@ -73,6 +73,51 @@ async fn apiserver_like_client_gets_patches_over_http1_and_http2() {
     assert_eq!(server.side_get("/readyz").unwrap().0, 200);
 }
 
+/// A Pod whose containers earn more warnings than kube-apiserver passes on gets the first ones
+/// and a last line counting the rest, instead of losing the rest without a word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warnings_past_what_the_api_server_shows_end_in_a_count() {
+    let (dir, ca) = plain_files("many-warnings");
+    let server = start(&dir, &[]);
+    let mut review = pod_review("uid-many");
+    // Each container reads its own ConfigMap via env: a warning for the use, and one for the
+    // hash that cannot be computed without a cluster.
+    review["request"]["object"]["spec"]["containers"] = (0..200)
+        .map(|i| {
+            json!({"name": format!("app-{i}"), "image": "app", "env": [{"name": "X",
+                "valueFrom": {"configMapKeyRef": {"name": format!("settings-{i}"), "key": "x"}}}]})
+        })
+        .collect();
+    let mut conn = Conn::connect(server.addr, &ca, Proto::H1).await.unwrap();
+    let answer = conn.review(&review).await;
+    let response = check_answer(&answer, "uid-many");
+    assert_eq!(response["allowed"], true);
+    let warnings: Vec<&str> = response["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let (last, shown) = warnings.split_last().unwrap();
+    assert!(shown.len() >= 30, "{warnings:#?}");
+    assert_eq!(
+        shown[0],
+        "reload-injector: container \"app-0\" reads ConfigMap \"settings-0\" via env; pods roll when it changes"
+    );
+    assert_eq!(
+        *last,
+        format!(
+            "reload-injector: {} more warnings not shown (the API server passes on 4 KiB); \
+             `reload-injector inject -f` lists all",
+            400 - shown.len()
+        )
+    );
+    let (status, text) = server.side_get("/metrics").unwrap();
+    assert_eq!(status, 200);
+    let sent = format!("reload_injector_warnings_total {}", warnings.len());
+    assert!(text.lines().any(|l| l == sent), "want {sent:?} in {text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_get_their_4xx_and_the_server_keeps_serving() {
     let (dir, ca) = plain_files("bad-inputs");

@@ -8,6 +8,9 @@ use std::fmt::Write as _;
 pub const WARNING_PREFIX: &str = "reload-injector: ";
 /// Longest warning, in characters.
 pub const MAX_WARNING_CHARS: usize = 120;
+/// Most characters of warnings kube-apiserver passes on to the client of one request. It
+/// drops every warning after the one that crosses this, without saying so.
+pub const API_SERVER_WARNING_CHARS: usize = 4 * 1024;
 
 /// Collects warnings in order, without duplicates.
 #[derive(Debug, Default)]
@@ -45,6 +48,37 @@ impl Warnings {
         });
         self.list
     }
+}
+
+/// The first of `warnings` that fit in `budget` characters in all, and when some do not fit,
+/// a last line saying how many more there were and where to see them. The list a Pod with
+/// 20,000 containers gives is cut to what a person at the terminal would be shown anyway.
+pub fn warnings_within(mut warnings: Vec<String>, budget: usize) -> Vec<String> {
+    let chars: Vec<usize> = warnings.iter().map(|w| w.chars().count()).collect();
+    if chars.iter().sum::<usize>() <= budget {
+        return warnings;
+    }
+    // Room for the last line with the most warnings it could count.
+    let room = budget.saturating_sub(not_shown(warnings.len()).chars().count());
+    let mut used = 0;
+    let kept = chars
+        .iter()
+        .take_while(|&&n| {
+            used += n;
+            used <= room
+        })
+        .count();
+    let dropped = warnings.len() - kept;
+    warnings.truncate(kept);
+    warnings.push(not_shown(dropped));
+    warnings
+}
+
+fn not_shown(count: usize) -> String {
+    format!(
+        "{WARNING_PREFIX}{count} more warnings not shown (the API server passes on 4 KiB); \
+         `reload-injector inject -f` lists all"
+    )
 }
 
 /// A name quoted for a message: control characters replaced, long names shortened.
@@ -133,6 +167,53 @@ mod tests {
             .collect();
         assert_eq!(texts, ["b", "a", "c", "d"]);
         assert!(Warnings::default().into_vec().is_empty());
+    }
+
+    fn chars(list: &[String]) -> usize {
+        list.iter().map(|w| w.chars().count()).sum()
+    }
+
+    #[test]
+    fn warnings_that_fit_the_api_server_are_all_kept() {
+        let list: Vec<String> = (0..34).map(|i| format!("{i:0>120}")).collect();
+        assert_eq!(chars(&list), 4080);
+        assert_eq!(
+            warnings_within(list.clone(), API_SERVER_WARNING_CHARS),
+            list
+        );
+        assert!(warnings_within(Vec::new(), API_SERVER_WARNING_CHARS).is_empty());
+    }
+
+    #[test]
+    fn warnings_past_the_api_server_limit_end_in_a_count_of_the_rest() {
+        let list: Vec<String> = (0..40_000).map(|i| format!("{i:é>120}")).collect();
+        let cut = warnings_within(list.clone(), API_SERVER_WARNING_CHARS);
+        assert!(chars(&cut) <= API_SERVER_WARNING_CHARS, "{}", chars(&cut));
+        let (last, kept) = cut.split_last().unwrap();
+        assert_eq!(kept, &list[..kept.len()], "the first ones, in order");
+        assert_eq!(kept.len(), 33, "as many as leave room for the count");
+        assert_eq!(
+            last,
+            &format!(
+                "reload-injector: {} more warnings not shown (the API server passes on 4 KiB); \
+                 `reload-injector inject -f` lists all",
+                40_000 - 33
+            )
+        );
+        assert!(last.chars().count() <= MAX_WARNING_CHARS, "{last}");
+        // One character over is enough to be cut.
+        let mut over: Vec<String> = (0..34).map(|i| format!("{i:0>120}")).collect();
+        over.push("x".repeat(17));
+        let cut = warnings_within(over, API_SERVER_WARNING_CHARS);
+        assert_eq!(cut.len(), 34);
+        assert!(cut[33].starts_with("reload-injector: 2 more warnings not shown"));
+    }
+
+    #[test]
+    fn a_budget_too_small_for_any_warning_keeps_the_count_alone() {
+        let cut = warnings_within(vec!["a".repeat(50), "b".repeat(50)], 60);
+        assert_eq!(cut.len(), 1);
+        assert!(cut[0].contains(" 2 more warnings"), "{cut:?}");
     }
 
     #[test]

@@ -24,7 +24,9 @@ use serde_json::value::RawValue;
 
 use crate::hash::{ConfigData, ConfigId, SecretKey};
 
-pub use messages::{MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
+pub use messages::{
+    API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, quoted, warnings_within,
+};
 pub use object::Workload;
 pub use parts::{Key, ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
