@@ -155,7 +155,7 @@ async fn answer(routes: &Routes, request: Request) -> Result<Response, HttpError
         return Err(HttpError::Busy);
     };
     let left = body_timeout.saturating_sub(started.elapsed());
-    let body = read_body(request.into_body(), left, *body_timeout).await?;
+    let body = read_body(request.into_body(), declared, left, *body_timeout).await?;
     // What the review reads from the body is counted in the same reservation, held as long.
     let mut meter = memory.into_meter();
     let review = handle(&routes.state, &body, &mut meter).await?;
@@ -199,10 +199,11 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
 /// pipe instead of the answer.
 async fn read_body(
     body: Body,
+    declared: Option<u64>,
     left: Duration,
     timeout: Duration,
 ) -> Result<bytes::Bytes, HttpError> {
-    match tokio::time::timeout(left, collect_limited(body)).await {
+    match tokio::time::timeout(left, collect_limited(body, declared)).await {
         Err(_) => Err(HttpError::TimedOut(timeout)),
         Ok(result) => result,
     }
@@ -221,8 +222,12 @@ async fn discard(mut body: Body) {
     }
 }
 
-async fn collect_limited(mut body: Body) -> Result<bytes::Bytes, HttpError> {
-    let mut chunks: Vec<bytes::Bytes> = Vec::new();
+/// Joins the pieces of a body as they arrive, copying each into one buffer of the length the
+/// client declared, so that the pieces and the joined body are never held at once (the budget
+/// counts the body once). A body that arrives in one piece is kept as it came.
+async fn collect_limited(mut body: Body, declared: Option<u64>) -> Result<bytes::Bytes, HttpError> {
+    let mut first: Option<bytes::Bytes> = None;
+    let mut joined = bytes::BytesMut::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|err| HttpError::BodyUnreadable(err.to_string()))?;
@@ -234,17 +239,22 @@ async fn collect_limited(mut body: Body) -> Result<bytes::Bytes, HttpError> {
             return Err(HttpError::TooLarge);
         }
         if seen > BODY_LIMIT {
-            chunks.clear();
-        } else {
-            chunks.push(data);
+            (first, joined) = (None, bytes::BytesMut::new());
+            continue;
+        }
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            None => joined.extend_from_slice(&data),
+            Some(head) => {
+                let declared = declared.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+                joined.reserve(declared.min(BODY_LIMIT).max(seen));
+                joined.extend_from_slice(&head);
+                joined.extend_from_slice(&data);
+            }
         }
     }
     if seen > BODY_LIMIT {
         return Err(HttpError::TooLarge);
     }
-    Ok(match chunks.len() {
-        0 => bytes::Bytes::new(),
-        1 => chunks.pop().unwrap_or_default(),
-        _ => chunks.concat().into(),
-    })
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
