@@ -282,26 +282,56 @@ async fn content_type_must_be_json() {
     }
 }
 
+/// Anything but `POST /mutate` gets a plain-text 404 or 405 (with `Allow: POST`) that says
+/// where reviews go, counted like the other refusals: a webhook configured with the wrong
+/// path shows up in the metrics, not only as Pods admitted unreviewed.
 #[tokio::test]
 async fn only_post_to_mutate_is_served() {
-    let resp = app(state())
-        .oneshot(Request::get("/mutate").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
-    let (status, _) = {
-        let resp = app(state())
-            .oneshot(
-                Request::post("/validate")
-                    .header(header::CONTENT_TYPE, "application/json")
-                    .body(Body::from("{}"))
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
-        (resp.status(), ())
+    let state = state();
+    let send = |request: Request<Body>| {
+        let app = app(state.clone());
+        async move {
+            let resp = app.oneshot(request).await.unwrap();
+            let status = resp.status();
+            let allow = resp.headers().get(header::ALLOW).cloned();
+            let body = to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+            (status, allow, String::from_utf8(body.to_vec()).unwrap())
+        }
     };
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, allow, text) = send(Request::get("/mutate").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(allow.as_ref().map(|v| v.to_str().unwrap()), Some("POST"));
+    assert_eq!(
+        text,
+        "failed to accept the request: /mutate takes POST, got GET\n"
+    );
+    for path in ["/validate", "/mutate/pods", "/"] {
+        let request = Request::post(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(serde_json::to_vec(&pod_review("r")).unwrap()))
+            .unwrap();
+        let (status, allow, text) = send(request).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(allow, None);
+        assert_eq!(
+            text,
+            "failed to accept the request: no such path; reviews go to POST /mutate\n"
+        );
+    }
+    let metrics = state.metrics().render();
+    for line in [
+        r#"reload_injector_rejected_requests_total{code="405"} 1"#,
+        r#"reload_injector_rejected_requests_total{code="404"} 3"#,
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing {line:?} in\n{metrics}"
+        );
+    }
+    assert!(
+        !metrics.contains("reload_injector_reviews_total{"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -192,6 +192,8 @@ impl Metrics {
         // The statuses the routes answer with; any other shares one label.
         let code = match code {
             400 => "400",
+            404 => "404",
+            405 => "405",
             408 => "408",
             413 => "413",
             415 => "415",

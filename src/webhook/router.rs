@@ -1,5 +1,5 @@
-//! The HTTPS routes: `POST /mutate`. HTTP-level checks happen here (content type, size, read
-//! time); everything that reaches [`super::handler`] is a body to review.
+//! The HTTPS routes: `POST /mutate`. HTTP-level checks happen here (method, path, content
+//! type, size, read time); everything that reaches [`super::handler`] is a body to review.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
 
 use super::handler::{AppState, HandleError, handle};
@@ -62,7 +62,8 @@ pub fn app(state: AppState) -> Router {
 /// The webhook's routes with the given limits, as the server runs them.
 pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
     Router::new()
-        .route("/mutate", post(mutate))
+        .route("/mutate", post(mutate).fallback(wrong_method))
+        .fallback(no_route)
         .with_state(Routes { state, limits })
 }
 
@@ -88,6 +89,12 @@ pub enum HttpError {
     /// The body is not an AdmissionReview, or the review failed (400 / 500).
     #[error(transparent)]
     Review(#[from] HandleError),
+    /// A path other than `/mutate` (404): the webhook configuration names the wrong path.
+    #[error("failed to accept the request: no such path; reviews go to POST /mutate")]
+    NoRoute,
+    /// `/mutate` with a method other than POST (405).
+    #[error("failed to accept the request: /mutate takes POST, got {0}")]
+    WrongMethod(Method),
 }
 
 impl HttpError {
@@ -101,6 +108,8 @@ impl HttpError {
             HttpError::Review(HandleError::NotAReview(_)) => StatusCode::BAD_REQUEST,
             HttpError::Review(HandleError::Panicked) => StatusCode::INTERNAL_SERVER_ERROR,
             HttpError::Review(HandleError::Busy) => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::NoRoute => StatusCode::NOT_FOUND,
+            HttpError::WrongMethod(_) => StatusCode::METHOD_NOT_ALLOWED,
         }
     }
 }
@@ -114,6 +123,11 @@ impl IntoResponse for HttpError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
         response
     }
 }
@@ -121,11 +135,23 @@ impl IntoResponse for HttpError {
 async fn mutate(State(routes): State<Routes>, request: Request) -> Response {
     match answer(&routes, request).await {
         Ok(response) => response,
-        Err(err) => {
-            routes.state.metrics().rejected(err.status().as_u16());
-            err.into_response()
-        }
+        Err(err) => reject(&routes, err),
     }
+}
+
+async fn wrong_method(State(routes): State<Routes>, method: Method) -> Response {
+    reject(&routes, HttpError::WrongMethod(method))
+}
+
+async fn no_route(State(routes): State<Routes>, request: Request) -> Response {
+    tracing::debug!(method = %request.method(), path = request.uri().path(), "no such route");
+    reject(&routes, HttpError::NoRoute)
+}
+
+/// An HTTP error, counted by its status.
+fn reject(routes: &Routes, err: HttpError) -> Response {
+    routes.state.metrics().rejected(err.status().as_u16());
+    err.into_response()
 }
 
 /// The answer to one request to `/mutate`, or the HTTP error it gets.
