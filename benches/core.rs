@@ -24,6 +24,7 @@ fn settings() -> Settings {
         version: reload_injector::VERSION.into(),
         inject_into_templates: false,
         secret_key: None,
+        warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
     }
 }
 

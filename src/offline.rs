@@ -124,6 +124,8 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
         version: crate::VERSION.to_owned(),
         inject_into_templates: true,
         secret_key,
+        // Offline, every warning is printed.
+        warning_chars: None,
     };
     let configs = if args.configs.is_empty() {
         None

@@ -70,6 +70,7 @@ fn settings(case: &CaseSettings) -> Settings {
         secret_key: case
             .secret_key
             .then(|| SecretKey::new(b"golden-test-key").expect("non-empty key")),
+        warning_chars: None,
     }
 }
 

@@ -226,3 +226,31 @@ fn secret_values_never_reach_the_output() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Offline, every warning is printed: the webhook's cut to kube-apiserver's 4 KiB (with its
+/// "more warnings not shown" line pointing here) does not apply.
+#[test]
+fn offline_every_warning_is_printed() {
+    let containers: String = (0..200)
+        .map(|i| {
+            format!(
+                "      - name: app-{i}\n        image: app\n        envFrom:\n        \
+                 - configMapRef: {{name: settings-{i}}}\n"
+            )
+        })
+        .collect();
+    let manifest = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: many}}\nspec:\n  \
+         selector: {{matchLabels: {{app: many}}}}\n  template:\n    metadata:\n      \
+         labels: {{app: many}}\n    spec:\n      containers:\n{containers}"
+    );
+    let out = inject(&["-f", "-"], &manifest);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("Warning: Deployment/many: reload-injector: "))
+        .collect();
+    assert_eq!(warnings.len(), 400, "{stderr}");
+    assert!(!stderr.contains("more warnings not shown"), "{stderr}");
+}

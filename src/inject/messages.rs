@@ -15,63 +15,96 @@ pub const API_SERVER_WARNING_CHARS: usize = 4 * 1024;
 /// Collects warnings in order, without duplicates.
 #[derive(Debug, Default)]
 pub struct Warnings {
-    list: Vec<String>,
+    list: Vec<(String, Weight)>,
+}
+
+/// Which warnings stay when not all of them can be shown: problems before notices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Weight {
+    /// Something the user may have to act on.
+    Problem,
+    /// What will happen, as intended (`pods roll when it changes`).
+    Notice,
 }
 
 impl Warnings {
     /// Adds `text` (without the prefix), cleaned and shortened to fit.
     pub fn push(&mut self, text: impl AsRef<str>) {
-        let text = text.as_ref();
+        self.add(text.as_ref(), Weight::Problem);
+    }
+
+    /// Adds `text` like [`Warnings::push`], as a notice: the first to be left out when the
+    /// warnings do not all fit.
+    pub fn notice(&mut self, text: impl AsRef<str>) {
+        self.add(text.as_ref(), Weight::Notice);
+    }
+
+    fn add(&mut self, text: &str, weight: Weight) {
         let mut line = String::with_capacity(WARNING_PREFIX.len() + text.len());
         line.push_str(WARNING_PREFIX);
         line.push_str(&clean(text));
         fit(&mut line);
-        self.list.push(line);
+        self.list.push((line, weight));
     }
 
-    /// The warnings in the order given, each only the first time it was given. Duplicates
-    /// are found once, by sorting: a Pod with 20,000 containers gives 20,000 warnings.
-    pub fn into_vec(mut self) -> Vec<String> {
-        let list = &self.list;
-        let mut order: Vec<usize> = (0..list.len()).collect();
-        order.sort_by(|&a, &b| list[a].cmp(&list[b]).then(a.cmp(&b)));
-        let mut keep = vec![true; list.len()];
-        for pair in order.windows(2) {
-            if list[pair[0]] == list[pair[1]] {
-                keep[pair[1]] = false;
-            }
+    /// The warnings in the order given, each only the first time it was given. When they
+    /// come to more than `budget` characters in all, only as many are given as fit with a
+    /// last line that counts the rest: problems first, then notices, each in the order given.
+    pub fn into_list(self, budget: Option<usize>) -> Vec<String> {
+        let list = unique(self.list);
+        match budget {
+            Some(budget) => within(list, budget),
+            None => list.into_iter().map(|(line, _)| line).collect(),
         }
-        let mut index = 0;
-        self.list.retain(|_| {
-            index += 1;
-            keep[index - 1]
-        });
-        self.list
     }
 }
 
-/// The first of `warnings` that fit in `budget` characters in all, and when some do not fit,
-/// a last line saying how many more there were and where to see them. The list a Pod with
-/// 20,000 containers gives is cut to what a person at the terminal would be shown anyway.
-pub fn warnings_within(mut warnings: Vec<String>, budget: usize) -> Vec<String> {
-    let chars: Vec<usize> = warnings.iter().map(|w| w.chars().count()).collect();
+/// Each line only where it was first given. Duplicates are found once, by sorting: a Pod with
+/// 20,000 containers gives 20,000 warnings.
+fn unique(mut list: Vec<(String, Weight)>) -> Vec<(String, Weight)> {
+    let mut order: Vec<usize> = (0..list.len()).collect();
+    order.sort_by(|&a, &b| list[a].0.cmp(&list[b].0).then(a.cmp(&b)));
+    let mut keep = vec![true; list.len()];
+    for pair in order.windows(2) {
+        if list[pair[0]].0 == list[pair[1]].0 {
+            keep[pair[1]] = false;
+        }
+    }
+    let mut index = 0;
+    list.retain(|_| {
+        index += 1;
+        keep[index - 1]
+    });
+    list
+}
+
+/// The lines of `list` that fit in `budget` characters with a last line counting the others.
+fn within(list: Vec<(String, Weight)>, budget: usize) -> Vec<String> {
+    let chars: Vec<usize> = list.iter().map(|(line, _)| line.chars().count()).collect();
     if chars.iter().sum::<usize>() <= budget {
-        return warnings;
+        return list.into_iter().map(|(line, _)| line).collect();
     }
     // Room for the last line with the most warnings it could count.
-    let room = budget.saturating_sub(not_shown(warnings.len()).chars().count());
+    let room = budget.saturating_sub(not_shown(list.len()).chars().count());
+    let mut by_weight: Vec<usize> = (0..list.len()).collect();
+    by_weight.sort_by_key(|&i| list[i].1);
+    let mut keep = vec![false; list.len()];
     let mut used = 0;
-    let kept = chars
-        .iter()
-        .take_while(|&&n| {
-            used += n;
-            used <= room
-        })
-        .count();
-    let dropped = warnings.len() - kept;
-    warnings.truncate(kept);
-    warnings.push(not_shown(dropped));
-    warnings
+    for i in by_weight {
+        used += chars[i];
+        if used > room {
+            break;
+        }
+        keep[i] = true;
+    }
+    let left_out = keep.iter().filter(|&&k| !k).count();
+    let mut shown: Vec<String> = list
+        .into_iter()
+        .zip(keep)
+        .filter_map(|((line, _), keep)| keep.then_some(line))
+        .collect();
+    shown.push(not_shown(left_out));
+    shown
 }
 
 fn not_shown(count: usize) -> String {
@@ -144,7 +177,7 @@ mod tests {
         w.push("container \"a\nb\" reads x");
         w.push("container \"a\nb\" reads x");
         w.push("y".repeat(300));
-        let list = w.into_vec();
+        let list = w.into_list(None);
         assert_eq!(list.len(), 2);
         assert_eq!(list[0], "reload-injector: container \"a?b\" reads x");
         assert!(
@@ -160,58 +193,97 @@ mod tests {
         for text in ["b", "a", "b", "c", "a", "a", "d"] {
             w.push(text);
         }
-        let list = w.into_vec();
+        let list = w.into_list(None);
         let texts: Vec<&str> = list
             .iter()
             .map(|l| l.strip_prefix(WARNING_PREFIX).unwrap())
             .collect();
         assert_eq!(texts, ["b", "a", "c", "d"]);
-        assert!(Warnings::default().into_vec().is_empty());
+        assert!(Warnings::default().into_list(None).is_empty());
     }
 
     fn chars(list: &[String]) -> usize {
         list.iter().map(|w| w.chars().count()).sum()
     }
 
-    #[test]
-    fn warnings_that_fit_the_api_server_are_all_kept() {
-        let list: Vec<String> = (0..34).map(|i| format!("{i:0>120}")).collect();
-        assert_eq!(chars(&list), 4080);
-        assert_eq!(
-            warnings_within(list.clone(), API_SERVER_WARNING_CHARS),
-            list
-        );
-        assert!(warnings_within(Vec::new(), API_SERVER_WARNING_CHARS).is_empty());
+    /// `n` warnings of 120 characters, all problems or all notices.
+    fn warnings(n: usize, notices: bool) -> Warnings {
+        let mut w = Warnings::default();
+        for i in 0..n {
+            let text = format!("{i:0>103}");
+            if notices {
+                w.notice(text)
+            } else {
+                w.push(text)
+            }
+        }
+        w
     }
 
     #[test]
-    fn warnings_past_the_api_server_limit_end_in_a_count_of_the_rest() {
-        let list: Vec<String> = (0..40_000).map(|i| format!("{i:é>120}")).collect();
-        let cut = warnings_within(list.clone(), API_SERVER_WARNING_CHARS);
+    fn warnings_that_fit_the_api_server_are_all_given() {
+        let all = warnings(34, false).into_list(None);
+        assert_eq!(chars(&all), 4080);
+        assert_eq!(
+            warnings(34, true).into_list(Some(API_SERVER_WARNING_CHARS)),
+            all
+        );
+        assert!(Warnings::default().into_list(Some(0)).is_empty());
+        assert_eq!(warnings(40_000, true).into_list(None).len(), 40_000);
+    }
+
+    #[test]
+    fn warnings_past_the_budget_end_in_a_count_of_the_rest() {
+        let all = warnings(40_000, false).into_list(None);
+        let cut = warnings(40_000, false).into_list(Some(API_SERVER_WARNING_CHARS));
         assert!(chars(&cut) <= API_SERVER_WARNING_CHARS, "{}", chars(&cut));
         let (last, kept) = cut.split_last().unwrap();
-        assert_eq!(kept, &list[..kept.len()], "the first ones, in order");
-        assert_eq!(kept.len(), 33, "as many as leave room for the count");
+        assert_eq!(
+            kept,
+            &all[..33],
+            "the first ones, as many as leave room for the count"
+        );
         assert_eq!(
             last,
-            &format!(
-                "reload-injector: {} more warnings not shown (the API server passes on 4 KiB); \
-                 `reload-injector inject -f` lists all",
-                40_000 - 33
-            )
+            "reload-injector: 39967 more warnings not shown (the API server passes on 4 KiB); \
+             `reload-injector inject -f` lists all"
         );
         assert!(last.chars().count() <= MAX_WARNING_CHARS, "{last}");
         // One character over is enough to be cut.
-        let mut over: Vec<String> = (0..34).map(|i| format!("{i:0>120}")).collect();
-        over.push("x".repeat(17));
-        let cut = warnings_within(over, API_SERVER_WARNING_CHARS);
+        let mut over = warnings(34, false);
+        over.push("x");
+        let cut = over.into_list(Some(API_SERVER_WARNING_CHARS));
         assert_eq!(cut.len(), 34);
         assert!(cut[33].starts_with("reload-injector: 2 more warnings not shown"));
     }
 
     #[test]
+    fn problems_are_kept_before_notices_and_the_order_stays() {
+        let mut w = warnings(50, true);
+        for text in ["needs \"a\"", "needs \"b\""] {
+            w.push(text);
+        }
+        let cut = w.into_list(Some(API_SERVER_WARNING_CHARS));
+        let (last, kept) = cut.split_last().unwrap();
+        let notices = kept.len() - 2;
+        assert_eq!(notices, 32, "{kept:#?}");
+        assert_eq!(kept[..notices], warnings(notices, true).into_list(None)[..]);
+        assert_eq!(
+            kept[notices..],
+            [
+                "reload-injector: needs \"a\"",
+                "reload-injector: needs \"b\""
+            ]
+        );
+        assert!(
+            last.starts_with("reload-injector: 18 more warnings not shown"),
+            "{last}"
+        );
+    }
+
+    #[test]
     fn a_budget_too_small_for_any_warning_keeps_the_count_alone() {
-        let cut = warnings_within(vec!["a".repeat(50), "b".repeat(50)], 60);
+        let cut = warnings(2, false).into_list(Some(60));
         assert_eq!(cut.len(), 1);
         assert!(cut[0].contains(" 2 more warnings"), "{cut:?}");
     }

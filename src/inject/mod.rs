@@ -24,9 +24,7 @@ use serde_json::value::RawValue;
 
 use crate::hash::{ConfigData, ConfigId, SecretKey};
 
-pub use messages::{
-    API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, quoted, warnings_within,
-};
+pub use messages::{API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
 pub use object::Workload;
 pub use parts::{Key, ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
@@ -81,6 +79,10 @@ pub struct Settings {
     pub inject_into_templates: bool,
     /// HMAC key for Secret values; without it Secrets are not hashed (with a warning).
     pub secret_key: Option<SecretKey>,
+    /// Most characters of warnings given for one object, all told; past it the rest are
+    /// counted in a last line. The webhook gives what kube-apiserver passes on
+    /// ([`API_SERVER_WARNING_CHARS`]); the offline `inject` gives every warning (`None`).
+    pub warning_chars: Option<usize>,
 }
 
 /// The admission operation.

@@ -225,7 +225,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
         let message = rules::denial_message(&analysis, &outcome.denied, on_template);
         return Outcome::Denied {
             message,
-            warnings: warnings.into_vec(),
+            warnings: warnings.into_list(settings.warning_chars),
         };
     }
     let rolls = on_template || target.pod.meta.controlled();
@@ -282,7 +282,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     let patch = json_patch::diff(&original, &edited);
     Outcome::Allowed {
         patch,
-        warnings: warnings.into_vec(),
+        warnings: warnings.into_list(settings.warning_chars),
     }
 }
 
@@ -329,7 +329,7 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
                 quoted(&u.container)
             ));
         } else {
-            warnings.push(format!(
+            warnings.notice(format!(
                 "container {} {what}; {consequence}",
                 quoted(&u.container)
             ));

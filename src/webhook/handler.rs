@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::inject::meter::{Meter, Refusal, metered};
-use crate::inject::{API_SERVER_WARNING_CHARS, Outcome, Plan, Settings, warnings_within};
+use crate::inject::{Outcome, Plan, Settings};
 
 use super::lookup::Lookups;
 use super::metrics::Metrics;
@@ -134,11 +134,8 @@ async fn decide(
         let fresh = lookups.fetch_fresh(request.namespace, &refs).await;
         outcome = guard(|| plan.decide(&fresh))?;
     }
-    // Past kube-apiserver's limit the user would never see them: say how many are left out.
-    let shown = |warnings| warnings_within(warnings, API_SERVER_WARNING_CHARS);
     Ok(match outcome {
         Outcome::Allowed { patch, warnings } => {
-            let warnings = shown(warnings);
             let label = if patch.0.is_empty() {
                 "allowed"
             } else {
@@ -150,14 +147,11 @@ async fn decide(
                 warnings.len(),
             )
         }
-        Outcome::Denied { message, warnings } => {
-            let warnings = shown(warnings);
-            (
-                review::denied(uid, 403, &message, &warnings),
-                "denied",
-                warnings.len(),
-            )
-        }
+        Outcome::Denied { message, warnings } => (
+            review::denied(uid, 403, &message, &warnings),
+            "denied",
+            warnings.len(),
+        ),
     })
 }
 

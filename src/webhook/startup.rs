@@ -33,6 +33,7 @@ pub fn settings(
         version: crate::VERSION.to_owned(),
         inject_into_templates: false,
         secret_key,
+        warning_chars: Some(crate::inject::API_SERVER_WARNING_CHARS),
     }
 }
 

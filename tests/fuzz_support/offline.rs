@@ -28,6 +28,7 @@ impl Offline {
             version: reload_injector::VERSION.into(),
             inject_into_templates: true,
             secret_key: key,
+            warning_chars: None,
         };
         Offline {
             variants: vec![

@@ -175,6 +175,7 @@ fn settings() -> crate::inject::Settings {
         version: "test".to_owned(),
         inject_into_templates: false,
         secret_key: None,
+        warning_chars: Some(crate::inject::API_SERVER_WARNING_CHARS),
     }
 }
 
