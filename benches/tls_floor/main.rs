@@ -191,6 +191,13 @@ fn main() {
     }
     drop(nginx);
     drop(serve);
+    // Nothing of either may outlive the bench (a killed nginx master leaves its worker).
+    for (server, port) in [("nginx", nginx_port), ("serve", serve_port)] {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "{server} still listens on {port} after the bench"
+        );
+    }
 }
 
 /// One wrk run against the server `proc`, with the server's CPU time over the run.

@@ -35,11 +35,23 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A child process killed (and reaped) on drop.
+/// A child process stopped (and reaped) on drop: SIGTERM, then SIGKILL after 5 s. nginx's
+/// master stops its worker on SIGTERM; SIGKILL would leave the worker running, still
+/// listening, after the bench.
 pub struct Proc(pub Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_ok() {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.0.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
