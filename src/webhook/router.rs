@@ -249,8 +249,9 @@ async fn discard(mut body: Body) {
 }
 
 /// Joins the pieces of a body as they arrive, copying each into one buffer of the length the
-/// client declared, so that the pieces and the joined body are never held at once (the budget
-/// counts the body once). A body that arrives in one piece is kept as it came.
+/// client declared (grown as needed when it declared none, or too little), so that the pieces
+/// and the joined body are never held at once: the budget counts the body once. A body that
+/// arrives in one piece is kept as it came.
 async fn collect_limited(mut body: Body, declared: Option<u64>) -> Result<bytes::Bytes, HttpError> {
     let mut first: Option<bytes::Bytes> = None;
     let mut joined = bytes::BytesMut::new();
