@@ -195,10 +195,16 @@ fn shapes() -> Vec<(&'static str, Vec<u8>)> {
 }
 
 async fn post(app: axum::Router, body: Vec<u8>) -> (StatusCode, String) {
+    let len = body.len();
+    post_body(app, Body::from(body), len).await
+}
+
+/// POSTs `body`, declared `len` bytes long, to `/mutate`; returns the status and the answer.
+async fn post_body(app: axum::Router, body: Body, len: usize) -> (StatusCode, String) {
     let request = Request::post("/mutate")
         .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, body.len())
-        .body(Body::from(body))
+        .header(header::CONTENT_LENGTH, len)
+        .body(body)
         .unwrap();
     let response = app.oneshot(request).await.unwrap();
     let status = response.status();
@@ -282,17 +288,7 @@ fn a_body_that_arrives_in_pieces_is_held_once() {
             Ok::<_, std::io::Error>(bytes::Bytes::copy_from_slice(&source[at..end]))
         },
     );
-    let request = Request::post("/mutate")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, len)
-        .body(Body::from_stream(pieces))
-        .unwrap();
-    let (status, text) = runtime.block_on(async {
-        let response = app.oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = to_bytes(response.into_body(), usize::MAX).await.unwrap();
-        (status, String::from_utf8_lossy(&bytes).into_owned())
-    });
+    let (status, text) = runtime.block_on(post_body(app, Body::from_stream(pieces), len));
     let peak = ALLOC.peak.load(Ordering::Relaxed) - before;
     assert_eq!(status, StatusCode::OK, "{text}");
     assert!(text.contains(UID), "{text}");
