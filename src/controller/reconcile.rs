@@ -105,7 +105,7 @@ pub fn evaluate(
 /// The Event message: the objects and keys that changed, never a value.
 pub fn event_message(causes: &Causes, keys: &BTreeSet<ConfigKey>) -> String {
     let what = if causes.is_empty() {
-        let objects: Vec<String> = keys.iter().map(|k| describe(&k.id)).collect();
+        let objects: Vec<String> = keys.iter().map(|k| describe(&k.id).to_string()).collect();
         format!(
             "config changed since the hash was stamped ({})",
             objects.join(", ")
@@ -135,7 +135,7 @@ pub fn event_message(causes: &Causes, keys: &BTreeSet<ConfigKey>) -> String {
 
 fn list(keys: &BTreeSet<String>) -> String {
     keys.iter()
-        .map(|k| quoted(k))
+        .map(|k| quoted(k).to_string())
         .collect::<Vec<_>>()
         .join(", ")
 }

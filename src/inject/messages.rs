@@ -2,7 +2,7 @@
 //! characters, carries no control characters and never a config value.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 /// Every warning starts with this.
 pub const WARNING_PREFIX: &str = "reload-injector: ";
@@ -28,21 +28,28 @@ enum Weight {
 }
 
 impl Warnings {
-    /// Adds `text` (without the prefix), cleaned and shortened to fit.
-    pub fn push(&mut self, text: impl AsRef<str>) {
-        self.add(text.as_ref(), Weight::Problem);
+    /// Adds `text` (without the prefix), cleaned and shortened to fit. `format_args!` writes
+    /// straight into the line.
+    pub fn push(&mut self, text: impl fmt::Display) {
+        self.add(text, Weight::Problem);
     }
 
     /// Adds `text` like [`Warnings::push`], as a notice: the first to be left out when the
     /// warnings do not all fit.
-    pub fn notice(&mut self, text: impl AsRef<str>) {
-        self.add(text.as_ref(), Weight::Notice);
+    pub fn notice(&mut self, text: impl fmt::Display) {
+        self.add(text, Weight::Notice);
     }
 
-    fn add(&mut self, text: &str, weight: Weight) {
-        let mut line = String::with_capacity(WARNING_PREFIX.len() + text.len());
+    fn add(&mut self, text: impl fmt::Display, weight: Weight) {
+        // Room for the longest line in ASCII; a longer text grows it once before `fit`.
+        let mut line = String::with_capacity(WARNING_PREFIX.len() + MAX_WARNING_CHARS);
         line.push_str(WARNING_PREFIX);
-        line.push_str(&clean(text));
+        // Writing to a String cannot fail.
+        let _ = write!(line, "{text}");
+        if let Cow::Owned(cleaned) = clean(&line[WARNING_PREFIX.len()..]) {
+            line.truncate(WARNING_PREFIX.len());
+            line.push_str(&cleaned);
+        }
         fit(&mut line);
         self.list.push((line, weight));
     }
@@ -117,15 +124,28 @@ fn not_shown(count: usize) -> String {
 }
 
 /// A name quoted for a message: control characters replaced, long names shortened.
-pub fn quoted(name: &str) -> String {
-    const MAX: usize = 48;
-    let cleaned = clean(name);
-    // Fewer bytes than the limit means fewer characters too.
-    if cleaned.len() <= MAX || cleaned.chars().count() <= MAX {
-        format!("\"{cleaned}\"")
-    } else {
-        let head: String = cleaned.chars().take(MAX - 1).collect();
-        format!("\"{head}…\"")
+pub fn quoted(name: &str) -> Quoted<'_> {
+    Quoted(name)
+}
+
+/// A name as [`quoted`] shows it, written where it is displayed.
+#[derive(Debug, Clone, Copy)]
+pub struct Quoted<'a>(&'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MAX: usize = 48;
+        let cleaned = clean(self.0);
+        // Fewer bytes than the limit means fewer characters too.
+        if cleaned.len() <= MAX || cleaned.chars().count() <= MAX {
+            write!(f, "\"{cleaned}\"")
+        } else {
+            f.write_char('"')?;
+            for c in cleaned.chars().take(MAX - 1) {
+                f.write_char(c)?;
+            }
+            f.write_str("…\"")
+        }
     }
 }
 
@@ -158,7 +178,7 @@ fn fit(line: &mut String) {
 
 /// Joins names as `"a", "b" and "c"`.
 pub fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    let names: Vec<String> = names.into_iter().map(quoted).collect();
+    let names: Vec<Quoted<'_>> = names.into_iter().map(quoted).collect();
     let mut out = String::new();
     for (i, name) in names.iter().enumerate() {
         if i > 0 {
@@ -293,7 +313,7 @@ mod tests {
     #[test]
     fn long_names_are_shortened_on_char_boundaries() {
         let name = "é".repeat(100);
-        let q = quoted(&name);
+        let q = quoted(&name).to_string();
         assert_eq!(q.chars().count(), 50);
         assert!(q.ends_with("…\""));
     }

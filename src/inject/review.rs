@@ -316,22 +316,20 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
     };
     for u in uses {
         let id = u.consumed.id();
-        let via = match u.how {
+        let (verb, via) = match u.how {
             How::InitSubPath => continue,
-            How::Env => "reads {} via env",
-            How::EnvFrom => "reads {} via envFrom",
-            How::SubPath => "mounts {} via subPath (never updated)",
+            How::Env => ("reads", "via env"),
+            How::EnvFrom => ("reads", "via envFrom"),
+            How::SubPath => ("mounts", "via subPath (never updated)"),
         };
-        let what = via.replace("{}", &describe(id));
+        let (container, what) = (quoted(&u.container), describe(id));
         if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {
-            warnings.push(format!(
-                "container {} {what}; no secret hash key, so no restart on change",
-                quoted(&u.container)
+            warnings.push(format_args!(
+                "container {container} {verb} {what} {via}; no secret hash key, so no restart on change"
             ));
         } else {
-            warnings.notice(format!(
-                "container {} {what}; {consequence}",
-                quoted(&u.container)
+            warnings.notice(format_args!(
+                "container {container} {verb} {what} {via}; {consequence}"
             ));
         }
     }
@@ -350,14 +348,14 @@ fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
     }
     let container_of = |id: &ConfigId| quoted(first_user.get(id).copied().unwrap_or_default());
     for id in &report.missing {
-        warnings.push(format!(
+        warnings.push(format_args!(
             "container {} needs {}, which does not exist: the pod cannot start until it does",
             container_of(id),
             describe(id)
         ));
     }
     for (id, reason) in &report.failed {
-        warnings.push(format!(
+        warnings.push(format_args!(
             "container {}: could not read {} ({reason}); hash unchanged",
             container_of(id),
             describe(id)

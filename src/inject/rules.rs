@@ -133,7 +133,7 @@ pub fn denial_message(
             .map(|v| {
                 v.sources
                     .iter()
-                    .map(|s| describe(&s.id))
+                    .map(|s| describe(&s.id).to_string())
                     .collect::<Vec<_>>()
                     .join(" + ")
             })
@@ -162,7 +162,17 @@ pub fn denial_message(
     )
 }
 
-/// `ConfigMap "name"`.
-pub fn describe(id: &ConfigId) -> String {
-    format!("{} {}", id.kind, quoted(&id.name))
+/// `ConfigMap "name"`, written where it is displayed.
+pub fn describe(id: &ConfigId) -> Described<'_> {
+    Described(id)
+}
+
+/// A ConfigMap or Secret as [`describe`] shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Described<'a>(&'a ConfigId);
+
+impl std::fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.0.kind, quoted(&self.0.name))
+    }
 }
