@@ -41,7 +41,7 @@ impl Warnings {
     }
 
     fn add(&mut self, text: impl fmt::Display, weight: Weight) {
-        // Room for the longest line in ASCII; a longer text grows it once before `fit`.
+        // Room for the longest line in ASCII; a longer text grows it before `fit` cuts it.
         let mut line = String::with_capacity(WARNING_PREFIX.len() + MAX_WARNING_CHARS);
         line.push_str(WARNING_PREFIX);
         // Writing to a String cannot fail.
