@@ -43,7 +43,7 @@ pub struct ReviewLabels {
 /// Labels of `reload_injector_rejected_requests_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RejectionLabels {
-    /// The HTTP status: `400`, `408`, `413`, `415`, `500`, `503`, or `other`.
+    /// The HTTP status: `400`, `404`, `405`, `408`, `413`, `415`, `500`, `503`, or `other`.
     pub code: &'static str,
 }
 
