@@ -1,7 +1,8 @@
 //! The rollout controller inside `serve`: keeps the promise of the admission hash after
 //! admission.
 //!
-//! Every replica keeps one watch-fed view ([`watches`] → [`run`]): which namespaces opted in,
+//! Every replica keeps one watch-fed view ([`discovery`] → [`watches`] → [`run`]: only kinds the
+//! API server serves are watched): which namespaces opted in,
 //! the ConfigMaps/Secrets (metadata, plus per-key digests of those something consumes, fetched by
 //! [`fetch`] into the [`store`] the webhook reads too), and the stamped workloads and sidecar
 //! Pods reduced to what they consume ([`reduce`], [`view`]). The replica holding the Lease
@@ -10,6 +11,7 @@
 //! mounted config changed gets its `mounted-config-hash` patched, so the kubelet refreshes the
 //! files at once.
 
+pub mod discovery;
 pub mod fetch;
 pub mod intern;
 pub mod leader;
@@ -75,7 +77,7 @@ pub fn start(
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let (leader_tx, leader) = watch::channel(false);
 
-    watches::spawn_all(&client, &watched_tx);
+    tokio::spawn(discovery::run(client.clone(), watched_tx));
     let lease = leader::LeaseConfig {
         namespace: settings.own_namespace.clone(),
         name: LEASE_NAME.to_owned(),

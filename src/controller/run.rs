@@ -53,6 +53,8 @@ pub struct Loop {
     metrics: ControllerMetrics,
     leader: bool,
     synced: watch::Sender<bool>,
+    /// The streams discovery started: the view has synced once each has listed.
+    served: HashSet<Stream>,
     done: HashSet<Stream>,
     relisting: HashMap<Stream, HashSet<String>>,
     pending: HashMap<Target, Pending>,
@@ -111,6 +113,7 @@ impl Loop {
             metrics: parts.metrics,
             leader: false,
             synced: parts.synced,
+            served: HashSet::new(),
             done: HashSet::new(),
             relisting: HashMap::new(),
             pending: HashMap::new(),
@@ -163,6 +166,11 @@ impl Loop {
 
     fn on_watched(&mut self, watched: Watched) {
         match watched {
+            Watched::Served(served) => {
+                self.done.retain(|stream| served.contains(stream));
+                self.served = served;
+                self.check_synced();
+            }
             Watched::Init(stream) => {
                 self.relisting.insert(stream, HashSet::new());
             }
@@ -313,7 +321,15 @@ impl Loop {
             }
         }
         self.done.insert(stream);
-        if !*self.synced.borrow() && self.done.len() == Stream::all().len() {
+        self.check_synced();
+    }
+
+    /// The first time every served stream has listed, the view has synced.
+    fn check_synced(&mut self) {
+        if !*self.synced.borrow()
+            && !self.served.is_empty()
+            && self.served.iter().all(|stream| self.done.contains(stream))
+        {
             self.on_synced();
         }
     }

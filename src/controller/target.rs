@@ -50,6 +50,17 @@ impl TargetKind {
         }
     }
 
+    /// The plural resource name, as in the API's paths.
+    pub fn plural(self) -> &'static str {
+        match self {
+            TargetKind::Deployment => "deployments",
+            TargetKind::StatefulSet => "statefulsets",
+            TargetKind::DaemonSet => "daemonsets",
+            TargetKind::CronJob => "cronjobs",
+            TargetKind::Pod => "pods",
+        }
+    }
+
     /// Path (object keys) from the object to the metadata holding the annotation.
     pub fn metadata_path(self) -> &'static [&'static str] {
         match self {

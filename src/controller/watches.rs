@@ -6,6 +6,8 @@
 //! as untyped objects, so one malformed object is one log line, not a stuck watch; Pods are
 //! filtered on the server by the sidecar label.
 
+use std::collections::HashSet;
+
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::CronJob;
@@ -16,6 +18,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Config, Event};
 use kube::{Client, Resource};
 use tokio::sync::mpsc::Sender;
+use tokio::task::JoinHandle;
 
 use super::reduce::{self, Consumer, ReduceError};
 use super::store::{ConfigKey, Meta};
@@ -86,9 +89,11 @@ pub enum Item {
     },
 }
 
-/// What a watch says.
+/// What a watch (or discovery) says.
 #[derive(Debug)]
 pub enum Watched {
+    /// Discovery: these streams are watched now (the view has synced once each has listed).
+    Served(HashSet<Stream>),
     /// A (re)list starts: objects not applied before [`Watched::InitDone`] are gone.
     Init(Stream),
     /// An object was listed, added or modified.
@@ -99,23 +104,20 @@ pub enum Watched {
     InitDone(Stream),
 }
 
-/// Starts every watch; each sends what it sees to `out` until the receiver is dropped.
-pub fn spawn_all(client: &Client, out: &Sender<Watched>) {
-    for stream in Stream::all() {
-        let (client, out) = (client.clone(), out.clone());
-        tokio::spawn(async move {
-            match stream {
-                Stream::Namespaces => watch_meta::<Namespace>(client, stream, out).await,
-                Stream::Config(ConfigKind::ConfigMap) => {
-                    watch_meta::<ConfigMap>(client, stream, out).await
-                }
-                Stream::Config(ConfigKind::Secret) => {
-                    watch_meta::<Secret>(client, stream, out).await
-                }
-                Stream::Targets(kind) => watch_targets(client, kind, out).await,
+/// Starts one watch (discovery decides which, see [`super::discovery`]); it sends what it sees
+/// to `out` until the receiver is dropped or the task is aborted.
+pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHandle<()> {
+    let (client, out) = (client.clone(), out.clone());
+    tokio::spawn(async move {
+        match stream {
+            Stream::Namespaces => watch_meta::<Namespace>(client, stream, out).await,
+            Stream::Config(ConfigKind::ConfigMap) => {
+                watch_meta::<ConfigMap>(client, stream, out).await
             }
-        });
-    }
+            Stream::Config(ConfigKind::Secret) => watch_meta::<Secret>(client, stream, out).await,
+            Stream::Targets(kind) => watch_targets(client, kind, out).await,
+        }
+    })
 }
 
 async fn watch_meta<K>(client: Client, stream: Stream, out: Sender<Watched>)

