@@ -41,3 +41,8 @@ if [ ! -x .venv/bin/kubernetes-validate ]; then
     [ -x .venv/bin/python ] || python3 -m venv .venv
     .venv/bin/pip install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
 fi
+
+# The real control plane of the end-to-end tests (tests/e2e*.rs): kube-apiserver,
+# kube-controller-manager and kubectl built from Debian's kubernetes source package, etcd from
+# apt; cached outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
+scripts/install-kube-test-binaries.sh >/dev/null

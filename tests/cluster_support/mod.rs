@@ -10,12 +10,14 @@
 //! - [`assets`]: where the binaries come from (`KUBEBUILDER_ASSETS`, or the project's cache);
 //! - [`procs`]: child processes that cannot outlive the tests;
 //! - [`kubectl`]: the user's view, through the real `kubectl`;
+//! - [`objects`]: the objects tests apply, as a user writes them;
 //! - [`install`]: the shipped manifests applied, and `serve` run as the shipped ServiceAccount.
 #![allow(dead_code)]
 
 pub mod assets;
 pub mod install;
 pub mod kubectl;
+pub mod objects;
 pub mod procs;
 
 use std::net::TcpListener;
@@ -417,4 +419,29 @@ pub fn write_kubeconfig(path: &Path, url: &str, ca: &Path, token: &str) -> PathB
     );
     std::fs::write(path, text).expect("failed to write a kubeconfig");
     path.to_owned()
+}
+
+impl Cluster {
+    /// `kubectl apply -f -` of one object in `namespace`, whatever the outcome.
+    pub fn apply(&self, namespace: &str, object: &serde_json::Value) -> kubectl::Output {
+        self.kubectl(&["apply", "-n", namespace, "-f", "-"])
+            .stdin(&object.to_string())
+            .try_run()
+    }
+
+    /// `kubectl get KIND NAME -n NAMESPACE -o json`.
+    pub fn get(&self, namespace: &str, kind: &str, name: &str) -> serde_json::Value {
+        self.kubectl(&["get", kind, name, "-n", namespace, "-o", "json"])
+            .run()
+            .json()
+    }
+
+    /// `kubectl get KIND -n NAMESPACE -o json`'s items.
+    pub fn list(&self, namespace: &str, kind: &str) -> Vec<serde_json::Value> {
+        let list = self
+            .kubectl(&["get", kind, "-n", namespace, "-o", "json"])
+            .run()
+            .json();
+        list["items"].as_array().cloned().unwrap_or_default()
+    }
 }
