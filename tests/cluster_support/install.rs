@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use base64::Engine;
@@ -39,6 +39,7 @@ pub struct Install {
     /// The first `serve`.
     pub serve: Serve,
     tls: (PathBuf, PathBuf),
+    ca_pem: String,
     hash_key: PathBuf,
     kubeconfig: PathBuf,
 }
@@ -81,12 +82,23 @@ impl Install {
             applied,
             serve: Serve::placeholder(),
             tls,
+            ca_pem: bundle.ca_cert_pem.clone(),
             hash_key,
             kubeconfig,
         };
         install.serve = install.start_serve_on("serve-0", port);
         install.serve.wait_ready(cluster);
         install
+    }
+
+    /// Points the webhook configuration at `serve` (as a Service does once a replica is gone).
+    pub fn point_webhook_at(&self, serve: &Serve) {
+        register_webhook(
+            self.cluster,
+            &self.applied.shipped_webhook,
+            serve.port,
+            &self.ca_pem,
+        );
     }
 
     /// Starts another `serve` replica (its own ports; the webhook keeps calling the first).
@@ -117,7 +129,8 @@ impl Install {
             .arg("--lease-duration=6s");
         let log = self.cluster.dir.join(format!("{name}.log"));
         Serve {
-            proc: Some(Proc::start(name, cmd, &log)),
+            name: name.to_owned(),
+            proc: Mutex::new(Some(Proc::start(name, cmd, &log))),
             port,
             metrics,
             log,
@@ -127,7 +140,9 @@ impl Install {
 
 /// A `serve` process.
 pub struct Serve {
-    proc: Option<Proc>,
+    /// Its `POD_NAME` (the start of its Lease identity).
+    pub name: String,
+    proc: Mutex<Option<Proc>>,
     /// Its HTTPS port.
     pub port: u16,
     /// Its plain side port (`/readyz`, `/metrics`).
@@ -139,7 +154,8 @@ pub struct Serve {
 impl Serve {
     fn placeholder() -> Serve {
         Serve {
-            proc: None,
+            name: String::new(),
+            proc: Mutex::new(None),
             port: 0,
             metrics: 0,
             log: PathBuf::new(),
@@ -200,8 +216,8 @@ impl Serve {
     }
 
     /// SIGKILL, as a crash would.
-    pub fn kill(&mut self) {
-        if let Some(proc) = self.proc.as_mut() {
+    pub fn kill(&self) {
+        if let Some(proc) = self.proc.lock().unwrap().as_mut() {
             proc.kill();
         }
     }
