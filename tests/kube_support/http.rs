@@ -16,7 +16,7 @@ use super::faults::RequestFacts;
 use super::list;
 use super::patch::{self, PatchKind};
 use super::record::Recorded;
-use super::resources::Resource;
+use super::resources::{self, Resource};
 use super::route::{self, Route};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::state::{State, lock};
@@ -121,6 +121,9 @@ async fn dispatch(
 ) -> Result<Response<Body>, ApiError> {
     let manager = request.param("fieldManager");
     match (route, request.method.as_str()) {
+        (Route::Discovery { group, version }, "GET") => {
+            Ok(json_response(200, &resources::discovery(&group, &version)))
+        }
         (Route::Version, "GET") => Ok(json_response(
             200,
             &json!({

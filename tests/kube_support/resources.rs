@@ -93,3 +93,27 @@ pub fn by_name(name: &str) -> Option<&'static Resource> {
         .iter()
         .find(|r| r.plural == name || r.qualified() == name)
 }
+
+/// The discovery document of one group version (`APIResourceList`), as the API server answers
+/// `GET /apis/GROUP/VERSION`: every resource it serves there, with the verbs the fake handles.
+pub fn discovery(group: &str, version: &str) -> serde_json::Value {
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    let resources: Vec<serde_json::Value> = RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .map(|r| {
+            serde_json::json!({
+                "name": r.plural, "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "kind": "APIResourceList", "apiVersion": "v1",
+        "groupVersion": group_version, "resources": resources,
+    })
+}

@@ -7,6 +7,13 @@ use super::resources::{self, Resource};
 pub enum Route {
     /// `GET /version`.
     Version,
+    /// Discovery: `/api/v1` or `/apis/GROUP/VERSION` (the resources of one group version).
+    Discovery {
+        /// The group, empty for core.
+        group: String,
+        /// The version.
+        version: String,
+    },
     /// A collection (`/api/v1/namespaces/ns/configmaps`, or cluster-wide `/api/v1/configmaps`).
     Collection {
         /// The resource.
@@ -29,7 +36,7 @@ impl Route {
     /// The resource, if the route names one.
     pub fn resource(&self) -> Option<&'static Resource> {
         match self {
-            Route::Version => None,
+            Route::Version | Route::Discovery { .. } => None,
             Route::Collection { resource, .. } | Route::Object { resource, .. } => Some(resource),
         }
     }
@@ -37,7 +44,7 @@ impl Route {
     /// The namespace from the path.
     pub fn namespace(&self) -> Option<&str> {
         match self {
-            Route::Version => None,
+            Route::Version | Route::Discovery { .. } => None,
             Route::Collection { namespace, .. } | Route::Object { namespace, .. } => {
                 namespace.as_deref()
             }
@@ -66,6 +73,13 @@ pub fn parse(path: &str) -> Option<Route> {
     };
     let resource = |plural: &str| resources::by_path(group, version, plural);
     match rest {
+        [] => resources::RESOURCES
+            .iter()
+            .any(|r| r.group == group && r.version == version)
+            .then(|| Route::Discovery {
+                group: group.to_owned(),
+                version: version.to_owned(),
+            }),
         [plural] => Some(Route::Collection {
             resource: resource(plural)?,
             namespace: None,
