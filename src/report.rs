@@ -4,19 +4,34 @@ use std::error::Error;
 
 /// An error and its causes as one line, `outer: inner: innermost`, leaving out a cause whose
 /// text the line already holds (some errors, ours and other crates', repeat their source in
-/// their own message).
-pub fn one_line(err: &dyn Error) -> String {
-    let mut line = err.to_string();
-    let mut source = err.source();
+/// their own message). An error answered by the API server is said as the API server says it,
+/// with its code: `… cannot patch resource "deployments" … (HTTP 403 Forbidden)`.
+pub fn one_line(err: &(dyn Error + 'static)) -> String {
+    let (mut line, mut source) = said(err);
     while let Some(cause) = source {
-        let text = cause.to_string();
+        let (text, next) = said(cause);
         if !text.is_empty() && !line.contains(&text) {
             line.push_str(": ");
             line.push_str(&text);
         }
-        source = cause.source();
+        source = next;
     }
     line
+}
+
+/// What one error says, and the cause to say next.
+fn said<'a>(err: &'a (dyn Error + 'static)) -> (String, Option<&'a (dyn Error + 'static)>) {
+    match err.downcast_ref::<kube::Error>() {
+        // kube's own text repeats the whole Status in debug form; its message is the answer.
+        Some(kube::Error::Api(status)) => {
+            let text = format!(
+                "{} (HTTP {} {})",
+                status.message, status.code, status.reason
+            );
+            (text, None)
+        }
+        _ => (err.to_string(), err.source()),
+    }
 }
 
 #[cfg(test)]
@@ -39,6 +54,25 @@ mod tests {
         assert_eq!(
             one_line(&err),
             "failed to load the pair: failed to read /nope: no such file"
+        );
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed to patch Deployment shop/web")]
+    struct Patch(#[source] kube::Error);
+
+    #[test]
+    fn an_api_answer_is_said_once_with_its_code() {
+        let status = kube::core::Status::failure(
+            "deployments.apps \"web\" is forbidden: User \"u\" cannot patch resource",
+            "Forbidden",
+        )
+        .with_code(403);
+        let err = Patch(kube::Error::Api(Box::new(status)));
+        assert_eq!(
+            one_line(&err),
+            "failed to patch Deployment shop/web: deployments.apps \"web\" is forbidden: \
+             User \"u\" cannot patch resource (HTTP 403 Forbidden)"
         );
     }
 

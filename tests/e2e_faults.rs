@@ -170,3 +170,61 @@ fn with_two_replicas_one_holds_the_lease_and_the_other_takes_over() {
     assert!(holder(cluster).starts_with(&format!("{}-", survivor.name)));
     change_lands_once(cluster, &ns, "c:80");
 }
+
+#[test]
+fn a_missing_permission_is_one_clear_log_line_and_the_write_lands_once_granted() {
+    let _turn = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    let install = Install::shared();
+    let cluster = install.cluster;
+    let ns = stamped_namespace(cluster, "forbidden");
+    let shipped = install
+        .applied_object("ClusterRole")
+        .expect("the manifests ship a ClusterRole");
+    let mut narrowed = shipped.clone();
+    for rule in narrowed["rules"].as_array_mut().unwrap() {
+        if rule["apiGroups"] == json!(["apps"]) {
+            rule["verbs"] = json!(["list", "watch"]);
+        }
+    }
+    assert_ne!(
+        narrowed, shipped,
+        "the ClusterRole grants patch on apps workloads"
+    );
+    cluster.apply(OWN, &narrowed);
+    let hash = hash_of(cluster, &ns);
+    cluster.apply(&ns, &config_map("web-env", &[("UPSTREAM", "forbidden:80")]));
+    let line = cluster.wait_for("serve to log the refused write", PATIENCE, || {
+        install.serve.log_lines().into_iter().find(|l| {
+            l["level"] == "ERROR"
+                && l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("forbidden") && m.contains(&ns))
+        })
+    });
+    let message = line["message"].as_str().unwrap();
+    assert!(
+        message.contains("cannot patch resource \"deployments\" in API group \"apps\"")
+            && message.ends_with("(HTTP 403 Forbidden)"),
+        "the line names what is missing, as the API server says it: {message}"
+    );
+    assert!(
+        !message.contains('\n') && !message.contains("Status {"),
+        "one line, no dump of the answer: {message}"
+    );
+    assert_eq!(
+        hash_of(cluster, &ns),
+        hash,
+        "nothing written without the permission"
+    );
+    assert_eq!(install.serve.get("/healthz").0, 200, "serve keeps running");
+
+    let recorded = rollouts_recorded(cluster, &ns);
+    cluster.apply(OWN, &shipped);
+    cluster.wait_for(
+        "the write to land once the permission is back",
+        PATIENCE,
+        || (hash_of(cluster, &ns) != hash).then_some(()),
+    );
+    std::thread::sleep(QUIET);
+    assert_eq!(rollouts_recorded(cluster, &ns), recorded + 1, "one Event");
+}

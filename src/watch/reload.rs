@@ -90,7 +90,12 @@ fn success(target: String) -> Report {
     }
 }
 
-fn failure(outcome: Outcome, result: &'static str, target: String, err: &dyn Error) -> Report {
+fn failure(
+    outcome: Outcome,
+    result: &'static str,
+    target: String,
+    err: &(dyn Error + 'static),
+) -> Report {
     Report {
         outcome,
         result,

@@ -91,6 +91,11 @@ impl Install {
         install
     }
 
+    /// The first shipped object of `kind`, as built by kustomize.
+    pub fn applied_object(&self, kind: &str) -> Option<Value> {
+        shipped_manifests().into_iter().find(|d| d["kind"] == kind)
+    }
+
     /// Points the webhook configuration at `serve` (as a Service does once a replica is gone).
     pub fn point_webhook_at(&self, serve: &Serve) {
         register_webhook(
