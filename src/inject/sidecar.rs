@@ -502,6 +502,25 @@ mod tests {
     }
 
     #[test]
+    fn the_no_token_volume_is_named_as_kubernetes_requires() {
+        // A volume name is a DNS-1123 label.
+        let name = NO_TOKEN_VOLUME;
+        assert!(name.len() <= 63, "{name}");
+        assert!(
+            name.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            "{name}"
+        );
+        assert!(!name.starts_with('-') && !name.ends_with('-'), "{name}");
+        let volume = no_token_volume();
+        assert_eq!(volume["name"], name);
+        assert_eq!(volume["emptyDir"]["medium"], "Memory");
+        // It must not look like the ServiceAccount plugin's own volume, or the plugin would
+        // mount it into the app containers as their token.
+        assert!(!name.starts_with("kube-api-access-"), "{name}");
+    }
+
+    #[test]
     fn process_names_are_single_words() {
         assert!(is_process_name("nginx"));
         assert!(is_process_name("fluent-bit"));

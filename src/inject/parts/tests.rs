@@ -499,3 +499,26 @@ fn a_large_spec_the_lean_read_refuses_gets_the_lean_words_and_keeps_its_last_key
         );
     }
 }
+
+#[test]
+fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
+    use crate::inject::object::push_volume;
+
+    let volume = json!({"name": "added", "emptyDir": {}});
+    let containers = json!([{"name": "a"}]);
+    for spec in [
+        json!({"containers": containers}),
+        json!({"containers": containers, "volumes": null}),
+        json!({"containers": containers, "volumes": []}),
+        json!({"containers": containers, "volumes": [{"name": "v", "configMap": {"name": "c"}}, {"name": "w", "emptyDir": {}}]}),
+    ] {
+        let pod = json!({"metadata": {}, "spec": spec});
+        let mut edited = pod.clone();
+        push_volume(&mut edited, volume.clone());
+        let whole = json_patch::diff(&pod, &edited);
+        let before = view(&pod, "");
+        let mut after = before.clone();
+        push_volume(&mut after, volume.clone());
+        assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
+    }
+}
