@@ -250,7 +250,8 @@ fn token_volume_free(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut 
         .any(|v| v.name == NO_TOKEN_VOLUME);
     if taken {
         warnings.push(format_args!(
-            "volume {} is the pod's own: the sidecar will hold the API token; rename it",
+            "container {} gets the API token: volume {} is the pod's own",
+            quoted(SIDECAR_NAME),
             quoted(NO_TOKEN_VOLUME)
         ));
     }
