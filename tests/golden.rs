@@ -5,7 +5,8 @@
 //! the diff. A golden without a case, or a case without a golden, fails.
 //!
 //! Every admitted case is also checked: the patch applies, the result parses as its
-//! k8s-openapi type, and a second review of the result yields an empty patch.
+//! k8s-openapi type, a second review of the result yields an empty patch, and the patch leaves
+//! the containers and volumes it did not add as they were (see [`sidecar_kept_apart`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,8 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
 use reload_injector::inject::{
-    MAX_WARNING_CHARS, Object, Operation, Outcome, Plan, Request, Settings, WARNING_PREFIX,
+    MAX_WARNING_CHARS, NO_TOKEN_VOLUME, Object, Operation, Outcome, Plan, Request, SIDECAR_NAME,
+    Settings, TOKEN_MOUNT_PATH, WARNING_PREFIX,
 };
 use serde::Deserialize;
 use serde_json::value::to_raw_value;
@@ -212,9 +214,99 @@ fn check_invariants(
     }
     parses_as_its_type(&mutated)
         .map_err(|e| format!("{name}: mutated object does not parse: {e}"))?;
+    sidecar_kept_apart(&case.object, &mutated).map_err(|e| format!("{name}: {e}"))?;
     match review(case, &mutated, settings) {
         Outcome::Allowed { patch, .. } if patch.0.is_empty() => Ok(()),
         other => Err(format!("{name}: second pass is not a no-op: {other:?}")),
+    }
+}
+
+/// The pod spec of an object of any handled kind.
+fn pod_spec(object: &Value) -> Option<&Value> {
+    let pointer = match object["kind"].as_str() {
+        Some("Pod") => "/spec",
+        Some("CronJob") => "/spec/jobTemplate/spec/template/spec",
+        _ => "/spec/template/spec",
+    };
+    object.pointer(pointer)
+}
+
+/// The entries of the list `spec[key]` (none when absent or not a list).
+fn entries<'v>(spec: &'v Value, key: &str) -> &'v [Value] {
+    spec.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// What a patch may do to the containers and volumes of a pod: add the sidecar and, where no
+/// volume has that name yet, the one volume it mounts at the token path. Every other container
+/// and volume stays as it was.
+fn sidecar_kept_apart(before: &Value, after: &Value) -> Result<(), String> {
+    let (Some(before), Some(after)) = (pod_spec(before), pod_spec(after)) else {
+        return Ok(());
+    };
+    let containers = |spec: &Value| -> Vec<Value> {
+        ["initContainers", "containers"]
+            .iter()
+            .flat_map(|list| entries(spec, list))
+            .cloned()
+            .collect()
+    };
+    let (old, mut new) = (containers(before), containers(after));
+    let had_sidecar = old.iter().any(|c| c["name"] == SIDECAR_NAME);
+    let added = match new.iter().position(|c| c["name"] == SIDECAR_NAME) {
+        Some(at) if !had_sidecar => Some(new.remove(at)),
+        _ => None,
+    };
+    if old != new {
+        return Err(format!(
+            "containers besides an added sidecar changed: {new:?}"
+        ));
+    }
+    let Some(sidecar) = added else {
+        return same_volumes(entries(before, "volumes"), entries(after, "volumes"));
+    };
+    let token_mounts: Vec<&Value> = entries(&sidecar, "volumeMounts")
+        .iter()
+        .filter(|m| m["mountPath"] == TOKEN_MOUNT_PATH)
+        .collect();
+    let name_taken = entries(before, "volumes")
+        .iter()
+        .any(|v| v["name"] == NO_TOKEN_VOLUME);
+    if name_taken {
+        if !token_mounts.is_empty() {
+            return Err(format!(
+                "the sidecar mounts the pod's own volume at {TOKEN_MOUNT_PATH}"
+            ));
+        }
+        return same_volumes(entries(before, "volumes"), entries(after, "volumes"));
+    }
+    if !matches!(token_mounts.as_slice(), [m] if m["name"] == NO_TOKEN_VOLUME) {
+        return Err(format!(
+            "the sidecar's mounts at {TOKEN_MOUNT_PATH}: {token_mounts:?}"
+        ));
+    }
+    let mut volumes = entries(after, "volumes").to_vec();
+    let ours = volumes
+        .iter()
+        .filter(|v| v["name"] == NO_TOKEN_VOLUME)
+        .count();
+    if ours != 1 {
+        return Err(format!(
+            "{ours} volumes named {NO_TOKEN_VOLUME} after the patch"
+        ));
+    }
+    volumes.retain(|v| v["name"] != NO_TOKEN_VOLUME);
+    same_volumes(entries(before, "volumes"), &volumes)
+}
+
+fn same_volumes(before: &[Value], after: &[Value]) -> Result<(), String> {
+    if before == after {
+        Ok(())
+    } else {
+        Err(format!(
+            "volumes besides the sidecar's own changed: {after:?}"
+        ))
     }
 }
 

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+use reload_injector::inject::{NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_reload-injector");
@@ -33,6 +34,33 @@ fn documents(output: &Output) -> Vec<Value> {
     serde_saphyr::from_multiple(&text(&output.stdout)).expect("stdout is YAML")
 }
 
+/// What `container` mounts at the service-account token path.
+fn token_mounts(container: &Value) -> Vec<&Value> {
+    container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["mountPath"] == TOKEN_MOUNT_PATH)
+        .collect()
+}
+
+/// The sidecar mounts its own empty volume at the token path, once, and the pod has that
+/// volume once: the API server then mounts no token into it.
+fn assert_sidecar_holds_no_token(spec: &Value, sidecar: &Value) {
+    let mounts = token_mounts(sidecar);
+    assert_eq!(mounts.len(), 1, "{sidecar}");
+    assert_eq!(mounts[0]["name"], NO_TOKEN_VOLUME);
+    assert_eq!(mounts[0]["readOnly"], true);
+    let ours: Vec<&Value> = spec["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .filter(|v| v["name"] == NO_TOKEN_VOLUME)
+        .collect();
+    assert_eq!(ours.len(), 1, "{spec}");
+    assert_eq!(ours[0]["emptyDir"]["medium"], "Memory", "{spec}");
+}
+
 #[test]
 fn the_readme_demo_injects_and_hashes() {
     let out = inject(
@@ -56,6 +84,12 @@ fn the_readme_demo_injects_and_hashes() {
     assert_eq!(sidecar["name"], "config-reloader");
     assert_eq!(sidecar["restartPolicy"], "Always");
     assert_eq!(template["spec"]["shareProcessNamespace"], true);
+    assert_sidecar_holds_no_token(&template["spec"], sidecar);
+    let app = &template["spec"]["containers"][0];
+    assert!(
+        token_mounts(app).is_empty(),
+        "the app is left as written: {app}"
+    );
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("reload-injector: container \"nginx\" reads ConfigMap \"web-env\" via env"),
@@ -191,6 +225,7 @@ fn native_sidecars_never_puts_the_watcher_in_containers() {
     let spec = &documents(&out)[0]["spec"]["template"]["spec"];
     assert_eq!(spec["containers"][1]["name"], "config-reloader");
     assert!(spec.get("initContainers").is_none());
+    assert_sidecar_holds_no_token(spec, &spec["containers"][1]);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use axum::Router;
 use axum::body::{Body, to_bytes};
 use http::{Request, StatusCode, header};
 use k8s_openapi::api::core::v1::Pod;
+use reload_injector::inject::{NO_TOKEN_VOLUME, SIDECAR_NAME, TOKEN_MOUNT_PATH};
 use reload_injector::webhook::app;
 use reload_injector::webhook::limits::BodyBudget;
 use reload_injector::webhook::router::{HttpLimits, app_with};
@@ -60,6 +61,28 @@ async fn realistic_pod_is_patched_with_a_sidecar_and_a_hash_warning() {
         spec.containers.iter().any(|c| c.name == "config-reloader"),
         "no sidecar in {patched}"
     );
+    // What kube-apiserver's ServiceAccount plugin, run again after the webhook, would mount the
+    // token into: every container with nothing at the token path. Nothing, so no second review.
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
+    let at_token_path = |c: &k8s_openapi::api::core::v1::Container| {
+        let mounts = c.volume_mounts.iter().flatten();
+        mounts
+            .filter(|m| m.mount_path == TOKEN_MOUNT_PATH)
+            .map(|m| m.name.clone())
+            .collect::<Vec<_>>()
+    };
+    for container in containers {
+        let expected = if container.name == SIDECAR_NAME {
+            NO_TOKEN_VOLUME
+        } else {
+            "kube-api-access-x7k2p"
+        };
+        assert_eq!(at_token_path(container), [expected], "{}", container.name);
+    }
     // --no-kube: the configMapKeyRef could not be hashed, and the answer says so.
     let warnings = response["warnings"].as_array().expect("warnings");
     eprintln!("WARN {warnings:#?}");

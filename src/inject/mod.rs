@@ -60,6 +60,13 @@ pub const SIDECAR_LABEL: &str = "reload-injector.io/sidecar";
 pub const IGNORE: &str = "reload-injector.io/ignore";
 /// Name of the injected container.
 pub const SIDECAR_NAME: &str = "config-reloader";
+/// Where the ServiceAccount admission plugin mounts a Pod's Kubernetes API token, into every
+/// container that has nothing mounted there yet.
+pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The volume the injected sidecar mounts, read-only, at [`TOKEN_MOUNT_PATH`]: a tiny empty
+/// `emptyDir`, so the sidecar holds no API token and the API server's plugins find nothing to
+/// add to it (which would make it call the webhook a second time).
+pub const NO_TOKEN_VOLUME: &str = "reload-injector-no-token";
 /// Namespaces that are never mutated, whatever their labels say (plus the webhook's own).
 pub const EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 

@@ -1,6 +1,6 @@
 //! The JSON side: where the pod template lives in each kind, and the few edits the core makes
-//! (annotations, labels, containers, `shareProcessNamespace`). Everything else in the object is
-//! left exactly as it came.
+//! (annotations, labels, containers, volumes, `shareProcessNamespace`). Everything else in the
+//! object is left exactly as it came.
 
 use serde_json::{Map, Value};
 
@@ -61,13 +61,23 @@ pub fn remove_annotation(pod: &mut Value, key: &str) {
 
 /// Appends `container` to `spec.<list>` (`containers` or `initContainers`).
 pub fn push_container(pod: &mut Value, list: &str, container: Value) {
+    push_to_spec(pod, list, container);
+}
+
+/// Appends `volume` to `spec.volumes`.
+pub fn push_volume(pod: &mut Value, volume: Value) {
+    push_to_spec(pod, "volumes", volume);
+}
+
+/// Appends `item` to the list `spec.<list>`, made when absent (or `null`).
+fn push_to_spec(pod: &mut Value, list: &str, item: Value) {
     let spec = child(as_object(pod), "spec");
     let entry = spec.entry(list).or_insert_with(|| Value::Array(Vec::new()));
     if !entry.is_array() {
         *entry = Value::Array(Vec::new());
     }
     if let Value::Array(items) = entry {
-        items.push(container);
+        items.push(item);
     }
 }
 

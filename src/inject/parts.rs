@@ -340,8 +340,9 @@ impl<'a> PodParts<'a> {
     }
 
     /// The parts of the pod the core may edit, as sent, given its `spec` as read: the prefixed
-    /// annotations and labels, `shareProcessNamespace`, and the container lists, whose existing
-    /// entries are `null` placeholders (the core only appends, so only their number matters).
+    /// annotations and labels, `shareProcessNamespace`, and the container and volume lists,
+    /// whose existing entries are `null` placeholders (the core only appends, so only their
+    /// number matters).
     /// Editing this and diffing it against an unedited copy gives the same patch as editing and
     /// diffing the whole object.
     pub fn editable(&self, spec: &PodSpec) -> Value {
@@ -389,6 +390,11 @@ fn editable_spec(shape: SpecShape, spec: &PodSpec) -> Value {
             shape.init_containers,
             spec.init_containers.as_ref().map_or(0, Vec::len),
         ),
+        (
+            "volumes",
+            shape.volumes,
+            spec.volumes.as_ref().map_or(0, Vec::len),
+        ),
     ];
     for (key, sent, len) in lists {
         match sent {
@@ -418,6 +424,7 @@ fn shape_of(fields: &[(Key<'_>, &RawValue)]) -> SpecShape {
         match key.as_str() {
             "containers" => shape.containers = sent,
             "initContainers" => shape.init_containers = sent,
+            "volumes" => shape.volumes = sent,
             "shareProcessNamespace" => shape.share_process_namespace = sent,
             _ => {}
         }

@@ -44,6 +44,8 @@ pub struct SpecShape {
     pub containers: Sent,
     /// `initContainers`.
     pub init_containers: Sent,
+    /// `volumes`.
+    pub volumes: Sent,
     /// `shareProcessNamespace`.
     pub share_process_namespace: Sent,
 }
@@ -90,7 +92,10 @@ impl PodSpec {
                     spec.share_process_namespace = map.next_value()?;
                     shape.share_process_namespace = Sent::of(&spec.share_process_namespace);
                 }
-                "volumes" => spec.volumes = map.next_value::<MeteredList<Volume>>()?.0,
+                "volumes" => {
+                    spec.volumes = map.next_value::<MeteredList<Volume>>()?.0;
+                    shape.volumes = Sent::of(&spec.volumes);
+                }
                 "restartPolicy" => spec.restart_policy = map.next_value()?,
                 "hostPID" => spec.host_pid = map.next_value()?,
                 "securityContext" => spec.security_context = map.next_value()?,

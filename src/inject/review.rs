@@ -396,6 +396,9 @@ fn insert_sidecar(
         list,
         plan.container(&settings.sidecar_image, settings.native_sidecars),
     );
+    if plan.hides_token {
+        object::push_volume(pod, sidecar::no_token_volume());
+    }
     if plan.needs_shared_pid() && spec.share_process_namespace != Some(true) {
         object::share_process_namespace(pod);
     }

@@ -1,6 +1,7 @@
 //! Plans the `config-reloader` sidecar: which volumes it watches, how it reloads the app
-//! (signal or HTTP), which process it targets, and which user it must run as to be allowed
-//! to signal the app. Pure: reads the typed pod spec, writes warnings, returns a plan.
+//! (signal or HTTP), which process it targets, which user it must run as to be allowed
+//! to signal the app, and the empty volume that keeps the API token out of it. Pure: reads the
+//! typed pod spec, writes warnings, returns a plan.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,13 +10,17 @@ use serde_json::Value;
 
 use super::analysis::PodAnalysis;
 use super::messages::{Warnings, quoted, quoted_list};
-use super::{PROCESS, RELOAD_URL, SIDECAR_NAME, SIGNAL, WATCH};
+use super::{NO_TOKEN_VOLUME, PROCESS, RELOAD_URL, SIDECAR_NAME, SIGNAL, TOKEN_MOUNT_PATH, WATCH};
 use crate::hash::ConfigKind;
 
 /// Where the watched volumes are mounted in the sidecar.
 pub const WATCH_ROOT: &str = "/reload-injector/watch";
 /// UID/GID of the sidecar when it does not need to match the app (the image's user).
 pub const NONROOT_UID: i64 = 65532;
+/// `sizeLimit` of [`NO_TOKEN_VOLUME`]. Nothing is ever written to it (its one mount is
+/// read-only), so this only has to exceed what the kubelet measures for an empty directory
+/// (nothing on tmpfs, one 4 KiB block on disk), or the kubelet would evict the Pod.
+pub const NO_TOKEN_SIZE_LIMIT: &str = "64Ki";
 
 /// How the sidecar reloads the app.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +67,20 @@ pub struct SidecarPlan {
     pub mode: Mode,
     /// Who it runs as.
     pub run_as: RunAs,
+    /// Mounts [`no_token_volume`] at [`TOKEN_MOUNT_PATH`]: false when the pod already has a
+    /// volume of that name, which is the user's and is neither replaced nor shared.
+    pub hides_token: bool,
+}
+
+/// The volume the sidecar mounts at [`TOKEN_MOUNT_PATH`] so that it holds no API token: a
+/// memory-backed `emptyDir` (no node disk, no ephemeral-storage accounting) capped at
+/// [`NO_TOKEN_SIZE_LIMIT`].
+pub fn no_token_volume() -> Value {
+    let empty_dir = object([
+        ("medium", string("Memory")),
+        ("sizeLimit", string(NO_TOKEN_SIZE_LIMIT)),
+    ]);
+    object([("name", string(NO_TOKEN_VOLUME)), ("emptyDir", empty_dir)])
 }
 
 impl SidecarPlan {
@@ -91,13 +110,21 @@ impl SidecarPlan {
             }
             Mode::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
         }
-        let mounts = self.volumes.iter().map(|v| {
+        let mount = |name: &str, path: String| {
             object([
-                ("name", string(v)),
-                ("mountPath", Value::String(format!("{WATCH_ROOT}/{v}"))),
+                ("name", string(name)),
+                ("mountPath", Value::String(path)),
                 ("readOnly", Value::Bool(true)),
             ])
-        });
+        };
+        let mounts = self
+            .volumes
+            .iter()
+            .map(|v| mount(v, format!("{WATCH_ROOT}/{v}")))
+            .chain(
+                self.hides_token
+                    .then(|| mount(NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH.to_owned())),
+            );
         let resources = |cpu, memory| object([("cpu", string(cpu)), ("memory", string(memory))]);
         let mut container = vec![
             ("name", string(SIDECAR_NAME)),
@@ -204,7 +231,31 @@ pub fn plan(
         secret_volumes,
         mode,
         run_as,
+        hides_token: token_volume_free(spec, analysis, warnings),
     })
+}
+
+/// Whether the pod has no volume named [`NO_TOKEN_VOLUME`] yet. One it has is the user's
+/// (never replaced, never mounted into the sidecar), so the sidecar goes without it and will
+/// hold the API token, which a warning says. A pod that already has the sidecar is not asked:
+/// the volume there is its own, and nothing is injected.
+fn token_volume_free(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -> bool {
+    if analysis.has_sidecar {
+        return true;
+    }
+    let taken = spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.name == NO_TOKEN_VOLUME);
+    if taken {
+        warnings.push(format_args!(
+            "container {} gets the API token: volume {} is the pod's own",
+            quoted(SIDECAR_NAME),
+            quoted(NO_TOKEN_VOLUME)
+        ));
+    }
+    !taken
 }
 
 /// Config volumes mounted as directories by app containers, narrowed by the `watch` annotation.
@@ -449,6 +500,25 @@ mod tests {
         ] {
             assert!(!is_http_url(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_no_token_volume_is_named_as_kubernetes_requires() {
+        // A volume name is a DNS-1123 label.
+        let name = NO_TOKEN_VOLUME;
+        assert!(name.len() <= 63, "{name}");
+        assert!(
+            name.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            "{name}"
+        );
+        assert!(!name.starts_with('-') && !name.ends_with('-'), "{name}");
+        let volume = no_token_volume();
+        assert_eq!(volume["name"], name);
+        assert_eq!(volume["emptyDir"]["medium"], "Memory");
+        // It must not look like the ServiceAccount plugin's own volume, or the plugin would
+        // mount it into the app containers as their token.
+        assert!(!name.starts_with("kube-api-access-"), "{name}");
     }
 
     #[test]

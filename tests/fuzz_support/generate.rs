@@ -14,13 +14,15 @@ pub type Gen = BoxedStrategy<Value>;
 const CONFIG_MAPS: &[&str] = &["cm-a", "cm-b", "cm-missing", ""];
 /// Secret names: `sec-a` exists.
 const SECRETS: &[&str] = &["sec-a", "sec-missing", ""];
-/// Volume names, shared by volumes, mounts and the `watch` annotation.
+/// Volume names, shared by volumes, mounts and the `watch` annotation (the last is the name
+/// of the sidecar's own volume, taken by the user's).
 const VOLUMES: &[&str] = &[
     "config",
     "settings",
     "creds",
     "scratch",
     "kube-api-access-x1",
+    reload_injector::inject::NO_TOKEN_VOLUME,
 ];
 /// Container names (`config-reloader`, the product's own sidecar, is added in [`container`]).
 const CONTAINERS: &[&str] = &["app", "web", "cache", "init", "proxy"];
@@ -129,7 +131,13 @@ fn mount() -> Gen {
     let expr = prop_oneof![4 => Just(None), 1 => select(vec!["$(POD)", ""]).prop_map(Some)];
     (
         name(VOLUMES),
-        select(vec!["/etc/app", "/etc/app/app.conf", "/x", ""]),
+        select(vec![
+            "/etc/app",
+            "/etc/app/app.conf",
+            "/x",
+            "",
+            reload_injector::inject::TOKEN_MOUNT_PATH,
+        ]),
         sub_path,
         expr,
         optional_bool(),

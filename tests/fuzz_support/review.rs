@@ -10,7 +10,8 @@ use base64::Engine;
 use http::{Request, Response, StatusCode, header};
 use reload_injector::hash::SecretKey;
 use reload_injector::inject::{
-    CONFIG_HASH, MAX_WARNING_CHARS, SIDECAR_NAME, Settings, WARNING_PREFIX,
+    CONFIG_HASH, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, SIDECAR_NAME, Settings, TOKEN_MOUNT_PATH,
+    WARNING_PREFIX,
 };
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
 use reload_injector::webhook::metrics::Metrics;
@@ -265,7 +266,8 @@ fn sidecar_count(object: &Value) -> usize {
         .count()
 }
 
-/// Never a second sidecar, never a duplicated mount in the one injected.
+/// Never a second sidecar, never a duplicated mount in the one injected, at most one mount of
+/// it at the token path, and its volume added only where no volume had that name.
 fn sidecars_once(before: &Value, after: &Value) -> Result<(), String> {
     let (was, is) = (sidecar_count(before), sidecar_count(after));
     ensure(is <= was.max(1), || {
@@ -289,9 +291,32 @@ fn sidecars_once(before: &Value, after: &Value) -> Result<(), String> {
             ensure(names.len() == count, || {
                 format!("duplicated mounts in {sidecar}")
             })?;
+            let at_token_path = sidecar["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["mountPath"] == TOKEN_MOUNT_PATH)
+                .count();
+            ensure(at_token_path <= 1, || {
+                format!("{at_token_path} mounts at the token path in {sidecar}")
+            })?;
         }
+        let (had, has) = (volumes_named_ours(before), volumes_named_ours(after));
+        ensure(has == had || (had == 0 && has == 1), || {
+            format!("{had} volumes named {NO_TOKEN_VOLUME} before the patch, {has} after")
+        })?;
     }
     Ok(())
+}
+
+/// Volumes of a Pod named as the sidecar's own.
+fn volumes_named_ours(object: &Value) -> usize {
+    let volumes = object.pointer("/spec/volumes").and_then(Value::as_array);
+    volumes
+        .into_iter()
+        .flatten()
+        .filter(|v| v["name"] == NO_TOKEN_VOLUME)
+        .count()
 }
 
 /// The webhook stamps only the hash into workload templates: with the hash annotation taken

@@ -81,6 +81,7 @@ fn a_pod_gives_its_namespace_owner_and_only_the_editable_fields() {
             "spec": {
                 "containers": [null, null],
                 "initContainers": [null],
+                "volumes": [null],
                 "shareProcessNamespace": false
             }
         })
@@ -172,7 +173,7 @@ fn metadata_that_is_not_an_object_is_kept_by_type_and_reads_as_empty() {
 fn null_lists_stay_null_and_odd_owner_references_name_no_controller() {
     let pod = json!({
         "metadata": {"ownerReferences": {"controller": true}, "annotations": null},
-        "spec": {"containers": null, "initContainers": null}
+        "spec": {"containers": null, "initContainers": null, "volumes": null}
     });
     let object = raw_of(&pod);
     assert!(!read(&object, "").unwrap().controlled);
@@ -180,7 +181,7 @@ fn null_lists_stay_null_and_odd_owner_references_name_no_controller() {
         view(&pod, ""),
         json!({
             "metadata": {"annotations": null},
-            "spec": {"containers": null, "initContainers": null}
+            "spec": {"containers": null, "initContainers": null, "volumes": null}
         })
     );
 }
@@ -335,11 +336,11 @@ fn the_lean_read_of_a_spec_equals_the_raw_read_on_every_fixture_and_odd_shape() 
         ("absent lists", json!({})),
         (
             "null lists",
-            json!({"containers": null, "initContainers": null, "shareProcessNamespace": null}),
+            json!({"containers": null, "initContainers": null, "volumes": null, "shareProcessNamespace": null}),
         ),
         (
             "empty lists",
-            json!({"containers": [], "initContainers": []}),
+            json!({"containers": [], "initContainers": [], "volumes": []}),
         ),
         (
             "shared",
@@ -357,6 +358,7 @@ fn the_lean_read_of_a_spec_equals_the_raw_read_on_every_fixture_and_odd_shape() 
     }
     let repeated = raw(
         r#"{"spec": {"containers": [{"name": "a"}], "containers": null,
+        "volumes": null, "volumes": [{"name": "v"}, {"name": "w"}],
         "shareProcessNamespace": true, "shareProcessNamespace": null}}"#,
     );
     let [lean, raw] = both_reads(&repeated);
@@ -364,7 +366,7 @@ fn the_lean_read_of_a_spec_equals_the_raw_read_on_every_fixture_and_odd_shape() 
     assert_eq!(lean_spec, raw_spec);
     assert_eq!(
         lean.editable(&lean_spec),
-        json!({"spec": {"containers": null, "shareProcessNamespace": null}})
+        json!({"spec": {"containers": null, "volumes": [null, null], "shareProcessNamespace": null}})
     );
     assert_eq!(lean.editable(&lean_spec), raw.editable(&raw_spec));
 }
@@ -495,5 +497,28 @@ fn a_large_spec_the_lean_read_refuses_gets_the_lean_words_and_keeps_its_last_key
             err.contains(&format!("invalid type: string {words}")),
             "{fill}: {err}"
         );
+    }
+}
+
+#[test]
+fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
+    use crate::inject::object::push_volume;
+
+    let volume = json!({"name": "added", "emptyDir": {}});
+    let containers = json!([{"name": "a"}]);
+    for spec in [
+        json!({"containers": containers}),
+        json!({"containers": containers, "volumes": null}),
+        json!({"containers": containers, "volumes": []}),
+        json!({"containers": containers, "volumes": [{"name": "v", "configMap": {"name": "c"}}, {"name": "w", "emptyDir": {}}]}),
+    ] {
+        let pod = json!({"metadata": {}, "spec": spec});
+        let mut edited = pod.clone();
+        push_volume(&mut edited, volume.clone());
+        let whole = json_patch::diff(&pod, &edited);
+        let before = view(&pod, "");
+        let mut after = before.clone();
+        push_volume(&mut after, volume.clone());
+        assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
     }
 }
