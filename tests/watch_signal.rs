@@ -11,10 +11,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use watch_support::copies::{copy_program, run_copy};
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
 use watch_support::pidns::{self, PidNamespace, Pod};
-use watch_support::scratch::{Scratch, copy_program, runnable_by_others};
+use watch_support::scratch::{Scratch, runnable_by_others};
 use watch_support::watcher::{BINARY, Watcher};
 use watch_support::{PATIENCE, wait_for};
 
@@ -233,11 +234,13 @@ fn a_binary_below_an_owner_only_directory_is_run_as_another_user_from_a_copy() {
     let inside = private.join("reload-injector");
     copy_program(Path::new(BINARY), &inside);
     let as_nobody = |program: &Path| {
-        Command::new(program)
-            .arg("--version")
-            .uid(65534)
-            .gid(65534)
-            .output()
+        run_copy(|| {
+            Command::new(program)
+                .arg("--version")
+                .uid(65534)
+                .gid(65534)
+                .output()
+        })
     };
     let denied = as_nobody(&inside);
     assert!(

@@ -8,6 +8,7 @@
 
 mod analysis;
 pub mod consumption;
+mod key;
 mod messages;
 pub mod meter;
 mod object;
@@ -24,9 +25,10 @@ use serde_json::value::RawValue;
 
 use crate::hash::{ConfigData, ConfigId, SecretKey};
 
+pub use key::Key;
 pub use messages::{API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
 pub use object::Workload;
-pub use parts::{Key, ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
+pub use parts::{ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
 pub use rules::describe;
 pub use sidecar::canonical_signal;

@@ -19,42 +19,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::PREFIX;
+use super::key::Key;
 use super::meter;
 use super::pod::{PodSpec, Sent, SpecShape};
 use super::skim::{Shallow, ShallowVisitor, Skim};
-
-/// A JSON object key, borrowed from the input unless it holds escapes.
-#[derive(Debug, Clone)]
-pub struct Key<'a>(Cow<'a, str>);
-
-impl Key<'_> {
-    /// The key's text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
 
 /// What the core reads of an object under review.
 #[derive(Debug, Default, Clone)]

@@ -14,8 +14,8 @@ use std::fmt;
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use super::key::Key;
 use super::meter;
-use super::parts::Key;
 
 /// `io.k8s.api.core.v1.PodSpec`, the fields the core reads. A key given twice keeps its last
 /// value, as in a read of the spec as a JSON value.

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::de::{Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::parts::Key;
+use super::key::Key;
 
 /// The type of a JSON value read and dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

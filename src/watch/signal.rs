@@ -293,8 +293,14 @@ fn uid_text(proc_root: &Path, pid: i32) -> String {
     procfs::process_uid(proc_root, pid).map_or_else(|| "?".to_owned(), |uid| uid.to_string())
 }
 
+// The integration tests' helper for running copied programs, included by path.
+#[cfg(test)]
+#[path = "../../tests/watch_support/copies.rs"]
+mod copies;
+
 #[cfg(test)]
 mod tests {
+    use super::copies::{copy_program, run_copy};
     use super::*;
 
     #[test]
@@ -366,20 +372,9 @@ mod tests {
             let dir = std::env::temp_dir().join(format!("ri-signal-{tag}-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let program = dir.join(&name);
-            std::fs::copy("/bin/sleep", &program).unwrap();
-            // Another test thread may fork while the copy's write descriptor is open; its child
-            // holds that descriptor until it execs, and until then exec here fails with
-            // ETXTBSY. Retry for a moment.
-            let mut tries = 0;
-            let child = loop {
-                match std::process::Command::new(&program).arg("30").spawn() {
-                    Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
-                        tries += 1;
-                        std::thread::sleep(std::time::Duration::from_millis(10));
-                    }
-                    other => break other.unwrap(),
-                }
-            };
+            copy_program(Path::new("/bin/sleep"), &program);
+            let child =
+                run_copy(|| std::process::Command::new(&program).arg("30").spawn()).unwrap();
             let pid = i32::try_from(child.id()).unwrap();
             let sleeper = UniqueSleeper {
                 child,
@@ -423,6 +418,32 @@ mod tests {
             let _ = self.child.wait();
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+
+    /// The helper the sleepers (and the integration tests) start their copies with.
+    #[test]
+    fn a_copy_still_open_for_writing_starts_once_it_is_closed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("ri-signal-busy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let program = dir.join("true");
+        let mut open = std::fs::File::create(&program).unwrap();
+        std::io::Write::write_all(&mut open, &std::fs::read("/bin/true").unwrap()).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let run = || std::process::Command::new(&program).status();
+        let busy = run();
+        assert!(
+            matches!(&busy, Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy),
+            "precondition: a file open for writing cannot be run: {busy:?}"
+        );
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(open);
+        });
+        let ran = run_copy(run);
+        closer.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(ran.expect("started once closed").success());
     }
 
     #[test]

@@ -1,14 +1,20 @@
 //! The plain-HTTP side port: `/healthz` (the process serves), `/readyz` (TLS material loaded,
-//! HTTPS listener bound, not shutting down) and `/metrics` (Prometheus text).
+//! HTTPS listener bound, not shutting down) and `/metrics` (Prometheus text); [`SidePort`]
+//! serves them until told to stop.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use http::{StatusCode, header};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::metrics::Metrics;
 
@@ -41,6 +47,46 @@ pub fn app(ready: Readiness, metrics: Metrics) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(HealthState { ready, metrics })
+}
+
+/// The side port being served on its own task.
+pub struct SidePort {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl SidePort {
+    /// Serves [`app`] on `listener` until [`SidePort::stop`].
+    pub fn start(
+        listener: TcpListener,
+        ready: Readiness,
+        metrics: Metrics,
+    ) -> std::io::Result<SidePort> {
+        let (stop, mut stopped) = watch::channel(false);
+        let addr = listener.local_addr()?;
+        let app = app(ready, metrics);
+        let task = tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+        });
+        Ok(SidePort { addr, stop, task })
+    }
+
+    /// The address it serves on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops serving, giving open requests a second to finish.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.task).await;
+    }
 }
 
 async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {

@@ -77,15 +77,48 @@ pub async fn serve(
     args: ServeArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    // Fail fast, before binding anything, on TLS material that cannot work.
+    let resolver = serving_certificate(&args)?;
+    let metrics = metrics::Metrics::new();
+    let (settings, lookups, client) = settings_and_lookups(&args, &metrics).await?;
+    let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
+    let controller = start_controller(&args, client, &settings, &lookups, &metrics, &terminating);
+    let state = AppState::new(settings, lookups, metrics.clone());
+    let (listener, side) = bind(&args).await?;
+    watch_certificate(&args, &resolver, &metrics)?;
+    let ready = health::Readiness::default();
+    let side = health::SidePort::start(side, ready.clone(), metrics)?;
+    tracing::info!(addr = %side.addr(), "serving /healthz, /readyz and /metrics");
+    tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
+    become_ready(&ready, controller, terminating);
+    let stopping = stopping(shutdown, terminating_tx, ready);
+    let drained = serve_reviews(&args, listener, resolver, state, stopping).await;
+    side.stop().await;
+    tracing::info!(drained, "stopped");
+    Ok(())
+}
+
+/// Loads the serving certificate: fails fast, before binding anything, on TLS material that
+/// cannot work.
+fn serving_certificate(args: &ServeArgs) -> anyhow::Result<Arc<tls::CertResolver>> {
     let pair = tls::load_pair(&args.tls_cert, &args.tls_key)
         .context("failed to load the serving certificate")?;
-    let resolver = Arc::new(tls::CertResolver::new(pair));
-    let metrics = metrics::Metrics::new();
+    Ok(Arc::new(tls::CertResolver::new(pair)))
+}
+
+/// The core settings and the cached ConfigMap/Secret lookups from the flags, with the
+/// Kubernetes client they use (none with `--no-kube`).
+async fn settings_and_lookups(
+    args: &ServeArgs,
+    metrics: &metrics::Metrics,
+) -> anyhow::Result<(
+    crate::inject::Settings,
+    lookup::Lookups,
+    Option<kube::Client>,
+)> {
     let secret_key = startup::secret_key(args.secret_hash_key_file.as_deref())?;
     let client = startup::kube_client(args.no_kube).await?;
     let native = startup::native_sidecars(args.native_sidecars, client.as_ref()).await;
-    let settings = startup::settings(&args, native, secret_key.clone());
+    let settings = startup::settings(args, native, secret_key.clone());
     let lookups = lookup::Lookups::new(
         client.clone(),
         secret_key,
@@ -97,26 +130,36 @@ pub async fn serve(
         },
         metrics.clone(),
     );
-    let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
-    let controller = match (&client, args.rollouts) {
-        (Some(client), true) => {
-            let mut terminating = terminating.clone();
-            let handed_over = async move {
-                let _ = terminating.wait_for(|t| *t).await;
-            };
-            let controller = crate::controller::start(
-                client.clone(),
-                controller_settings(&args, settings.secret_key.clone()),
-                metrics.controller().clone(),
-                handed_over,
-            );
-            lookups.set_view(controller.store.clone());
-            Some(controller)
-        }
-        _ => None,
-    };
-    let state = AppState::new(settings, lookups, metrics.clone());
+    Ok((settings, lookups, client))
+}
 
+/// Starts the rollout controller when `--rollouts` is on and there is a Kubernetes client,
+/// and lets the lookups read its view. It hands its Lease over once `terminating` turns true.
+fn start_controller(
+    args: &ServeArgs,
+    client: Option<kube::Client>,
+    settings: &crate::inject::Settings,
+    lookups: &lookup::Lookups,
+    metrics: &metrics::Metrics,
+    terminating: &tokio::sync::watch::Receiver<bool>,
+) -> Option<crate::controller::Controller> {
+    let client = client.filter(|_| args.rollouts)?;
+    let mut terminating = terminating.clone();
+    let handed_over = async move {
+        let _ = terminating.wait_for(|t| *t).await;
+    };
+    let controller = crate::controller::start(
+        client,
+        controller_settings(args, settings.secret_key.clone()),
+        metrics.controller().clone(),
+        handed_over,
+    );
+    lookups.set_view(controller.store.clone());
+    Some(controller)
+}
+
+/// Binds the HTTPS listener (`--listen`) and the side port (`--metrics-listen`).
+async fn bind(args: &ServeArgs) -> anyhow::Result<(TcpListener, TcpListener)> {
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("failed to listen on {} (--listen)", args.listen))?;
@@ -128,6 +171,15 @@ pub async fn serve(
                 args.metrics_listen
             )
         })?;
+    Ok((listener, side))
+}
+
+/// Reloads the serving certificate when its files change (and re-reads them now and then).
+fn watch_certificate(
+    args: &ServeArgs,
+    resolver: &Arc<tls::CertResolver>,
+    metrics: &metrics::Metrics,
+) -> anyhow::Result<()> {
     reload::spawn(
         resolver.clone(),
         reload::ReloadConfig {
@@ -138,55 +190,57 @@ pub async fn serve(
         },
         metrics.clone(),
     )?;
+    Ok(())
+}
 
-    let ready = health::Readiness::default();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let side_addr = side.local_addr()?;
-    let side_task = tokio::spawn({
-        let mut stop_rx = stop_rx.clone();
-        let app = health::app(ready.clone(), metrics);
-        async move {
-            let stopped = async move {
-                let _ = stop_rx.wait_for(|stop| *stop).await;
-            };
-            axum::serve(side, app).with_graceful_shutdown(stopped).await
+/// Marks the webhook ready: at once without a controller; with one, once its view has synced
+/// (so that reviews and the controller hash alike), unless termination began meanwhile.
+fn become_ready(
+    ready: &health::Readiness,
+    controller: Option<crate::controller::Controller>,
+    terminating: tokio::sync::watch::Receiver<bool>,
+) {
+    let Some(controller) = controller else {
+        ready.set(true);
+        return;
+    };
+    let ready = ready.clone();
+    let mut synced = controller.synced;
+    tokio::spawn(async move {
+        if synced.wait_for(|s| *s).await.is_ok() && !*terminating.borrow() {
+            ready.set(true);
         }
     });
-    tracing::info!(addr = %side_addr, "serving /healthz, /readyz and /metrics");
-    tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
-    match controller {
-        None => ready.set(true),
-        // Ready once the view has synced, so that reviews and the controller hash alike.
-        Some(controller) => {
-            let (ready, terminating) = (ready.clone(), terminating.clone());
-            let mut synced = controller.synced;
-            tokio::spawn(async move {
-                if synced.wait_for(|s| *s).await.is_ok() && !*terminating.borrow() {
-                    ready.set(true);
-                }
-            });
-        }
-    }
+}
 
-    let stopping = {
-        let ready = ready.clone();
-        async move {
-            shutdown.await;
-            let _ = terminating_tx.send(true);
-            ready.set(false);
-        }
-    };
-    let (limits, http) = startup::limits(&args);
-    let drained = server::serve(
+/// Completes once `shutdown` has, after telling the controller (`terminating`) and `/readyz`.
+async fn stopping(
+    shutdown: impl Future<Output = ()>,
+    terminating: tokio::sync::watch::Sender<bool>,
+    ready: health::Readiness,
+) {
+    shutdown.await;
+    let _ = terminating.send(true);
+    ready.set(false);
+}
+
+/// Serves admission reviews over TLS on `listener`, within the connection and body limits of
+/// the flags, until `stopping` completes and the open connections drain (or
+/// `--drain-timeout` passes). Returns whether everything drained in time.
+async fn serve_reviews(
+    args: &ServeArgs,
+    listener: TcpListener,
+    resolver: Arc<tls::CertResolver>,
+    state: AppState,
+    stopping: impl Future<Output = ()>,
+) -> bool {
+    let (limits, http) = startup::limits(args);
+    server::serve(
         listener,
         tls::server_config(resolver),
         router::app_with(state, http),
         limits,
         stopping,
     )
-    .await;
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(1), side_task).await;
-    tracing::info!(drained, "stopped");
-    Ok(())
+    .await
 }

@@ -1,7 +1,9 @@
 //! Shared helpers for the watcher's integration tests: a kubelet-style directory writer,
-//! SIGHUP-counting fixtures, PID namespaces, the watcher process, an HTTP test server.
+//! SIGHUP-counting fixtures, PID namespaces, the watcher process, an HTTP test server, copies
+//! of programs to run.
 #![allow(dead_code)]
 
+pub mod copies;
 pub mod fixture;
 pub mod http_server;
 pub mod kubelet;

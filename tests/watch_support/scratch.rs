@@ -3,8 +3,9 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::copies::copy_program;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -67,22 +68,4 @@ pub fn runnable_by_others(program: &Path, dir: &Path) -> PathBuf {
     copy_program(program, &copy);
     fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).expect("chmod the copy");
     copy
-}
-
-/// Copies the program `from` to `to` in a child process (`cp`), so that this process never
-/// holds the copy open for writing. Tests run on threads: one that forks while such a
-/// descriptor is open hands it to its child until that child execs, and an exec of the copy in
-/// that window fails with ETXTBSY ("text file busy").
-pub fn copy_program(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap_or_else(|e| panic!("failed to run cp (coreutils): {e}"));
-    assert!(
-        status.success(),
-        "cp {} {} failed: {status}",
-        from.display(),
-        to.display()
-    );
 }

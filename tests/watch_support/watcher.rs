@@ -9,6 +9,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+use super::copies::run_copy;
 use super::pidns::{PidNamespace, Proc};
 use super::scratch::{Scratch, runnable_by_others};
 use super::{PATIENCE, http_get, wait_for};
@@ -84,7 +85,7 @@ impl Watcher {
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::from(file));
-        let child = command.spawn().expect("start the watcher");
+        let child = run_copy(|| command.spawn()).expect("start the watcher");
         let mut proc = Proc(child);
         let metrics = wait_ready(&mut proc, log);
         let watcher = Watcher {
