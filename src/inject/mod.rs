@@ -14,6 +14,7 @@ mod object;
 mod parts;
 pub mod pod;
 mod review;
+mod rollout;
 mod rules;
 mod sidecar;
 mod skim;
