@@ -138,6 +138,7 @@ async fn watch_targets(client: Client, kind: TargetKind, out: Sender<Watched>) {
         TargetKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
         TargetKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
         TargetKind::CronJob => ApiResource::erase::<CronJob>(&()),
+        TargetKind::Rollout => kind.api_resource(),
         TargetKind::Pod => ApiResource::erase::<Pod>(&()),
     };
     let api = Api::<DynamicObject>::all_with(client, &resource);
