@@ -54,9 +54,10 @@ impl Unstamped {
             };
         };
         let text = |field: Option<Shallow>| field.and_then(|f| f.0.as_str().map(str::to_owned));
-        let (group, kind, name) = (text(found.api_version), text(found.kind), text(found.name));
-        // Argo reads a missing apiVersion as apps/v1.
-        let apps = group.as_deref().is_none_or(|g| g == "apps/v1");
+        let (api_version, kind, name) =
+            (text(found.api_version), text(found.kind), text(found.name));
+        // Argo finds the referenced kind by its group and kind.
+        let apps = api_version.is_some_and(|v| v.split_once('/').is_some_and(|(g, _)| g == "apps"));
         match (kind, name) {
             (Some(kind), Some(name)) if kind == "Deployment" && apps && !name.is_empty() => {
                 Unstamped::Deployment(name)
@@ -76,7 +77,7 @@ impl Unstamped {
                 kind: Some(kind),
                 name: Some(name),
             } => warnings.push(format_args!(
-                "Rollout's workloadRef names {} {}, not an apps/v1 Deployment: no config hash",
+                "Rollout's workloadRef names {} {}, not an apps/v1 Deployment: config changes do not roll it",
                 quoted(kind),
                 quoted(name)
             )),
@@ -131,16 +132,18 @@ mod tests {
         );
         assert_eq!(got, Unstamped::Deployment("web".into()));
         let no_version = of(r#"{"spec":{"workloadRef":{"kind":"Deployment","name":"web"}}}"#);
-        assert_eq!(no_version, Unstamped::Deployment("web".into()));
+        assert!(matches!(no_version, Unstamped::OtherRef { .. }));
     }
 
     #[test]
     fn other_references_and_shapes_are_told_apart() {
-        let other = of(r#"{"spec":{"workloadRef":{"kind":"StatefulSet","name":"db"}}}"#);
+        let other = of(
+            r#"{"spec":{"workloadRef":{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"db"}}}"#,
+        );
         assert_eq!(
             other,
             Unstamped::OtherRef {
-                kind: Some("StatefulSet".into()),
+                kind: Some("ReplicaSet".into()),
                 name: Some("db".into())
             }
         );
