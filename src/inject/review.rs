@@ -227,9 +227,9 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     }))
 }
 
-/// The part of a template's `metadata` that is neither an object nor `null`, if one is: the core would replace
-/// it to stamp the hash, which a Rollout (whose schema the API server may not check) must not
-/// have done to it.
+/// The part of a template's `metadata` that is neither an object nor `null`, if one is: the core
+/// would replace it to stamp the hash, which a Rollout (whose schema the API server may not
+/// check) must not have done to it.
 fn unreadable_metadata(meta: &Meta) -> Option<&'static str> {
     let other = |value: &Value| !value.is_null();
     match meta {
