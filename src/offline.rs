@@ -197,6 +197,7 @@ fn inject_object(
         "v1" => "",
         "apps/v1" => "apps",
         "batch/v1" => "batch",
+        "argoproj.io/v1alpha1" => "argoproj.io",
         _ => return Ok(()),
     };
     let namespace = str_at(object, "/metadata/namespace")

@@ -475,6 +475,45 @@ async fn leases_conflict_events_are_created_and_secrets_fold_string_data() {
 }
 
 #[tokio::test]
+async fn rollouts_are_served_at_argos_group_and_patched_like_deployments() {
+    use kube::api::DynamicObject;
+    use reload_injector::controller::target::TargetKind;
+
+    let api = FakeApi::start();
+    let hash = "reload-injector.io/config-hash";
+    api.apply(json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "app"},
+        "spec": {"strategy": {"canary": {"steps": [{"setWeight": 20}]}}, "template": {
+            "metadata": {"annotations": {hash: "sha256:old"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+    }));
+    let resource = TargetKind::Rollout.api_resource();
+    let rollouts: Api<DynamicObject> = Api::namespaced_with(api.client().await, "app", &resource);
+    let listed = rollouts.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let pointer = "/spec/template/metadata/annotations/reload-injector.io~1config-hash";
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": pointer, "value": "sha256:old"},
+        {"op": "replace", "path": pointer, "value": "sha256:new"},
+    ]))
+    .unwrap();
+    let patched = rollouts
+        .patch("web", &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.data["spec"]["template"]["metadata"]["annotations"][hash],
+        "sha256:new"
+    );
+    assert_eq!(patched.metadata.generation, Some(2));
+    assert_eq!(
+        patched.data["spec"]["strategy"]["canary"]["steps"][0]["setWeight"],
+        20
+    );
+}
+
+#[tokio::test]
 async fn generation_counts_spec_changes_only() {
     let api = FakeApi::start();
     let deployment = |image: &str, label: &str| {

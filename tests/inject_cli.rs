@@ -289,3 +289,97 @@ fn offline_every_warning_is_printed() {
     assert_eq!(warnings.len(), 400, "{stderr}");
     assert!(!stderr.contains("more warnings not shown"), "{stderr}");
 }
+
+const ROLLOUTS: &str = r#"
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  strategy: {canary: {steps: [{setWeight: 20}, {pause: {}}]}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: nginx
+          image: nginx:1.27
+          env: [{name: UPSTREAM, valueFrom: {configMapKeyRef: {name: web-env, key: upstream}}}]
+          volumeMounts: [{name: conf, mountPath: /etc/nginx/conf.d}]
+      volumes: [{name: conf, configMap: {name: web-conf}}]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: api}
+spec:
+  workloadRef: {apiVersion: apps/v1, kind: Deployment, name: api-template}
+  strategy: {blueGreen: {activeService: api}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api-template}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+        - name: api
+          image: example/api:2
+          envFrom: [{configMapRef: {name: web-env}}]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {name: odd}
+spec: {template: {spec: {containers: 7}}}
+"#;
+
+#[test]
+fn rollouts_are_injected_like_deployments_and_never_refused() {
+    let args = [
+        "-f",
+        "-",
+        "--namespace",
+        "shop",
+        "--configs",
+        "examples/nginx-configs.yaml",
+    ];
+    let out = inject(&args, ROLLOUTS);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let docs = documents(&out);
+    assert_eq!(docs.len(), 4);
+    let template = &docs[0]["spec"]["template"];
+    let hash = &template["metadata"]["annotations"]["reload-injector.io/config-hash"];
+    assert!(
+        hash.as_str().is_some_and(|h| h.starts_with("sha256:")),
+        "{template}"
+    );
+    assert_eq!(
+        template["spec"]["initContainers"][0]["name"],
+        "config-reloader"
+    );
+    assert_eq!(
+        docs[0]["spec"]["strategy"]["canary"]["steps"][0]["setWeight"],
+        20
+    );
+    // The workloadRef Rollout is left as written; the Deployment it runs is stamped.
+    let input: Vec<Value> = serde_saphyr::from_multiple(ROLLOUTS).unwrap();
+    assert_eq!(docs[1], input[1]);
+    let deployment = &docs[2]["spec"]["template"]["metadata"]["annotations"];
+    assert!(
+        deployment["reload-injector.io/config-hash"].is_string(),
+        "{deployment}"
+    );
+    // A Rollout the core cannot read is Argo's to judge: passed through, with a warning.
+    assert_eq!(docs[3], input[3]);
+    for line in [
+        r#"Rollout/web: reload-injector: container "nginx" reads ConfigMap "web-env" via env"#,
+        r#"Rollout/api: reload-injector: Rollout runs the template of Deployment "api-template""#,
+        "Rollout/odd: reload-injector: Rollout not stamped, its template is unreadable",
+    ] {
+        assert!(stderr.contains(line), "{line:?} not in {stderr}");
+    }
+    let again = inject(&args, &text(&out.stdout));
+    assert_eq!(documents(&again), docs, "inject is idempotent");
+}

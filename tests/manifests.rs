@@ -195,10 +195,55 @@ fn webhook_configuration_is_safe() {
             "apps/deployments",
             "apps/replicasets",
             "apps/statefulsets",
+            "argoproj.io/rollouts",
             "batch/cronjobs",
             "batch/jobs"
         ]
     );
+    let argo = workloads["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|rule| strings(&rule["apiGroups"]) == ["argoproj.io"])
+        .expect("a rule for Argo Rollouts");
+    assert_eq!(strings(&argo["apiVersions"]), ["v1alpha1"]);
+}
+
+#[test]
+fn the_cluster_role_grants_on_rollouts_what_it_grants_on_deployments() {
+    let role = base()
+        .into_iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .expect("a ClusterRole");
+    let verbs_on = |group: &str, resource: &str| -> Vec<String> {
+        let mut verbs: Vec<String> = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|rule| {
+                strings(&rule["apiGroups"]).contains(&group)
+                    && strings(&rule["resources"]).contains(&resource)
+            })
+            .flat_map(|rule| strings(&rule["verbs"]))
+            .map(str::to_owned)
+            .collect();
+        verbs.sort();
+        verbs
+    };
+    assert_eq!(
+        verbs_on("argoproj.io", "rollouts"),
+        ["list", "patch", "watch"]
+    );
+    assert_eq!(
+        verbs_on("argoproj.io", "rollouts"),
+        verbs_on("apps", "deployments")
+    );
+    // Nothing else of Argo's: not its other resources, not a wildcard.
+    for rule in role["rules"].as_array().unwrap() {
+        if strings(&rule["apiGroups"]).contains(&"argoproj.io") {
+            assert_eq!(strings(&rule["resources"]), ["rollouts"], "{rule}");
+        }
+    }
 }
 
 #[path = "manifests/deployment.rs"]

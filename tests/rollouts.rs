@@ -396,6 +396,11 @@ fn as_kind(deployment: &Value, kind: &str) -> Value {
     let mut object = deployment.clone();
     object["kind"] = json!(kind);
     object["metadata"]["name"] = json!(kind.to_lowercase());
+    if kind == "Rollout" {
+        object["apiVersion"] = json!("argoproj.io/v1alpha1");
+        object["spec"]["strategy"] =
+            json!({"canary": {"steps": [{"setWeight": 20}, {"pause": {}}]}});
+    }
     if kind == "CronJob" {
         object["apiVersion"] = json!("batch/v1");
         let mut template = object["spec"]["template"].clone();
@@ -410,7 +415,7 @@ fn as_kind(deployment: &Value, kind: &str) -> Value {
 fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
     let (cluster, deployment, _) = env_cluster("rbac");
     let cm = Cluster::config_map("web-env", &[("upstream", "http://a"), ("unused", "1")]);
-    for kind in ["StatefulSet", "DaemonSet", "CronJob"] {
+    for kind in ["StatefulSet", "DaemonSet", "CronJob", "Rollout"] {
         cluster.put(&cluster.inject(&as_kind(&deployment, kind), std::slice::from_ref(&cm)));
     }
     let secret = Cluster::secret("db", &[("password", "x")]);
@@ -439,7 +444,7 @@ fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
     ));
     cluster.put(&Cluster::secret("db", &[("password", "y")]));
     cluster.put(&Cluster::config_map("site", &[("a", "2")]));
-    cluster.wait_patches(6);
+    cluster.wait_patches(7);
     // Long enough for the Lease to be renewed (every third of 3 s).
     std::thread::sleep(Duration::from_millis(2500));
     server.terminate();
@@ -457,9 +462,49 @@ fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
         vec![],
         "serve made calls rbac.yaml does not grant"
     );
+    let unused = rbac.unused(&needs);
     assert!(
-        rbac.unused(&needs).is_empty(),
-        "rbac.yaml grants what serve never used: {:?}",
-        rbac.unused(&needs)
+        unused.is_empty(),
+        "rbac.yaml grants what serve never used: {unused:?}"
     );
+}
+
+#[test]
+fn a_canary_rollouts_template_is_restamped_with_an_event_on_the_rollout() {
+    let cluster = Cluster::new("argo-rollout");
+    let cm = Cluster::config_map("web-env", &[("upstream", "http://a")]);
+    cluster.put(&cm);
+    let rollout = as_kind(&env_deployment("web", "web-env", "upstream"), "Rollout");
+    cluster.put(&cluster.inject(&rollout, std::slice::from_ref(&cm)));
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    std::thread::sleep(QUIET);
+    assert!(cluster.patches().is_empty(), "start-up writes nothing");
+    let changed = Cluster::config_map("web-env", &[("upstream", "http://b")]);
+    cluster.put(&changed);
+    let patches = cluster.wait_patches(1);
+    assert_eq!(patches[0].resource(), Some("rollouts"));
+    let want = cluster.expected_hash(&rollout, &[changed]);
+    let stored = cluster
+        .api
+        .get("rollouts", NS, "rollout")
+        .expect("the Rollout");
+    assert_eq!(rollout_support::template_hash(&stored), Some(want));
+    assert_eq!(
+        stored["spec"]["strategy"]["canary"]["steps"][0]["setWeight"],
+        20
+    );
+    let events = cluster.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "ConfigChanged");
+    assert_eq!(events[0]["involvedObject"]["kind"], "Rollout");
+    assert_eq!(
+        events[0]["involvedObject"]["apiVersion"],
+        "argoproj.io/v1alpha1"
+    );
+    assert!(server.wait_metric(
+        r#"reload_injector_rollouts_total{kind="Rollout"}"#,
+        1.0,
+        PATIENCE
+    ));
 }

@@ -167,6 +167,63 @@ async fn object_that_cannot_be_understood_is_refused_with_the_uid() {
     );
 }
 
+fn rollout_review(uid: &str, spec: Value) -> Value {
+    serde_json::from_slice(&envelope(json!({
+        "uid": uid, "kind": {"group": "argoproj.io", "version": "v1alpha1", "kind": "Rollout"},
+        "operation": "CREATE", "namespace": "shop",
+        "object": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": "web", "namespace": "shop"}, "spec": spec}
+    })))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_rollout_is_a_workload_and_one_not_understood_is_admitted_with_a_warning() {
+    let template = |mount: Value| {
+        json!({"metadata": {"labels": {"app": "web"}}, "spec": {
+            "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [mount]}],
+            "volumes": [{"name": "conf", "configMap": {"name": "web-nginx"}}]}})
+    };
+    let subpath =
+        json!({"name": "conf", "mountPath": "/etc/nginx/nginx.conf", "subPath": "nginx.conf"});
+    let canary = json!({"strategy": {"canary": {"steps": [{"setWeight": 20}]}}});
+    let mut denied = canary.clone();
+    denied["template"] = template(subpath);
+    let answer = review(app(state()), &rollout_review("uid-r1", denied)).await;
+    let response = check_answer(&answer, "uid-r1");
+    assert_eq!(response["allowed"], false, "{answer}");
+    assert_eq!(response["status"]["code"], 403);
+
+    let mut garbage = canary.clone();
+    garbage["template"] = json!({"spec": {"containers": "not a list"}});
+    let by_ref =
+        json!({"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web-tpl"}});
+    for (uid, spec, says) in [
+        ("uid-r2", by_ref, r#"Deployment "web-tpl""#),
+        ("uid-r3", garbage, "template is unreadable"),
+        (
+            "uid-r4",
+            canary,
+            "neither spec.template nor spec.workloadRef",
+        ),
+        (
+            "uid-r5",
+            json!("garbage"),
+            "neither spec.template nor spec.workloadRef",
+        ),
+    ] {
+        let answer = review(app(state()), &rollout_review(uid, spec)).await;
+        let response = check_answer(&answer, uid);
+        assert_eq!(response["allowed"], true, "{answer}");
+        assert!(response.get("patch").is_none(), "{answer}");
+        let warnings = response["warnings"].as_array().expect("a warning");
+        assert!(
+            warnings.iter().any(|w| w.as_str().unwrap().contains(says)),
+            "{uid}: {warnings:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn uid_is_echoed_even_when_the_object_is_garbage() {
     for (uid, object) in [

@@ -79,7 +79,8 @@ pub enum ReduceError {
 }
 
 /// A workload as the controller keeps it, or `None` when it must never be written to: no stamped
-/// hash (never adopted) or opted out. `object` is the whole object (`spec` inside).
+/// hash (never adopted), opted out, or a Rollout without a template of its own. `object` is the
+/// whole object (`spec` inside).
 pub fn workload(
     kind: TargetKind,
     uid: &str,
@@ -89,10 +90,14 @@ pub fn workload(
         TargetKind::CronJob => "/spec/jobTemplate/spec/template",
         _ => "/spec/template",
     };
-    let template = object
-        .pointer(pointer)
-        .filter(|t| t.is_object())
-        .ok_or(ReduceError::NoTemplate(pointer))?;
+    let template = object.pointer(pointer).filter(|t| t.is_object());
+    let template = match (template, kind) {
+        (Some(template), _) => template,
+        // A Rollout may run a Deployment's template (`workloadRef`): that Deployment is the
+        // workload stamped, and the Rollout is never written to.
+        (None, TargetKind::Rollout) => return Ok(None),
+        (None, _) => return Err(ReduceError::NoTemplate(pointer)),
+    };
     let annotations = string_map(template, "annotations");
     let labels = string_map(template, "labels");
     let opted_out = [&annotations, &labels].iter().any(|m| {
@@ -201,6 +206,28 @@ mod tests {
             .unwrap();
         assert_eq!(got.hash.as_deref(), Some("sha256:2"));
         assert!(workload(TargetKind::Deployment, "u", &cronjob).is_err());
+    }
+
+    #[test]
+    fn a_rollouts_template_is_at_spec_template_and_a_workload_ref_is_never_kept() {
+        let mut rollout = deployment(json!({CONFIG_HASH: "sha256:3"}), json!({}));
+        rollout["spec"]["strategy"] = json!({"canary": {"steps": [{"setWeight": 20}]}});
+        let got = workload(TargetKind::Rollout, "u", &rollout)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.hash.as_deref(), Some("sha256:3"));
+        assert_eq!(
+            got.consumption.consumed(),
+            [Consumed::Key(ConfigId::config_map("env"), "a".into())]
+        );
+        let by_ref = json!({"spec": {"workloadRef":
+            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}});
+        assert_eq!(workload(TargetKind::Rollout, "u", &by_ref).unwrap(), None);
+        // A Deployment without a template is still an error: it cannot be a good one.
+        assert!(workload(TargetKind::Deployment, "u", &by_ref).is_err());
+        let bad = json!({"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: "x"}},
+            "spec": {"containers": 7}}}});
+        assert!(workload(TargetKind::Rollout, "u", &bad).is_err());
     }
 
     #[test]

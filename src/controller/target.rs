@@ -4,6 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use kube::api::{ApiResource, GroupVersionKind};
+
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH};
 
 /// The kinds the controller writes to.
@@ -17,17 +19,23 @@ pub enum TargetKind {
     DaemonSet,
     /// `batch/v1` CronJob (its next Job starts with the new config).
     CronJob,
+    /// `argoproj.io/v1alpha1` Rollout with a template of its own (a re-stamp starts a new
+    /// revision that follows its canary or blue-green steps). A CRD: the server may not serve it.
+    Rollout,
     /// `v1` Pod carrying the sidecar.
     Pod,
 }
 
 impl TargetKind {
-    /// The workload kinds (restart-only consumers), in a fixed order.
-    pub const WORKLOADS: [TargetKind; 4] = [
+    /// The workload kinds (restart-only consumers), in a fixed order. Discovery decides which
+    /// of them are watched: an old server lacks `batch/v1` CronJob, and only a cluster with
+    /// Argo Rollouts' CRD serves Rollouts.
+    pub const WORKLOADS: [TargetKind; 5] = [
         TargetKind::Deployment,
         TargetKind::StatefulSet,
         TargetKind::DaemonSet,
         TargetKind::CronJob,
+        TargetKind::Rollout,
     ];
 
     /// `kind`, as in the API.
@@ -37,6 +45,7 @@ impl TargetKind {
             TargetKind::StatefulSet => "StatefulSet",
             TargetKind::DaemonSet => "DaemonSet",
             TargetKind::CronJob => "CronJob",
+            TargetKind::Rollout => "Rollout",
             TargetKind::Pod => "Pod",
         }
     }
@@ -46,27 +55,41 @@ impl TargetKind {
         match self {
             TargetKind::Deployment | TargetKind::StatefulSet | TargetKind::DaemonSet => "apps/v1",
             TargetKind::CronJob => "batch/v1",
+            TargetKind::Rollout => "argoproj.io/v1alpha1",
             TargetKind::Pod => "v1",
         }
     }
 
-    /// The plural resource name, as in the API's paths.
+    /// Plural name in URLs and RBAC rules.
     pub fn plural(self) -> &'static str {
         match self {
             TargetKind::Deployment => "deployments",
             TargetKind::StatefulSet => "statefulsets",
             TargetKind::DaemonSet => "daemonsets",
             TargetKind::CronJob => "cronjobs",
+            TargetKind::Rollout => "rollouts",
             TargetKind::Pod => "pods",
         }
+    }
+
+    /// How the API addresses the kind (built from the names above: a Rollout has no
+    /// k8s-openapi type to take them from).
+    pub fn api_resource(self) -> ApiResource {
+        let (group, version) = match self.api_version().split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", self.api_version()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, self.kind());
+        ApiResource::from_gvk_with_plural(&gvk, self.plural())
     }
 
     /// Path (object keys) from the object to the metadata holding the annotation.
     pub fn metadata_path(self) -> &'static [&'static str] {
         match self {
-            TargetKind::Deployment | TargetKind::StatefulSet | TargetKind::DaemonSet => {
-                &["spec", "template", "metadata"]
-            }
+            TargetKind::Deployment
+            | TargetKind::StatefulSet
+            | TargetKind::DaemonSet
+            | TargetKind::Rollout => &["spec", "template", "metadata"],
             TargetKind::CronJob => &["spec", "jobTemplate", "spec", "template", "metadata"],
             TargetKind::Pod => &["metadata"],
         }
@@ -117,4 +140,48 @@ pub struct Write {
     pub desired: String,
     /// The Event message (workloads only), starting with `reload-injector:`; never a value.
     pub event: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rollout_is_addressed_as_argo_serves_it() {
+        let resource = TargetKind::Rollout.api_resource();
+        assert_eq!(resource.group, "argoproj.io");
+        assert_eq!(resource.version, "v1alpha1");
+        assert_eq!(resource.api_version, "argoproj.io/v1alpha1");
+        assert_eq!(resource.kind, "Rollout");
+        assert_eq!(resource.plural, "rollouts");
+        assert_eq!(
+            TargetKind::Rollout.metadata_path(),
+            TargetKind::Deployment.metadata_path()
+        );
+        assert!(TargetKind::Rollout.is_workload());
+        assert_eq!(TargetKind::Rollout.annotation(), CONFIG_HASH);
+        assert!(TargetKind::WORKLOADS.contains(&TargetKind::Rollout));
+    }
+
+    #[test]
+    fn built_in_kinds_are_addressed_as_their_k8s_openapi_types() {
+        use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+        use k8s_openapi::api::batch::v1::CronJob;
+        use k8s_openapi::api::core::v1::Pod;
+        for (kind, typed) in [
+            (
+                TargetKind::Deployment,
+                ApiResource::erase::<Deployment>(&()),
+            ),
+            (
+                TargetKind::StatefulSet,
+                ApiResource::erase::<StatefulSet>(&()),
+            ),
+            (TargetKind::DaemonSet, ApiResource::erase::<DaemonSet>(&())),
+            (TargetKind::CronJob, ApiResource::erase::<CronJob>(&())),
+            (TargetKind::Pod, ApiResource::erase::<Pod>(&())),
+        ] {
+            assert_eq!(kind.api_resource(), typed, "{kind:?}");
+        }
+    }
 }

@@ -9,10 +9,8 @@
 use std::collections::HashSet;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
-use kube::api::{Api, ApiResource, DynamicObject};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Config, Event};
@@ -135,14 +133,7 @@ where
 }
 
 async fn watch_targets(client: Client, kind: TargetKind, out: Sender<Watched>) {
-    let resource = match kind {
-        TargetKind::Deployment => ApiResource::erase::<Deployment>(&()),
-        TargetKind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
-        TargetKind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
-        TargetKind::CronJob => ApiResource::erase::<CronJob>(&()),
-        TargetKind::Pod => ApiResource::erase::<Pod>(&()),
-    };
-    let api = Api::<DynamicObject>::all_with(client, &resource);
+    let api = Api::<DynamicObject>::all_with(client, &kind.api_resource());
     let config = Config::default().page_size(TARGET_PAGE);
     let config = match kind {
         TargetKind::Pod => config.labels(&format!("{SIDECAR_LABEL}=true")),

@@ -11,9 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use rand::Rng;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
@@ -462,21 +460,6 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-fn api_resource(kind: TargetKind) -> ApiResource {
-    let (group, version) = match kind.api_version().split_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", kind.api_version()),
-    };
-    let plural = match kind {
-        TargetKind::Deployment => "deployments",
-        TargetKind::StatefulSet => "statefulsets",
-        TargetKind::DaemonSet => "daemonsets",
-        TargetKind::CronJob => "cronjobs",
-        TargetKind::Pod => "pods",
-    };
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind.kind()), plural)
-}
-
 async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> Sent {
     let target = &write.target;
     let patch = match annotation_patch(target.kind, write.expected.as_deref(), &write.desired) {
@@ -485,7 +468,7 @@ async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> S
         AnnotationPatch::Add(body) => Patch::Merge(body),
     };
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client, &target.namespace, &api_resource(target.kind));
+        Api::namespaced_with(client, &target.namespace, &target.kind.api_resource());
     let params = PatchParams {
         field_manager: Some(COMPONENT.to_owned()),
         ..PatchParams::default()

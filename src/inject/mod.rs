@@ -15,6 +15,7 @@ mod object;
 mod parts;
 pub mod pod;
 mod review;
+mod rollout;
 mod rules;
 mod sidecar;
 mod skim;

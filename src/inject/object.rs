@@ -11,6 +11,10 @@ pub enum Workload {
     Pod,
     /// A workload with a pod template at this JSON pointer: handled on CREATE and UPDATE.
     Template(&'static str),
+    /// An Argo Rollout (`argoproj.io`): a workload whose template is at `/spec/template`, or
+    /// which names a Deployment in `spec.workloadRef` instead. One the core cannot read is
+    /// admitted unchanged with a warning, never denied: Argo's own validation judges it.
+    Rollout,
 }
 
 impl Workload {
@@ -21,6 +25,7 @@ impl Workload {
             ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
             | ("batch", "Job") => Some(Workload::Template("/spec/template")),
             ("batch", "CronJob") => Some(Workload::Template("/spec/jobTemplate/spec/template")),
+            ("argoproj.io", "Rollout") => Some(Workload::Rollout),
             _ => None,
         }
     }
@@ -30,7 +35,20 @@ impl Workload {
         match self {
             Workload::Pod => "",
             Workload::Template(pointer) => pointer,
+            Workload::Rollout => "/spec/template",
         }
+    }
+
+    /// Whether the pod is a template (a workload, handled on CREATE and UPDATE), not a Pod.
+    pub fn is_template(self) -> bool {
+        self != Workload::Pod
+    }
+
+    /// Whether a review may read the object for its pod (template) alone, in the one pass over
+    /// the body. A Rollout is kept as sent: one without a template is told apart by its
+    /// `workloadRef`, which the core reads from the JSON.
+    pub fn read_for_pod_alone(self) -> bool {
+        self != Workload::Rollout
     }
 }
 

@@ -12,7 +12,8 @@ use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
 use super::messages::{Warnings, quoted};
 use super::object::{self, Workload};
-use super::parts::{self, MapField, PodParts};
+use super::parts::{self, Entries, MapField, Meta, PodParts};
+use super::rollout::Unstamped;
 use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
 use super::{
@@ -26,6 +27,23 @@ use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 pub struct Plan<'a> {
     settings: &'a Settings,
     target: Option<Target<'a>>,
+    /// A Rollout admitted unchanged, and why (the warning it gets).
+    unstamped: Option<Unstamped>,
+}
+
+/// Why a request gives no pod (template) to look at, other than having nothing to do.
+#[derive(Debug)]
+enum NoTarget {
+    /// An object the core cannot understand.
+    Review(ReviewError),
+    /// A Rollout admitted unchanged, with a warning.
+    Unstamped(Unstamped),
+}
+
+impl From<ReviewError> for NoTarget {
+    fn from(err: ReviewError) -> Self {
+        NoTarget::Review(err)
+    }
 }
 
 /// The pod (template) of a request that will be looked at.
@@ -42,10 +60,31 @@ struct Target<'a> {
 
 impl<'a> Plan<'a> {
     /// Reads the request. Objects the product does not handle give a plan that admits them
-    /// untouched; an object of a handled kind that does not parse is an error.
+    /// untouched; an object of a handled kind that does not parse is an error, except a
+    /// Rollout, which is admitted unchanged with a warning (as one without a template is).
     pub fn new(req: &Request<'a>, settings: &'a Settings) -> Result<Self, ReviewError> {
-        let target = read_target(req, settings)?;
-        Ok(Self { settings, target })
+        let unstamped = match read_target(req, settings) {
+            Ok(target) => {
+                return Ok(Self {
+                    settings,
+                    target,
+                    unstamped: None,
+                });
+            }
+            Err(NoTarget::Unstamped(unstamped)) => unstamped,
+            // A Rollout the core cannot read is Argo's to judge: admitted, never denied.
+            Err(NoTarget::Review(ReviewError::UnreadableObject { source, .. }))
+                if Workload::classify(req.group, req.kind) == Some(Workload::Rollout) =>
+            {
+                Unstamped::Unreadable(source.to_string())
+            }
+            Err(NoTarget::Review(err)) => return Err(err),
+        };
+        Ok(Self {
+            settings,
+            target: None,
+            unstamped: Some(unstamped),
+        })
     }
 
     /// The ConfigMaps/Secrets whose contents [`Plan::decide`] needs (Secrets only with a key).
@@ -58,23 +97,30 @@ impl<'a> Plan<'a> {
 
     /// Decides, given the lookups of [`Plan::config_refs`].
     pub fn decide(&self, configs: &ConfigData) -> Outcome {
-        match &self.target {
-            None => Outcome::untouched(),
-            Some(target) => decide(self.settings, target, configs),
+        match (&self.target, &self.unstamped) {
+            (Some(target), _) => decide(self.settings, target, configs),
+            (None, Some(unstamped)) => {
+                let mut warnings = Warnings::default();
+                unstamped.warn(&mut warnings);
+                Outcome::Allowed {
+                    patch: json_patch::Patch(Vec::new()),
+                    warnings: warnings.into_list(self.settings.warning_chars),
+                }
+            }
+            (None, None) => Outcome::untouched(),
         }
     }
 }
 
-fn read_target<'a>(
-    req: &Request<'a>,
-    settings: &Settings,
-) -> Result<Option<Target<'a>>, ReviewError> {
+fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Target<'a>>, NoTarget> {
     let Some(workload) = Workload::classify(req.group, req.kind) else {
         return Ok(None);
     };
     let handled_op = match workload {
         Workload::Pod => req.operation == Operation::Create,
-        Workload::Template(_) => matches!(req.operation, Operation::Create | Operation::Update),
+        Workload::Template(_) | Workload::Rollout => {
+            matches!(req.operation, Operation::Create | Operation::Update)
+        }
     };
     if excluded(req.namespace, settings) {
         return Ok(None);
@@ -86,6 +132,10 @@ fn read_target<'a>(
         kind: req.kind.to_owned(),
         source,
     };
+    let raw = match req.object {
+        Object::Raw(raw) => Some(raw),
+        Object::Read { .. } => None,
+    };
     let object = match req.object {
         Object::Raw(raw) if raw.get() != "null" => {
             Cow::Owned(parts::read(raw, workload.pointer()).map_err(unreadable)?)
@@ -95,14 +145,16 @@ fn read_target<'a>(
                 return Err(unreadable(serde::de::Error::custom(format!(
                     "it was read for the pod at {pointer:?}, not at {:?}",
                     workload.pointer()
-                ))));
+                )))
+                .into());
             }
             Cow::Borrowed(parts)
         }
         _ => {
             return Err(ReviewError::MissingObject {
                 kind: req.kind.to_owned(),
-            });
+            }
+            .into());
         }
     };
     // When the request names no namespace, the object's own says where it lives.
@@ -115,10 +167,14 @@ fn read_target<'a>(
         Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
     };
     let Some(pod) = pod else {
+        if workload == Workload::Rollout {
+            return Err(NoTarget::Unstamped(Unstamped::without_template(raw)));
+        }
         return Err(unreadable(serde::de::Error::custom(format!(
             "{} is missing or not an object",
             workload.pointer()
-        ))));
+        )))
+        .into());
     };
     let annotations = pod.meta.string_map(MapField::Annotations);
     let labels = pod.meta.string_map(MapField::Labels);
@@ -128,8 +184,15 @@ fn read_target<'a>(
     // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
     // its owner wrote it: the owner was already checked and hashed, and a template that differs
     // from the owner's would make the Deployment controller create ReplicaSets in a loop.
-    if matches!(workload, Workload::Template(_)) && controlled {
+    if workload.is_template() && controlled {
         return Ok(None);
+    }
+    if workload == Workload::Rollout
+        && let Some(what) = unreadable_metadata(&pod.meta)
+    {
+        return Err(NoTarget::Unstamped(Unstamped::Unreadable(format!(
+            "{what} is not an object"
+        ))));
     }
     let spec = match &pod {
         Cow::Borrowed(pod) => pod.spec(),
@@ -143,7 +206,7 @@ fn read_target<'a>(
     // contents give its `mounted-config-hash`.
     let watchable = match workload {
         Workload::Pod => watchable_mounts(&spec, &analysis),
-        Workload::Template(_) => Consumption::default(),
+        Workload::Template(_) | Workload::Rollout => Consumption::default(),
     };
     let refs = outcome
         .uses
@@ -162,6 +225,29 @@ fn read_target<'a>(
         policy,
         refs,
     }))
+}
+
+/// The part of a template's `metadata` that is neither an object nor `null`, if one is: the core
+/// would replace it to stamp the hash, which a Rollout (whose schema the API server may not
+/// check) must not have done to it.
+fn unreadable_metadata(meta: &Meta) -> Option<&'static str> {
+    let other = |value: &Value| !value.is_null();
+    match meta {
+        Meta::Other(value) if other(value) => Some("metadata"),
+        Meta::Object {
+            annotations,
+            labels,
+            ..
+        } => [
+            (annotations, "metadata.annotations"),
+            (labels, "metadata.labels"),
+        ]
+        .into_iter()
+        .find_map(|(entries, what)| {
+            matches!(entries, Entries::Other(value) if other(value)).then_some(what)
+        }),
+        _ => None,
+    }
 }
 
 /// Every config volume an app mounts as a directory, and whatever an existing sidecar mounts.
@@ -198,11 +284,11 @@ fn subpath_policy(
     }
     match (workload, req.operation) {
         (Workload::Pod, _) if pod.meta.controlled() => SubPathPolicy::Allow,
-        (Workload::Pod, _) | (Workload::Template(_), Operation::Create) => SubPathPolicy::DenyAll,
-        (Workload::Template(pointer), _) => {
+        (Workload::Pod, _) | (_, Operation::Create) => SubPathPolicy::DenyAll,
+        (Workload::Template(_) | Workload::Rollout, _) => {
             let old_keys = req
                 .old_object
-                .and_then(|old| parts::read(old, pointer).ok()?.pod)
+                .and_then(|old| parts::read(old, workload.pointer()).ok()?.pod)
                 .and_then(|old_pod| {
                     let spec = old_pod.spec().ok()?;
                     Some(rules::subpath_keys(&analyse(&spec)))
@@ -220,7 +306,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     let analysis = analyse(&target.spec);
     let outcome = rules::apply(&analysis, &target.policy);
     let mut warnings = Warnings::default();
-    let on_template = matches!(target.workload, Workload::Template(_));
+    let on_template = target.workload.is_template();
     if !outcome.denied.is_empty() {
         let message = rules::denial_message(&analysis, &outcome.denied, on_template);
         return Outcome::Denied {

@@ -148,7 +148,9 @@ impl<'a> Review<'a> {
             Some(ObjectField::Raw(raw)) => Object::Raw(raw),
             Some(ObjectField::Read { pointer, parts }) => {
                 // Read for the kind seen before it; a second `kind` after it may not change it.
-                let now = Workload::classify(group, kind_name).map(Workload::pointer);
+                let now = Workload::classify(group, kind_name)
+                    .filter(|w| w.read_for_pod_alone())
+                    .map(Workload::pointer);
                 if now != Some(*pointer) {
                     return Err(bad("request.kind", "given once, before request.object"));
                 }

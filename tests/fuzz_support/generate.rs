@@ -429,6 +429,7 @@ pub const KINDS: &[(&str, &str, &str)] = &[
     ("apps", "apps/v1", "ReplicaSet"),
     ("batch", "batch/v1", "Job"),
     ("batch", "batch/v1", "CronJob"),
+    ("argoproj.io", "argoproj.io/v1alpha1", "Rollout"),
     ("", "v1", "Service"),
     ("apps", "apps/v1beta1", "Pod"),
 ];
@@ -504,7 +505,7 @@ pub fn any_json() -> Gen {
 pub fn object() -> BoxedStrategy<(usize, Value)> {
     // Pods most often (the sidecar goes there), each workload kind, now and then a kind or
     // version the webhook does not handle.
-    let kind = prop_oneof![4 => Just(0usize), 6 => 1..7usize, 1 => 7..KINDS.len()];
+    let kind = prop_oneof![4 => Just(0usize), 7 => 1..8usize, 1 => 8..KINDS.len()];
     (
         kind,
         pod(),

@@ -102,6 +102,7 @@ impl Webhooks {
             .as_str()
             .ok_or("HTTP 200 without a request uid")?;
         let response = well_formed(&answer, uid)?;
+        never_refuses_a_rollout(request, &response)?;
         let patch = patch_of(&response)?;
         self.outcomes
             .add(match (&patch, response["status"]["code"].as_u64()) {
@@ -317,6 +318,16 @@ fn volumes_named_ours(object: &Value) -> usize {
         .flatten()
         .filter(|v| v["name"] == NO_TOKEN_VOLUME)
         .count()
+}
+
+/// A Rollout the webhook cannot understand is admitted with a warning, never refused: Argo's
+/// own validation judges it. Only a request without an object is refused.
+fn never_refuses_a_rollout(request: &Value, response: &Value) -> Result<(), String> {
+    let rollout = request["kind"]["group"] == "argoproj.io" && request["kind"]["kind"] == "Rollout";
+    ensure(
+        !rollout || request["object"].is_null() || response["status"]["code"] != 400,
+        || format!("a Rollout was refused: {response}"),
+    )
 }
 
 /// The webhook stamps only the hash into workload templates: with the hash annotation taken

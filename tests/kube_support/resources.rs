@@ -70,6 +70,8 @@ pub const RESOURCES: &[Resource] = &[
     resource("cronjobs", "batch", "v1", "CronJob", true, true),
     resource("jobs", "batch", "v1", "Job", true, true),
     resource("leases", "coordination.k8s.io", "v1", "Lease", true, false),
+    // Argo Rollouts' CRD: served here as if it were installed.
+    resource("rollouts", "argoproj.io", "v1alpha1", "Rollout", true, true),
 ];
 
 /// The resource addressed by `group`/`version`/`plural` in a URL.

@@ -148,9 +148,8 @@ fn rbac_writes_only_what_the_controller_patches_and_never_reads_data_it_does_not
             let allowed: &[&str] = match resource.as_str().unwrap() {
                 "configmaps" | "secrets" => &["get", "list", "watch"],
                 "namespaces" => &["list", "watch"],
-                "deployments" | "statefulsets" | "daemonsets" | "cronjobs" | "pods" => {
-                    &["list", "watch", "patch"]
-                }
+                "deployments" | "statefulsets" | "daemonsets" | "cronjobs" | "rollouts"
+                | "pods" => &["list", "watch", "patch"],
                 "events" => &["create"],
                 other => panic!("unexpected resource {other} in the ClusterRole"),
             };

@@ -148,6 +148,29 @@ fn a_data_change_rewrites_the_hash_with_an_event_naming_object_and_key() {
 }
 
 #[test]
+fn a_rollout_is_rewritten_with_an_event_as_a_deployment_is() {
+    let rollout = Target {
+        kind: TargetKind::Rollout,
+        namespace: NS.into(),
+        name: "web".into(),
+    };
+    let mut world = World::new();
+    world.consumer(&rollout, Some(&hash_of(&["env"], "1")), &["env"]);
+    world.config("env", "11", "2");
+    let Verdict::Write(write) = world.evaluate(&rollout, &changed("env", &["a"])) else {
+        panic!("expected a write");
+    };
+    assert_eq!(write.target, rollout);
+    assert_eq!(write.desired, hash_of(&["env"], "2"));
+    assert_eq!(write.expected, Some(hash_of(&["env"], "1")));
+    assert!(
+        write
+            .event
+            .is_some_and(|e| e.contains(r#"ConfigMap "env" changed"#))
+    );
+}
+
+#[test]
 fn data_older_than_the_hash_seen_is_fetched_again_before_any_write() {
     let mut world = World::new();
     world.config("env", "11", "1");

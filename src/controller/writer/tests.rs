@@ -399,6 +399,54 @@ async fn a_cronjob_write_patches_the_job_template() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_rollout_write_patches_its_template_then_records_the_event_on_it() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Rollout,
+        "web",
+        Some("sha256:old"),
+        "sha256:new",
+    ));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Rollout, "web"), "sha256:new".into())
+    );
+    settle(Duration::from_secs(1)).await;
+    let requests = h.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let patch = &requests[0];
+    assert_eq!(patch.method, "PATCH");
+    assert_eq!(
+        patch.path,
+        "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web"
+    );
+    assert_eq!(patch.content_type, "application/json-patch+json");
+    assert_eq!(
+        patch.query.get("fieldManager").map(String::as_str),
+        Some("reload-injector")
+    );
+    assert_eq!(
+        patch.body,
+        json!([
+            {"op": "test", "path": CONFIG_PATH, "value": "sha256:old"},
+            {"op": "replace", "path": CONFIG_PATH, "value": "sha256:new"},
+        ])
+    );
+    let event = &requests[1];
+    assert_eq!(event.path, "/api/v1/namespaces/shop/events");
+    assert_eq!(
+        event.body["involvedObject"],
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout", "namespace": "shop",
+               "name": "web", "uid": "uid-web"})
+    );
+    assert_eq!(event.body["reason"], "ConfigChanged");
+    assert_eq!(
+        *h.counted.lock().unwrap(),
+        vec![("rollout", TargetKind::Rollout)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_pod_write_is_one_patch_and_no_event() {
     let mut h = start(patches(&[]), 20.0, true);
     h.writer.submit(write(

@@ -1,11 +1,11 @@
 //! One pass over a request body that keeps only what the webhook reads: the envelope's
 //! `apiVersion` and `kind`, the small fields of `request`, and the objects. When
 //! `request.kind` comes before `request.object` (kube-apiserver sends it so) and names a kind
-//! the core handles, the object is read on the way with [`ObjectSeed`], so the body is
-//! scanned once; otherwise it is kept as borrowed raw JSON and the core reads it later, with
-//! the same result. `request.oldObject` is always kept raw (it is read only for some UPDATEs).
-//! A body whose pod spec the lean read refuses is read a second time keeping the spec raw, so
-//! that the core can word the error.
+//! the core handles (a Rollout aside), the object is read on the way with [`ObjectSeed`], so
+//! the body is scanned once; otherwise it is kept as borrowed raw JSON and the core reads it
+//! later, with the same result. `request.oldObject` is always kept raw (it is read only for
+//! some UPDATEs). A body whose pod spec the lean read refuses is read a second time keeping
+//! the spec raw, so that the core can word the error.
 //!
 //! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, without
 //! recursion, so a malformed body is still rejected and deep nesting cannot overflow the stack
@@ -229,11 +229,13 @@ impl<'de> Visitor<'de> for RequestSeed {
 }
 
 /// Where the pod (template) sits in objects of `kind` (`{group, version, kind}`), when the
-/// core handles that kind.
+/// core handles that kind and reads its objects for the pod alone.
 fn pod_pointer(kind: &Value) -> Option<&'static str> {
     let group = kind.get("group").map_or(Some(""), Value::as_str)?;
     let kind = kind.get("kind")?.as_str()?;
-    Workload::classify(group, kind).map(Workload::pointer)
+    Workload::classify(group, kind)
+        .filter(|w| w.read_for_pod_alone())
+        .map(Workload::pointer)
 }
 
 #[cfg(test)]
