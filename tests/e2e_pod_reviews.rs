@@ -106,7 +106,11 @@ fn each_pod_is_reviewed_once_and_its_sidecar_holds_no_token() {
         mean_ms(middle.0, end.0),
         mean_ms(start.0, middle.0),
     );
-    assert_eq!(middle.1.0 - start.1.0, 0.0, "no call for a namespace that did not opt in");
+    assert_eq!(
+        middle.1.0 - start.1.0,
+        0.0,
+        "no call for a namespace that did not opt in"
+    );
     assert_eq!(calls, PODS as f64, "one review per Pod, not two");
 
     for stored in cluster.list(&opted, "pods") {
@@ -122,7 +126,11 @@ fn each_pod_is_reviewed_once_and_its_sidecar_holds_no_token() {
         for container in containers {
             let mounts = mounts_at_token_path(container);
             if container["name"] == "config-reloader" {
-                assert_eq!(mounts.len(), 1, "the sidecar's own mount there: {container}");
+                assert_eq!(
+                    mounts.len(),
+                    1,
+                    "the sidecar's own mount there: {container}"
+                );
                 let own = volume(&mounts[0]).expect("its volume");
                 assert!(
                     own.get("emptyDir").is_some(),
