@@ -262,7 +262,7 @@ impl Task {
                 }
                 write = submits.recv() => match write {
                     Some(write) if leading => self.submit(write),
-                    Some(write) => tracing::debug!(target = %write.target, "not the leader: write not queued"),
+                    Some(write) => tracing::debug!(object = %write.target, "not the leader: write not queued"),
                     None => return,
                 },
                 Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
@@ -354,7 +354,7 @@ impl Task {
             Sent::Written => {
                 self.entries.remove(&target);
                 tracing::info!(
-                    target = %target,
+                    object = %target,
                     from = write.expected.as_deref().unwrap_or("none"),
                     to = %write.desired,
                     "wrote {}", target.kind.annotation()
@@ -376,7 +376,7 @@ impl Task {
             }
             Sent::Unchanged => {
                 self.entries.remove(&target);
-                tracing::debug!(target = %target, "already holds the value; nothing sent");
+                tracing::debug!(object = %target, "already holds the value; nothing sent");
                 let _ = self.outcomes.send(Outcome::Written(target, write.desired));
                 if let Some(next) = next {
                     self.submit(next);
@@ -384,7 +384,7 @@ impl Task {
             }
             Sent::Conflict(code) => {
                 self.entries.remove(&target);
-                tracing::info!(target = %target, status = code, "the object changed since the view; not written");
+                tracing::info!(object = %target, status = code, "the object changed since the view; not written");
                 let _ = self.outcomes.send(Outcome::Conflict(target));
                 if let Some(next) = next {
                     self.submit(next);
@@ -392,7 +392,7 @@ impl Task {
             }
             Sent::Gone => {
                 self.entries.remove(&target);
-                tracing::info!(target = %target, "the object is gone; not written");
+                tracing::info!(object = %target, "the object is gone; not written");
                 let _ = self.outcomes.send(Outcome::Gone(target));
             }
             Sent::Retry { error, refused } => {
@@ -403,9 +403,9 @@ impl Task {
                 let delay = jittered(entry.failures);
                 let error = crate::report::one_line(&error);
                 if refused {
-                    tracing::error!(target = %target, retry_in = ?delay, "{error}");
+                    tracing::error!(object = %target, retry_in = ?delay, "{error}");
                 } else {
-                    tracing::warn!(target = %target, retry_in = ?delay, "{error}");
+                    tracing::warn!(object = %target, retry_in = ?delay, "{error}");
                 }
                 self.seq += 1;
                 let key = (Instant::now() + delay, self.seq);
@@ -529,7 +529,7 @@ async fn record_event(
             };
         failures += 1;
         if failures >= EVENT_ATTEMPTS {
-            tracing::warn!(target = %target, attempts = failures, "{}; giving up", crate::report::one_line(&error));
+            tracing::warn!(object = %target, attempts = failures, "{}; giving up", crate::report::one_line(&error));
             return;
         }
         tokio::time::sleep(jittered(failures)).await;
