@@ -457,7 +457,7 @@ impl Elector {
                         Err(error) => crate::report::one_line(&error),
                     }
                 }
-                Some(Err(error)) => error.to_string(),
+                Some(Err(error)) => crate::report::one_line(&error),
                 None => "no answer in time".to_owned(),
             };
             tracing::warn!(

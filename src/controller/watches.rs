@@ -167,7 +167,11 @@ async fn forward<K, S>(
             }
             Ok(Event::Delete(object)) => reduce(object).map(|item| Watched::Delete(stream, item)),
             Err(err) => {
-                tracing::warn!(watch = ?stream, error = %err, "watch failed; retrying");
+                tracing::warn!(
+                    watch = ?stream,
+                    error = %crate::report::one_line(&err),
+                    "watch failed; retrying"
+                );
                 None
             }
         };

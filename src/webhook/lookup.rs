@@ -322,7 +322,7 @@ async fn get(
         Ok(Some(object)) => Lookup::Found(object),
         Ok(None) => Lookup::NotFound,
         Err(err) => {
-            tracing::debug!(%kind, namespace, name, error = %err, "config lookup failed");
+            tracing::debug!(%kind, namespace, name, error = %crate::report::one_line(&err), "config lookup failed");
             Lookup::Failed(short_reason(&err))
         }
     }

@@ -119,7 +119,10 @@ pub async fn native_sidecars(mode: NativeSidecars, client: Option<&kube::Client>
                     native
                 }
                 Ok(Err(err)) => {
-                    tracing::warn!(error = %err, "failed to ask the API server's version; injecting regular containers");
+                    tracing::warn!(
+                        error = %crate::report::one_line(&err),
+                        "failed to ask the API server's version; injecting regular containers"
+                    );
                     false
                 }
                 Err(_) => {
