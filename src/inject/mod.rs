@@ -8,6 +8,7 @@
 
 mod analysis;
 pub mod consumption;
+pub mod explain;
 mod messages;
 pub mod meter;
 mod object;
