@@ -5,7 +5,8 @@
 //!   decides what to deny, what to warn about and how to mutate (a JSON patch). It does no I/O.
 //! - [`hash`] is the pure canonical config hash (HMAC for Secret values).
 //! - [`webhook`] is the HTTPS server (`serve`), [`offline`] the `inject` command, [`watch`]
-//!   the sidecar, [`certs`] the certificate generator.
+//!   the sidecar, [`certs`] the certificate generator, [`status`] the `status` report (and
+//!   kubectl plugin).
 
 #![deny(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod hash;
 pub mod inject;
 pub mod offline;
 pub mod report;
+pub mod status;
 pub mod telemetry;
 pub mod watch;
 pub mod webhook;
@@ -42,6 +44,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Watch(args) => watch::run(args),
         Command::Inject(args) => return offline::run(args),
         Command::Certs(args) => certs::run(args),
+        Command::Status(args) => return status::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
