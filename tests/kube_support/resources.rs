@@ -70,6 +70,14 @@ pub const RESOURCES: &[Resource] = &[
     resource("cronjobs", "batch", "v1", "CronJob", true, true),
     resource("jobs", "batch", "v1", "Job", true, true),
     resource("leases", "coordination.k8s.io", "v1", "Lease", true, false),
+    resource(
+        "mutatingwebhookconfigurations",
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        false,
+        true,
+    ),
 ];
 
 /// The resource addressed by `group`/`version`/`plural` in a URL.
