@@ -38,7 +38,12 @@ pub const DEFAULT_SIDECAR_IMAGE: &str = concat!(
 /// Runs one subcommand and turns its outcome into the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     install_crypto_provider();
-    telemetry::init(cli.log_format, &cli.log_level);
+    // The kube client logs a failed connection as an ERROR of its own; `status` says it once.
+    let log_level = match &cli.command {
+        Command::Status(_) => format!("{},kube_client=off", cli.log_level),
+        _ => cli.log_level.clone(),
+    };
+    telemetry::init(cli.log_format, &log_level);
     let result = match cli.command {
         Command::Serve(args) => webhook::run(args),
         Command::Watch(args) => watch::run(args),

@@ -135,6 +135,13 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     let mut snapshot = reader
         .snapshot(Some(&namespace), &kinds, target.kind == Kind::CronJob)
         .await?;
+    if snapshot.unserved.contains(&target.kind) {
+        let (group, version, plural) = target.kind.resource();
+        return Err(StatusError::TargetUnreadable {
+            what: format!("{}/{}", target.kind.short(), target.name),
+            reason: format!("the server does not serve {group}/{version} {plural}"),
+        });
+    }
     let found = match snapshot.workloads.get(&target.kind) {
         Some(snapshot::Fetched::Failed(reason)) => {
             return Err(StatusError::TargetUnreadable {

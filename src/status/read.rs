@@ -155,10 +155,8 @@ impl Reader {
             let fetched = match got? {
                 Got::Found(list) => Fetched::Read(list),
                 Got::NotFound => {
-                    let (group, version, plural) = kind.resource();
-                    Fetched::Failed(format!(
-                        "the server does not serve {group}/{version} {plural}"
-                    ))
+                    snapshot.unserved.insert(kind);
+                    Fetched::Read(Vec::new())
                 }
                 Got::Failed(reason) => Fetched::Failed(reason),
             };

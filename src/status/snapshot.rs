@@ -2,7 +2,7 @@
 //! succeeded or failed with a reason (forbidden, not served, unreachable); a failed read makes
 //! a partial report, never a crash.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -73,8 +73,10 @@ pub struct Snapshot {
     /// The webhook's Secret-hash key: `None` when the Secret does not exist (then the webhook
     /// hashes no Secret either).
     pub hash_key: Fetched<Option<SecretKey>>,
-    /// Workloads by kind (a kind the server does not serve is `Failed`).
+    /// Workloads by kind (a kind the server does not serve is empty, and in `unserved`).
     pub workloads: BTreeMap<Kind, Fetched<Vec<Value>>>,
+    /// Workload kinds the server does not serve (no CRD for Argo Rollouts, an old server).
+    pub unserved: BTreeSet<Kind>,
     /// ConfigMaps.
     pub config_maps: Fetched<Vec<ConfigMap>>,
     /// Secrets, reduced.
@@ -100,6 +102,7 @@ impl Snapshot {
             lease: Fetched::Read(None),
             hash_key: Fetched::Read(None),
             workloads: BTreeMap::new(),
+            unserved: BTreeSet::new(),
             config_maps: Fetched::default(),
             secrets: Fetched::default(),
             pods: Fetched::default(),
