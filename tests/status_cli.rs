@@ -264,3 +264,38 @@ fn without_a_target_one_line_per_workload_problems_first() {
     assert_eq!(code(&default), 0);
     assert_eq!(text(&default.stdout), "no workloads found\n");
 }
+
+#[test]
+fn pod_configmap_and_secret_targets() {
+    let (_api, kubeconfig) = cluster("current");
+    let pod = status(&kubeconfig, &["pod/web-1", "-n", "shop"]);
+    assert_eq!(code(&pod), 0, "{}", text(&pod.stderr));
+    assert!(text(&pod.stdout).starts_with("Pod shop/web-1\n"));
+    let cm = status(
+        &kubeconfig,
+        &["configmaps/web-env", "-n", "shop", "-o", "json"],
+    );
+    assert_eq!(code(&cm), 0, "{}", text(&cm.stderr));
+    let report: Value = serde_json::from_slice(&cm.stdout).expect("JSON");
+    assert_eq!(report["keys"][0]["key"], "mode");
+    assert_eq!(report["keys"][0]["readers"][0]["workload"], "deploy/web");
+    assert_eq!(report["keys"][0]["readers"][0]["onChange"], "rollout");
+    assert_eq!(
+        report["keys"][1]["readers"],
+        json!([]),
+        "nothing reads \"unused\""
+    );
+    let secret = status(&kubeconfig, &["secret/db", "-n", "shop"]);
+    assert_eq!(code(&secret), 0);
+    let stdout = text(&secret.stdout);
+    assert!(stdout.contains("key \"password\""), "{stdout}");
+    assert!(!stdout.contains("hunter2"), "never a value");
+    one_line_error(
+        &status(&kubeconfig, &["cm/nope", "-n", "shop"]),
+        "cm \"nope\" not found",
+    );
+    one_line_error(
+        &status(&kubeconfig, &["pod/nope", "-n", "shop"]),
+        "pod \"nope\" not found",
+    );
+}

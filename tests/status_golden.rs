@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::jiff::Timestamp;
 use reload_injector::status::assemble::assemble;
 use reload_injector::status::findings::CODES;
-use reload_injector::status::target::Target;
-use reload_injector::status::{render, report, summary};
+use reload_injector::status::target::{Kind, Target};
+use reload_injector::status::{readers, render, report, summary};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -50,6 +50,17 @@ fn run(case: &Case) -> (String, String, Vec<String>) {
         Some(target) => {
             let target = Target::parse(target).expect("target parses");
             let ns = case.namespace.as_deref().unwrap_or("default");
+            if matches!(target.kind, Kind::ConfigMap | Kind::Secret) {
+                let report = readers::config(&snapshot, target.kind, ns, &target.name)
+                    .expect("the target is among the objects");
+                let code = u8::from(!report.findings.is_empty());
+                let codes = report.findings.iter().map(|f| f.code.to_owned()).collect();
+                return (
+                    render::config_text(&report),
+                    render::json(&report, code),
+                    codes,
+                );
+            }
             let report = report::workload(&snapshot, target.kind, ns, &target.name)
                 .expect("the target is among the objects");
             let code = u8::from(!report.findings.is_empty());

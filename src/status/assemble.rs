@@ -12,7 +12,7 @@ use super::snapshot::{
     Fetched, HASH_KEY_FILE, HASH_KEY_SECRET, INSTALL_NAME, SecretSeen, Snapshot,
 };
 use super::target::Kind;
-use crate::hash::{ConfigObject, SecretKey};
+use crate::hash::SecretKey;
 
 /// Names of reads for `failed`: `namespaces`, `webhook`, `lease`, `hashKey`, `configmaps`,
 /// `secrets`, `pods`, `jobs`, `events`, a workload plural (`deployments`), or `log:NS/POD`.
@@ -87,12 +87,7 @@ pub fn assemble(
         failure("secrets"),
         secrets
             .iter()
-            .map(|s| SecretSeen {
-                metadata: s.metadata.clone(),
-                digests: key_for_secrets
-                    .as_ref()
-                    .map(|k| ConfigObject::from_secret(s, k)),
-            })
+            .map(|s| SecretSeen::reduce(s, key_for_secrets.as_ref()))
             .collect(),
     );
     snapshot.pods = list_or_failed(failure("pods"), of_kind("Pod").cloned().collect());

@@ -18,6 +18,7 @@ pub mod install;
 pub mod logs;
 pub mod pods;
 pub mod read;
+pub mod readers;
 pub mod render;
 pub mod report;
 pub mod select;
@@ -125,15 +126,42 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
         };
         return Ok((text, code));
     };
-    if !target.kind.is_workload() {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{}/{}", target.kind.short(), target.name),
-            reason: "pod, cm and secret targets are not done yet".to_owned(),
-        });
+    if matches!(target.kind, Kind::ConfigMap | Kind::Secret) {
+        let snapshot = reader
+            .snapshot(Some(&namespace), &Kind::WORKLOADS, false)
+            .await?;
+        let failed = match target.kind {
+            Kind::Secret => snapshot.secrets.failure(),
+            _ => snapshot.config_maps.failure(),
+        };
+        if let Some(reason) = failed {
+            return Err(StatusError::TargetUnreadable {
+                what: format!("{} in {namespace:?}", target.kind.resource().2),
+                reason: reason.to_owned(),
+            });
+        }
+        let Some(report) = readers::config(&snapshot, target.kind, &namespace, &target.name) else {
+            return Err(StatusError::NotFound {
+                kind: target.kind.short(),
+                name: target.name,
+                namespace,
+            });
+        };
+        let code = u8::from(!report.findings.is_empty());
+        let text = if json {
+            render::json(&report, code)
+        } else {
+            render::config_text(&report)
+        };
+        return Ok((text, code));
     }
-    let kinds = [target.kind];
+    let kinds: &[Kind] = if target.kind == Kind::Pod {
+        &[]
+    } else {
+        std::slice::from_ref(&target.kind)
+    };
     let mut snapshot = reader
-        .snapshot(Some(&namespace), &kinds, target.kind == Kind::CronJob)
+        .snapshot(Some(&namespace), kinds, target.kind == Kind::CronJob)
         .await?;
     if snapshot.unserved.contains(&target.kind) {
         let (group, version, plural) = target.kind.resource();
@@ -149,7 +177,15 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
                 reason: reason.clone(),
             });
         }
-        _ => report::workload(&snapshot, target.kind, &namespace, &target.name),
+        _ => match (target.kind, snapshot.pods.failure()) {
+            (Kind::Pod, Some(reason)) => {
+                return Err(StatusError::TargetUnreadable {
+                    what: format!("pods in {namespace:?}"),
+                    reason: reason.to_owned(),
+                });
+            }
+            _ => report::workload(&snapshot, target.kind, &namespace, &target.name),
+        },
     };
     let Some(first) = found else {
         return Err(StatusError::NotFound {

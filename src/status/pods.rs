@@ -135,6 +135,13 @@ fn owned_pods<'a>(
     let in_namespace = all
         .iter()
         .filter(move |p| meta_str(p, "namespace") == Some(namespace));
+    if kind == Kind::Pod {
+        let uid = meta_str(object, "uid");
+        let name = meta_str(object, "name");
+        return in_namespace
+            .filter(|p| meta_str(p, "name") == name && meta_str(p, "uid") == uid)
+            .collect();
+    }
     if kind == Kind::CronJob {
         let uid = meta_str(object, "uid").unwrap_or_default();
         let jobs: Vec<&str> = snapshot

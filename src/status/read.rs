@@ -15,7 +15,7 @@ use super::snapshot::{
     Fetched, HASH_KEY_FILE, HASH_KEY_SECRET, INSTALL_NAME, SecretSeen, Snapshot,
 };
 use super::target::Kind;
-use crate::hash::{ConfigObject, SecretKey};
+use crate::hash::SecretKey;
 
 /// Objects per page of a LIST.
 const PAGE: usize = 500;
@@ -165,9 +165,11 @@ impl Reader {
         snapshot.config_maps = listed(config_maps?);
         let key = snapshot.hash_key.ok().cloned().flatten();
         snapshot.secrets = match listed(secrets?) {
-            Fetched::Read(list) => {
-                Fetched::Read(list.iter().map(|s| reduce(s, key.as_ref())).collect())
-            }
+            Fetched::Read(list) => Fetched::Read(
+                list.iter()
+                    .map(|s| SecretSeen::reduce(s, key.as_ref()))
+                    .collect(),
+            ),
             Fetched::Failed(reason) => Fetched::Failed(reason),
         };
         snapshot.pods = listed(pods?);
@@ -294,14 +296,6 @@ fn listed<T>(got: Got<Vec<T>>) -> Fetched<Vec<T>> {
         Got::Found(list) => Fetched::Read(list),
         Got::NotFound => Fetched::Failed("not served".to_owned()),
         Got::Failed(reason) => Fetched::Failed(reason),
-    }
-}
-
-/// A Secret reduced at once: metadata and keyed digests, no value.
-fn reduce(secret: &Secret, key: Option<&SecretKey>) -> SecretSeen {
-    SecretSeen {
-        metadata: secret.metadata.clone(),
-        digests: key.map(|key| ConfigObject::from_secret(secret, key)),
     }
 }
 

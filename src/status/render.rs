@@ -268,3 +268,62 @@ pub fn summary_text(summary: &Summary) -> String {
     }
     out
 }
+
+/// A ConfigMap or Secret report as text.
+pub fn config_text(report: &super::readers::ConfigReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
+    if let Some(written) = &report.written {
+        let _ = writeln!(
+            out,
+            "   data last written {} ago ({})",
+            age(written.seconds_ago),
+            written.at
+        );
+    }
+    if report.ignored {
+        out.push_str(
+            "   annotated reload-injector.io/ignore: its changes never cause a rollout or a refresh\n",
+        );
+    }
+    out.push_str("\nWhat a change of each key does:\n");
+    if report.keys.is_empty() {
+        out.push_str("   it has no keys, and nothing reads it\n");
+    }
+    for line in &report.keys {
+        let missing = if line.exists { "" } else { " (MISSING)" };
+        if line.readers.is_empty() {
+            let _ = writeln!(out, "   key {:?}{missing}: nothing reads it", line.key);
+            continue;
+        }
+        let _ = writeln!(out, "   key {:?}{missing}:", line.key);
+        for reader in &line.readers {
+            let change = match reader.on_change {
+                "rollout" => "rollout",
+                "hotReload" => "hot reload",
+                _ => "nothing",
+            };
+            let _ = writeln!(
+                out,
+                "     {} container {:?} via {} -> {change}: {}",
+                reader.workload, reader.container, reader.via, reader.detail
+            );
+        }
+    }
+    if report.findings.is_empty() {
+        out.push_str("\nAll current: nothing to fix.\n");
+    } else {
+        let _ = writeln!(out, "\nFindings ({}):", report.findings.len());
+        for finding in &report.findings {
+            let _ = writeln!(out, "   [{}] {}", finding.code, finding.message);
+            let _ = writeln!(out, "      fix: {}", finding.fix);
+        }
+    }
+    if !report.notes.is_empty() {
+        out.push_str("\nNot checked:\n");
+        for note in &report.notes {
+            let _ = writeln!(out, "   {note}");
+        }
+    }
+    out
+}

@@ -116,10 +116,14 @@ pub struct EventLine {
     pub message: String,
 }
 
-/// The report on the workload `kind`/`name` in `namespace`, or `None` when the snapshot does
-/// not hold it.
+/// The report on the workload (or Pod) `kind`/`name` in `namespace`, or `None` when the
+/// snapshot does not hold it. A Pod is reported like a workload whose template is the Pod.
 pub fn workload(snapshot: &Snapshot, kind: Kind, namespace: &str, name: &str) -> Option<Report> {
-    let object = snapshot.workloads.get(&kind)?.ok()?.iter().find(|o| {
+    let objects = match kind {
+        Kind::Pod => snapshot.pods.ok()?,
+        _ => snapshot.workloads.get(&kind)?.ok()?,
+    };
+    let object = objects.iter().find(|o| {
         meta_str(o, "namespace") == Some(namespace) && meta_str(o, "name") == Some(name)
     })?;
     Some(report(snapshot, kind, object))
@@ -192,10 +196,13 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
                 format!(
                     "the pod template has no {CONFIG_HASH}: a change of what it reads through env never rolls it"
                 ),
-                format!(
-                    "send it through the webhook once: kubectl rollout restart {}/{name} -n {namespace}",
-                    kind.short()
-                ),
+                match kind {
+                    Kind::Pod => "recreate it (through its workload) in an opted-in namespace".to_owned(),
+                    _ => format!(
+                        "send it through the webhook once: kubectl rollout restart {}/{name} -n {namespace}",
+                        kind.short()
+                    ),
+                },
             ));
         }
         hash = hash_check(snapshot, explained, configs, &key, stamped);
@@ -321,6 +328,10 @@ fn read_lines(
                         ("nothing", "Secret without a hash key".to_owned())
                     }
                     _ if !stamped => ("nothing", "not stamped".to_owned()),
+                    _ if kind == Kind::Pod => (
+                        "nothing",
+                        "this Pod keeps it until replaced (its workload rolls)".to_owned(),
+                    ),
                     _ if !kind.restamped() => (
                         "nothing",
                         format!("a {kind}'s pods are never rolled; the next one reads it"),
@@ -449,7 +460,10 @@ fn stale_finding(kind: Kind, hash: &HashCheck, installation: &Installation) -> F
          (the hash cannot tell which key)",
         newest.unwrap_or_default()
     );
-    let fix = if !kind.restamped() {
+    let fix = if kind == Kind::Pod {
+        "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
+            .to_owned()
+    } else if !kind.restamped() {
         format!("a {kind} is never re-stamped: recreate it to read the new config")
     } else if installation.controller_running {
         "the controller re-stamps within --rollout-delay (1s by default) of a change and a leader is running: \

@@ -55,6 +55,28 @@ pub struct SecretSeen {
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     /// The digests of its values under the webhook's key, when that key was readable.
     pub digests: Option<ConfigObject>,
+    /// The names of its keys (`data` and `stringData`), sorted.
+    pub keys: Vec<String>,
+}
+
+impl SecretSeen {
+    /// Reduces `secret` at once: metadata, key names, and the digests under `key`.
+    pub fn reduce(secret: &k8s_openapi::api::core::v1::Secret, key: Option<&SecretKey>) -> Self {
+        let mut keys: Vec<String> = secret
+            .data
+            .iter()
+            .flat_map(|d| d.keys())
+            .chain(secret.string_data.iter().flat_map(|d| d.keys()))
+            .cloned()
+            .collect();
+        keys.sort();
+        keys.dedup();
+        SecretSeen {
+            metadata: secret.metadata.clone(),
+            digests: key.map(|key| ConfigObject::from_secret(secret, key)),
+            keys,
+        }
+    }
 }
 
 /// Everything read for one report or summary.

@@ -87,10 +87,11 @@ impl Kind {
         Kind::WORKLOADS.contains(&self)
     }
 
-    /// Where the pod template is.
+    /// Where the pod template is (a Pod is its own: the whole object).
     pub fn template_pointer(self) -> &'static str {
         match self {
             Kind::CronJob => "/spec/jobTemplate/spec/template",
+            Kind::Pod => "",
             _ => "/spec/template",
         }
     }
