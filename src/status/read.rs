@@ -133,7 +133,15 @@ impl Reader {
         let workload_reads = kinds.iter().map(|kind| {
             let (group, version, plural) = kind.resource();
             let path = base(group, version, plural);
-            async move { (*kind, self.list::<Value>(&path).await) }
+            // Kubernetes before 1.21 serves CronJobs as batch/v1beta1 only.
+            let older = (*kind == Kind::CronJob).then(|| base(group, "v1beta1", plural));
+            async move {
+                let got = match (self.list::<Value>(&path).await, older) {
+                    (Ok(Got::NotFound), Some(older)) => self.list::<Value>(&older).await,
+                    (got, _) => got,
+                };
+                (*kind, got)
+            }
         });
         let (cm_path, secret_path) = (base("", "v1", "configmaps"), base("", "v1", "secrets"));
         let (pod_path, event_path) = (base("", "v1", "pods"), base("", "v1", "events"));

@@ -152,7 +152,20 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     let opt_in = install::opt_in(snapshot, &namespace, &annotations, &labels, &mut findings);
     let installation = install::installation(snapshot, &mut findings, &mut notes);
     let key = hash_key(snapshot, &mut notes);
+    let workload_ref = object
+        .pointer("/spec/workloadRef/name")
+        .and_then(Value::as_str)
+        .filter(|_| kind == Kind::Rollout);
     let explained = match template {
+        None if workload_ref.is_some() => {
+            notes.push(format!(
+                "its pod template is Deployment {:?}'s (workloadRef): reload-injector stamps that one; \
+                 run status deploy/{} for it",
+                workload_ref.unwrap_or_default(),
+                workload_ref.unwrap_or_default()
+            ));
+            None
+        }
         None => {
             findings.push(Finding::new(
                 "unreadable-spec",
@@ -334,7 +347,7 @@ fn read_lines(
                     ),
                     _ if !kind.restamped() => (
                         "nothing",
-                        format!("a {kind}'s pods are never rolled; the next one reads it"),
+                        format!("a {kind}'s pods are never rolled"),
                     ),
                     Via::SubPath => ("rollout", "subPath is never updated in place".to_owned()),
                     _ => ("rollout", "read at container start".to_owned()),

@@ -82,6 +82,11 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
             .then_with(|| a.kind.cmp(&b.kind))
             .then_with(|| a.name.cmp(&b.name))
     });
+    if let Some(reason) = snapshot.hash_key.failure() {
+        notes.push(format!(
+            "Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})"
+        ));
+    }
     let mut seen = BTreeSet::new();
     notes.extend(
         report::failed_reads(snapshot)
