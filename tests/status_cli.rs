@@ -9,6 +9,7 @@ mod kube_support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use k8s_openapi::jiff::Timestamp;
 use kube_support::{FakeApi, Matcher, Rbac};
 use serde_json::{Value, json};
 
@@ -20,13 +21,29 @@ fn cluster(case: &str) -> (FakeApi, PathBuf) {
         std::fs::read_to_string(format!("tests/fixtures/status/{case}.yaml")).expect("read case");
     let case: Value = serde_saphyr::from_str(&text).expect("case parses");
     let api = FakeApi::start();
+    let then: Timestamp = case["now"]
+        .as_str()
+        .expect("now")
+        .parse()
+        .expect("RFC 3339");
     for object in case["objects"].as_array().expect("objects") {
         let mut object = object.clone();
-        if object["kind"] == "Lease" && object["metadata"]["name"] == "reload-injector" {
-            let now = k8s_openapi::jiff::Timestamp::now().to_string();
-            object["spec"]["renewTime"] = json!(now);
+        // The Lease was renewed as long before now as before the case's `now`.
+        if let Some(renewed) = object["spec"]["renewTime"].as_str() {
+            let renewed: Timestamp = renewed.parse().expect("RFC 3339");
+            let now = Timestamp::now()
+                .checked_sub(then.duration_since(renewed))
+                .expect("in range");
+            object["spec"]["renewTime"] = json!(now.to_string());
         }
         api.apply(object);
+    }
+    for (read, _) in case["failed"].as_object().into_iter().flatten() {
+        let matcher = match read.as_str() {
+            "hashKey" => Matcher::new("GET", "secrets").name("reload-injector-hash-key"),
+            plural => Matcher::new("GET", plural).namespace("shop"),
+        };
+        api.fail_next(matcher, 403, 1);
     }
     for (pod, log) in case["logs"].as_object().into_iter().flatten() {
         let (ns, name) = pod.split_once('/').expect("ns/pod");
@@ -298,4 +315,95 @@ fn pod_configmap_and_secret_targets() {
         &status(&kubeconfig, &["pod/nope", "-n", "shop"]),
         "pod \"nope\" not found",
     );
+}
+
+/// Every golden case, loaded into the fake API server and reported by the binary, finds what
+/// its golden says (the finding codes and the exit code). With `STATUS_TRANSCRIPTS=DIR`, the
+/// text form of each is written to `DIR/CASE.txt`.
+#[test]
+fn every_golden_case_finds_the_same_against_the_api_server() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir("tests/fixtures/status").expect("fixtures") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(case_name) = name
+            .strip_suffix(".yaml")
+            .filter(|n| !n.contains(".golden"))
+        else {
+            continue;
+        };
+        let case: Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).expect("case");
+        let golden: Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("tests/fixtures/status/{case_name}.golden.json"))
+                .expect("golden"),
+        )
+        .expect("golden JSON");
+        // Argo Rollouts: until the fake API serves them, those cases are the goldens' alone.
+        let unserved = case["objects"].as_array().unwrap().iter().any(|o| {
+            kube_support::resources::by_kind(
+                o["apiVersion"].as_str().unwrap_or_default(),
+                o["kind"].as_str().unwrap_or_default(),
+            )
+            .is_none()
+        });
+        if unserved {
+            eprintln!("{case_name}: the fake API does not serve one of its kinds; skipped");
+            continue;
+        }
+        let (api, kubeconfig) = cluster(case_name);
+        if case["namespace"].is_string() {
+            api.apply(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "default"}}));
+        }
+        let mut args: Vec<String> = Vec::new();
+        if let Some(target) = case["target"].as_str() {
+            args.push(target.to_owned());
+        }
+        match case["namespace"].as_str() {
+            Some(ns) => args.extend(["-n".to_owned(), ns.to_owned()]),
+            None => args.push("-A".to_owned()),
+        }
+        if let Some(dir) = std::env::var_os("STATUS_TRANSCRIPTS") {
+            // A transcript of the text form, for people (the closing note).
+            let shown: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = status(&kubeconfig, &shown);
+            let transcript = format!(
+                "$ kubectl reload-injector status {}\n{}{}(exit {})\n",
+                shown.join(" "),
+                text(&out.stdout),
+                text(&out.stderr),
+                code(&out)
+            );
+            std::fs::write(Path::new(&dir).join(format!("{case_name}.txt")), transcript)
+                .expect("write transcript");
+        }
+        args.extend(["-o".to_owned(), "json".to_owned()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = status(&kubeconfig, &args);
+        let got: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{case_name}: {e}: {}", text(&out.stderr)));
+        assert_eq!(got["exitCode"], golden["exitCode"], "{case_name}: {got:#}");
+        assert_eq!(
+            code(&out),
+            golden["exitCode"].as_i64().unwrap() as i32,
+            "{case_name}"
+        );
+        let codes = |v: &Value| -> Vec<String> {
+            let findings = v["findings"].as_array().cloned().unwrap_or_default();
+            let summary = v["workloads"].as_array().cloned().unwrap_or_default();
+            findings
+                .iter()
+                .map(|f| f["code"].as_str().unwrap().to_owned())
+                .chain(
+                    summary
+                        .iter()
+                        .map(|w| format!("{}: {}", w["name"], w["findings"])),
+                )
+                .collect()
+        };
+        assert_eq!(codes(&got), codes(&golden), "{case_name}");
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} cases");
 }
