@@ -232,6 +232,18 @@ fn bad_targets_and_missing_objects_exit_2_with_one_line() {
         &status(&kubeconfig, &["-A", "deploy/web"]),
         "-A/--all-namespaces takes no TARGET",
     );
+    one_line_error(
+        &status(
+            &kubeconfig,
+            &["deploy/web", "-n", "shop", "--context", "nope"],
+        ),
+        "failed to load the kubeconfig",
+    );
+    let named = status(
+        &kubeconfig,
+        &["deploy/web", "-n", "shop", "--context", "fake"],
+    );
+    assert_eq!(code(&named), 0, "{}", text(&named.stderr));
 }
 
 #[test]

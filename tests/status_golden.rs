@@ -183,3 +183,40 @@ fn no_value_appears_in_any_report() {
         }
     }
 }
+
+/// Objects the core cannot read are reported as far as they can be; nothing panics.
+#[test]
+fn odd_objects_are_reported_never_panicked_on() {
+    let now: Timestamp = "2026-11-24T12:00:00Z".parse().unwrap();
+    let odd_templates = [
+        serde_json::json!(null),
+        serde_json::json!("a string"),
+        serde_json::json!({"spec": null}),
+        serde_json::json!({"spec": {"containers": null, "volumes": [{}]}}),
+        serde_json::json!({"metadata": {"annotations": {"reload-injector.io/config-hash": 7}},
+            "spec": {"containers": [{"env": [{"valueFrom": {"configMapKeyRef": {}}}],
+                                     "volumeMounts": [{"subPath": "x"}]}],
+                     "volumes": [{"name": "", "projected": {"sources": null}}]}}),
+        serde_json::json!({"spec": {"containers": [{"name": "a", "envFrom": [{}, {"secretRef": null}]}]}}),
+    ];
+    for kind in ["Deployment", "CronJob", "StatefulSet"] {
+        for template in &odd_templates {
+            let objects = vec![
+                serde_json::json!({"kind": "Namespace", "metadata": {"name": "shop"}}),
+                serde_json::json!({"kind": kind, "metadata": {"name": "odd", "namespace": "shop"},
+                    "spec": {"selector": "all", "template": template,
+                             "jobTemplate": {"spec": {"template": template}}}}),
+                serde_json::json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "shop",
+                    "labels": {"app": 1}, "ownerReferences": "x"}, "spec": 7, "status": []}),
+            ];
+            let snapshot =
+                assemble(now, &objects, &BTreeMap::new(), &BTreeMap::new()).expect("assembled");
+            let kind = reload_injector::status::target::Kind::parse(kind).unwrap();
+            let report = report::workload(&snapshot, kind, "shop", "odd").expect("found");
+            render::text(&report);
+            render::json(&report, 1);
+            let summary = summary::summary(&snapshot, None);
+            assert_eq!(summary.workloads.len(), 1);
+        }
+    }
+}

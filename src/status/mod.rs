@@ -4,9 +4,10 @@
 //! - [`target`] reads `TARGET` (`deploy/web`, `cm/app`, …);
 //! - [`read`] is the thin kube I/O: it fills a [`snapshot::Snapshot`] with one LIST per kind
 //!   per namespace, a few GETs of the installation, and a few sidecar logs;
-//! - [`report`] (with [`install`], [`config`], [`pods`], [`logs`], [`select`]) is the pure
-//!   report on one workload, and [`summary`] the one-line-per-workload form, problems first;
-//!   [`findings`] lists what they can find;
+//! - [`report`] (with [`install`], [`reads`], [`config`], [`pods`], [`logs`], [`select`]) is
+//!   the pure report on one workload, [`readers`] the one on a ConfigMap or Secret, and
+//!   [`summary`] the one-line-per-workload form, problems first; [`findings`] lists what they
+//!   can find; [`assemble`] builds a snapshot from a flat list of objects (the goldens' input);
 //! - [`render`] writes either as text or JSON.
 //!
 //! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
@@ -19,6 +20,7 @@ pub mod logs;
 pub mod pods;
 pub mod read;
 pub mod readers;
+pub mod reads;
 pub mod render;
 pub mod report;
 pub mod select;
