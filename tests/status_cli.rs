@@ -419,3 +419,29 @@ fn every_golden_case_finds_the_same_against_the_api_server() {
     }
     assert!(checked >= 20, "only {checked} cases");
 }
+
+/// Installed as the kubectl plugin `kubectl-reload_injector`, usage shows how kubectl runs it.
+#[test]
+fn as_a_kubectl_plugin_usage_shows_kubectl_reload_injector() {
+    let dir = std::env::temp_dir().join(format!("status-plugin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plugin = dir.join("kubectl-reload_injector");
+    let _ = std::fs::remove_file(&plugin);
+    std::os::unix::fs::symlink(BIN, &plugin).unwrap();
+    let out = Command::new(&plugin)
+        .args(["status", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    assert!(
+        help.contains("Usage: kubectl reload-injector status [OPTIONS] [TARGET]"),
+        "{help}"
+    );
+    let out = Command::new(BIN)
+        .args(["status", "--help"])
+        .output()
+        .unwrap();
+    assert!(text(&out.stdout).contains("Usage: reload-injector status"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
