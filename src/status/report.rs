@@ -288,6 +288,10 @@ fn hash_check(
     }
 }
 
+/// A data write this recent may not have been re-stamped yet (`--rollout-delay` plus the
+/// controller's rate limit).
+const RECENT_SECONDS: i64 = 5;
+
 fn stale_finding(kind: Kind, hash: &HashCheck, installation: &Installation) -> Finding {
     let newest = hash.written.first().map(|w| {
         format!(
@@ -307,6 +311,15 @@ fn stale_finding(kind: Kind, hash: &HashCheck, installation: &Installation) -> F
             .to_owned()
     } else if !kind.restamped() {
         format!("a {kind} is never re-stamped: recreate it to read the new config")
+    } else if installation.controller_running
+        && hash
+            .written
+            .first()
+            .is_some_and(|w| w.seconds_ago <= RECENT_SECONDS)
+    {
+        "the change is seconds old: the controller re-stamps within --rollout-delay (1s by default) \
+         and a leader is running; run status again in a few seconds"
+            .to_owned()
     } else if installation.controller_running {
         "the controller re-stamps within --rollout-delay (1s by default) of a change and a leader is running: \
          check its log for errors"
