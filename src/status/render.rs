@@ -149,7 +149,8 @@ pub fn text(report: &Report) -> String {
     }
     out.push_str("\n5. Pods\n");
     let pods = &report.pods;
-    let mut counts = format!("   {} pods", pods.total);
+    let plural = if pods.total == 1 { "" } else { "s" };
+    let mut counts = format!("   {} pod{plural}", pods.total);
     if let Some(current) = pods.current_hash {
         let _ = write!(counts, ", {current} with the current config-hash");
     }
@@ -259,6 +260,9 @@ pub fn summary_text(summary: &Summary) -> String {
             line.findings.join(", ")
         };
         let _ = writeln!(out, "{target:<width$}  {state}");
+    }
+    if summary.has_findings() {
+        out.push_str("\nThe report and fixes of one: status KIND/NAME -n NAMESPACE\n");
     }
     if !summary.notes.is_empty() {
         out.push_str("\nNot checked:\n");
