@@ -8,11 +8,12 @@ use serde_json::Value;
 use super::config::Configs;
 use super::findings::{FIX_EPERM, Finding};
 use super::logs;
+use super::reads::KeyState;
 use super::report::meta_str;
 use super::select::{matches, owned_by, string_map};
 use super::snapshot::Snapshot;
 use super::target::Kind;
-use crate::hash::SecretKey;
+use crate::hash::ConfigKind;
 use crate::inject::consumption;
 use crate::inject::pod::PodSpec;
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
@@ -67,7 +68,7 @@ pub fn pods(
     kind: Kind,
     object: &Value,
     configs: &Configs,
-    key: Option<&SecretKey>,
+    key: KeyState<'_>,
     expect_sidecar: bool,
     findings: &mut Vec<Finding>,
 ) -> Pods {
@@ -201,7 +202,7 @@ fn pod_line(
     snapshot: &Snapshot,
     pod: &Value,
     configs: &Configs,
-    key: Option<&SecretKey>,
+    key: KeyState<'_>,
     stamped: Option<&str>,
 ) -> PodLine {
     let name = meta_str(pod, "name").unwrap_or_default().to_owned();
@@ -235,8 +236,14 @@ fn pod_line(
     }
     if let Some(spec) = &spec {
         let mounted = consumption::mounted(spec);
-        let data = configs.data(mounted.ids());
-        line.mounted_live = mounted.hash(&data, key).hash;
+        let ids = mounted.ids();
+        // Without the webhook's key a mounted Secret's digest cannot be made: no comparison.
+        let comparable =
+            key.checks_secrets() || !ids.iter().any(|id| id.kind == ConfigKind::Secret);
+        if comparable {
+            let data = configs.data(ids.iter().copied());
+            line.mounted_live = mounted.hash(&data, key.key()).hash;
+        }
     }
     line.mounted_state = Some(match (&line.mounted_stamped, &line.mounted_live) {
         (None, _) => "notStamped",

@@ -13,7 +13,7 @@ use super::pods::{self, Pods};
 pub use super::reads::{KeyState, ReadLine, mode_text};
 use super::reads::{read_findings, read_lines};
 use super::select::string_map;
-use super::snapshot::{Fetched, Snapshot};
+use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target::Kind;
 use crate::hash::ConfigKind;
 use crate::inject::CONFIG_HASH;
@@ -127,7 +127,6 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         .unwrap_or_default();
     let opt_in = install::opt_in(snapshot, &namespace, &annotations, &labels, &mut findings);
     let installation = install::installation(snapshot, &mut findings, &mut notes);
-    let key = hash_key(snapshot, &mut notes);
     let workload_ref = object
         .pointer("/spec/workloadRef/name")
         .and_then(Value::as_str)
@@ -165,6 +164,13 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         }
     };
     let stamped = annotations.get(CONFIG_HASH).cloned();
+    let key = hash_key(
+        snapshot,
+        explained.as_ref(),
+        configs,
+        stamped.as_deref(),
+        &mut notes,
+    );
     let active = opt_in.opted_in && opt_in.opted_out_by.is_none();
     let mut reads = Vec::new();
     let mut reload = None;
@@ -205,7 +211,7 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         kind,
         object,
         configs,
-        key.key(),
+        key,
         explained
             .as_ref()
             .and_then(|e| e.watcher.as_ref())
@@ -232,10 +238,38 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     }
 }
 
-fn hash_key<'a>(snapshot: &'a Snapshot, notes: &mut Vec<String>) -> KeyState<'a> {
+/// What the webhook's Secret-hash key lets the report check. The key's Secret is looked for
+/// where the shipped manifests keep it; when it is not there, the webhook is taken to have no
+/// key only if the stamped hash agrees (it is the hash without Secrets): an install that keeps
+/// its key elsewhere must not be told its Secrets are not hashed.
+fn hash_key<'a>(
+    snapshot: &'a Snapshot,
+    explained: Option<&Explained>,
+    configs: &Configs,
+    stamped: Option<&str>,
+    notes: &mut Vec<String>,
+) -> KeyState<'a> {
     match &snapshot.hash_key {
         Fetched::Read(Some(key)) => KeyState::Key(key),
-        Fetched::Read(None) => KeyState::NoKey,
+        Fetched::Read(None) => {
+            let Some(consumption) = explained.map(|e| &e.restart_only) else {
+                return KeyState::NoKey;
+            };
+            let ids = consumption.ids();
+            if !ids.iter().any(|id| id.kind == ConfigKind::Secret) {
+                return KeyState::NoKey;
+            }
+            let without_key = consumption.hash(&configs.data(ids.iter().copied()), None);
+            if stamped.is_some() && without_key.hash.as_deref() == stamped {
+                return KeyState::NoKey;
+            }
+            notes.push(format!(
+                "Secrets cannot be checked: there is no Secret {}/{HASH_KEY_SECRET} (where the shipped \
+                 manifests keep the webhook's key), and the stamped hash is not the one without Secrets",
+                snapshot.webhook_namespace
+            ));
+            KeyState::Unreadable
+        }
         Fetched::Failed(reason) => {
             notes.push(format!(
                 "Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})"
