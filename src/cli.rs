@@ -42,6 +42,8 @@ pub enum Command {
     Inject(InjectArgs),
     /// Write a CA, a serving certificate and a Secret-hash key for installs without cert-manager.
     Certs(CertsArgs),
+    /// Say why a workload's pods did (not) reload, from the live cluster (also `kubectl reload-injector`).
+    Status(StatusArgs),
 }
 
 /// Log output format.
@@ -369,6 +371,45 @@ pub struct CertsArgs {
     /// Overwrite existing files.
     #[arg(long, env = "RELOAD_INJECTOR_FORCE")]
     pub force: bool,
+}
+
+/// Flags of `reload-injector status`, as kubectl has them.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Exit codes: 0 all current and healthy, 1 a finding, 2 could not check.")]
+pub struct StatusArgs {
+    /// What to report on: deploy/NAME, sts/NAME, ds/NAME, cronjob/NAME, job/NAME,
+    /// rollout/NAME, pod/NAME, cm/NAME or secret/NAME (kubectl's spellings). Without it: one
+    /// line per workload of the namespace, problems first.
+    pub target: Option<String>,
+
+    /// Namespace (default: the current context's).
+    #[arg(short = 'n', long, env = "RELOAD_INJECTOR_NAMESPACE")]
+    pub namespace: Option<String>,
+
+    /// Every namespace: one line per workload, problems first.
+    #[arg(short = 'A', long, env = "RELOAD_INJECTOR_ALL_NAMESPACES")]
+    pub all_namespaces: bool,
+
+    /// The kubeconfig context to use (default: the current one).
+    #[arg(long, env = "RELOAD_INJECTOR_CONTEXT")]
+    pub context: Option<String>,
+
+    /// Path to the kubeconfig (default: `KUBECONFIG`, then `~/.kube/config`, then in-cluster).
+    #[arg(long, env = "RELOAD_INJECTOR_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Output: `text` for people, `json` for scripts (a stable form, see docs/status.md).
+    #[arg(short = 'o', long, value_enum, default_value_t = StatusFormat::Text, env = "RELOAD_INJECTOR_OUTPUT")]
+    pub output: StatusFormat,
+}
+
+/// Output format of `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    /// For people.
+    Text,
+    /// For scripts.
+    Json,
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //!   decides what to deny, what to warn about and how to mutate (a JSON patch). It does no I/O.
 //! - [`hash`] is the pure canonical config hash (HMAC for Secret values).
 //! - [`webhook`] is the HTTPS server (`serve`), [`offline`] the `inject` command, [`watch`]
-//!   the sidecar, [`certs`] the certificate generator.
+//!   the sidecar, [`certs`] the certificate generator, [`status`] the `status` report (and
+//!   kubectl plugin).
 
 #![deny(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod hash;
 pub mod inject;
 pub mod offline;
 pub mod report;
+pub mod status;
 pub mod telemetry;
 pub mod watch;
 pub mod webhook;
@@ -36,12 +38,18 @@ pub const DEFAULT_SIDECAR_IMAGE: &str = concat!(
 /// Runs one subcommand and turns its outcome into the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     install_crypto_provider();
-    telemetry::init(cli.log_format, &cli.log_level);
+    // The kube client logs a failed connection as an ERROR of its own; `status` says it once.
+    let log_level = match &cli.command {
+        Command::Status(_) => format!("{},kube_client=off", cli.log_level),
+        _ => cli.log_level.clone(),
+    };
+    telemetry::init(cli.log_format, &log_level);
     let result = match cli.command {
         Command::Serve(args) => webhook::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Inject(args) => return offline::run(args),
         Command::Certs(args) => certs::run(args),
+        Command::Status(args) => return status::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,11 +2,29 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
-    let cli = reload_injector::cli::Cli::parse();
+    let matches = reload_injector::cli::Cli::command()
+        .bin_name(invoked_as())
+        .get_matches();
+    let cli = reload_injector::cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     reload_injector::run(cli)
+}
+
+/// The name usage lines show: `kubectl reload-injector` when installed as the kubectl plugin
+/// `kubectl-reload_injector` (kubectl runs `kubectl-reload_injector status …` for
+/// `kubectl reload-injector status …`), else `reload-injector`.
+fn invoked_as() -> String {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let base = std::path::Path::new(&argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match base.strip_prefix("kubectl-") {
+        Some(plugin) => format!("kubectl {}", plugin.replace('_', "-")),
+        None => "reload-injector".to_owned(),
+    }
 }
 
 /// mimalloc (transparent huge pages off): with glibc malloc, allocation was ~40% of the

@@ -1051,3 +1051,86 @@ fn selectors_field_forms() {
         ))
     );
 }
+
+#[tokio::test]
+async fn pod_logs_are_served_like_the_api_server_and_recorded_as_pods_log() {
+    let api = FakeApi::start();
+    api.apply(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "app"},
+        "spec": {"containers": [{"name": "app"}, {"name": "proxy"}],
+                 "initContainers": [{"name": "config-reloader", "restartPolicy": "Always"}]}}));
+    api.apply(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "solo", "namespace": "app"},
+        "spec": {"containers": [{"name": "only"}]}}));
+    api.set_log("app", "web", "config-reloader", "one\ntwo\nthree\n");
+    api.set_log("app", "solo", "only", "alone\n");
+    let client = api.client().await;
+    let pods: Api<Pod> = Api::namespaced(client, "app");
+    let params = |container: Option<&str>, tail: Option<i64>| kube::api::LogParams {
+        container: container.map(str::to_owned),
+        tail_lines: tail,
+        ..kube::api::LogParams::default()
+    };
+    let all = pods
+        .logs("web", &params(Some("config-reloader"), None))
+        .await
+        .unwrap();
+    assert_eq!(all, "one\ntwo\nthree\n");
+    let tail = pods
+        .logs("web", &params(Some("config-reloader"), Some(2)))
+        .await
+        .unwrap();
+    assert_eq!(tail, "two\nthree\n");
+    assert_eq!(
+        pods.logs("solo", &params(None, None)).await.unwrap(),
+        "alone\n"
+    );
+    assert_eq!(
+        pods.logs("web", &params(Some("app"), None)).await.unwrap(),
+        ""
+    );
+    let (code, _) = api_error(pods.logs("web", &params(None, None)).await.unwrap_err());
+    assert_eq!(code, 400, "several containers and none named");
+    let (code, _) = api_error(
+        pods.logs("web", &params(Some("nope"), None))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 400, "a container the pod does not have");
+    let (code, _) = api_error(
+        pods.logs("gone", &params(Some("x"), None))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 404);
+    let needs: BTreeSet<_> = api.requests().iter().filter_map(|r| r.rbac()).collect();
+    assert!(needs.contains(&(
+        String::new(),
+        "pods/log".to_owned(),
+        "get".to_owned(),
+        Some("app".to_owned())
+    )));
+    assert_eq!(needs.len(), 1, "{needs:?}");
+}
+
+#[tokio::test]
+async fn mutating_webhook_configurations_are_cluster_scoped() {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    let api = FakeApi::start();
+    api.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration", "metadata": {"name": "reload-injector"},
+        "webhooks": []}));
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(api.client().await);
+    let got = configs.get("reload-injector").await.unwrap();
+    assert_eq!(got.metadata.name.as_deref(), Some("reload-injector"));
+    assert_eq!(
+        configs
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert_eq!(api_error(configs.get("other").await.unwrap_err()).0, 404);
+}

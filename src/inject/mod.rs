@@ -8,6 +8,7 @@
 
 mod analysis;
 pub mod consumption;
+pub mod explain;
 mod key;
 mod messages;
 pub mod meter;

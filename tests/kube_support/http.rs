@@ -161,6 +161,14 @@ async fn dispatch(
             Ok(object_response(201, &created, request))
         }
         (
+            Route::PodLog {
+                resource,
+                namespace,
+                name,
+            },
+            "GET",
+        ) => super::logs::answer(state, resource, &namespace, &name, request),
+        (
             Route::Object {
                 resource,
                 namespace,

@@ -8,20 +8,22 @@
 //! API itself, over a real socket.
 //!
 //! What it does: namespaces, configmaps, secrets, pods, events (core and events.k8s.io),
-//! deployments, statefulsets, daemonsets, replicasets, cronjobs, jobs and leases, at the
-//! API server's paths; get, list (pagination over one consistent snapshot, selectors,
+//! deployments, statefulsets, daemonsets, replicasets, cronjobs, jobs, leases and
+//! mutatingwebhookconfigurations, at the API server's paths, and Pod logs (`pods/log`, from
+//! text a test sets with [`FakeApi::set_log`]); get, list (pagination over one consistent snapshot, selectors,
 //! metadata-only), watch (resume, bookmarks, 410 `Expired`), create, update (409 on a stale
 //! `resourceVersion`), patch (merge, JSON, strategic as merge), delete; injected faults and
 //! outages; a record of every request with the RBAC permission it needs. Like the API
 //! server, an update that changes nothing writes nothing (no new revision, no watch event).
 //! Server-side apply is approximated as create-or-merge (no field ownership). Not done:
-//! namespace existence checks, subresources, defaulting.
+//! namespace existence checks, subresources other than `pods/log`, defaulting.
 #![allow(dead_code)]
 
 pub mod faults;
 pub mod http;
 pub mod kubelet;
 pub mod list;
+pub mod logs;
 pub mod objects;
 pub mod patch;
 pub mod rbac;
@@ -265,6 +267,14 @@ impl FakeApi {
         self.state
             .expired_watches
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets the log of `container` in Pod `namespace/pod`, as `pods/log` serves it.
+    pub fn set_log(&self, namespace: &str, pod: &str, container: &str, text: &str) {
+        lock(&self.state.logs).insert(
+            (namespace.to_owned(), pod.to_owned(), container.to_owned()),
+            text.to_owned(),
+        );
     }
 
     // ---- history --------------------------------------------------------------------

@@ -66,10 +66,20 @@ impl Recorded {
 
     /// The RBAC permission this request needs (`None` for non-resource paths like `/version`).
     /// GET on an object is `get`, on a collection `list` or `watch`; POST `create`, PUT
-    /// `update`, PATCH `patch`, DELETE `delete` (`deletecollection` on a collection).
+    /// `update`, PATCH `patch`, DELETE `delete` (`deletecollection` on a collection). A Pod's log
+    /// is `get` on `pods/log`.
     pub fn rbac(&self) -> Option<RbacNeed> {
         let route = self.route()?;
         let resource = route.resource()?;
+        if let Route::PodLog { namespace, .. } = &route {
+            let verb = (self.method == "GET").then_some("get")?;
+            return Some((
+                String::new(),
+                "pods/log".to_owned(),
+                verb.to_owned(),
+                Some(namespace.clone()),
+            ));
+        }
         let collection = matches!(route, Route::Collection { .. });
         let verb = match (self.method.as_str(), collection) {
             ("GET", true) if self.is_watch() => "watch",

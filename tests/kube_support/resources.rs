@@ -72,6 +72,14 @@ pub const RESOURCES: &[Resource] = &[
     resource("leases", "coordination.k8s.io", "v1", "Lease", true, false),
     // Argo Rollouts' CRD: served here as if it were installed.
     resource("rollouts", "argoproj.io", "v1alpha1", "Rollout", true, true),
+    resource(
+        "mutatingwebhookconfigurations",
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        false,
+        true,
+    ),
 ];
 
 /// The resource addressed by `group`/`version`/`plural` in a URL.

@@ -30,6 +30,15 @@ pub enum Route {
         /// The name.
         name: String,
     },
+    /// A Pod's log (`/api/v1/namespaces/ns/pods/name/log`), the one subresource served.
+    PodLog {
+        /// The `pods` resource.
+        resource: &'static Resource,
+        /// The namespace.
+        namespace: String,
+        /// The Pod's name.
+        name: String,
+    },
 }
 
 impl Route {
@@ -37,7 +46,9 @@ impl Route {
     pub fn resource(&self) -> Option<&'static Resource> {
         match self {
             Route::Version | Route::Discovery { .. } => None,
-            Route::Collection { resource, .. } | Route::Object { resource, .. } => Some(resource),
+            Route::Collection { resource, .. }
+            | Route::Object { resource, .. }
+            | Route::PodLog { resource, .. } => Some(resource),
         }
     }
 
@@ -48,13 +59,14 @@ impl Route {
             Route::Collection { namespace, .. } | Route::Object { namespace, .. } => {
                 namespace.as_deref()
             }
+            Route::PodLog { namespace, .. } => Some(namespace),
         }
     }
 
     /// The object name from the path.
     pub fn name(&self) -> Option<&str> {
         match self {
-            Route::Object { name, .. } => Some(name),
+            Route::Object { name, .. } | Route::PodLog { name, .. } => Some(name),
             _ => None,
         }
     }
@@ -99,6 +111,11 @@ pub fn parse(path: &str) -> Option<Route> {
                 name: (*name).to_owned(),
             })
         }
+        ["namespaces", ns, "pods", name, "log"] if group.is_empty() => Some(Route::PodLog {
+            resource: resource("pods")?,
+            namespace: (*ns).to_owned(),
+            name: (*name).to_owned(),
+        }),
         [plural, name] => {
             let resource = resource(plural)?;
             (!resource.namespaced).then(|| Route::Object {

@@ -49,6 +49,8 @@ pub struct State {
     pub net: tokio::sync::watch::Sender<Net>,
     /// How many watches were answered with 410 `Expired`.
     pub expired_watches: AtomicUsize,
+    /// Container logs by (namespace, pod, container), served at `pods/log`.
+    pub logs: Mutex<HashMap<(String, String, String), String>>,
 }
 
 /// Locks a mutex, ignoring poisoning (a panicking test thread must not wedge the server).
@@ -69,6 +71,7 @@ impl State {
             bookmark_interval: Mutex::new(Duration::from_secs(1)),
             net: tokio::sync::watch::Sender::new(Net::default()),
             expired_watches: AtomicUsize::new(0),
+            logs: Mutex::new(HashMap::new()),
         }
     }
 

@@ -1,0 +1,212 @@
+//! What a pod (template) reads from ConfigMaps/Secrets, one line per key or volume, and how
+//! its sidecar would reload the app: the webhook's own analysis, rules and sidecar plan, laid
+//! out for `reload-injector status` (which must never keep a second copy of them).
+
+use std::collections::BTreeMap;
+
+use super::analysis::analyse;
+use super::consumption::{self, Consumption};
+use super::messages::Warnings;
+use super::pod::PodSpec;
+use super::rules::{self, How, SubPathPolicy};
+use super::sidecar;
+use crate::hash::Consumed;
+
+pub use super::sidecar::Mode;
+
+/// How one container reads one key or object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Via {
+    /// `env[].valueFrom.*KeyRef`: read at container start.
+    Env,
+    /// `envFrom[]`: read at container start.
+    EnvFrom,
+    /// A subPath mount in a long-running container: never updated in place.
+    SubPath,
+    /// A subPath mount in a regular init container: read once per pod.
+    InitSubPath,
+    /// A volume mounted as a directory: the kubelet updates the files.
+    Directory,
+}
+
+/// One thing a container reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// Container name.
+    pub container: String,
+    /// The key or object.
+    pub consumed: Consumed,
+    /// `optional: true`.
+    pub optional: bool,
+    /// How it is read.
+    pub via: Via,
+    /// The volume, for mounts.
+    pub volume: Option<String>,
+}
+
+/// What the sidecar of a pod made from this spec would watch, and how it reloads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watcher {
+    /// Watched volumes, sorted.
+    pub volumes: Vec<String>,
+    /// Signal (and process) or URL.
+    pub mode: Mode,
+    /// What the watched volumes show (the `mounted-config-hash` is over this).
+    pub consumption: Consumption,
+}
+
+/// Everything [`explain`] finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explained {
+    /// One line per key/object read, restart-only first, then directory mounts.
+    pub reads: Vec<Read>,
+    /// What the `config-hash` is over (as the controller recomputes it).
+    pub restart_only: Consumption,
+    /// The sidecar, or `None` when none would be injected.
+    pub watcher: Option<Watcher>,
+    /// The webhook's warnings about the sidecar (why none, or why a reload may fail), each
+    /// starting with `reload-injector:`.
+    pub sidecar_warnings: Vec<String>,
+}
+
+/// Lays out what `spec` (with its pod's `annotations`) reads and what the sidecar would do.
+/// `native` says whether the watcher would be a native sidecar.
+pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: bool) -> Explained {
+    let analysis = analyse(spec);
+    let mut reads = Vec::new();
+    let volume_of = |container: &str, consumed: &Consumed| {
+        analysis
+            .subpath_mounts
+            .iter()
+            .find(|m| {
+                m.container == container
+                    && analysis
+                        .config_volumes
+                        .get(&m.volume)
+                        .is_some_and(|v| v.sources.iter().any(|s| &s.id == consumed.id()))
+            })
+            .map(|m| m.volume.clone())
+    };
+    for used in rules::apply(&analysis, &SubPathPolicy::Allow).uses {
+        let (via, volume) = match used.how {
+            How::Env => (Via::Env, None),
+            How::EnvFrom => (Via::EnvFrom, None),
+            How::SubPath => (Via::SubPath, volume_of(&used.container, &used.consumed)),
+            How::InitSubPath => (Via::InitSubPath, volume_of(&used.container, &used.consumed)),
+        };
+        reads.push(Read {
+            container: used.container,
+            consumed: used.consumed,
+            optional: used.optional,
+            via,
+            volume,
+        });
+    }
+    for mount in &analysis.dir_mounts {
+        let shown = consumption::of_volumes([mount.volume.as_str()], &analysis.config_volumes);
+        for consumed in shown.consumed {
+            let optional = shown.optional.contains(consumed.id());
+            reads.push(Read {
+                container: mount.container.clone(),
+                consumed,
+                optional,
+                via: Via::Directory,
+                volume: Some(mount.volume.clone()),
+            });
+        }
+    }
+    let mut warnings = Warnings::default();
+    let watcher = sidecar::plan(annotations, spec, &analysis, native, &mut warnings).map(|plan| {
+        let consumption = consumption::of_volumes(
+            plan.volumes.iter().map(String::as_str),
+            &analysis.config_volumes,
+        );
+        Watcher {
+            volumes: plan.volumes,
+            mode: plan.mode,
+            consumption,
+        }
+    });
+    Explained {
+        reads,
+        restart_only: consumption::restart_only(spec),
+        watcher,
+        sidecar_warnings: warnings.into_list(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::hash::ConfigId;
+
+    fn spec(value: serde_json::Value) -> PodSpec {
+        PodSpec::deserialize(value).unwrap()
+    }
+
+    #[test]
+    fn env_subpath_and_directories_each_get_a_line() {
+        let spec = spec(json!({
+            "containers": [{"name": "app", "command": ["nginx"],
+                "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}],
+                "volumeMounts": [
+                    {"name": "conf", "mountPath": "/etc/app"},
+                    {"name": "one", "mountPath": "/etc/one.conf", "subPath": "one.conf"}]}],
+            "volumes": [
+                {"name": "conf", "configMap": {"name": "conf"}},
+                {"name": "one", "configMap": {"name": "files", "optional": true}}]
+        }));
+        let got = explain(&BTreeMap::new(), &spec, true);
+        let lines: Vec<(Via, &Consumed, Option<&str>)> = got
+            .reads
+            .iter()
+            .map(|r| (r.via, &r.consumed, r.volume.as_deref()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (
+                    Via::SubPath,
+                    &Consumed::Key(ConfigId::config_map("files"), "one.conf".into()),
+                    Some("one")
+                ),
+                (
+                    Via::Env,
+                    &Consumed::Key(ConfigId::config_map("env"), "a".into()),
+                    None
+                ),
+                (
+                    Via::Directory,
+                    &Consumed::Whole(ConfigId::config_map("conf")),
+                    Some("conf")
+                ),
+            ]
+        );
+        assert!(got.reads[0].optional);
+        let watcher = got.watcher.unwrap();
+        assert_eq!(watcher.volumes, ["conf"]);
+        assert_eq!(
+            watcher.mode,
+            Mode::Signal {
+                signal: "SIGHUP".into(),
+                process: Some("nginx".into())
+            }
+        );
+        assert_eq!(got.restart_only.consumed.len(), 2);
+    }
+
+    #[test]
+    fn no_sidecar_says_why() {
+        let spec = spec(json!({
+            "shareProcessNamespace": false,
+            "containers": [{"name": "app", "volumeMounts": [{"name": "conf", "mountPath": "/c"}]}],
+            "volumes": [{"name": "conf", "configMap": {"name": "conf"}}]
+        }));
+        let got = explain(&BTreeMap::new(), &spec, true);
+        assert_eq!(got.watcher, None);
+        assert!(got.sidecar_warnings[0].contains("shareProcessNamespace"));
+    }
+}

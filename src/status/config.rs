@@ -1,0 +1,141 @@
+//! The ConfigMaps and Secrets of a snapshot as the report needs them: whether each exists,
+//! whether it is ignored, when its data was last written, and the hash core's lookups. Pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+
+use super::snapshot::{Fetched, Snapshot};
+use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
+use crate::inject::IGNORE;
+
+/// One object as seen.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Annotated `reload-injector.io/ignore: "true"`.
+    pub ignored: bool,
+    /// When its data was last written, as far as the API tells (see [`data_written`]).
+    pub written: Option<Timestamp>,
+    /// Its digests, when they could be made.
+    pub digests: Option<ConfigObject>,
+}
+
+/// The config objects of one namespace.
+#[derive(Debug, Clone, Default)]
+pub struct Configs {
+    objects: BTreeMap<ConfigId, Seen>,
+    /// Why ConfigMaps could not be read, if they could not.
+    pub config_maps_failed: Option<String>,
+    /// Why Secrets could not be read or hashed, if so.
+    pub secrets_failed: Option<String>,
+}
+
+impl Configs {
+    /// The ConfigMaps and Secrets of `namespace` in `snapshot`.
+    pub fn of(snapshot: &Snapshot, namespace: &str) -> Configs {
+        let mut configs = Configs::default();
+        match &snapshot.config_maps {
+            Fetched::Read(list) => {
+                for cm in list
+                    .iter()
+                    .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
+                {
+                    let id = ConfigId::config_map(cm.metadata.name.clone().unwrap_or_default());
+                    configs.objects.insert(
+                        id,
+                        Seen {
+                            ignored: ignored(&cm.metadata),
+                            written: data_written(&cm.metadata),
+                            digests: Some(ConfigObject::from_config_map(cm)),
+                        },
+                    );
+                }
+            }
+            Fetched::Failed(reason) => configs.config_maps_failed = Some(reason.clone()),
+        }
+        match &snapshot.secrets {
+            Fetched::Read(list) => {
+                for secret in list
+                    .iter()
+                    .filter(|s| s.metadata.namespace.as_deref() == Some(namespace))
+                {
+                    let id = ConfigId::secret(secret.metadata.name.clone().unwrap_or_default());
+                    configs.objects.insert(
+                        id,
+                        Seen {
+                            ignored: ignored(&secret.metadata),
+                            written: data_written(&secret.metadata),
+                            digests: secret.digests.clone(),
+                        },
+                    );
+                }
+            }
+            Fetched::Failed(reason) => configs.secrets_failed = Some(reason.clone()),
+        }
+        configs
+    }
+
+    /// The object, if it was read and exists.
+    pub fn get(&self, id: &ConfigId) -> Option<&Seen> {
+        self.objects.get(id)
+    }
+
+    /// Whether it exists (`None`: its kind could not be read).
+    pub fn exists(&self, id: &ConfigId) -> Option<bool> {
+        if self.failed(id.kind).is_some() {
+            return None;
+        }
+        Some(self.objects.contains_key(id))
+    }
+
+    /// Why objects of `kind` could not be read.
+    pub fn failed(&self, kind: ConfigKind) -> Option<&str> {
+        match kind {
+            ConfigKind::ConfigMap => self.config_maps_failed.as_deref(),
+            ConfigKind::Secret => self.secrets_failed.as_deref(),
+        }
+    }
+
+    /// The hash core's lookups for `ids`: found, not found, or failed with the reason.
+    pub fn data<'a>(&self, ids: impl IntoIterator<Item = &'a ConfigId>) -> ConfigData {
+        let mut data = ConfigData::new();
+        for id in ids {
+            let lookup = match (self.failed(id.kind), self.objects.get(id)) {
+                (Some(reason), _) => Lookup::Failed(reason.to_owned()),
+                (None, None) => Lookup::NotFound,
+                (None, Some(seen)) => match &seen.digests {
+                    Some(digests) => Lookup::Found(digests.clone()),
+                    None => Lookup::Failed("its values could not be hashed".to_owned()),
+                },
+            };
+            data.insert(id.clone(), lookup);
+        }
+        data
+    }
+}
+
+fn ignored(meta: &ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(IGNORE))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// When an object's data was last written: the newest `managedFields` entry that owns
+/// `data`, `binaryData` or `stringData`, else its creation. The API keeps no more: which key
+/// changed, and any earlier write, are not recorded.
+pub fn data_written(meta: &ObjectMeta) -> Option<Timestamp> {
+    let owns_data = |fields: &serde_json::Value| {
+        ["f:data", "f:binaryData", "f:stringData"]
+            .iter()
+            .any(|f| fields.get(f).is_some())
+    };
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| entry.fields_v1.as_ref().is_some_and(|f| owns_data(&f.0)))
+        .filter_map(|entry| entry.time.as_ref().map(|t| t.0))
+        .max()
+        .or_else(|| meta.creation_timestamp.as_ref().map(|t| t.0))
+}

@@ -1,0 +1,217 @@
+//! Opt-in (the namespace label, the template's opt-out) and the installation (webhook
+//! configuration, CA bundle, the controller's Lease). Pure.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::findings::Finding;
+use super::report::seconds_between;
+use super::snapshot::{Fetched, INSTALL_NAME, Snapshot};
+use crate::inject::{EXCLUDED_NAMESPACES, INJECT};
+
+/// The namespace label that opts a namespace in.
+pub const OPT_IN_VALUE: &str = "enabled";
+
+/// Is the workload opted in?
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OptIn {
+    /// The namespace's `reload-injector.io/inject` label, if any.
+    pub namespace_label: Option<String>,
+    /// Whether the namespace could be read.
+    pub namespace_read: bool,
+    /// Labelled `enabled` and not excluded (`true` when the namespace could not be read, as
+    /// nothing says otherwise).
+    pub opted_in: bool,
+    /// A namespace never mutated whatever its labels say.
+    pub excluded: bool,
+    /// `label` or `annotation` when the pod template opts out.
+    pub opted_out_by: Option<&'static str>,
+}
+
+/// The webhook configuration and the controller.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Installation {
+    /// `present`, `missing` or `unreadable`.
+    pub webhook: &'static str,
+    /// Whether every webhook in it has a CA bundle (`None` when not read).
+    pub ca_bundle: Option<bool>,
+    /// The webhook's namespace.
+    pub namespace: String,
+    /// `Lease` holder, if any.
+    pub lease_holder: Option<String>,
+    /// Seconds since the Lease was last renewed.
+    pub renewed_seconds_ago: Option<i64>,
+    /// The Lease's duration.
+    pub lease_duration_seconds: Option<i64>,
+    /// A leader holds an unexpired Lease (`false` when the Lease could not be read).
+    pub controller_running: bool,
+    /// Whether the Lease could be read.
+    pub lease_read: bool,
+}
+
+/// The opt-in part, adding its findings.
+pub fn opt_in(
+    snapshot: &Snapshot,
+    namespace: &str,
+    annotations: &BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
+    findings: &mut Vec<Finding>,
+) -> OptIn {
+    let is_false = |v: Option<&String>| v.is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
+    let opted_out_by = if is_false(labels.get(INJECT)) {
+        Some("label")
+    } else if is_false(annotations.get(INJECT)) {
+        Some("annotation")
+    } else {
+        None
+    };
+    let excluded =
+        EXCLUDED_NAMESPACES.contains(&namespace) || namespace == snapshot.webhook_namespace;
+    let (namespace_read, namespace_label) = match &snapshot.namespaces {
+        Fetched::Read(map) => (
+            true,
+            map.get(namespace)
+                .and_then(|ns| ns.metadata.labels.as_ref())
+                .and_then(|l| l.get(INJECT))
+                .cloned(),
+        ),
+        Fetched::Failed(_) => (false, None),
+    };
+    let labelled = namespace_label.as_deref() == Some(OPT_IN_VALUE);
+    let opted_in = !excluded && (labelled || !namespace_read);
+    if excluded {
+        findings.push(Finding::new(
+            "namespace-excluded",
+            format!("namespace {namespace:?} is never mutated, whatever its labels say"),
+            "run the workload in another namespace",
+        ));
+    } else if namespace_read && !labelled {
+        findings.push(Finding::new(
+            "namespace-not-opted-in",
+            format!(
+                "namespace {namespace:?} is not opted in (label {INJECT}: {})",
+                namespace_label
+                    .as_deref()
+                    .map_or("absent".to_owned(), |v| format!("{v:?}"))
+            ),
+            format!("kubectl label namespace {namespace} {INJECT}={OPT_IN_VALUE}"),
+        ));
+    }
+    if let Some(by) = opted_out_by {
+        findings.push(Finding::new(
+            "opted-out",
+            format!("the pod template opts out: {by} {INJECT}: \"false\""),
+            format!("remove the {by} {INJECT} from the pod template if it should reload"),
+        ));
+    }
+    OptIn {
+        namespace_label,
+        namespace_read,
+        opted_in,
+        excluded,
+        opted_out_by,
+    }
+}
+
+/// The installation part, adding its findings and notes.
+pub fn installation(
+    snapshot: &Snapshot,
+    findings: &mut Vec<Finding>,
+    notes: &mut Vec<String>,
+) -> Installation {
+    let webhook_ns = snapshot.webhook_namespace.clone();
+    let (webhook, ca_bundle) = match &snapshot.webhook {
+        Fetched::Read(Some(config)) => {
+            let hooks = config.webhooks.as_deref().unwrap_or_default();
+            let all = !hooks.is_empty()
+                && hooks.iter().all(|h| {
+                    h.client_config
+                        .ca_bundle
+                        .as_ref()
+                        .is_some_and(|b| !b.0.is_empty())
+                });
+            ("present", Some(all))
+        }
+        Fetched::Read(None) => ("missing", None),
+        Fetched::Failed(reason) => {
+            notes.push(format!(
+                "could not read mutatingwebhookconfiguration {INSTALL_NAME}: {reason}"
+            ));
+            ("unreadable", None)
+        }
+    };
+    match (webhook, ca_bundle) {
+        ("missing", _) => findings.push(Finding::new(
+            "webhook-missing",
+            format!("the MutatingWebhookConfiguration {INSTALL_NAME:?} does not exist: nothing is injected or stamped"),
+            "install reload-injector: kubectl apply -k manifests/ (docs/install.md)",
+        )),
+        (_, Some(false)) => findings.push(Finding::new(
+            "webhook-no-ca-bundle",
+            format!("the MutatingWebhookConfiguration {INSTALL_NAME:?} has a webhook without a CA bundle: the API server cannot call it"),
+            "use the cert-manager overlay, or set caBundle from `reload-injector certs` (ca-bundle.b64)",
+        )),
+        _ => {}
+    }
+    let mut out = Installation {
+        webhook,
+        ca_bundle,
+        namespace: webhook_ns.clone(),
+        lease_holder: None,
+        renewed_seconds_ago: None,
+        lease_duration_seconds: None,
+        controller_running: false,
+        lease_read: false,
+    };
+    match &snapshot.lease {
+        Fetched::Failed(reason) => {
+            notes.push(format!(
+                "could not read lease {webhook_ns}/{INSTALL_NAME}: {reason}"
+            ));
+        }
+        Fetched::Read(lease) => {
+            out.lease_read = true;
+            let spec = lease.as_ref().and_then(|l| l.spec.as_ref());
+            out.lease_holder = spec
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| !h.is_empty());
+            let renewed = spec
+                .and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref()))
+                .map(|t| t.0);
+            out.renewed_seconds_ago = renewed.map(|t| seconds_between(t, snapshot.now));
+            out.lease_duration_seconds = spec.and_then(|s| s.lease_duration_seconds).map(i64::from);
+            out.controller_running = match (&out.lease_holder, out.renewed_seconds_ago) {
+                (Some(_), Some(ago)) => ago <= out.lease_duration_seconds.unwrap_or(15),
+                _ => false,
+            };
+            if !out.controller_running {
+                let why = match (&lease, &out.lease_holder, out.renewed_seconds_ago) {
+                    (None, _, _) => format!("there is no Lease {webhook_ns}/{INSTALL_NAME}"),
+                    (Some(_), None, _) => {
+                        format!("the Lease {webhook_ns}/{INSTALL_NAME} has no holder")
+                    }
+                    (Some(_), Some(holder), Some(ago)) => format!(
+                        "the Lease {webhook_ns}/{INSTALL_NAME} was last renewed {} ago by {holder:?} (it lasts {}s)",
+                        super::render::age(ago),
+                        out.lease_duration_seconds.unwrap_or(15)
+                    ),
+                    (Some(_), Some(holder), None) => format!(
+                        "the Lease {webhook_ns}/{INSTALL_NAME} held by {holder:?} was never renewed"
+                    ),
+                };
+                findings.push(Finding::new(
+                    "no-controller",
+                    format!("no controller is running: {why}"),
+                    format!(
+                        "check the webhook's pods (kubectl -n {webhook_ns} get pods); the controller runs inside \
+                         `serve` unless --rollouts false"
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}

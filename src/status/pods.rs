@@ -1,0 +1,310 @@
+//! The Pods of a workload (pure): how many run the current template, how many carry the
+//! sidecar, whether each sidecar Pod's `mounted-config-hash` matches the live data, and the
+//! `config-reloader` container's restarts and last reload lines.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::config::Configs;
+use super::findings::{FIX_EPERM, Finding};
+use super::logs;
+use super::reads::KeyState;
+use super::report::meta_str;
+use super::select::{matches, owned_by, string_map};
+use super::snapshot::Snapshot;
+use super::target::Kind;
+use crate::hash::ConfigKind;
+use crate::inject::consumption;
+use crate::inject::pod::PodSpec;
+use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
+use serde::Deserialize;
+
+/// The Pods part of a report.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pods {
+    /// Pods found.
+    pub total: usize,
+    /// Pods whose `config-hash` is the template's (`None` when the template is not stamped).
+    pub current_hash: Option<usize>,
+    /// The workload's own count of updated replicas and of replicas wanted, when it keeps one.
+    pub updated: Option<(i64, i64)>,
+    /// Pods carrying the `config-reloader` sidecar.
+    pub with_sidecar: usize,
+    /// One line per Pod, by name.
+    pub items: Vec<PodLine>,
+}
+
+/// One Pod.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodLine {
+    /// Its name.
+    pub name: String,
+    /// `status.phase`.
+    pub phase: Option<String>,
+    /// Whether its `config-hash` is the template's.
+    pub current_hash: Option<bool>,
+    /// Whether it carries the sidecar.
+    pub sidecar: bool,
+    /// Its `mounted-config-hash`.
+    pub mounted_stamped: Option<String>,
+    /// The hash of the live data it mounts (`None`: not computable).
+    pub mounted_live: Option<String>,
+    /// `current`, `stale`, `notStamped` or `unknown` (sidecar Pods only).
+    pub mounted_state: Option<&'static str>,
+    /// Restarts of the `config-reloader` container.
+    pub sidecar_restarts: Option<i64>,
+    /// The last reload lines of its log, oldest first.
+    pub reloads: Vec<String>,
+    /// Why its log could not be read.
+    pub log_failed: Option<String>,
+}
+
+/// The Pods part for `object`, a `kind` workload, adding findings. `expect_sidecar`: the
+/// template's Pods should carry one.
+pub fn pods(
+    snapshot: &Snapshot,
+    kind: Kind,
+    object: &Value,
+    configs: &Configs,
+    key: KeyState<'_>,
+    expect_sidecar: bool,
+    findings: &mut Vec<Finding>,
+) -> Pods {
+    let Some(all) = snapshot.pods.ok() else {
+        return Pods::default();
+    };
+    let namespace = meta_str(object, "namespace").unwrap_or_default();
+    let owned: Vec<&Value> = owned_pods(snapshot, kind, object, namespace, all);
+    let stamped = object
+        .pointer(kind.template_pointer())
+        .map(|t| string_map(t, "annotations"))
+        .and_then(|a| a.get(CONFIG_HASH).cloned());
+    let mut out = Pods {
+        total: owned.len(),
+        updated: updated(kind, object),
+        ..Pods::default()
+    };
+    let mut current = 0;
+    for pod in owned {
+        let line = pod_line(snapshot, pod, configs, key, stamped.as_deref());
+        current += usize::from(line.current_hash == Some(true));
+        out.with_sidecar += usize::from(line.sidecar);
+        out.items.push(line);
+    }
+    out.items.sort_by(|a, b| a.name.cmp(&b.name));
+    out.current_hash = stamped.as_ref().map(|_| current);
+    let behind = out.current_hash.is_some_and(|c| c < out.total);
+    let rolling = out
+        .updated
+        .is_some_and(|(updated, wanted)| updated < wanted);
+    if behind || rolling {
+        let mut message = String::new();
+        if let Some(c) = out.current_hash.filter(|_| behind) {
+            message = format!("{} of {} pods carry the current config-hash", c, out.total);
+        }
+        if let Some((updated, wanted)) = out.updated.filter(|_| rolling) {
+            if !message.is_empty() {
+                message.push_str("; ");
+            }
+            message.push_str(&format!("{updated} of {wanted} replicas are updated"));
+        }
+        findings.push(Finding::new(
+            "pods-not-current",
+            format!("{message}: a rolling update is in progress or stuck"),
+            format!(
+                "kubectl rollout status {}/{} -n {namespace}",
+                kind.short(),
+                meta_str(object, "name").unwrap_or_default()
+            ),
+        ));
+    }
+    for line in &out.items {
+        line_findings(line, expect_sidecar, namespace, findings);
+    }
+    out
+}
+
+fn owned_pods<'a>(
+    snapshot: &Snapshot,
+    kind: Kind,
+    object: &Value,
+    namespace: &str,
+    all: &'a [Value],
+) -> Vec<&'a Value> {
+    let in_namespace = all
+        .iter()
+        .filter(move |p| meta_str(p, "namespace") == Some(namespace));
+    if kind == Kind::Pod {
+        let uid = meta_str(object, "uid");
+        let name = meta_str(object, "name");
+        return in_namespace
+            .filter(|p| meta_str(p, "name") == name && meta_str(p, "uid") == uid)
+            .collect();
+    }
+    if kind == Kind::CronJob {
+        let uid = meta_str(object, "uid").unwrap_or_default();
+        let jobs: Vec<&str> = snapshot
+            .jobs
+            .ok()
+            .into_iter()
+            .flatten()
+            .filter(|j| meta_str(j, "namespace") == Some(namespace) && owned_by(j, uid))
+            .filter_map(|j| meta_str(j, "uid"))
+            .collect();
+        return in_namespace
+            .filter(|p| jobs.iter().any(|uid| owned_by(p, uid)))
+            .collect();
+    }
+    let Some(selector) = object.pointer("/spec/selector") else {
+        return Vec::new();
+    };
+    in_namespace
+        .filter(|p| {
+            matches(
+                selector,
+                p.pointer("/metadata/labels").unwrap_or(&Value::Null),
+            )
+        })
+        .collect()
+}
+
+/// The workload's own `(updated, wanted)` replica counts, once its controller has seen the
+/// current generation.
+fn updated(kind: Kind, object: &Value) -> Option<(i64, i64)> {
+    let status = object.get("status")?;
+    let observed = status.get("observedGeneration").and_then(Value::as_i64);
+    let generation = object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
+    if observed.is_none() || observed != generation {
+        return None;
+    }
+    let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
+    match kind {
+        Kind::Deployment | Kind::StatefulSet | Kind::Rollout => Some((
+            int(status, "updatedReplicas").unwrap_or(0),
+            object
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1),
+        )),
+        Kind::DaemonSet => Some((
+            int(status, "updatedNumberScheduled").unwrap_or(0),
+            int(status, "desiredNumberScheduled")?,
+        )),
+        _ => None,
+    }
+}
+
+fn pod_line(
+    snapshot: &Snapshot,
+    pod: &Value,
+    configs: &Configs,
+    key: KeyState<'_>,
+    stamped: Option<&str>,
+) -> PodLine {
+    let name = meta_str(pod, "name").unwrap_or_default().to_owned();
+    let namespace = meta_str(pod, "namespace").unwrap_or_default();
+    let annotations = string_map(pod, "annotations");
+    let spec = PodSpec::deserialize(pod.get("spec").unwrap_or(&Value::Null)).ok();
+    let sidecar = spec.as_ref().is_some_and(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(&s.containers)
+            .any(|c| c.name == SIDECAR_NAME)
+    });
+    let mut line = PodLine {
+        name: name.clone(),
+        phase: pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        current_hash: stamped.map(|s| annotations.get(CONFIG_HASH).map(String::as_str) == Some(s)),
+        sidecar,
+        mounted_stamped: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
+        mounted_live: None,
+        mounted_state: None,
+        sidecar_restarts: None,
+        reloads: Vec::new(),
+        log_failed: None,
+    };
+    if !sidecar {
+        return line;
+    }
+    if let Some(spec) = &spec {
+        let mounted = consumption::mounted(spec);
+        let ids = mounted.ids();
+        // Without the webhook's key a mounted Secret's digest cannot be made: no comparison.
+        let comparable =
+            key.checks_secrets() || !ids.iter().any(|id| id.kind == ConfigKind::Secret);
+        if comparable {
+            let data = configs.data(ids.iter().copied());
+            line.mounted_live = mounted.hash(&data, key.key()).hash;
+        }
+    }
+    line.mounted_state = Some(match (&line.mounted_stamped, &line.mounted_live) {
+        (None, _) => "notStamped",
+        (Some(_), None) => "unknown",
+        (Some(s), Some(l)) if s == l => "current",
+        _ => "stale",
+    });
+    line.sidecar_restarts = ["containerStatuses", "initContainerStatuses"]
+        .iter()
+        .filter_map(|f| pod.pointer(&format!("/status/{f}"))?.as_array())
+        .flatten()
+        .find(|s| s.get("name").and_then(Value::as_str) == Some(SIDECAR_NAME))
+        .and_then(|s| s.get("restartCount").and_then(Value::as_i64));
+    match snapshot.logs.get(&format!("{namespace}/{name}")) {
+        Some(super::snapshot::Fetched::Read(text)) => line.reloads = logs::reload_lines(text, 3),
+        Some(super::snapshot::Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
+        None => {}
+    }
+    line
+}
+
+fn line_findings(
+    line: &PodLine,
+    expect_sidecar: bool,
+    namespace: &str,
+    findings: &mut Vec<Finding>,
+) {
+    let pod = &line.name;
+    if expect_sidecar && !line.sidecar {
+        findings.push(Finding::new(
+            "no-sidecar",
+            format!("pod {pod:?} has no config-reloader sidecar: its mounted config is never reloaded"),
+            "the Pod webhook (failurePolicy Ignore) was not reachable when it was created: recreate the pod",
+        ));
+    }
+    if line.mounted_state == Some("stale") {
+        findings.push(Finding::new(
+            "mounted-stale",
+            format!(
+                "pod {pod:?}: the mounted-config-hash is not the hash of the live data it mounts"
+            ),
+            "the controller patches it at once when a mounted object changes: check that one is running",
+        ));
+    }
+    if let Some(restarts) = line.sidecar_restarts.filter(|r| *r > 0) {
+        findings.push(Finding::new(
+            "sidecar-restarts",
+            format!("pod {pod:?}: the config-reloader container restarted {restarts} times"),
+            format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME} --previous"),
+        ));
+    }
+    if let Some(last) = line.reloads.last().filter(|l| !logs::succeeded(l)) {
+        let fix = if logs::permission_denied(last) {
+            FIX_EPERM.to_owned()
+        } else {
+            format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME}")
+        };
+        findings.push(Finding::new(
+            "reload-failed",
+            format!("pod {pod:?}: the last reload failed: {last}"),
+            fix,
+        ));
+    }
+}

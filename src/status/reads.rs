@@ -1,0 +1,213 @@
+//! What a workload reads, one line per key or mounted volume, and what a change of each does
+//! (pure): a rollout, a hot reload by the sidecar, or nothing and why; and the findings about
+//! those reads (subPath, missing objects, Secrets the webhook cannot hash).
+
+use serde::Serialize;
+
+use super::config::Configs;
+use super::findings::{FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
+use super::target::Kind;
+use crate::hash::{ConfigKind, Consumed, SecretKey};
+use crate::inject::describe;
+use crate::inject::explain::{Explained, Mode, Via};
+
+/// One key or object a container reads.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadLine {
+    /// Container name.
+    pub container: String,
+    /// `ConfigMap` or `Secret`.
+    pub object_kind: String,
+    /// Its name.
+    pub object: String,
+    /// The key, or `None` for every key.
+    pub key: Option<String>,
+    /// `env`, `envFrom`, `subPath`, `initSubPath` or `directory`.
+    pub via: &'static str,
+    /// The volume, for mounts.
+    pub volume: Option<String>,
+    /// `optional: true`.
+    pub optional: bool,
+    /// Whether the object exists (`None`: could not be read).
+    pub exists: Option<bool>,
+    /// `rollout`, `hotReload` or `nothing`.
+    pub on_change: &'static str,
+    /// Why, in a few words.
+    pub detail: String,
+}
+
+/// What the hash key lets the report check.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyState<'a> {
+    /// The webhook's key was read: Secrets are checked like the webhook hashes them.
+    Key(&'a SecretKey),
+    /// The webhook has no key: it hashes no Secret, and neither does the check.
+    NoKey,
+    /// The key could not be read: Secrets cannot be checked.
+    Unreadable,
+}
+
+impl KeyState<'_> {
+    /// Whether Secrets can enter a hash the way the webhook computes it.
+    pub fn checks_secrets(&self) -> bool {
+        !matches!(self, KeyState::Unreadable)
+    }
+
+    /// The key to hash with.
+    pub fn key(&self) -> Option<&SecretKey> {
+        match self {
+            KeyState::Key(key) => Some(key),
+            _ => None,
+        }
+    }
+}
+
+pub fn read_lines(
+    kind: Kind,
+    explained: &Explained,
+    configs: &Configs,
+    key: &KeyState<'_>,
+    stamped: bool,
+    active: bool,
+) -> Vec<ReadLine> {
+    let watched: Vec<&str> = explained
+        .watcher
+        .as_ref()
+        .map(|w| w.volumes.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    explained
+        .reads
+        .iter()
+        .map(|read| {
+            let id = read.consumed.id();
+            let seen = configs.get(id);
+            let ignored = seen.is_some_and(|s| s.ignored);
+            let (on_change, detail) = if !active {
+                ("nothing", "not opted in".to_owned())
+            } else {
+                match read.via {
+                    Via::Directory => {
+                        if read.volume.as_deref().is_some_and(|v| watched.contains(&v)) {
+                            let how = explained
+                                .watcher
+                                .as_ref()
+                                .map(|w| mode_text(&w.mode))
+                                .unwrap_or_default();
+                            if ignored {
+                                ("hotReload", format!("{how}, after the kubelet's periodic sync (ignored: no refresh)"))
+                            } else {
+                                ("hotReload", how)
+                            }
+                        } else {
+                            ("nothing", "not watched by the sidecar".to_owned())
+                        }
+                    }
+                    _ if ignored => (
+                        "nothing",
+                        format!("{} is annotated reload-injector.io/ignore", describe(id)),
+                    ),
+                    _ if id.kind == ConfigKind::Secret && matches!(key, KeyState::NoKey) => {
+                        ("nothing", "Secret without a hash key".to_owned())
+                    }
+                    _ if !stamped => ("nothing", "not stamped".to_owned()),
+                    _ if kind == Kind::Pod => (
+                        "nothing",
+                        "this Pod keeps it until replaced (its workload rolls)".to_owned(),
+                    ),
+                    _ if !kind.restamped() => (
+                        "nothing",
+                        format!("a {kind}'s pods are never rolled"),
+                    ),
+                    Via::SubPath => ("rollout", "subPath is never updated in place".to_owned()),
+                    _ => ("rollout", "read at container start".to_owned()),
+                }
+            };
+            let (key_name, object_kind) = match &read.consumed {
+                Consumed::Key(id, key) => (Some(key.clone()), id.kind),
+                Consumed::Whole(id) => (None, id.kind),
+            };
+            ReadLine {
+                container: read.container.clone(),
+                object_kind: object_kind.to_string(),
+                object: id.name.clone(),
+                key: key_name,
+                via: via_name(read.via),
+                volume: read.volume.clone(),
+                optional: read.optional,
+                exists: configs.exists(id),
+                on_change,
+                detail,
+            }
+        })
+        .collect()
+}
+
+pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
+    let mut said = std::collections::BTreeSet::new();
+    for read in reads {
+        let object = format!(
+            "{} {}",
+            read.object_kind,
+            crate::inject::quoted(&read.object)
+        );
+        if read.exists == Some(false) && !read.optional && said.insert(("missing", object.clone()))
+        {
+            findings.push(Finding::new(
+                "missing-config",
+                format!(
+                    "container {} needs {object}, which does not exist: the pod cannot start until it does",
+                    crate::inject::quoted(&read.container)
+                ),
+                FIX_MISSING,
+            ));
+        }
+        if read.via == "subPath" && said.insert(("subpath", object.clone())) {
+            findings.push(Finding::new(
+                "subpath",
+                format!(
+                    "container {} mounts {object} via subPath (never updated); pods roll when it changes",
+                    crate::inject::quoted(&read.container)
+                ),
+                FIX_SUBPATH,
+            ));
+        }
+        if read.detail == "Secret without a hash key" && said.insert(("unkeyed", object.clone())) {
+            findings.push(Finding::new(
+                "secret-not-hashed",
+                format!(
+                    "container {} reads {object} via {}; no secret hash key, so no restart on change",
+                    crate::inject::quoted(&read.container),
+                    read.via
+                ),
+                FIX_NO_HASH_KEY,
+            ));
+        }
+    }
+}
+
+/// How the sidecar reloads: `SIGHUP to "nginx"`, `SIGHUP to each app container's main
+/// process`, `POST http://…`.
+pub fn mode_text(mode: &Mode) -> String {
+    match mode {
+        Mode::Signal {
+            signal,
+            process: Some(process),
+        } => format!("{signal} to {}", crate::inject::quoted(process)),
+        Mode::Signal {
+            signal,
+            process: None,
+        } => format!("{signal} to each app container's main process"),
+        Mode::Http { url } => format!("POST {}", crate::inject::quoted(url)),
+    }
+}
+
+fn via_name(via: Via) -> &'static str {
+    match via {
+        Via::Env => "env",
+        Via::EnvFrom => "envFrom",
+        Via::SubPath => "subPath",
+        Via::InitSubPath => "initSubPath",
+        Via::Directory => "directory",
+    }
+}

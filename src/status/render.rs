@@ -1,0 +1,333 @@
+//! Text and JSON forms of a report or summary (pure). The JSON form is the serialized
+//! [`Report`] / [`Summary`], with `exitCode`; its fields are documented in docs/status.md.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::report::{HashCheck, Report};
+use super::summary::Summary;
+
+/// `3s`, `5m`, `2h`, `4d`.
+pub fn age(seconds: i64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+/// The report as JSON (pretty, with `exitCode`).
+pub fn json<T: Serialize>(value: &T, exit_code: u8) -> String {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct WithCode<'a, T> {
+        #[serde(flatten)]
+        value: &'a T,
+        exit_code: u8,
+    }
+    let mut text = serde_json::to_string_pretty(&WithCode { value, exit_code })
+        .unwrap_or_else(|e| format!("{{\"error\": \"failed to write JSON: {e}\"}}"));
+    text.push('\n');
+    text
+}
+
+/// The report as text, for a person.
+pub fn text(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
+    out.push_str("\n1. Opt-in\n");
+    let opt = &report.opt_in;
+    let ns = &report.namespace;
+    let label = match (&opt.namespace_label, opt.namespace_read) {
+        (_, false) => "could not be read".to_owned(),
+        (Some(v), true) => format!("label reload-injector.io/inject={v}"),
+        (None, true) => "no reload-injector.io/inject label".to_owned(),
+    };
+    let verdict = if opt.excluded {
+        "never mutated"
+    } else if opt.opted_in {
+        "opted in"
+    } else {
+        "NOT opted in"
+    };
+    let _ = writeln!(out, "   namespace {ns:?}: {verdict} ({label})");
+    match opt.opted_out_by {
+        Some(by) => {
+            let _ = writeln!(
+                out,
+                "   pod template: opted OUT by {by} reload-injector.io/inject: \"false\""
+            );
+        }
+        None => out.push_str("   pod template: not opted out\n"),
+    }
+    out.push_str("\n2. Installation\n");
+    let inst = &report.installation;
+    let webhook = match (inst.webhook, inst.ca_bundle) {
+        ("present", Some(true)) => "present, CA bundle set",
+        ("present", _) => "present, CA bundle MISSING",
+        ("missing", _) => "MISSING",
+        _ => "could not be read",
+    };
+    let _ = writeln!(
+        out,
+        "   MutatingWebhookConfiguration \"reload-injector\": {webhook}"
+    );
+    let lease = match (
+        &inst.lease_holder,
+        inst.renewed_seconds_ago,
+        inst.lease_read,
+    ) {
+        (_, _, false) => "could not be read".to_owned(),
+        (Some(holder), Some(ago), true) => format!(
+            "held by {holder:?}, renewed {} ago ({})",
+            age(ago),
+            if inst.controller_running {
+                "running"
+            } else {
+                "EXPIRED: no controller is running"
+            }
+        ),
+        _ => "no holder: no controller is running".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "   controller Lease {}/reload-injector: {lease}",
+        inst.namespace
+    );
+    out.push_str("\n3. What it reads, and what a change does\n");
+    if report.reads.is_empty() {
+        out.push_str("   no ConfigMap or Secret\n");
+    }
+    for read in &report.reads {
+        let what = match &read.key {
+            Some(key) => format!("{} {:?} key {key:?}", read.object_kind, read.object),
+            None => format!("{} {:?} (every key)", read.object_kind, read.object),
+        };
+        let via = match &read.volume {
+            Some(volume) => format!("{} (volume {volume:?})", read.via),
+            None => read.via.to_owned(),
+        };
+        let mut flags = String::new();
+        if read.optional {
+            flags.push_str(", optional");
+        }
+        match read.exists {
+            Some(false) => flags.push_str(", MISSING"),
+            None => flags.push_str(", existence unknown"),
+            Some(true) => {}
+        }
+        let change = match read.on_change {
+            "rollout" => "rollout",
+            "hotReload" => "hot reload",
+            _ => "nothing",
+        };
+        let _ = writeln!(
+            out,
+            "   container {:?}: {what} via {via}{flags} -> {change}: {}",
+            read.container, read.detail
+        );
+    }
+    if let Some(reload) = &report.reload {
+        let _ = writeln!(out, "   the sidecar reloads with {reload}");
+    }
+    out.push_str("\n4. Is it current?\n");
+    hash_text(&mut out, &report.hash);
+    if report.events.is_empty() {
+        out.push_str("   ConfigChanged events: none\n");
+    } else {
+        out.push_str("   ConfigChanged events, newest first:\n");
+        for event in &report.events {
+            let when = event
+                .seconds_ago
+                .map_or("at an unknown time".to_owned(), |s| {
+                    format!("{} ago", age(s))
+                });
+            let _ = writeln!(out, "     {when}: {}", event.message);
+        }
+    }
+    out.push_str("\n5. Pods\n");
+    let pods = &report.pods;
+    let plural = if pods.total == 1 { "" } else { "s" };
+    let mut counts = format!("   {} pod{plural}", pods.total);
+    if let Some(current) = pods.current_hash {
+        let _ = write!(counts, ", {current} with the current config-hash");
+    }
+    if let Some((updated, wanted)) = pods.updated {
+        let _ = write!(counts, ", {updated} of {wanted} replicas updated");
+    }
+    let _ = writeln!(counts, ", {} with the sidecar", pods.with_sidecar);
+    out.push_str(&counts);
+    for pod in &pods.items {
+        let mut line = format!("   pod {}", pod.name);
+        if let Some(phase) = &pod.phase {
+            let _ = write!(line, " ({phase})");
+        }
+        if !pod.sidecar {
+            line.push_str(": no sidecar");
+        } else {
+            let _ = write!(
+                line,
+                ": sidecar, mounted-config-hash {}",
+                match pod.mounted_state {
+                    Some("current") => "current",
+                    Some("stale") => "STALE",
+                    Some("notStamped") => "not stamped",
+                    _ => "unknown",
+                }
+            );
+            if let Some(restarts) = pod.sidecar_restarts {
+                let _ = write!(line, ", {restarts} restarts");
+            }
+        }
+        let _ = writeln!(out, "{line}");
+        for reload in &pod.reloads {
+            let _ = writeln!(out, "     {reload}");
+        }
+        if let Some(reason) = &pod.log_failed {
+            let _ = writeln!(out, "     log not read: {reason}");
+        }
+    }
+    findings_text(&mut out, report);
+    out
+}
+
+fn hash_text(out: &mut String, hash: &HashCheck) {
+    let short = |h: &Option<String>| h.clone().unwrap_or_else(|| "none".to_owned());
+    let line = match hash.state {
+        "current" => format!("config-hash: current ({})", short(&hash.stamped)),
+        "stale" => format!(
+            "config-hash: STALE (stamped {}, live data {})",
+            short(&hash.stamped),
+            short(&hash.live)
+        ),
+        "notStamped" => "config-hash: not stamped".to_owned(),
+        "nothingToHash" => "config-hash: nothing read through env or subPath".to_owned(),
+        _ if !hash.secrets_checked => {
+            "config-hash: not checked (Secrets cannot be checked)".to_owned()
+        }
+        _ => "config-hash: could not be computed".to_owned(),
+    };
+    let _ = writeln!(out, "   {line}");
+    for written in &hash.written {
+        let _ = writeln!(
+            out,
+            "   {} {:?}: data last written {} ago ({})",
+            written.object_kind,
+            written.object,
+            age(written.seconds_ago),
+            written.at
+        );
+    }
+}
+
+fn findings_text(out: &mut String, report: &Report) {
+    if report.findings.is_empty() {
+        out.push_str("\nAll current: nothing to fix.\n");
+    } else {
+        let _ = writeln!(out, "\nFindings ({}):", report.findings.len());
+        for finding in &report.findings {
+            let _ = writeln!(out, "   [{}] {}", finding.code, finding.message);
+            let _ = writeln!(out, "      fix: {}", finding.fix);
+        }
+    }
+    if !report.notes.is_empty() {
+        out.push_str("\nNot checked:\n");
+        for note in &report.notes {
+            let _ = writeln!(out, "   {note}");
+        }
+    }
+}
+
+/// A summary as text: one line per workload, problems first.
+pub fn summary_text(summary: &Summary) -> String {
+    let mut out = String::new();
+    if summary.workloads.is_empty() {
+        out.push_str("no workloads found\n");
+    }
+    let width = summary
+        .workloads
+        .iter()
+        .map(|w| w.namespace.len() + w.kind_short.len() + w.name.len() + 2)
+        .max()
+        .unwrap_or(0);
+    for line in &summary.workloads {
+        let target = format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
+        let state = if line.findings.is_empty() {
+            "ok".to_owned()
+        } else {
+            line.findings.join(", ")
+        };
+        let _ = writeln!(out, "{target:<width$}  {state}");
+    }
+    if summary.has_findings() {
+        out.push_str("\nThe report and fixes of one: status KIND/NAME -n NAMESPACE\n");
+    }
+    if !summary.notes.is_empty() {
+        out.push_str("\nNot checked:\n");
+        for note in &summary.notes {
+            let _ = writeln!(out, "   {note}");
+        }
+    }
+    out
+}
+
+/// A ConfigMap or Secret report as text.
+pub fn config_text(report: &super::readers::ConfigReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
+    if let Some(written) = &report.written {
+        let _ = writeln!(
+            out,
+            "   data last written {} ago ({})",
+            age(written.seconds_ago),
+            written.at
+        );
+    }
+    if report.ignored {
+        out.push_str(
+            "   annotated reload-injector.io/ignore: its changes never cause a rollout or a refresh\n",
+        );
+    }
+    out.push_str("\nWhat a change of each key does:\n");
+    if report.keys.is_empty() {
+        out.push_str("   it has no keys, and nothing reads it\n");
+    }
+    for line in &report.keys {
+        let missing = if line.exists { "" } else { " (MISSING)" };
+        if line.readers.is_empty() {
+            let _ = writeln!(out, "   key {:?}{missing}: nothing reads it", line.key);
+            continue;
+        }
+        let _ = writeln!(out, "   key {:?}{missing}:", line.key);
+        for reader in &line.readers {
+            let change = match reader.on_change {
+                "rollout" => "rollout",
+                "hotReload" => "hot reload",
+                _ => "nothing",
+            };
+            let _ = writeln!(
+                out,
+                "     {} container {:?} via {} -> {change}: {}",
+                reader.workload, reader.container, reader.via, reader.detail
+            );
+        }
+    }
+    if report.findings.is_empty() {
+        out.push_str("\nAll current: nothing to fix.\n");
+    } else {
+        let _ = writeln!(out, "\nFindings ({}):", report.findings.len());
+        for finding in &report.findings {
+            let _ = writeln!(out, "   [{}] {}", finding.code, finding.message);
+            let _ = writeln!(out, "      fix: {}", finding.fix);
+        }
+    }
+    if !report.notes.is_empty() {
+        out.push_str("\nNot checked:\n");
+        for note in &report.notes {
+            let _ = writeln!(out, "   {note}");
+        }
+    }
+    out
+}

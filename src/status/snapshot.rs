@@ -1,0 +1,145 @@
+//! The objects `status` read from the cluster: the input of the pure report. Every read either
+//! succeeded or failed with a reason (forbidden, not served, unreachable); a failed read makes
+//! a partial report, never a crash.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use super::target::Kind;
+use crate::hash::{ConfigObject, SecretKey};
+
+/// The outcome of one read.
+#[derive(Debug, Clone)]
+pub enum Fetched<T> {
+    /// What the API answered.
+    Read(T),
+    /// Why it could not be read, in a few words (`forbidden: …`); never a value.
+    Failed(String),
+}
+
+impl<T> Fetched<T> {
+    /// The value, if read.
+    pub fn ok(&self) -> Option<&T> {
+        match self {
+            Fetched::Read(value) => Some(value),
+            Fetched::Failed(_) => None,
+        }
+    }
+
+    /// The reason, if not read.
+    pub fn failure(&self) -> Option<&str> {
+        match self {
+            Fetched::Read(_) => None,
+            Fetched::Failed(reason) => Some(reason),
+        }
+    }
+}
+
+impl<T: Default> Default for Fetched<T> {
+    fn default() -> Self {
+        Fetched::Read(T::default())
+    }
+}
+
+/// A Secret as `status` keeps it: its name, annotations and creation and write times, and the
+/// digests of its values (keyed, only when the hash key could be read). Values are reduced the
+/// moment they are read and never kept.
+#[derive(Debug, Clone)]
+pub struct SecretSeen {
+    /// `metadata` without `managedFields` values beyond their times.
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    /// The digests of its values under the webhook's key, when that key was readable.
+    pub digests: Option<ConfigObject>,
+    /// The names of its keys (`data` and `stringData`), sorted.
+    pub keys: Vec<String>,
+}
+
+impl SecretSeen {
+    /// Reduces `secret` at once: metadata, key names, and the digests under `key`.
+    pub fn reduce(secret: &k8s_openapi::api::core::v1::Secret, key: Option<&SecretKey>) -> Self {
+        let mut keys: Vec<String> = secret
+            .data
+            .iter()
+            .flat_map(|d| d.keys())
+            .chain(secret.string_data.iter().flat_map(|d| d.keys()))
+            .cloned()
+            .collect();
+        keys.sort();
+        keys.dedup();
+        SecretSeen {
+            metadata: secret.metadata.clone(),
+            digests: key.map(|key| ConfigObject::from_secret(secret, key)),
+            keys,
+        }
+    }
+}
+
+/// Everything read for one report or summary.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// When the reads were made (ages are measured from it).
+    pub now: Timestamp,
+    /// Namespaces read, by name (`Failed` when they could not be read).
+    pub namespaces: Fetched<BTreeMap<String, Namespace>>,
+    /// The MutatingWebhookConfiguration `reload-injector` (`None`: not found).
+    pub webhook: Fetched<Option<MutatingWebhookConfiguration>>,
+    /// The namespace the webhook runs in (from the configuration's Service; else the default).
+    pub webhook_namespace: String,
+    /// The controller's Lease `reload-injector` in the webhook's namespace (`None`: not found).
+    pub lease: Fetched<Option<Lease>>,
+    /// The webhook's Secret-hash key: `None` when the Secret does not exist (then the webhook
+    /// hashes no Secret either).
+    pub hash_key: Fetched<Option<SecretKey>>,
+    /// Workloads by kind (a kind the server does not serve is empty, and in `unserved`).
+    pub workloads: BTreeMap<Kind, Fetched<Vec<Value>>>,
+    /// Workload kinds the server does not serve (no CRD for Argo Rollouts, an old server).
+    pub unserved: BTreeSet<Kind>,
+    /// ConfigMaps.
+    pub config_maps: Fetched<Vec<ConfigMap>>,
+    /// Secrets, reduced.
+    pub secrets: Fetched<Vec<SecretSeen>>,
+    /// Pods.
+    pub pods: Fetched<Vec<Value>>,
+    /// Jobs (for the Pods of a CronJob).
+    pub jobs: Fetched<Vec<Value>>,
+    /// Events.
+    pub events: Fetched<Vec<Event>>,
+    /// The `config-reloader` log of some sidecar Pods, by `namespace/name`: the last lines.
+    pub logs: BTreeMap<String, Fetched<String>>,
+}
+
+impl Snapshot {
+    /// An empty snapshot at `now`: every list read and empty, nothing else found.
+    pub fn empty(now: Timestamp) -> Self {
+        Snapshot {
+            now,
+            namespaces: Fetched::default(),
+            webhook: Fetched::Read(None),
+            webhook_namespace: DEFAULT_WEBHOOK_NAMESPACE.to_owned(),
+            lease: Fetched::Read(None),
+            hash_key: Fetched::Read(None),
+            workloads: BTreeMap::new(),
+            unserved: BTreeSet::new(),
+            config_maps: Fetched::default(),
+            secrets: Fetched::default(),
+            pods: Fetched::default(),
+            jobs: Fetched::default(),
+            events: Fetched::default(),
+            logs: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where the shipped manifests install the webhook.
+pub const DEFAULT_WEBHOOK_NAMESPACE: &str = "reload-injector";
+/// The name of the MutatingWebhookConfiguration and of the Lease.
+pub const INSTALL_NAME: &str = "reload-injector";
+/// The Secret holding the webhook's `--secret-hash-key-file` in the shipped manifests.
+pub const HASH_KEY_SECRET: &str = "reload-injector-hash-key";
+/// Its key.
+pub const HASH_KEY_FILE: &str = "secret-hash.key";
