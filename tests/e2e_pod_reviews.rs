@@ -123,6 +123,25 @@ fn each_pod_is_reviewed_once_and_its_sidecar_holds_no_token() {
             .collect();
         let volumes: Vec<&Value> = spec["volumes"].as_array().into_iter().flatten().collect();
         let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).copied();
+        // The token volume the plugin gave the apps (a Secret's before 1.21): never the sidecar's,
+        // at any path (it is not config to watch either).
+        let tokens: Vec<String> = containers
+            .iter()
+            .filter(|c| c["name"] != "config-reloader")
+            .flat_map(|c| mounts_at_token_path(c))
+            .collect();
+        for container in containers.iter().filter(|c| c["name"] == "config-reloader") {
+            let mounted: Vec<&str> = container["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m["name"].as_str())
+                .collect();
+            assert!(
+                tokens.iter().all(|t| !mounted.contains(&t.as_str())),
+                "the sidecar mounts the app's token volume {tokens:?}: {container}"
+            );
+        }
         for container in containers {
             let mounts = mounts_at_token_path(container);
             if container["name"] == "config-reloader" {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::pod::{Container, KeyToPath, PodSpec, Volume};
 
-use super::SIDECAR_NAME;
+use super::{SIDECAR_NAME, TOKEN_MOUNT_PATH};
 use crate::hash::{ConfigId, Consumed};
 
 /// One ConfigMap/Secret feeding a config volume.
@@ -20,7 +20,7 @@ pub struct VolumeSource {
 }
 
 /// A volume made of ConfigMaps/Secrets (`configMap`, `secret`, or `projected` without a
-/// service-account token).
+/// service-account token), unless it is mounted where the Pod's API token goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigVolume {
     /// Its sources (one, or several for `projected`).
@@ -133,10 +133,12 @@ pub struct PodAnalysis<'a> {
 
 /// Analyses `spec`.
 pub fn analyse(spec: &PodSpec) -> PodAnalysis<'_> {
+    let tokens = token_volumes(spec);
     let config_volumes: BTreeMap<String, ConfigVolume> = spec
         .volumes
         .iter()
         .flatten()
+        .filter(|v| !tokens.contains(&v.name.as_str()))
         .filter_map(|v| config_volume(v).map(|cv| (v.name.clone(), cv)))
         .collect();
     let mut analysis = PodAnalysis {
@@ -252,6 +254,21 @@ impl PodAnalysis<'_> {
 }
 
 /// The config sources of a volume, or `None` when it is not application config.
+/// The volumes some container mounts at the service-account token path: the API server's
+/// ServiceAccount plugin puts the Pod's token there (a `projected` volume from 1.21 on, before
+/// that a `secret` volume of the account's token Secret, `default-token-*`). A token is not
+/// application config: it is never watched, hashed or warned about.
+fn token_volumes(spec: &PodSpec) -> Vec<&str> {
+    spec.init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers)
+        .flat_map(|c| c.volume_mounts.iter().flatten())
+        .filter(|m| m.mount_path.trim_end_matches('/') == TOKEN_MOUNT_PATH)
+        .map(|m| m.name.as_str())
+        .collect()
+}
+
 fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
     let mut sources = Vec::new();
     if let Some(cm) = &volume.config_map {

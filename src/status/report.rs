@@ -257,7 +257,24 @@ fn hash_key<'a>(
             };
             let ids = consumption.ids();
             if !ids.iter().any(|id| id.kind == ConfigKind::Secret) {
-                return KeyState::NoKey;
+                // Nothing read through env tells whether the webhook has a key: that matters
+                // only if the sidecar watches a Secret (its hash is keyed when there is one).
+                let mounts_secret = explained.and_then(|e| e.watcher.as_ref()).is_some_and(|w| {
+                    w.consumption
+                        .ids()
+                        .iter()
+                        .any(|id| id.kind == ConfigKind::Secret)
+                });
+                if !mounts_secret {
+                    return KeyState::NoKey;
+                }
+                notes.push(format!(
+                    "Secrets cannot be checked: there is no Secret {}/{HASH_KEY_SECRET} (where the \
+                     shipped manifests keep the webhook's key), and nothing read through env shows \
+                     whether the webhook has one",
+                    snapshot.webhook_namespace
+                ));
+                return KeyState::Unreadable;
             }
             let without_key = consumption.hash(&configs.data(ids.iter().copied()), None);
             if stamped.is_some() && without_key.hash.as_deref() == stamped {
