@@ -233,25 +233,6 @@ fn replica_sets(cluster: &Cluster, ns: &str, app: &str) -> usize {
         .map_or(0, Vec::len)
 }
 
-fn config_changed_events(cluster: &Cluster, ns: &str) -> Vec<Value> {
-    cluster
-        .kubectl(&[
-            "get",
-            "events",
-            "-n",
-            ns,
-            "--field-selector",
-            "reason=ConfigChanged",
-            "-o",
-            "json",
-        ])
-        .run()
-        .json()["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 #[test]
 fn an_env_key_edit_rolls_the_deployment_and_an_unread_key_does_not() {
     let install = Install::shared();
@@ -282,7 +263,7 @@ fn an_env_key_edit_rolls_the_deployment_and_an_unread_key_does_not() {
         || (replica_sets(cluster, &ns, "web") == 2).then_some(()),
     );
     let events = cluster.wait_for("a ConfigChanged Event", PATIENCE, || {
-        Some(config_changed_events(cluster, &ns)).filter(|e| !e.is_empty())
+        Some(cluster.config_changed_events(&ns)).filter(|e| !e.is_empty())
     });
     assert_eq!(events.len(), 1, "{events:#?}");
     let event = &events[0];
@@ -307,7 +288,7 @@ fn an_env_key_edit_rolls_the_deployment_and_an_unread_key_does_not() {
         Some(second)
     );
     assert_eq!(replica_sets(cluster, &ns, "web"), 2);
-    assert_eq!(config_changed_events(cluster, &ns).len(), 1);
+    assert_eq!(cluster.config_changed_events(&ns).len(), 1);
 }
 
 #[test]
@@ -350,7 +331,7 @@ fn a_mounted_config_map_edit_refreshes_the_pods_and_rolls_nothing() {
     );
     assert_eq!(replica_sets(cluster, &ns, "web"), 1);
     assert_eq!(cluster.list(&ns, "pods").len(), 2);
-    assert!(config_changed_events(cluster, &ns).is_empty());
+    assert!(cluster.config_changed_events(&ns).is_empty());
 }
 
 #[test]
@@ -387,7 +368,7 @@ fn secret_values_appear_in_no_log_event_or_annotation() {
         hash_of(&cluster.get(&ns, "deployment", "web")).filter(|h| *h != first)
     });
     cluster.wait_for("a ConfigChanged Event", PATIENCE, || {
-        (!config_changed_events(cluster, &ns).is_empty()).then_some(())
+        (!cluster.config_changed_events(&ns).is_empty()).then_some(())
     });
 
     let mut seen = vec![

@@ -44,23 +44,11 @@ fn generation(cluster: &Cluster, ns: &str) -> u64 {
 
 /// The ConfigChanged Events of `ns`, with their counts added up.
 fn rollouts_recorded(cluster: &Cluster, ns: &str) -> u64 {
-    cluster
-        .kubectl(&[
-            "get",
-            "events",
-            "-n",
-            ns,
-            "--field-selector",
-            "reason=ConfigChanged",
-            "-o",
-            "json",
-        ])
-        .run()
-        .json()["items"]
-        .as_array()
-        .map_or(0, |items| {
-            items.iter().map(|e| e["count"].as_u64().unwrap_or(1)).sum()
-        })
+    let events = cluster.config_changed_events(ns);
+    events
+        .iter()
+        .map(|e| e["count"].as_u64().unwrap_or(1))
+        .sum()
 }
 
 /// Edits the env key and checks the change lands once: one new template generation, one

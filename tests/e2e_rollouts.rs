@@ -142,37 +142,18 @@ fn rollouts_are_picked_up_when_the_crd_appears_and_roll_through_their_own_strate
         hash_of(cluster, &ns, "web").filter(|h| *h != first)
     });
     let events = cluster.wait_for("the Rollout's ConfigChanged Event", PATIENCE, || {
-        let list = cluster
-            .kubectl(&[
-                "get",
-                "events",
-                "-n",
-                &ns,
-                "--field-selector",
-                "reason=ConfigChanged",
-                "-o",
-                "json",
-            ])
-            .run()
-            .json();
-        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let items = cluster.config_changed_events(&ns);
         (!items.is_empty()).then_some(items)
     });
     assert_eq!(events[0]["involvedObject"]["kind"], "Rollout");
     assert_eq!(events[0]["involvedObject"]["name"], "web");
-    eprintln!(
-        "kubectl get events:\n{}",
-        cluster
-            .kubectl(&[
-                "get",
-                "events",
-                "-n",
-                &ns,
-                "--field-selector",
-                "reason=ConfigChanged"
-            ])
-            .run()
-            .stdout
+    let listed = cluster.kubectl(&["get", "events", "-n", &ns]).run().stdout;
+    eprintln!("kubectl get events -n {ns}:\n{listed}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains("ConfigChanged") && l.contains("rollout/web")),
+        "{listed}"
     );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(hash_of(cluster, &plain, "web"), None);

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::target::TargetKind;
 use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::inject::consumption::{self, Consumption};
-use crate::inject::{CONFIG_HASH, INJECT, MOUNTED_CONFIG_HASH};
+use crate::inject::{CONFIG_HASH, INJECT, MOUNTED_CONFIG_HASH, string_map};
 
 /// An object the controller may write to, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,18 +131,6 @@ pub fn pod(
 
 fn pod_spec(pod: &Value) -> Result<PodSpec, ReduceError> {
     PodSpec::deserialize(pod.get("spec").unwrap_or(&Value::Null)).map_err(ReduceError::BadSpec)
-}
-
-/// `metadata.<field>` as a string map; non-string values are skipped.
-fn string_map(pod: &Value, field: &str) -> BTreeMap<String, String> {
-    pod.pointer(&format!("/metadata/{field}"))
-        .and_then(Value::as_object)
-        .map(|map| {
-            map.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

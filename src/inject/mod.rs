@@ -29,7 +29,7 @@ use crate::hash::{ConfigData, ConfigId, SecretKey};
 
 pub use key::Key;
 pub use messages::{API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
-pub use object::Workload;
+pub use object::{Workload, string_map};
 pub use parts::{ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
 pub use rules::describe;

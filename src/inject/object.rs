@@ -2,6 +2,8 @@
 //! (annotations, labels, containers, volumes, `shareProcessNamespace`). Everything else in the
 //! object is left exactly as it came.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 /// What kind of object is under review.
@@ -50,6 +52,21 @@ impl Workload {
     pub fn read_for_pod_alone(self) -> bool {
         self != Workload::Rollout
     }
+}
+
+/// `metadata.<field>` (`annotations`, `labels`) of an object as a string map; non-string values
+/// are skipped.
+pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Sets `metadata.annotations[key]`, creating the maps when absent.

@@ -10,12 +10,13 @@ use super::findings::{FIX_EPERM, Finding};
 use super::logs;
 use super::reads::KeyState;
 use super::report::meta_str;
-use super::select::{matches, owned_by, string_map};
+use super::select::{matches, owned_by};
 use super::snapshot::Snapshot;
 use super::target::Kind;
 use crate::hash::ConfigKind;
 use crate::inject::consumption;
 use crate::inject::pod::PodSpec;
+use crate::inject::string_map;
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
 use serde::Deserialize;
 

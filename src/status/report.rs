@@ -12,13 +12,13 @@ use super::install::{self, Installation, OptIn};
 use super::pods::{self, Pods};
 pub use super::reads::{KeyState, ReadLine, mode_text};
 use super::reads::{read_findings, read_lines};
-use super::select::string_map;
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target::Kind;
 use crate::hash::ConfigKind;
 use crate::inject::CONFIG_HASH;
 use crate::inject::explain::{self, Explained};
 use crate::inject::pod::PodSpec;
+use crate::inject::string_map;
 
 /// The whole report on one workload. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]

@@ -1,8 +1,5 @@
 //! Which Pods a workload owns: its label selector (`matchLabels`, `matchExpressions`) or, for a
 //! CronJob, the owner references through its Jobs. Pure.
-
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 /// Whether an object's `metadata.labels` (JSON, `Null` when absent) match the
@@ -50,20 +47,6 @@ fn expression_matches(expression: &Value, labels: &Value) -> bool {
         Some("DoesNotExist") => got.is_none(),
         _ => false,
     }
-}
-
-/// `metadata.<field>` of an object as a string map; non-string values are skipped.
-pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
-    object
-        .get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_object)
-        .map(|map| {
-            map.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Whether `object` has an owner reference to `uid`.

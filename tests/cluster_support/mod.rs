@@ -436,6 +436,21 @@ impl Cluster {
             .json()
     }
 
+    /// The `ConfigChanged` Events of `namespace`, as `kubectl get events` lists them.
+    pub fn config_changed_events(&self, namespace: &str) -> Vec<serde_json::Value> {
+        let selector = ["--field-selector", "reason=ConfigChanged"];
+        let args = [
+            &["get", "events", "-n", namespace],
+            &selector[..],
+            &["-o", "json"],
+        ]
+        .concat();
+        self.kubectl(&args).run().json()["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// `kubectl get KIND -n NAMESPACE -o json`'s items.
     pub fn list(&self, namespace: &str, kind: &str) -> Vec<serde_json::Value> {
         let list = self
