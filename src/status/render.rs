@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::findings::Finding;
 use super::report::{HashCheck, Report};
 use super::summary::Summary;
 
@@ -189,7 +190,7 @@ pub fn text(report: &Report) -> String {
             let _ = writeln!(out, "     log not read: {reason}");
         }
     }
-    findings_text(&mut out, report);
+    findings_text(&mut out, &report.findings, &report.notes);
     out
 }
 
@@ -222,19 +223,20 @@ fn hash_text(out: &mut String, hash: &HashCheck) {
     }
 }
 
-fn findings_text(out: &mut String, report: &Report) {
-    if report.findings.is_empty() {
+/// The findings and what could not be checked, for a workload's or a config object's report.
+fn findings_text(out: &mut String, findings: &[Finding], notes: &[String]) {
+    if findings.is_empty() {
         out.push_str("\nAll current: nothing to fix.\n");
     } else {
-        let _ = writeln!(out, "\nFindings ({}):", report.findings.len());
-        for finding in &report.findings {
+        let _ = writeln!(out, "\nFindings ({}):", findings.len());
+        for finding in findings {
             let _ = writeln!(out, "   [{}] {}", finding.code, finding.message);
             let _ = writeln!(out, "      fix: {}", finding.fix);
         }
     }
-    if !report.notes.is_empty() {
+    if !notes.is_empty() {
         out.push_str("\nNot checked:\n");
-        for note in &report.notes {
+        for note in notes {
             let _ = writeln!(out, "   {note}");
         }
     }
@@ -314,20 +316,6 @@ pub fn config_text(report: &super::readers::ConfigReport) -> String {
             );
         }
     }
-    if report.findings.is_empty() {
-        out.push_str("\nAll current: nothing to fix.\n");
-    } else {
-        let _ = writeln!(out, "\nFindings ({}):", report.findings.len());
-        for finding in &report.findings {
-            let _ = writeln!(out, "   [{}] {}", finding.code, finding.message);
-            let _ = writeln!(out, "      fix: {}", finding.fix);
-        }
-    }
-    if !report.notes.is_empty() {
-        out.push_str("\nNot checked:\n");
-        for note in &report.notes {
-            let _ = writeln!(out, "   {note}");
-        }
-    }
+    findings_text(&mut out, &report.findings, &report.notes);
     out
 }
