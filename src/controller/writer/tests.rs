@@ -303,25 +303,21 @@ fn backoff_doubles_from_200_ms_to_30_s_and_jitter_scales_it() {
     assert_eq!(backoff(1, 0.0), Duration::from_millis(100));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_deployment_write_is_one_json_patch_then_one_event() {
+/// Writes `web`'s template hash from `sha256:old` to `sha256:new` for `kind`: the requests,
+/// after checking there were two and the first is the JSON patch with its `test`.
+async fn template_write(kind: TargetKind) -> (Harness, Vec<Seen>) {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Deployment,
-        "web",
-        Some("sha256:old"),
-        "sha256:new",
-    ));
+    h.writer
+        .submit(write(kind, "web", Some("sha256:old"), "sha256:new"));
     assert_eq!(
         h.outcome().await,
-        Outcome::Written(target(TargetKind::Deployment, "web"), "sha256:new".into())
+        Outcome::Written(target(kind, "web"), "sha256:new".into())
     );
     settle(Duration::from_secs(1)).await;
     let requests = h.requests();
     assert_eq!(requests.len(), 2, "{requests:#?}");
     let patch = &requests[0];
     assert_eq!(patch.method, "PATCH");
-    assert_eq!(patch.path, "/apis/apps/v1/namespaces/shop/deployments/web");
     assert_eq!(
         patch.query.get("fieldManager").map(String::as_str),
         Some("reload-injector")
@@ -333,6 +329,16 @@ async fn a_deployment_write_is_one_json_patch_then_one_event() {
             {"op": "test", "path": CONFIG_PATH, "value": "sha256:old"},
             {"op": "replace", "path": CONFIG_PATH, "value": "sha256:new"},
         ])
+    );
+    (h, requests)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deployment_write_is_one_json_patch_then_one_event() {
+    let (h, requests) = template_write(TargetKind::Deployment).await;
+    assert_eq!(
+        requests[0].path,
+        "/apis/apps/v1/namespaces/shop/deployments/web"
     );
 
     let event = &requests[1];
@@ -400,37 +406,10 @@ async fn a_cronjob_write_patches_the_job_template() {
 
 #[tokio::test(start_paused = true)]
 async fn a_rollout_write_patches_its_template_then_records_the_event_on_it() {
-    let mut h = start(patches(&[]), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Rollout,
-        "web",
-        Some("sha256:old"),
-        "sha256:new",
-    ));
+    let (h, requests) = template_write(TargetKind::Rollout).await;
     assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Rollout, "web"), "sha256:new".into())
-    );
-    settle(Duration::from_secs(1)).await;
-    let requests = h.requests();
-    assert_eq!(requests.len(), 2, "{requests:#?}");
-    let patch = &requests[0];
-    assert_eq!(patch.method, "PATCH");
-    assert_eq!(
-        patch.path,
+        requests[0].path,
         "/apis/argoproj.io/v1alpha1/namespaces/shop/rollouts/web"
-    );
-    assert_eq!(patch.content_type, "application/json-patch+json");
-    assert_eq!(
-        patch.query.get("fieldManager").map(String::as_str),
-        Some("reload-injector")
-    );
-    assert_eq!(
-        patch.body,
-        json!([
-            {"op": "test", "path": CONFIG_PATH, "value": "sha256:old"},
-            {"op": "replace", "path": CONFIG_PATH, "value": "sha256:new"},
-        ])
     );
     let event = &requests[1];
     assert_eq!(event.path, "/api/v1/namespaces/shop/events");
