@@ -106,7 +106,8 @@ fn fail(err: &StatusError) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The output and exit code of `status`.
+/// The output and exit code of `status`: the summary without a TARGET, else the report on a
+/// ConfigMap or Secret, else on a workload or Pod.
 async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     let target = args.target.as_deref().map(Target::parse).transpose()?;
     if args.all_namespaces && target.is_some() {
@@ -116,47 +117,80 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     let namespace = args.namespace.clone().unwrap_or(default_namespace);
     let reader = Reader::new(client);
     let json = args.output == StatusFormat::Json;
-    let Some(target) = target else {
-        let scope = (!args.all_namespaces).then_some(namespace.as_str());
-        let snapshot = reader.snapshot(scope, &Kind::WORKLOADS, true).await?;
-        let summary = summary::summary(&snapshot, scope);
-        let code = u8::from(summary.has_findings());
-        let text = if json {
-            render::json(&summary, code)
-        } else {
-            render::summary_text(&summary)
-        };
-        return Ok((text, code));
-    };
-    if matches!(target.kind, Kind::ConfigMap | Kind::Secret) {
-        let snapshot = reader
-            .snapshot(Some(&namespace), &Kind::WORKLOADS, false)
-            .await?;
-        let failed = match target.kind {
-            Kind::Secret => snapshot.secrets.failure(),
-            _ => snapshot.config_maps.failure(),
-        };
-        if let Some(reason) = failed {
-            return Err(StatusError::TargetUnreadable {
-                what: format!("{} in {namespace:?}", target.kind.resource().2),
-                reason: reason.to_owned(),
-            });
+    match target {
+        None => {
+            let scope = (!args.all_namespaces).then_some(namespace.as_str());
+            let snapshot = reader.snapshot(scope, &Kind::WORKLOADS, true).await?;
+            let summary = summary::summary(&snapshot, scope);
+            Ok(output(
+                json,
+                &summary,
+                summary.has_findings(),
+                render::summary_text,
+            ))
         }
-        let Some(report) = readers::config(&snapshot, target.kind, &namespace, &target.name) else {
-            return Err(StatusError::NotFound {
-                kind: target.kind.short(),
-                name: target.name,
-                namespace,
-            });
-        };
-        let code = u8::from(!report.findings.is_empty());
-        let text = if json {
-            render::json(&report, code)
-        } else {
-            render::config_text(&report)
-        };
-        return Ok((text, code));
+        Some(target) if matches!(target.kind, Kind::ConfigMap | Kind::Secret) => {
+            let report = config_report(&reader, target, namespace).await?;
+            let found = !report.findings.is_empty();
+            Ok(output(json, &report, found, render::config_text))
+        }
+        Some(target) => {
+            let report = workload_report(&reader, target, namespace).await?;
+            let found = !report.findings.is_empty();
+            Ok(output(json, &report, found, render::text))
+        }
     }
+}
+
+/// The report as JSON or text, and its exit code (1 with findings).
+fn output<R: serde::Serialize>(
+    json: bool,
+    report: &R,
+    findings: bool,
+    text: fn(&R) -> String,
+) -> (String, u8) {
+    let code = u8::from(findings);
+    let rendered = if json {
+        render::json(report, code)
+    } else {
+        text(report)
+    };
+    (rendered, code)
+}
+
+/// Who reads a ConfigMap or Secret, how, and what a change of each key does.
+async fn config_report(
+    reader: &Reader,
+    target: Target,
+    namespace: String,
+) -> Result<readers::ConfigReport, StatusError> {
+    let snapshot = reader
+        .snapshot(Some(&namespace), &Kind::WORKLOADS, false)
+        .await?;
+    let failed = match target.kind {
+        Kind::Secret => snapshot.secrets.failure(),
+        _ => snapshot.config_maps.failure(),
+    };
+    if let Some(reason) = failed {
+        return Err(StatusError::TargetUnreadable {
+            what: format!("{} in {namespace:?}", target.kind.resource().2),
+            reason: reason.to_owned(),
+        });
+    }
+    readers::config(&snapshot, target.kind, &namespace, &target.name).ok_or(StatusError::NotFound {
+        kind: target.kind.short(),
+        name: target.name,
+        namespace,
+    })
+}
+
+/// The report on a workload or Pod. Its sidecar Pods are known only once the report is made,
+/// so the report is made again after their logs are read (a pure, cheap step).
+async fn workload_report(
+    reader: &Reader,
+    target: Target,
+    namespace: String,
+) -> Result<report::Report, StatusError> {
     let kinds: &[Kind] = if target.kind == Kind::Pod {
         &[]
     } else {
@@ -165,31 +199,8 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     let mut snapshot = reader
         .snapshot(Some(&namespace), kinds, target.kind == Kind::CronJob)
         .await?;
-    if snapshot.unserved.contains(&target.kind) {
-        let (group, version, plural) = target.kind.resource();
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{}/{}", target.kind.short(), target.name),
-            reason: format!("the server does not serve {group}/{version} {plural}"),
-        });
-    }
-    let found = match snapshot.workloads.get(&target.kind) {
-        Some(snapshot::Fetched::Failed(reason)) => {
-            return Err(StatusError::TargetUnreadable {
-                what: format!("{} in {namespace:?}", target.kind.resource().2),
-                reason: reason.clone(),
-            });
-        }
-        _ => match (target.kind, snapshot.pods.failure()) {
-            (Kind::Pod, Some(reason)) => {
-                return Err(StatusError::TargetUnreadable {
-                    what: format!("pods in {namespace:?}"),
-                    reason: reason.to_owned(),
-                });
-            }
-            _ => report::workload(&snapshot, target.kind, &namespace, &target.name),
-        },
-    };
-    let Some(first) = found else {
+    target_readable(&snapshot, &target, &namespace)?;
+    let Some(first) = report::workload(&snapshot, target.kind, &namespace, &target.name) else {
         return Err(StatusError::NotFound {
             kind: target.kind.short(),
             name: target.name,
@@ -204,19 +215,39 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
         .take(MAX_LOGS)
         .map(|p| format!("{namespace}/{}", p.name))
         .collect();
-    let report = if sidecar_pods.is_empty() {
-        first
-    } else {
-        reader.logs(&mut snapshot, &sidecar_pods).await?;
-        report::workload(&snapshot, target.kind, &namespace, &target.name).unwrap_or(first)
-    };
-    let code = u8::from(!report.findings.is_empty());
-    let text = if json {
-        render::json(&report, code)
-    } else {
-        render::text(&report)
-    };
-    Ok((text, code))
+    if sidecar_pods.is_empty() {
+        return Ok(first);
+    }
+    reader.logs(&mut snapshot, &sidecar_pods).await?;
+    Ok(report::workload(&snapshot, target.kind, &namespace, &target.name).unwrap_or(first))
+}
+
+/// Whether the target's kind (and, for a Pod, the Pods) could be read at all.
+fn target_readable(
+    snapshot: &snapshot::Snapshot,
+    target: &Target,
+    namespace: &str,
+) -> Result<(), StatusError> {
+    if snapshot.unserved.contains(&target.kind) {
+        let (group, version, plural) = target.kind.resource();
+        return Err(StatusError::TargetUnreadable {
+            what: format!("{}/{}", target.kind.short(), target.name),
+            reason: format!("the server does not serve {group}/{version} {plural}"),
+        });
+    }
+    if let Some(snapshot::Fetched::Failed(reason)) = snapshot.workloads.get(&target.kind) {
+        return Err(StatusError::TargetUnreadable {
+            what: format!("{} in {namespace:?}", target.kind.resource().2),
+            reason: reason.clone(),
+        });
+    }
+    if let (Kind::Pod, Some(reason)) = (target.kind, snapshot.pods.failure()) {
+        return Err(StatusError::TargetUnreadable {
+            what: format!("pods in {namespace:?}"),
+            reason: reason.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// A client from the kubeconfig (`--kubeconfig`, else `KUBECONFIG` or `~/.kube/config`, else

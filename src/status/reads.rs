@@ -63,6 +63,10 @@ impl KeyState<'_> {
     }
 }
 
+/// What a change does to a Secret read through env when the webhook has no hash key.
+const UNKEYED_SECRET: &str = "Secret without a hash key";
+
+/// One line per key or volume `explained` reads: how, and what a change of it does.
 pub fn read_lines(
     kind: Kind,
     explained: &Explained,
@@ -108,7 +112,7 @@ pub fn read_lines(
                         format!("{} is annotated reload-injector.io/ignore", describe(id)),
                     ),
                     _ if id.kind == ConfigKind::Secret && matches!(key, KeyState::NoKey) => {
-                        ("nothing", "Secret without a hash key".to_owned())
+                        ("nothing", UNKEYED_SECRET.to_owned())
                     }
                     _ if !stamped => ("nothing", "not stamped".to_owned()),
                     _ if kind == Kind::Pod => (
@@ -172,7 +176,7 @@ pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
                 FIX_SUBPATH,
             ));
         }
-        if read.detail == "Secret without a hash key" && said.insert(("unkeyed", object.clone())) {
+        if read.detail == UNKEYED_SECRET && said.insert(("unkeyed", object.clone())) {
             findings.push(Finding::new(
                 "secret-not-hashed",
                 format!(
