@@ -26,9 +26,20 @@ use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 #[derive(Debug)]
 pub struct Plan<'a> {
     settings: &'a Settings,
-    target: Option<Target<'a>>,
+    subject: Subject<'a>,
+}
+
+/// What a plan decides on.
+// One per review, on the stack: boxing the target would add an allocation to every review.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Subject<'a> {
+    /// Nothing to do: admitted untouched.
+    Nothing,
+    /// A pod (template) to check, hash and inject.
+    Target(Target<'a>),
     /// A Rollout admitted unchanged, and why (the warning it gets).
-    unstamped: Option<Unstamped>,
+    Unstamped(Unstamped),
 }
 
 /// Why a request gives no pod (template) to look at, other than having nothing to do.
@@ -63,43 +74,34 @@ impl<'a> Plan<'a> {
     /// untouched; an object of a handled kind that does not parse is an error, except a
     /// Rollout, which is admitted unchanged with a warning (as one without a template is).
     pub fn new(req: &Request<'a>, settings: &'a Settings) -> Result<Self, ReviewError> {
-        let unstamped = match read_target(req, settings) {
-            Ok(target) => {
-                return Ok(Self {
-                    settings,
-                    target,
-                    unstamped: None,
-                });
-            }
-            Err(NoTarget::Unstamped(unstamped)) => unstamped,
+        let subject = match read_target(req, settings) {
+            Ok(Some(target)) => Subject::Target(target),
+            Ok(None) => Subject::Nothing,
+            Err(NoTarget::Unstamped(unstamped)) => Subject::Unstamped(unstamped),
             // A Rollout the core cannot read is Argo's to judge: admitted, never denied.
             Err(NoTarget::Review(ReviewError::UnreadableObject { source, .. }))
                 if Workload::classify(req.group, req.kind) == Some(Workload::Rollout) =>
             {
-                Unstamped::Unreadable(source.to_string())
+                Subject::Unstamped(Unstamped::Unreadable(source.to_string()))
             }
             Err(NoTarget::Review(err)) => return Err(err),
         };
-        Ok(Self {
-            settings,
-            target: None,
-            unstamped: Some(unstamped),
-        })
+        Ok(Self { settings, subject })
     }
 
     /// The ConfigMaps/Secrets whose contents [`Plan::decide`] needs (Secrets only with a key).
     pub fn config_refs(&self) -> BTreeSet<ConfigId> {
-        self.target
-            .as_ref()
-            .map(|t| t.refs.clone())
-            .unwrap_or_default()
+        match &self.subject {
+            Subject::Target(target) => target.refs.clone(),
+            Subject::Nothing | Subject::Unstamped(_) => BTreeSet::new(),
+        }
     }
 
     /// Decides, given the lookups of [`Plan::config_refs`].
     pub fn decide(&self, configs: &ConfigData) -> Outcome {
-        match (&self.target, &self.unstamped) {
-            (Some(target), _) => decide(self.settings, target, configs),
-            (None, Some(unstamped)) => {
+        match &self.subject {
+            Subject::Target(target) => decide(self.settings, target, configs),
+            Subject::Unstamped(unstamped) => {
                 let mut warnings = Warnings::default();
                 unstamped.warn(&mut warnings);
                 Outcome::Allowed {
@@ -107,7 +109,7 @@ impl<'a> Plan<'a> {
                     warnings: warnings.into_list(self.settings.warning_chars),
                 }
             }
-            (None, None) => Outcome::untouched(),
+            Subject::Nothing => Outcome::untouched(),
         }
     }
 }
