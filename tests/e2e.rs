@@ -7,7 +7,7 @@ mod cluster_support;
 
 use std::time::Duration;
 
-use cluster_support::install::{Install, OWN, WEBHOOK, local_webhook, shipped_manifests};
+use cluster_support::install::{Install, OWN, WEBHOOK, local_webhook};
 use cluster_support::objects::{
     b64, config_map, container, deployment, env_from_config_map, env_from_secret, secret,
     template_annotations,
@@ -41,7 +41,7 @@ fn the_shipped_manifests_are_accepted_by_the_real_api_server() {
         expected,
         "objects the API server refused: {refused:#?}"
     );
-    assert_eq!(install.applied.objects.len(), shipped_manifests().len());
+    assert_eq!(install.applied.objects.len(), install.applied.shipped.len());
     for (name, _) in install.applied.objects.iter().filter(|(_, out)| out.ok) {
         let (kind, object) = name.split_once('/').unwrap();
         install
@@ -57,7 +57,7 @@ fn the_shipped_manifests_are_accepted_by_the_real_api_server() {
         .kubectl(&["get", "mutatingwebhookconfiguration", WEBHOOK, "-o", "json"])
         .run()
         .json();
-    let local = local_webhook(&install.applied.shipped_webhook, install.serve.port, "x");
+    let local = local_webhook(install.applied.shipped_webhook(), install.serve.port, "x");
     for (shipped, stored) in local["webhooks"]
         .as_array()
         .unwrap()

@@ -166,7 +166,9 @@ fn a_missing_permission_is_one_clear_log_line_and_the_write_lands_once_granted()
     let cluster = install.cluster;
     let ns = stamped_namespace(cluster, "forbidden");
     let shipped = install
-        .applied_object("ClusterRole")
+        .applied
+        .shipped("ClusterRole")
+        .cloned()
         .expect("the manifests ship a ClusterRole");
     let mut narrowed = shipped.clone();
     for rule in narrowed["rules"].as_array_mut().unwrap() {

@@ -24,10 +24,10 @@ pub const WEBHOOK: &str = "reload-injector";
 
 /// What applying the shipped manifests did, object by object.
 pub struct Applied {
+    /// What `kustomize build manifests/` printed, as JSON documents.
+    pub shipped: Vec<Value>,
     /// Each object (`Kind/name`) with kubectl's answer.
     pub objects: Vec<(String, Output)>,
-    /// The shipped MutatingWebhookConfiguration, as built.
-    pub shipped_webhook: Value,
 }
 
 /// The product installed on the cluster, with one `serve` running.
@@ -42,6 +42,19 @@ pub struct Install {
     ca_pem: String,
     hash_key: PathBuf,
     kubeconfig: PathBuf,
+}
+
+impl Applied {
+    /// The first shipped object of `kind`, as built.
+    pub fn shipped(&self, kind: &str) -> Option<&Value> {
+        self.shipped.iter().find(|d| d["kind"] == kind)
+    }
+
+    /// The shipped MutatingWebhookConfiguration, as built.
+    pub fn shipped_webhook(&self) -> &Value {
+        self.shipped("MutatingWebhookConfiguration")
+            .expect("the manifests ship no MutatingWebhookConfiguration")
+    }
 }
 
 impl Install {
@@ -76,7 +89,12 @@ impl Install {
             &token,
         );
         let port = free_port();
-        register_webhook(cluster, &applied.shipped_webhook, port, &bundle.ca_cert_pem);
+        register_webhook(
+            cluster,
+            applied.shipped_webhook(),
+            port,
+            &bundle.ca_cert_pem,
+        );
         let mut install = Install {
             cluster,
             applied,
@@ -91,16 +109,11 @@ impl Install {
         install
     }
 
-    /// The first shipped object of `kind`, as built by kustomize.
-    pub fn applied_object(&self, kind: &str) -> Option<Value> {
-        shipped_manifests().into_iter().find(|d| d["kind"] == kind)
-    }
-
     /// Points the webhook configuration at `serve` (as a Service does once a replica is gone).
     pub fn point_webhook_at(&self, serve: &Serve) {
         register_webhook(
             self.cluster,
-            &self.applied.shipped_webhook,
+            self.applied.shipped_webhook(),
             serve.port,
             &self.ca_pem,
         );
@@ -261,11 +274,6 @@ pub fn object_name(doc: &Value) -> String {
 
 fn apply_manifests(cluster: &Cluster) -> Applied {
     let docs = shipped_manifests();
-    let shipped_webhook = docs
-        .iter()
-        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
-        .expect("the manifests ship no MutatingWebhookConfiguration")
-        .clone();
     // The Namespace first (as kubectl apply -k orders it), then the rest in order.
     let mut ordered: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Namespace").collect();
     ordered.extend(docs.iter().filter(|d| d["kind"] != "Namespace"));
@@ -281,7 +289,7 @@ fn apply_manifests(cluster: &Cluster) -> Applied {
         .collect();
     Applied {
         objects,
-        shipped_webhook,
+        shipped: docs,
     }
 }
 
