@@ -42,7 +42,7 @@ if [ ! -x .venv/bin/kubernetes-validate ]; then
     .venv/bin/pip install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
 fi
 
-# The real control plane of the end-to-end tests (tests/e2e*.rs): kube-apiserver,
-# kube-controller-manager and kubectl built from Debian's kubernetes source package, etcd from
-# apt; cached outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
+# The real Kubernetes of the end-to-end tests (tests/e2e*.rs) and scripts/dev-cluster.sh:
+# v1.37.2 and v1.35.4 and etcd, built from their Go modules with the machine's Go; cached
+# outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
 scripts/install-kube-test-binaries.sh >/dev/null

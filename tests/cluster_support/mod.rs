@@ -178,14 +178,15 @@ impl Cluster {
     /// Waits for `/readyz`.
     pub fn wait_ready(&self) {
         self.wait_for("kube-apiserver to answer /readyz", START_LIMIT, || {
-            if let Some(how) = self.apiserver.lock().unwrap().exited() {
-                let api = self.apiserver.lock().unwrap();
+            let mut api = self.apiserver.lock().unwrap();
+            if let Some(how) = api.exited() {
                 panic!(
                     "kube-apiserver exited ({how}); log {}:\n{}",
                     api.log.display(),
                     api.tail(30)
                 );
             }
+            drop(api);
             let out = self.kubectl(&["get", "--raw=/readyz"]).try_run();
             (out.ok && out.stdout.trim() == "ok").then_some(())
         });
