@@ -67,6 +67,12 @@ impl Run<'_> {
     /// helm with the cluster's admin kubeconfig and the local-webhook post-renderer available.
     /// `shown` is how the transcript spells the command.
     fn helm(&self, args: &[String], shown: &str) -> helm::Output {
+        let python = tools::repo().join(".venv/bin/python");
+        assert!(
+            python.is_file(),
+            "{} is missing (the post-renderer runs on it): run scripts/install-test-deps.sh",
+            python.display()
+        );
         let mut cmd = helm::command(args);
         cmd.env("KUBECONFIG", &self.cluster.kubeconfig)
             .env(
