@@ -469,7 +469,7 @@ fn value_cases() -> Vec<Case> {
             ],
         ),
         case(
-            &["--set", "podDisruptionBudget.minAvailable=2"],
+            &["--set", "podDisruptionBudget.minAvailable=50%"],
             &["PodDisruptionBudget/reload-injector /spec/minAvailable"],
         ),
         case(
@@ -856,6 +856,10 @@ fn bad_values_fail_the_render_naming_the_value() {
                 "metrics.podMonitor.enabled=true",
             ]),
             "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled are both true",
+        ),
+        (
+            strings(&["--set", "podDisruptionBudget.minAvailable=2"]),
+            "podDisruptionBudget.minAvailable is 2 with replicas: 2",
         ),
         (
             strings(&["--set", "metrics.port=8443"]),

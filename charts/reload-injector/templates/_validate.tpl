@@ -10,6 +10,11 @@ Included once, from webhook.yaml.
 {{- fail (printf "webhook.pods.failurePolicy is Fail with replicas: %d: while that one replica restarts or is drained, no Pod can be created or healed in an opted-in namespace. Set replicas to 2 or more, or webhook.pods.failurePolicy to Ignore" (int $v.replicas)) }}
 {{- end }}
 
+{{- $minAvailable := $v.podDisruptionBudget.minAvailable }}
+{{- if and (gt (int $v.replicas) 1) (not (kindIs "string" $minAvailable)) (ge (int $minAvailable) (int $v.replicas)) }}
+{{- fail (printf "podDisruptionBudget.minAvailable is %d with replicas: %d: no replica could ever be evicted, and every node drain would hang. Keep it below replicas" (int $minAvailable) (int $v.replicas)) }}
+{{- end }}
+
 {{- $selector := $v.webhook.namespaceSelector | default dict }}
 {{- if and (empty $selector.matchLabels) (empty $selector.matchExpressions) }}
 {{- fail "webhook.namespaceSelector is empty: it would select every namespace, not only those labelled reload-injector.io/inject=enabled. Keep the requirement reload-injector.io/inject In [enabled] (add others to narrow it)" }}
