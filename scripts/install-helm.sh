@@ -16,6 +16,7 @@
 set -euo pipefail
 
 version=4.3.1
+major=${version%%.*}
 here="$(cd "$(dirname "$0")" && pwd)"
 module="$here/helm-build/v$version"
 root="${RELOAD_INJECTOR_HELM_CACHE_ROOT:-${HOME:-/root}/.cache/reload-injector}"
@@ -46,14 +47,14 @@ export GOPROXY="$proxy" GOTOOLCHAIN=auto GOFLAGS=-mod=readonly GOWORK=off
 mkdir -p "$cache" || fail "create the cache" "cannot create $cache"
 
 # The version `helm version` reports, stamped as helm's Makefile does.
-ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=v$version"
-ldflags+=" -X helm.sh/helm/v4/internal/version.gitCommit=module-helm.sh/helm/v4@v$version"
-ldflags+=" -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+pkg="helm.sh/helm/v$major"
+ldflags="-s -w -X $pkg/internal/version.version=v$version"
+ldflags+=" -X $pkg/internal/version.gitTreeState=clean"
 tmp="$cache/helm.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
-say "go build helm.sh/helm/v4/cmd/helm v$version (a few minutes on 2 cores)"
-(cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp" helm.sh/helm/v4/cmd/helm) >&2 \
-    || fail "go build helm.sh/helm/v4/cmd/helm v$version" "the Go build failed (see above); a download error means the module proxy ($GOPROXY) could not be reached"
+say "go build $pkg/cmd/helm v$version (a few minutes on 2 cores)"
+(cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg/cmd/helm") >&2 \
+    || fail "go build $pkg/cmd/helm v$version" "the Go build failed (see above); a download error means the module proxy ($GOPROXY) could not be reached"
 "$tmp" version --short 2>/dev/null | grep -q "^v$version" \
     || fail "check the version" "the built helm says '$("$tmp" version --short 2>&1)', not v$version"
 mv "$tmp" "$cache/helm" || fail "install helm" "cannot move it into $cache"
