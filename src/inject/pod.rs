@@ -169,6 +169,8 @@ pub struct SecurityContext {
     pub run_as_user: Option<i64>,
     /// `runAsGroup`.
     pub run_as_group: Option<i64>,
+    /// `runAsNonRoot`.
+    pub run_as_non_root: Option<bool>,
 }
 
 /// `io.k8s.api.core.v1.EnvVar`, the fields the core reads (not the name or literal value).

@@ -424,15 +424,33 @@ fn run_as(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -
     } else {
         format!("container {} sets no runAsUser", quoted_list(unknown))
     };
-    if pod_sc.and_then(|s| s.run_as_non_root) == Some(true) {
+    if declares_non_root(spec, analysis) {
         warnings.push(format!(
-            "{who}, pod is runAsNonRoot: reloads may fail with EPERM"
+            "{who} and runAsNonRoot: reloads may fail with EPERM; set runAsUser"
         ));
         RunAs::Unprivileged
     } else {
         warnings.push(format!("{who}: sidecar runs as root with CAP_KILL only"));
         RunAs::RootWithKill
     }
+}
+
+/// Whether the pod says it runs as non-root: `runAsNonRoot: true` at Pod level or on any app
+/// container. Then the sidecar is never root and never adds a capability. This is what keeps
+/// Pod Security whole: the `restricted` level requires `runAsNonRoot: true` on the Pod or on
+/// every container, so every Pod that level admits says so itself, and a root sidecar with
+/// CAP_KILL would get the whole Pod rejected (Pod Security runs after us). Deciding from the
+/// Pod alone, not the namespace's labels, keeps offline `inject` and the webhook equal.
+fn declares_non_root(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> bool {
+    let pod_level = spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.run_as_non_root);
+    pod_level == Some(true)
+        || analysis
+            .apps
+            .iter()
+            .any(|c| c.security_context.as_ref().and_then(|s| s.run_as_non_root) == Some(true))
 }
 
 /// `SIGHUP`, `HUP`, `hup` → `SIGHUP`; a number 1–64 stays a number.
