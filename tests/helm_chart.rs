@@ -169,6 +169,11 @@ fn every_render_passes_schema_validation_and_the_webhook_safety_checks() {
         webhook_safety::assert_safe(&objects, NAMESPACE, &[]);
         for obj in &objects {
             let name = object_name(obj);
+            let annotations = obj["metadata"]["annotations"].as_object();
+            assert!(
+                !annotations.is_some_and(|a| a.keys().any(|k| k.starts_with("helm.sh/hook"))),
+                "{label}: {name} is a Helm hook"
+            );
             let cluster_scoped = [
                 "ClusterRole",
                 "ClusterRoleBinding",
@@ -313,6 +318,44 @@ fn mode_generated_renders_what_certs_generate_sh_writes() {
     let chart = rendered(&args);
     let kustomize = render(&generated().0);
     assert_same_objects("mode generated", &chart, &kustomize);
+}
+
+#[test]
+fn nothing_is_generated_at_render_time() {
+    // No certificate, key or password is made by a template, and nothing is read from the
+    // cluster: a render depends on the values alone, so two renders are the same.
+    let dir = helm::chart().join("templates");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for function in [
+            "genCA",
+            "genSelfSignedCert",
+            "genSignedCert",
+            "genPrivateKey",
+            "randAlpha",
+            "randAscii",
+            "randNumeric",
+            "randBytes",
+            "uuidv4",
+            "lookup",
+            "now",
+        ] {
+            assert!(
+                !text.contains(&format!("{function} ")) && !text.contains(&format!("({function}")),
+                "{} uses {function}",
+                path.display()
+            );
+        }
+    }
+    let mut args = generated_mode_files();
+    args.extend(strings(&[
+        "--set",
+        "certificates.mode=generated",
+        "--set",
+        "secretHashKey.create=true",
+    ]));
+    assert_eq!(rendered(&args), rendered(&args));
 }
 
 #[test]
