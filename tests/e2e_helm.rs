@@ -431,6 +431,33 @@ fn helm_install_upgrade_and_uninstall_on_the_test_cluster() {
             "{want} not installed: {names:?}"
         );
     }
+    // One installation per cluster: a second release, elsewhere, fails on the names taken.
+    assert!(
+        run.kubectl(&["create", "namespace", "reload-injector-2"], None)
+            .ok
+    );
+    let mut second = vec![
+        "install".to_owned(),
+        "second".into(),
+        helm::chart().to_string_lossy().into_owned(),
+        "-n".into(),
+        "reload-injector-2".into(),
+    ];
+    second.extend(values.iter().cloned());
+    second.extend(run.post_renderer());
+    let second = run.helm(
+        &second,
+        "helm install second charts/reload-injector -n reload-injector-2 -f charts/reload-injector/examples/generated.yaml --set-file …(the four files) --post-renderer local-webhook --post-renderer-args PORT   (must fail)",
+    );
+    assert!(!second.ok, "a second release installed: {}", second.stdout);
+    assert!(
+        second
+            .stderr
+            .contains("exists and cannot be imported into the current release"),
+        "{}",
+        second.stderr
+    );
+
     let before =
         webhook_configuration(&run).expect("no MutatingWebhookConfiguration after install");
     let tls_before = secret_data(&run, "reload-injector-tls");
