@@ -808,6 +808,43 @@ fn every_flag_the_chart_can_pass_is_a_serve_flag() {
     }
 }
 
+#[test]
+fn the_serve_defaults_values_yaml_names_are_serves_own() {
+    // A `serve` value left empty passes no flag; its description names the default `serve`
+    // then uses, which must be the one `serve --help` gives.
+    let help = Command::new(env!("CARGO_BIN_EXE_reload-injector"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("failed to run reload-injector serve --help");
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let text = std::fs::read_to_string(helm::chart().join("values.yaml")).unwrap();
+    let mut checked = 0;
+    for row in values_table::rows(&text) {
+        let Some(rest) = row.description.split_once("not passed (`").map(|(_, r)| r) else {
+            continue;
+        };
+        let default = rest.split('`').next().unwrap();
+        let flag = row
+            .description
+            .strip_prefix("`--")
+            .and_then(|d| d.split('`').next())
+            .unwrap_or_else(|| {
+                panic!("{}: the description does not start with its flag", row.path)
+            });
+        let start = help
+            .find(&format!("      --{flag} "))
+            .unwrap_or_else(|| panic!("serve --help has no --{flag}"));
+        let section = help[start + 8..].split("\n      -").next().unwrap();
+        assert!(
+            section.contains(&format!("[default: {default}]")),
+            "{}: values.yaml says --{flag} defaults to {default}; serve --help says:\n{section}",
+            row.path
+        );
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} serve defaults found");
+}
+
 /// Values that would make a broken install: each fails the render, and the message names the
 /// value. Returns helm's error for `args`, failing if the render succeeds.
 fn render_error(args: &[String]) -> String {
