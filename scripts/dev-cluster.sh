@@ -125,23 +125,33 @@ up() {
             --kubeconfig="$dir/admin.kubeconfig" --leader-elect=false --bind-address=127.0.0.1 --secure-port=0 --v=1
     fi
 
-    # The product, as a user installs it.
-    kubectl_admin apply -k "$root/manifests" >"$dir/apply.log" 2>&1 \
-        || { cat "$dir/apply.log" >&2; fail "kubectl apply -k manifests/" "the API server refused an object"; }
+    # The product, as a user installs it: what `kubectl apply -k manifests/` applies, with only
+    # the webhook's clientConfig pointed at the local serve and its CA (no node runs the
+    # shipped Deployment's Pods).
     if [ ! -f "$dir/webhook/tls.crt" ]; then
         "$product" certs --out "$dir/webhook" --service "$own" --namespace "$own" --ip 127.0.0.1 >/dev/null \
             || fail "reload-injector certs" "see above"
     fi
-    local bundle; bundle=$(cat "$dir/webhook/ca-bundle.b64")
-    # The shipped configuration with only clientConfig pointed at the local serve.
-    kubectl_admin get mutatingwebhookconfiguration "$own" -o json \
-        | python3 -c '
-import json, sys
-config = json.load(sys.stdin)
-for webhook in config["webhooks"]:
-    webhook["clientConfig"] = {"url": "https://127.0.0.1:'"$serve_port"'/mutate", "caBundle": "'"$bundle"'"}
-json.dump(config, sys.stdout)' \
-        | kubectl_admin apply -f - >/dev/null || fail "point the webhook at serve" "see above"
+    kubectl_admin kustomize "$root/manifests" > "$dir/manifests.yaml" \
+        || fail "kubectl kustomize manifests/" "see above"
+    SERVE_URL="https://127.0.0.1:$serve_port/mutate" CA_BUNDLE="$(cat "$dir/webhook/ca-bundle.b64")" \
+        python3 - "$dir/manifests.yaml" > "$dir/manifests.local.yaml" <<'PY' || fail "point the webhook at serve" "see above"
+import os, re, sys
+# Rewrites each webhook's clientConfig block of the MutatingWebhookConfiguration, as text,
+# so everything else stays exactly as kustomize built it.
+text = open(sys.argv[1]).read()
+docs = text.split("\n---\n")
+for i, doc in enumerate(docs):
+    if re.search(r"^kind: MutatingWebhookConfiguration$", doc, re.M):
+        local = ("  clientConfig:\n    caBundle: %s\n    url: %s\n"
+                 % (os.environ["CA_BUNDLE"], os.environ["SERVE_URL"]))
+        doc, n = re.subn(r"^  clientConfig:\n(?:    .*\n)+", local, doc + "\n", flags=re.M)
+        assert n > 0, "no clientConfig in the webhook configuration"
+        docs[i] = doc.rstrip("\n")
+print("\n---\n".join(docs))
+PY
+    kubectl_admin apply -f "$dir/manifests.local.yaml" >"$dir/apply.log" 2>&1 \
+        || { cat "$dir/apply.log" >&2; fail "apply the manifests" "the API server refused an object"; }
 
     if ! running serve "reload-injector"; then
         local token
