@@ -32,6 +32,18 @@ impl Workload {
         }
     }
 
+    /// The kinds [`Workload::classify`] knows, as `apiVersion kind`, for messages.
+    pub const KNOWN: [&'static str; 8] = [
+        "v1 Pod",
+        "apps/v1 Deployment",
+        "apps/v1 StatefulSet",
+        "apps/v1 DaemonSet",
+        "apps/v1 ReplicaSet",
+        "batch/v1 Job",
+        "batch/v1 CronJob",
+        "argoproj.io/v1alpha1 Rollout",
+    ];
+
     /// JSON pointer of the pod (template) holding `metadata` and `spec`.
     pub fn pointer(self) -> &'static str {
         match self {
