@@ -3,6 +3,7 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
+use super::aftermath::{self, Exited};
 use super::http::Endpoint;
 use super::retry::Outcome;
 use super::signal::{SignalError, Signaller};
@@ -50,13 +51,24 @@ pub struct Report {
     pub duration: Duration,
 }
 
-/// Runs one attempt. Signal mode completes without waiting; HTTP mode is bounded by the
-/// endpoint's timeout (and the verify URL's).
-pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
+/// Runs one attempt. Signal mode then watches the targets for `grace`: one that exits did not
+/// reload (it died of the signal), which is a failure never retried (the restarted process
+/// reads the new config at start; signalling it again would kill it again). HTTP mode is
+/// bounded by the endpoint's timeout (and the verify URL's).
+pub async fn attempt(action: Action, verify: Option<Endpoint>, grace: Duration) -> Report {
     let started = Instant::now();
     let mut report = match &action {
-        Action::Signal(signaller) => match signaller.send() {
-            Ok(targets) => success(targets.join(",")),
+        Action::Signal(signaller) => match signaller.send_told() {
+            Ok(told) => {
+                let labels: Vec<String> = told
+                    .iter()
+                    .map(|p| format!("{}[{}]", p.comm, p.pid))
+                    .collect();
+                match aftermath::watch(&signaller.proc_root, &told, grace).await {
+                    None => success(labels.join(",")),
+                    Some(exited) => died(signaller, &exited, grace),
+                }
+            }
             Err(err) => {
                 let (outcome, result) = match &err {
                     SignalError::NoTarget(_) => (Outcome::Retry, "no_target"),
@@ -79,6 +91,31 @@ pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     report.duration = started.elapsed();
     report
 }
+
+/// The report of a target that exited right after the signal: one line with the process, the
+/// signal, how it ended and the fix.
+fn died(signaller: &Signaller, exited: &Exited, grace: Duration) -> Report {
+    let error = format!(
+        "{} {} within {} after {}: it does not reload on {}; fix: annotate the pod template \
+         reload-injector.io/on-change: restart, or set reload-injector.io/signal to the signal \
+         it reloads on (or reload-url)",
+        exited.target,
+        exited.how(),
+        humantime::format_duration(grace),
+        signaller.signal,
+        signaller.signal,
+    );
+    Report {
+        outcome: Outcome::GiveUp,
+        result: TARGET_EXITED,
+        target: exited.target.clone(),
+        error: Some(error),
+        duration: Duration::ZERO,
+    }
+}
+
+/// The `result` label of a reload whose target exited right after the signal.
+pub const TARGET_EXITED: &str = "target_exited";
 
 fn success(target: String) -> Report {
     Report {

@@ -141,7 +141,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             state.attempted = Some(snapshot);
             let action = state.config.action.clone();
             let verify = state.config.verify.clone();
-            in_flight = Some(Box::pin(reload::attempt(action, verify)));
+            let grace = state.config.reload_grace;
+            in_flight = Some(Box::pin(reload::attempt(action, verify, grace)));
         }
         // A resync that leaves nothing to do: a quiet moment to close the handles of targets
         // that exited and to give back code pages.
@@ -244,6 +245,12 @@ impl State {
                 self.metrics.last_success.set(unix.as_secs_f64());
                 info!(dir = %dirs, hash = %hashes, targets = %report.target,
                       result = report.result, duration_ms = %duration_ms, "reloaded");
+            }
+            Outcome::GiveUp if report.result == reload::TARGET_EXITED => {
+                self.last_error = None;
+                self.metrics.reload_failures.inc();
+                error!(dir = %dirs, hash = %hashes, targets = %report.target, result = report.result,
+                       "reload failed: {error}; not retried until the content changes again");
             }
             Outcome::GiveUp => {
                 self.last_error = None;
