@@ -108,24 +108,32 @@ fn dockerfile_and_script_build_for_every_platform() {
         );
     }
     let script = fs::read_to_string(repo().join(SCRIPT)).unwrap();
-    assert!(script.contains("amd64)") && script.contains("arm64)"), "{script}");
+    assert!(
+        script.contains("amd64)") && script.contains("arm64)"),
+        "{script}"
+    );
 }
 
 #[test]
 fn the_script_refuses_an_architecture_it_cannot_build() {
     let host = std::env::consts::ARCH;
     let other = if host == "aarch64" { "amd64" } else { "arm64" };
-    for (arch, says) in [
-        (other, "build host"),
-        ("riscv64", "is not supported"),
-    ] {
+    for (arch, says) in [(other, "build host"), ("riscv64", "is not supported")] {
         let out = Command::new(repo().join(SCRIPT))
             .current_dir(repo())
             .env("TARGETARCH", arch)
             .output()
             .expect("run the build script");
-        assert!(!out.status.success(), "TARGETARCH={arch} built:\n{}", text(&out));
-        assert!(text(&out).contains(says), "TARGETARCH={arch}: {}", text(&out));
+        assert!(
+            !out.status.success(),
+            "TARGETARCH={arch} built:\n{}",
+            text(&out)
+        );
+        assert!(
+            text(&out).contains(says),
+            "TARGETARCH={arch}: {}",
+            text(&out)
+        );
     }
 }
 
@@ -204,7 +212,11 @@ fn elf_linking(bytes: &[u8]) -> (bool, usize) {
 fn the_dockerfile_build_makes_a_static_executable_that_starts_without_libc() {
     let binary = build();
     let bytes = fs::read(&binary).unwrap();
-    assert_eq!(elf_arch(&bytes), std::env::consts::ARCH, "built for the host");
+    assert_eq!(
+        elf_arch(&bytes),
+        std::env::consts::ARCH,
+        "built for the host"
+    );
     assert_eq!(
         elf_linking(&bytes),
         (false, 0),

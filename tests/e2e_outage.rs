@@ -78,7 +78,10 @@ fn with_serve_down_scaling_rollouts_and_cronjobs_go_on() {
     // without the opt-out label is refused (failurePolicy Fail), as designed.
     let other = deployment("other", 1, container(json!([]), json!([])), json!([]));
     let refused = cluster.apply(&ns, &other);
-    assert!(!refused.ok, "the Fail webhook let a workload through while down");
+    assert!(
+        !refused.ok,
+        "the Fail webhook let a workload through while down"
+    );
     assert!(
         refused.stderr.contains("workloads.reload-injector.io"),
         "{}",
@@ -117,5 +120,8 @@ fn with_serve_down_scaling_rollouts_and_cronjobs_go_on() {
         })
         .map(|e| e["message"].clone())
         .collect::<Vec<_>>();
-    assert!(failed.is_empty(), "controllers waited on the webhook: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "controllers waited on the webhook: {failed:?}"
+    );
 }

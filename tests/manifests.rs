@@ -207,7 +207,10 @@ fn webhook_configuration_is_safe() {
         .find(|rule| strings(&rule["apiGroups"]) == ["argoproj.io"])
         .expect("a rule for Argo Rollouts");
     assert_eq!(strings(&argo["apiVersions"]), ["v1alpha1"]);
-    assert!(pods.get("matchConditions").is_none(), "the Pod webhook is Ignore");
+    assert!(
+        pods.get("matchConditions").is_none(),
+        "the Pod webhook is Ignore"
+    );
 }
 
 /// The CEL expression of the workload webhook's one matchCondition, squeezed of whitespace.
@@ -250,7 +253,10 @@ fn nothing_a_controller_creates_waits_on_the_fail_webhook() {
         }
         let null_check = cel.find("object != null").unwrap();
         let first_read = cel.find("object.metadata").unwrap();
-        assert!(null_check < first_read, "null checked before it is read: {cel}");
+        assert!(
+            null_check < first_read,
+            "null checked before it is read: {cel}"
+        );
         // The kinds a person applies are still matched, still under Fail.
         for resource in ["deployments", "statefulsets", "daemonsets", "cronjobs"] {
             assert!(!cel.contains(resource), "{resource} skipped: {cel}");
