@@ -16,7 +16,10 @@ use serde_json::Value;
 
 use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
-use crate::inject::{Object, Operation, Outcome, Plan, Request, ReviewError, Settings, Workload};
+use crate::inject::{
+    MAX_WARNING_CHARS, Object, Operation, Outcome, Plan, Request, ReviewError, Settings,
+    WARNING_PREFIX, Workload, quoted,
+};
 
 /// Why `inject` could not do its job.
 #[derive(Debug, thiserror::Error)]
@@ -208,9 +211,14 @@ fn inject_object(
         // A typo (`kind: Deploymnet`, `apps/v2`) would pass unchecked: say so when the object
         // carries pods, as the kinds the webhook checks do.
         if carries_pods(object) {
+            let said = format!(
+                "{WARNING_PREFIX}{} {} is not a kind reload-injector checks; left as it is",
+                quoted(api_version),
+                quoted(&kind)
+            );
+            out.warnings.push(format!("{label}: {}", fit(&said)));
             out.warnings.push(format!(
-                "{label}: reload-injector: {api_version} {kind} is not a kind reload-injector checks; \
-                 left as it is. It knows: {}",
+                "{label}: {WARNING_PREFIX}kinds it checks: {}",
                 Workload::KNOWN.join(", ")
             ));
         }
@@ -270,6 +278,16 @@ fn inject_object(
         )),
     }
     Ok(())
+}
+
+/// `line`, cut to [`MAX_WARNING_CHARS`] characters (the last one `…`) if it is longer.
+fn fit(line: &str) -> String {
+    if line.chars().count() <= MAX_WARNING_CHARS {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(MAX_WARNING_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// Whether an object has a pod spec or pod template where workloads keep theirs.

@@ -91,9 +91,12 @@ fn an_unknown_kind_is_named_with_the_kinds_that_are_known() {
     let got = run(&repo().join(DIR).join("unknown-kind.yaml"));
     assert!(got.contains("exit: 0"), "{got}");
     assert!(
-        got.contains("Deploymnet/web: reload-injector: apps/v1 Deploymnet is not a kind"),
+        got.contains(r#"Deploymnet/web: reload-injector: "apps/v1" "Deploymnet" is not a kind"#),
         "{got}"
     );
-    assert!(got.contains("apps/v1 Deployment"), "{got}");
+    assert!(
+        got.contains("kinds it checks: Pod, Deployment, StatefulSet,"),
+        "{got}"
+    );
     assert!(!got.contains("Service/web: reload-injector"), "{got}");
 }

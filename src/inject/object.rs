@@ -32,16 +32,16 @@ impl Workload {
         }
     }
 
-    /// The kinds [`Workload::classify`] knows, as `apiVersion kind`, for messages.
+    /// The kinds [`Workload::classify`] knows, for messages (their API groups are in the README).
     pub const KNOWN: [&'static str; 8] = [
-        "v1 Pod",
-        "apps/v1 Deployment",
-        "apps/v1 StatefulSet",
-        "apps/v1 DaemonSet",
-        "apps/v1 ReplicaSet",
-        "batch/v1 Job",
-        "batch/v1 CronJob",
-        "argoproj.io/v1alpha1 Rollout",
+        "Pod",
+        "Deployment",
+        "StatefulSet",
+        "DaemonSet",
+        "ReplicaSet",
+        "Job",
+        "CronJob",
+        "Rollout",
     ];
 
     /// JSON pointer of the pod (template) holding `metadata` and `spec`.
