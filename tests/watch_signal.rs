@@ -300,6 +300,7 @@ fn a_target_that_dies_of_the_signal_is_a_failed_reload_and_the_next_change_reach
         .collect();
     assert_eq!(errors.len(), 1, "one error line: {errors:?}");
     let message = errors[0]["message"].as_str().unwrap_or_default();
+    println!("the error line: {message}");
     for part in ["reload failed", "sleep[", "SIGHUP", "on-change: restart"] {
         assert!(message.contains(part), "{part} not in {message}");
     }
