@@ -625,3 +625,43 @@ fn waves_wait_for_each_wave_to_settle_ready() {
         "three waves of one Pod need two settle times: {took:?}"
     );
 }
+
+#[test]
+fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade_but_a_change_does() {
+    let cluster = Cluster::new("upgrade");
+    let env = Cluster::config_map("web-env", &[("upstream", "http://a")]);
+    let site = Cluster::config_map("site", &[("app.yaml", "one")]);
+    cluster.put(&env);
+    cluster.put(&site);
+    // The JVM of the issue, reading env and mounting `site`. An earlier version stamped the hash
+    // over env alone (and gave the Pods a SIGHUP sidecar).
+    let env_only = env_deployment("web", "web-env", "upstream");
+    let before = cluster.expected_hash(&env_only, std::slice::from_ref(&env));
+    let mut web = env_only.clone();
+    let container = &mut web["spec"]["template"]["spec"]["containers"][0];
+    container["command"] = json!(["java", "-jar", "/app.jar"]);
+    container["volumeMounts"] = json!([{"name": "site", "mountPath": "/config"}]);
+    web["spec"]["template"]["spec"]["volumes"] =
+        json!([{"name": "site", "configMap": {"name": "site"}}]);
+    web["spec"]["template"]["metadata"]["annotations"] =
+        json!({"reload-injector.io/config-hash": before});
+    cluster.put(&web);
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    std::thread::sleep(QUIET);
+    assert!(
+        cluster.patches().is_empty(),
+        "upgrading rolled: {:?}",
+        cluster.patches()
+    );
+
+    // A change of the mounted ConfigMap now rolls the JVM (it gets no signal).
+    let site2 = Cluster::config_map("site", &[("app.yaml", "two")]);
+    cluster.put(&site2);
+    let mut stamped = web.clone();
+    stamped["spec"]["template"]["metadata"]["annotations"] = json!({});
+    let want = cluster.expected_hash(&stamped, &[env, site2]);
+    cluster.wait_hash("web", &want, PATIENCE);
+    std::thread::sleep(QUIET);
+    assert_eq!(deployment_patches(&cluster), 1);
+}
