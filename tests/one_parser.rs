@@ -144,6 +144,10 @@ fn values() -> impl Strategy<Value = String> {
             "ftp://x/",
             "http://user@host/",
             "127.0.0.1/reload",
+            // Found by this test: a value the sidecar's command line reads as a flag.
+            "-0",
+            "--help",
+            "-bash",
         ])
         .prop_map(str::to_owned),
         "[ -~]{0,24}",

@@ -151,11 +151,12 @@ pub fn parse_signal(text: &str) -> Result<ReloadSignal, ValueError> {
     Err(ValueError::UnknownSignal(text.to_owned()))
 }
 
-/// A process name: one word, no `/`, no whitespace or control characters, at most 255 bytes.
-/// Returned trimmed.
+/// A process name: one word, no `/`, no whitespace or control characters, at most 255 bytes,
+/// not starting with `-` (the sidecar's command line would read it as a flag). Returned trimmed.
 pub fn parse_process(text: &str) -> Result<&str, ValueError> {
     let name = text.trim();
     let good = !name.is_empty()
+        && !name.starts_with('-')
         && name.len() <= 255
         && !name.contains('/')
         && !name.chars().any(|c| c.is_whitespace() || c.is_control());
@@ -303,7 +304,7 @@ mod tests {
     fn process_names_are_single_words() {
         assert_eq!(parse_process(" nginx "), Ok("nginx"));
         assert_eq!(parse_process("fluent-bit"), Ok("fluent-bit"));
-        for bad in ["", " ", "/usr/sbin/nginx", "a b", "x\u{1b}"] {
+        for bad in ["", " ", "/usr/sbin/nginx", "a b", "x\u{1b}", "-0", "--help"] {
             assert!(parse_process(bad).is_err(), "{bad:?}");
         }
     }
