@@ -129,6 +129,12 @@ fn webhook_configuration_is_safe() {
 }
 
 #[test]
+fn nothing_a_controller_creates_waits_on_the_fail_webhook() {
+    // assert_safe checks the Fail webhook's matchCondition; the overlay keeps it too.
+    webhook_safety::assert_safe(&cert_manager(), NAMESPACE, &[]);
+}
+
+#[test]
 fn the_cluster_role_grants_on_rollouts_what_it_grants_on_deployments() {
     let role = base()
         .into_iter()
