@@ -48,8 +48,13 @@ impl Budget {
     /// rolled (CronJob) or Pods.
     pub fn of(kind: TargetKind, uid: &str, object: &Value) -> Option<Budget> {
         let (pointer, default) = match kind {
-            TargetKind::Deployment | TargetKind::Rollout => (
+            TargetKind::Deployment => (
                 "/spec/strategy/rollingUpdate/maxUnavailable",
+                MaxUnavailable::Percent(25),
+            ),
+            // A canary Rollout's own bound (a blue-green one has none: Argo's 25% default).
+            TargetKind::Rollout => (
+                "/spec/strategy/canary/maxUnavailable",
                 MaxUnavailable::Percent(25),
             ),
             TargetKind::StatefulSet | TargetKind::DaemonSet => (
@@ -108,8 +113,8 @@ pub fn default_wave_size(pods: usize) -> usize {
 }
 
 /// The workload that owns a Pod: its controller ownerReference, with a ReplicaSet read as the
-/// Deployment that made it (the ReplicaSet's name is the Deployment's plus `-` and the Pod's
-/// `pod-template-hash` label).
+/// Deployment or Argo Rollout that made it (the ReplicaSet's name is the workload's plus `-`
+/// and the Pod's `pod-template-hash`, or for a Rollout `rollouts-pod-template-hash`, label).
 pub fn owner_of(namespace: &Arc<str>, meta: &ObjectMeta) -> Option<Target> {
     let owner = meta
         .owner_references
@@ -119,12 +124,17 @@ pub fn owner_of(namespace: &Arc<str>, meta: &ObjectMeta) -> Option<Target> {
     let name = owner.name.as_str();
     let kind = match owner.kind.as_str() {
         "ReplicaSet" => {
-            let hash = meta.labels.as_ref()?.get("pod-template-hash")?;
-            let deployment = name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
+            // Argo Rollouts labels its ReplicaSets' Pods `rollouts-pod-template-hash`.
+            let labels = meta.labels.as_ref()?;
+            let (kind, hash) = match labels.get("rollouts-pod-template-hash") {
+                Some(hash) => (TargetKind::Rollout, hash),
+                None => (TargetKind::Deployment, labels.get("pod-template-hash")?),
+            };
+            let workload = name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
             return Some(Target {
-                kind: TargetKind::Deployment,
+                kind,
                 namespace: namespace.clone(),
-                name: deployment.into(),
+                name: workload.into(),
             });
         }
         "StatefulSet" => TargetKind::StatefulSet,

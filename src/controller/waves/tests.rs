@@ -99,6 +99,30 @@ fn a_pod_is_owned_by_the_deployment_of_its_replicaset() {
 }
 
 #[test]
+fn a_pod_of_an_argo_rollout_is_owned_by_the_rollout() {
+    let ns: Arc<str> = "shop".into();
+    let meta: ObjectMeta = serde_json::from_value(json!({
+        "labels": {"rollouts-pod-template-hash": "7c9d"},
+        "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9d", "uid": "2", "controller": true}
+        ]
+    }))
+    .unwrap();
+    let owner = owner_of(&ns, &meta).unwrap();
+    assert_eq!((owner.kind, &*owner.name), (TargetKind::Rollout, "web"));
+    let canary = json!({"spec": {"replicas": 8, "strategy": {"canary": {"maxUnavailable": 2}}}});
+    let budget = Budget::of(TargetKind::Rollout, "u", &canary).unwrap();
+    assert_eq!(budget.wave_size(8), 2);
+    let blue_green = json!({"spec": {"replicas": 8, "strategy": {"blueGreen": {}}}});
+    assert_eq!(
+        Budget::of(TargetKind::Rollout, "u", &blue_green)
+            .unwrap()
+            .wave_size(8),
+        2
+    );
+}
+
+#[test]
 fn readiness_is_read_from_the_ready_condition() {
     let with =
         |status: &str| json!({"status": {"conditions": [{"type": "Ready", "status": status}]}});
