@@ -46,3 +46,7 @@ fi
 # kube-controller-manager and kubectl built from Debian's kubernetes source package, etcd from
 # apt; cached outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
 scripts/install-kube-test-binaries.sh >/dev/null
+
+# The runtime half of the node tests (tests/e2e_node.rs): containerd, runc, the CNI plugins,
+# iptables, and what the local images are built from (nginx-light, busybox-static, gcc).
+scripts/install-node-deps.sh

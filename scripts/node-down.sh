@@ -59,7 +59,7 @@ done
 # A shim whose state is gone still names the node's socket on its command line.
 for cmdline in /proc/[0-9]*/cmdline; do
     pid=${cmdline#/proc/}; pid=${pid%/cmdline}
-    tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF -- "-address $RUN_DIR/" && kill_pid "$pid" "-address $RUN_DIR/"
+    { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -qF -- "-address $RUN_DIR/" && kill_pid "$pid" "-address $RUN_DIR/"
 done
 
 # 3. Mounts under the node's directories (netns, rootfs overlays, volumes), deepest first.

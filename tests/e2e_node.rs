@@ -1,0 +1,176 @@
+//! End to end on a real node: the control plane of `cluster_support`, plus kube-scheduler, a
+//! kubelet, containerd, runc and the CNI bridge (`cluster_support::node`), running the
+//! product's own image, real nginx and a pause image built locally. The product is installed
+//! as docs/install.md says, and the promise is checked where a real kubelet decides it: a
+//! config edit reaches the running app.
+
+mod cluster_support;
+
+use std::time::{Duration, Instant};
+
+use cluster_support::install::OWN;
+use cluster_support::node::install::NodeInstall;
+use cluster_support::node::pods::{Writer, http_get, nginx_deployment, p50_max, site};
+use cluster_support::node::{GATEWAY, NODE, Node, SUBNET};
+use cluster_support::objects::config_map;
+use serde_json::{Value, json};
+
+/// Whether `ip` is in [`SUBNET`] (a /24).
+fn in_subnet(ip: &str) -> bool {
+    let prefix = SUBNET.trim_end_matches("0/24");
+    ip.starts_with(prefix) && ip != GATEWAY
+}
+
+#[test]
+fn the_node_runs_real_pods_on_the_bridge() {
+    let node = Node::shared();
+    let cluster = node.cluster;
+    let ns = cluster.namespace("plain", false);
+    cluster
+        .apply(
+            &ns,
+            &config_map("site", &[("default.conf", &site("hello from nginx"))]),
+        )
+        .ok
+        .then_some(())
+        .expect("ConfigMap refused");
+    let out = cluster.apply(
+        &ns,
+        &nginx_deployment(node, "web", "site", json!({}), json!({})),
+    );
+    assert!(out.ok, "{}", out.stderr);
+    let pods = node.running_pods(&ns, "web", 1);
+    let pod = &pods[0];
+    assert_eq!(pod["spec"]["nodeName"], NODE);
+    let ip = pod["status"]["podIP"].as_str().unwrap();
+    assert!(in_subnet(ip), "Pod address {ip} is not in {SUBNET}");
+    assert_eq!(http_get(ip, 8080).as_deref(), Some("hello from nginx\n"));
+    // Not opted in: no sidecar.
+    let names: Vec<&str> = pod["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["app"]);
+    eprintln!(
+        "node start: {:.1} s (kubelet to Ready {:.1} s)",
+        node.started.total.as_secs_f64(),
+        node.started.kubelet_to_ready.as_secs_f64()
+    );
+}
+
+#[test]
+fn the_install_runs_serve_as_two_pods_behind_its_service() {
+    let install = NodeInstall::shared();
+    let cluster = install.node.cluster;
+    let pods = install.serve_pods();
+    assert_eq!(pods.len(), 2, "{}", install.applied);
+    for pod in &pods {
+        assert_eq!(pod["spec"]["nodeName"], NODE);
+        assert_eq!(pod["spec"]["serviceAccountName"], OWN);
+        let statuses = pod["status"]["containerStatuses"].as_array().unwrap();
+        assert!(statuses.iter().all(|s| s["ready"] == true), "{statuses:?}");
+        assert!(in_subnet(pod["status"]["podIP"].as_str().unwrap()));
+    }
+    let pdb = cluster.get(OWN, "pdb", "reload-injector");
+    assert_eq!(pdb["status"]["currentHealthy"], 2, "{pdb}");
+    // The Service has both Pods as endpoints, and the API server calls them through it: a Pod
+    // created in an opted-in namespace gets the sidecar (the Pod webhook is `Ignore`, so its
+    // sidecar is the proof that the call went through).
+    let ns = cluster.namespace("install", true);
+    assert!(
+        cluster
+            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
+            .ok
+    );
+    let out = cluster.apply(
+        &ns,
+        &nginx_deployment(install.node, "web", "site", json!({}), json!({})),
+    );
+    assert!(out.ok, "{}", out.stderr);
+    let pods = install.node.running_pods(&ns, "web", 1);
+    assert!(has_sidecar(&pods[0]), "{}", pods[0]);
+}
+
+fn has_sidecar(pod: &Value) -> bool {
+    let in_list = |list: &Value| {
+        list.as_array()
+            .is_some_and(|l| l.iter().any(|c| c["name"] == "config-reloader"))
+    };
+    in_list(&pod["spec"]["initContainers"]) || in_list(&pod["spec"]["containers"])
+}
+
+/// Edits the ConfigMap `edits` times and measures, for each, the time from the API write to
+/// nginx answering with the new content.
+fn measure(node: &Node, ns: &str, ip: &str, edits: usize, limit: Duration) -> Vec<Duration> {
+    let writer = Writer::new(node);
+    (1..=edits)
+        .map(|i| {
+            let body = format!("edit {i} at {:?}", Instant::now());
+            let since = writer.set("configmap", ns, "site", "default.conf", &site(&body));
+            let took = Node::await_body(ip, &format!("{body}\n"), since, limit)
+                .unwrap_or_else(|| panic!("edit {i} did not reach nginx within {limit:?}"));
+            std::thread::sleep(Duration::from_millis(300));
+            took
+        })
+        .collect()
+}
+
+#[test]
+fn a_mounted_config_edit_reaches_nginx_in_about_a_second_without_a_rollout() {
+    let install = NodeInstall::shared();
+    let node = install.node;
+    let cluster = node.cluster;
+    let ns = cluster.namespace("fresh", true);
+    assert!(
+        cluster
+            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
+            .ok
+    );
+    assert!(
+        cluster
+            .apply(
+                &ns,
+                &nginx_deployment(node, "web", "site", json!({}), json!({}))
+            )
+            .ok
+    );
+    let pod = node.running_pods(&ns, "web", 1).remove(0);
+    let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
+    assert_eq!(http_get(&ip, 8080).as_deref(), Some("v0\n"));
+
+    let samples = measure(node, &ns, &ip, 10, Duration::from_secs(120));
+    let (p50, max) = p50_max(&samples);
+    eprintln!(
+        "freshness (a) with the mounted-config-hash refresh, {} edits: p50 {:.2} s, max {:.2} s; all {samples:.2?}",
+        samples.len(),
+        p50.as_secs_f64(),
+        max.as_secs_f64()
+    );
+    std::fs::write(
+        node.dir.join("freshness-a"),
+        format!("p50 {p50:?} max {max:?} samples {samples:?}\n"),
+    )
+    .unwrap();
+
+    // The sidecar reloaded nginx with a signal each time, and nothing rolled.
+    let log = node.logs(&ns, &name, "config-reloader");
+    let reloads = log.lines().filter(|l| l.contains("reloaded")).count();
+    assert!(reloads >= 10, "{reloads} reloads logged:\n{log}");
+    let after = node.running_pods(&ns, "web", 1).remove(0);
+    assert_eq!(
+        after["metadata"]["name"],
+        name.as_str(),
+        "the Pod was replaced"
+    );
+    let restarts: Vec<&Value> = after["status"]["containerStatuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["restartCount"])
+        .collect();
+    assert!(restarts.iter().all(|r| *r == 0), "{restarts:?}");
+    assert_eq!(cluster.list(&ns, "replicasets").len(), 1);
+}
