@@ -118,6 +118,11 @@ impl Node {
     /// Starts the node on `cluster` and returns once it is Ready.
     pub fn start(cluster: &'static Cluster) -> Node {
         let begin = Instant::now();
+        // The previous test binary's watchdog may still be removing its node.
+        let gone = Instant::now() + Duration::from_secs(30);
+        while host::bridge_exists() && Instant::now() < gone {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         assert!(
             !host::bridge_exists(),
             "the bridge {BRIDGE} exists already: another node runs (scripts/dev-cluster.sh?) \
