@@ -6,6 +6,7 @@
 
 mod cluster_support;
 
+use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use cluster_support::install::OWN;
@@ -14,6 +15,10 @@ use cluster_support::node::pods::{Writer, http_get, nginx_deployment, p50_max, s
 use cluster_support::node::{GATEWAY, NODE, Node, SUBNET};
 use cluster_support::objects::config_map;
 use serde_json::{Value, json};
+
+/// Tests that need the rollout controller on hold this for reading; the measurement with the
+/// controller's refresh turned off holds it for writing.
+static CONTROLLER: RwLock<()> = RwLock::new(());
 
 /// Whether `ip` is in [`SUBNET`] (a /24).
 fn in_subnet(ip: &str) -> bool {
@@ -120,6 +125,7 @@ fn measure(node: &Node, ns: &str, ip: &str, edits: usize, limit: Duration) -> Ve
 #[test]
 fn a_mounted_config_edit_reaches_nginx_in_about_a_second_without_a_rollout() {
     let install = NodeInstall::shared();
+    let _on = CONTROLLER.read().unwrap_or_else(|e| e.into_inner());
     let node = install.node;
     let cluster = node.cluster;
     let ns = cluster.namespace("fresh", true);
@@ -173,4 +179,92 @@ fn a_mounted_config_edit_reaches_nginx_in_about_a_second_without_a_rollout() {
         .collect();
     assert!(restarts.iter().all(|r| *r == 0), "{restarts:?}");
     assert_eq!(cluster.list(&ns, "replicasets").len(), 1);
+}
+
+/// Sets (`Some`) or removes (`None`) an environment variable of `serve`'s Deployment and waits
+/// for the rollout of its Pods.
+fn set_serve_env(install: &NodeInstall, name: &str, value: Option<&str>) {
+    let assignment = match value {
+        Some(value) => format!("{name}={value}"),
+        None => format!("{name}-"),
+    };
+    install
+        .node
+        .cluster
+        .kubectl(&[
+            "set",
+            "env",
+            "deployment/reload-injector",
+            "-n",
+            OWN,
+            &assignment,
+        ])
+        .run();
+    install.wait_rolled_out();
+}
+
+#[test]
+fn without_the_refresh_a_mounted_config_edit_waits_for_the_kubelets_periodic_sync() {
+    let install = NodeInstall::shared();
+    let _off = CONTROLLER.write().unwrap_or_else(|e| e.into_inner());
+    let node = install.node;
+    let cluster = node.cluster;
+    set_serve_env(install, "RELOAD_INJECTOR_ROLLOUTS", Some("false"));
+    // Ten Pods, each with its own ConfigMap, edited together: each Pod's periodic sync runs on
+    // its own timer, so the ten samples are independent and take one sync period in all.
+    let ns = cluster.namespace("slow", true);
+    let apps: Vec<String> = (0..10).map(|i| format!("web-{i}")).collect();
+    for app in &apps {
+        assert!(
+            cluster
+                .apply(&ns, &config_map(app, &[("default.conf", &site("v0"))]))
+                .ok
+        );
+        let out = cluster.apply(&ns, &nginx_deployment(node, app, app, json!({}), json!({})));
+        assert!(out.ok, "{}", out.stderr);
+    }
+    let ips: Vec<String> = apps
+        .iter()
+        .map(|app| {
+            node.running_pods(&ns, app, 1)[0]["status"]["podIP"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let writer = Writer::new(node);
+    let handles: Vec<_> = apps
+        .iter()
+        .zip(&ips)
+        .map(|(app, ip)| {
+            let since = writer.set("configmap", &ns, app, "default.conf", &site("v1"));
+            let ip = ip.clone();
+            std::thread::spawn(move || {
+                Node::await_body(&ip, "v1\n", since, Duration::from_secs(240))
+            })
+        })
+        .collect();
+    let samples: Vec<Duration> = handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap()
+                .expect("an edit did not reach nginx within 240 s")
+        })
+        .collect();
+    set_serve_env(install, "RELOAD_INJECTOR_ROLLOUTS", None);
+    let (p50, max) = p50_max(&samples);
+    eprintln!(
+        "freshness (b) without the refresh (the kubelet's periodic sync), {} edits: p50 {:.2} s, max {:.2} s; all {samples:.2?}",
+        samples.len(),
+        p50.as_secs_f64(),
+        max.as_secs_f64()
+    );
+    std::fs::write(
+        node.dir.join("freshness-b"),
+        format!("p50 {p50:?} max {max:?} samples {samples:?}\n"),
+    )
+    .unwrap();
+    // What the refresh is for: the periodic sync is at least tens of seconds.
+    assert!(p50 > Duration::from_secs(10), "{samples:?}");
 }
