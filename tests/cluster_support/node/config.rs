@@ -92,7 +92,9 @@ pub struct KubeletPorts {
 /// The KubeletConfiguration. Defaults stay where a user's node has them (`syncFrequency`
 /// 1 min, `Watch` ConfigMap and Secret change detection); what differs is what this machine
 /// needs: cgroup v1 (`failCgroupV1: false`), the cgroupfs driver under our own cgroup root,
-/// no swap check, and eviction and image GC that never remove the images we imported. The
+/// no swap check, and eviction and image GC that never remove the images we imported nor
+/// evict Pods because other builds filled the shared disk (with the default thresholds the
+/// kubelet evicted every Pod for `ephemeral-storage` when the disk reached 100%). The
 /// API server calls it without credentials (anonymous, `AlwaysAllow`), on the gateway address
 /// only.
 pub fn kubelet(socket: &Path, cgroup_root: &str, dir: &Path, ports: &KubeletPorts) -> String {
@@ -124,8 +126,10 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: "1Mi"
-  nodefs.available: "1%"
-  imagefs.available: "1%"
+  nodefs.available: "1Mi"
+  imagefs.available: "1Mi"
+  nodefs.inodesFree: "1"
+  imagefs.inodesFree: "1"
 serializeImagePulls: false
 maxPods: 30
 "#,

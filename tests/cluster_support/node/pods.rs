@@ -204,3 +204,38 @@ pub fn p50_max(samples: &[Duration]) -> (Duration, Duration) {
     sorted.sort();
     (sorted[sorted.len() / 2], *sorted.last().unwrap())
 }
+
+impl Node {
+    /// The host PID of a running container of `pod` (from its `containerID` and containerd's
+    /// task list): `/proc/PID/root` is the container's own view of its files.
+    pub fn container_pid(&self, pod: &Value, container: &str) -> u32 {
+        let statuses = [
+            &pod["status"]["containerStatuses"],
+            &pod["status"]["initContainerStatuses"],
+        ];
+        let id = statuses
+            .iter()
+            .filter_map(|s| s.as_array())
+            .flatten()
+            .find(|s| s["name"] == container)
+            .and_then(|s| s["containerID"].as_str())
+            .and_then(|id| id.strip_prefix("containerd://"))
+            .unwrap_or_else(|| panic!("no running container {container} in {pod}"))
+            .to_owned();
+        let tasks = super::images::ctr(&self.socket, &["tasks", "ls"]);
+        tasks
+            .lines()
+            .find_map(|l| {
+                let mut words = l.split_whitespace();
+                (words.next() == Some(id.as_str())).then(|| words.next()?.parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("containerd runs no task {id}:\n{tasks}"))
+    }
+
+    /// `kubectl exec POD -c CONTAINER -- ARGS…`'s stdout.
+    pub fn exec(&self, ns: &str, pod: &str, container: &str, args: &[&str]) -> String {
+        let mut all = vec!["exec", "-n", ns, pod, "-c", container, "--"];
+        all.extend_from_slice(args);
+        self.cluster.kubectl(&all).run().stdout
+    }
+}
