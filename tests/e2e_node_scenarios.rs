@@ -15,7 +15,7 @@ use cluster_support::node::Node;
 use cluster_support::node::install::NodeInstall;
 use cluster_support::node::pods::{Writer, http_get, merge, nginx_deployment, site};
 use cluster_support::objects::{config_map, secret};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const TOKEN_DIR: &str = "var/run/secrets/kubernetes.io/serviceaccount";
 

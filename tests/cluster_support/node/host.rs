@@ -102,6 +102,8 @@ pub fn record(dir: &Path, run: &Path, state: &Path, names: &HostNames) {
 /// on the terminal does not reach it) and returns the pipe to its stdin: kept open for the
 /// test binary's life, it closes when the binary exits, however it exits, and the watchdog
 /// then removes the node.
+// Never waited for, on purpose: it must outlive the test binary to clean up after it.
+#[allow(clippy::zombie_processes)]
 pub fn watchdog(dir: &Path) -> ChildStdin {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node-down.sh");
     let log =
