@@ -9,6 +9,7 @@
 # - nginx: Debian's nginx-light binary with the libraries it links, busybox-static as its
 #   shell and tools, and scripts/test-images/nginx.conf (serves /etc/nginx/conf.d/*.conf,
 #   reloads on SIGHUP);
+#   nginx-nonroot is the same with `USER 101:101`;
 # - pause: scripts/test-images/pause.c, built with `gcc -static`.
 #
 # Each image is one uncompressed layer written deterministically (sorted, owner 0, mtime 0), so
@@ -119,6 +120,9 @@ build_nginx() {
     install -d -m 0755 "$rootfs/etc/nginx/conf.d"
     install -d -m 1777 "$rootfs/var/lib/nginx" "$rootfs/var/log/nginx" "$rootfs/run"
     pack nginx "$rootfs" '{"Entrypoint":["/usr/sbin/nginx"],"Env":["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}'
+    # The same files with a non-root USER of the image's own, which a Pod does not state: the
+    # case the README says may end in EPERM.
+    pack nginx-nonroot "$rootfs" '{"Entrypoint":["/usr/sbin/nginx"],"User":"101:101","Env":["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}'
 }
 
 build_pause() {

@@ -325,3 +325,48 @@ fn status_shows_the_sidecars_real_reload_lines() {
         "status shows no reload line:\n{out}"
     );
 }
+
+#[test]
+fn an_app_whose_image_user_the_pod_does_not_state_ends_in_eperm_with_the_readmes_words() {
+    let install = NodeInstall::shared();
+    let node = install.node;
+    let cluster = node.cluster;
+    let ns = cluster.namespace("eperm", true);
+    assert!(
+        cluster
+            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
+            .ok
+    );
+    let pod_spec = json!({"securityContext": {"runAsNonRoot": true}});
+    let container = json!({"image": node.images.nginx_nonroot});
+    let out = cluster.apply(
+        &ns,
+        &nginx_deployment(node, "web", "site", pod_spec, container),
+    );
+    assert!(out.ok, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("reloads may fail with EPERM"),
+        "no README warning at admission: {}",
+        out.stderr
+    );
+    let pod = node.running_pods(&ns, "web", 1).remove(0);
+    let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    Writer::new(node).set("configmap", &ns, "site", "default.conf", &site("v1"));
+    let log = cluster.wait_for("the sidecar to log EPERM", Duration::from_secs(120), || {
+        let log = node.logs(&ns, &name, "config-reloader");
+        log.contains("permission denied").then_some(log)
+    });
+    // The README's fix, in the sidecar's words.
+    assert!(log.contains("runAsUser"), "{log}");
+    let status = Command::new(env!("CARGO_BIN_EXE_reload-injector"))
+        .args(["status", "deploy/web", "-n", &ns])
+        .arg(format!("--kubeconfig={}", cluster.kubeconfig.display()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("set `runAsUser`"),
+        "status does not give the README's fix:\n{text}"
+    );
+    assert_eq!(status.status.code(), Some(1), "a finding: {text}");
+}

@@ -14,6 +14,8 @@ pub struct Images {
     pub product: String,
     /// Real nginx from Debian (`reload-injector.test/nginx:<content>`).
     pub nginx: String,
+    /// The same with a non-root `USER 101:101` in the image.
+    pub nginx_nonroot: String,
     /// The sandboxes' pause image.
     pub pause: String,
     /// The tarballs, for the image test.
@@ -21,7 +23,7 @@ pub struct Images {
 }
 
 impl Images {
-    /// Builds (or finds in the cache) the three images; panics with the script's output
+    /// Builds (or finds in the cache) the images; panics with the script's output
     /// when it fails.
     pub fn build(logs: &Path) -> Images {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-test-images.sh");
@@ -53,6 +55,7 @@ impl Images {
         Images {
             product: get("product"),
             nginx: get("nginx"),
+            nginx_nonroot: get("nginx-nonroot"),
             pause: get("pause"),
             tarballs,
         }
