@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
-# Provides the real Kubernetes control plane that the end-to-end tests (tests/e2e_*.rs) run
-# against: kube-apiserver and kube-controller-manager v1.20.2, built from Debian bookworm's
-# `kubernetes` source package, and etcd from Debian's etcd-server package.
+# Provides the real Kubernetes that the end-to-end tests (tests/e2e_*.rs) and
+# scripts/dev-cluster.sh run, built from the Go module proxy:
 #
-# The binaries are cached outside the clone, in $RELOAD_INJECTOR_KUBE_CACHE (default
-# ~/.cache/reload-injector/kube-v1.20.2), so a warm machine pays nothing and a fresh clone
-# reuses them. If KUBEBUILDER_ASSETS names a directory that holds kube-apiserver and etcd
+# - the current release, v1.37.2: kube-apiserver, kube-controller-manager, kube-scheduler,
+#   kubelet and kubectl;
+# - the oldest release we claim, v1.35.4: kube-apiserver, kube-controller-manager and kubectl;
+# - etcd v3.6.16, from its own Go module, for both.
+#
+# Each version builds through a small module of ours, scripts/kube-build/vVERSION/go.mod, that
+# requires k8s.io/kubernetes and pins every k8s.io staging module at v0.MINOR.PATCH; its
+# committed go.sum is what we trust. The version is stamped with -ldflags, as upstream's
+# hack/lib/version.sh does, so /version and `kubectl version` tell the truth.
+#
+# The binaries are cached outside the clone, keyed by version:
+# $RELOAD_INJECTOR_KUBE_CACHE_ROOT (default ~/.cache/reload-injector)/kube-vVERSION/. A warm
+# machine pays nothing. If KUBEBUILDER_ASSETS names a directory holding kube-apiserver and etcd
 # (the envtest convention), those are used instead and nothing is built.
 #
-# Prints the directory that holds the binaries on its last line of output (stdout).
-# Every failure names the step that failed. Needs root for apt-get on a machine without the
-# build packages.
+#   scripts/install-kube-test-binaries.sh            # every version the tests run
+#   scripts/install-kube-test-binaries.sh 1.37.2     # one version
+#
+# Prints each version's directory on its own line of stdout. Every failure names its step.
 set -euo pipefail
 
-version=1.20.2
-deb_version="1.20.5+really${version}-1.1+deb12u1"
-orig="kubernetes_1.20.5+really${version}.orig.tar.gz"
-orig_sha256=b83c0780efb182d928dc63d46488a847f161f04e40a94b96bf5247dd671ecdfc
-cache="${RELOAD_INJECTOR_KUBE_CACHE:-${HOME:-/root}/.cache/reload-injector/kube-v${version}}"
+here="$(cd "$(dirname "$0")" && pwd)"
+modules="$here/kube-build"
+current=1.37.2
+floor=1.35.4
+etcd_version=3.6.16
+root="${RELOAD_INJECTOR_KUBE_CACHE_ROOT:-${HOME:-/root}/.cache/reload-injector}"
 
 say() { echo "install-kube-test-binaries: $*" >&2; }
 fail() { say "FAILED at step '$1': $2"; exit 1; }
@@ -25,137 +36,79 @@ fail() { say "FAILED at step '$1': $2"; exit 1; }
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
     for bin in kube-apiserver etcd; do
         [ -x "$KUBEBUILDER_ASSETS/$bin" ] \
-            || fail "KUBEBUILDER_ASSETS" "$KUBEBUILDER_ASSETS/$bin is missing or not executable (unset KUBEBUILDER_ASSETS to build v$version)"
+            || fail "KUBEBUILDER_ASSETS" "$KUBEBUILDER_ASSETS/$bin is missing or not executable (unset KUBEBUILDER_ASSETS to build from the Go module proxy)"
     done
     say "using the binaries in KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
     echo "$KUBEBUILDER_ASSETS"
     exit 0
 fi
 
-have_all() {
-    [ -x "$cache/kube-apiserver" ] && [ -x "$cache/kube-controller-manager" ] \
-        && [ -x "$cache/etcd" ] && [ -x "$cache/kubectl" ]
-}
-if have_all; then
-    echo "$cache"
-    exit 0
-fi
+# The Go toolchain: the machine's, or (when a module's `go` line needs a newer one) the approved
+# toolchain that GOTOOLCHAIN fetches from the module proxy, and from nowhere else: `direct`
+# is dropped from GOPROXY, so no module and no toolchain comes from a VCS host.
+command -v go >/dev/null 2>&1 \
+    || fail "find go" "no 'go' on PATH: install Go 1.25 or newer (Debian: golang-go from bookworm-backports, or go.dev/dl)"
+proxy=$(go env GOPROXY | tr ',|' '\n\n' | grep -v -e '^direct$' -e '^off$' | paste -sd, -)
+[ -n "$proxy" ] || fail "read GOPROXY" "GOPROXY names no module proxy (it is '$(go env GOPROXY)'); set GOPROXY to one"
+export GOPROXY="$proxy" GOTOOLCHAIN=auto GOFLAGS=-mod=readonly GOWORK=off
 
-apt_updated=0
-apt_install() {
-    [ "$(id -u)" -eq 0 ] || fail "apt-get install $*" "need root; install the packages by hand, or point KUBEBUILDER_ASSETS at envtest binaries"
-    if [ "$apt_updated" -eq 0 ]; then
-        apt-get update -qq || fail "apt-get update" "the Debian package lists could not be fetched"
-        apt_updated=1
+# Builds the listed cmd/ binaries of one Kubernetes version into its cache directory.
+build_kube() {
+    local version=$1; shift
+    local cache="$root/kube-v$version" module="$modules/v$version" missing=() t
+    for t in "$@" etcd; do [ -x "$cache/$t" ] || missing+=("$t"); done
+    if [ ${#missing[@]} -eq 0 ]; then echo "$cache"; return; fi
+    [ -f "$module/go.sum" ] || fail "find the module for v$version" "$module/go.sum is missing (scripts/kube-build/new-version.sh $version writes it)"
+    mkdir -p "$cache" || fail "create the cache" "cannot create $cache"
+
+    local minor=${version#1.}; minor=${minor%%.*}
+    local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    local ldflags="-s -w" p
+    for p in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+        ldflags+=" -X $p.gitVersion=v$version -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+        ldflags+=" -X $p.gitTreeState=clean -X $p.gitCommit=module-k8s.io/kubernetes@v$version"
+        ldflags+=" -X $p.buildDate=$date"
+    done
+    local out; out=$(mktemp -d "$cache/.build.XXXXXX")
+    for t in "${missing[@]}"; do
+        [ "$t" = etcd ] && continue
+        say "v$version: go build k8s.io/kubernetes/cmd/$t (the first build of a version takes 10-20 minutes on 2 cores)"
+        # Upstream links the kubelet with cgo and everything else statically (hack/lib/golang.sh).
+        local cgo=0; [ "$t" = kubelet ] && cgo=1
+        (cd "$module" && CGO_ENABLED=$cgo go build -trimpath -ldflags "$ldflags" -o "$out/$t" "k8s.io/kubernetes/cmd/$t") \
+            || fail "go build k8s.io/kubernetes/cmd/$t v$version" "the Go build failed (see above); a download error means the module proxy ($GOPROXY) could not be reached"
+        mv "$out/$t" "$cache/$t" || fail "install $t" "cannot move it into $cache"
+    done
+    rmdir "$out" 2>/dev/null || true
+    if [ ! -x "$cache/etcd" ]; then
+        cp "$(build_etcd)" "$cache/etcd.tmp" && mv "$cache/etcd.tmp" "$cache/etcd" \
+            || fail "install etcd into $cache" "cannot copy it"
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null \
-        || fail "apt-get install $*" "see apt-get's message above"
+    "$cache/kube-apiserver" --version | grep -qx "Kubernetes v$version" \
+        || fail "check the version of v$version" "$cache/kube-apiserver --version does not say v$version"
+    say "v$version is in $cache"
+    echo "$cache"
 }
 
-mkdir -p "$cache" || fail "create the cache" "cannot create $cache"
+# etcd, from go.etcd.io/etcd/server/v3 (its main package is the `etcd` binary).
+build_etcd() {
+    local cache="$root/etcd-v$etcd_version" module="$modules/etcd-v$etcd_version"
+    if [ ! -x "$cache/etcd" ]; then
+        mkdir -p "$cache" || fail "create the cache" "cannot create $cache"
+        say "go build go.etcd.io/etcd/server/v3@v$etcd_version (about 2 minutes)"
+        (cd "$module" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$cache/etcd.tmp" go.etcd.io/etcd/server/v3) >&2 \
+            || fail "go build etcd v$etcd_version" "the Go build failed (see above)"
+        mv "$cache/etcd.tmp" "$cache/etcd"
+    fi
+    echo "$cache/etcd"
+}
 
-# etcd: Debian's etcd-server (3.4; Kubernetes 1.20 supports etcd 3.4).
-if [ ! -x "$cache/etcd" ]; then
-    [ -x /usr/bin/etcd ] || apt_install etcd-server
-    cp /usr/bin/etcd "$cache/etcd.tmp" && mv "$cache/etcd.tmp" "$cache/etcd" \
-        || fail "copy etcd" "cannot copy /usr/bin/etcd into $cache"
-fi
-
-if have_all; then
-    echo "$cache"
-    exit 0
-fi
-
-# The Go toolchain and the one vendored library that must be replaced (see below).
-go=/usr/lib/go-1.19/bin/go
-[ -x "$go" ] || apt_install golang-1.19-go
-reflect2=/usr/share/gocode/src/github.com/modern-go/reflect2
-[ -d "$reflect2" ] || apt_install golang-github-modern-go-reflect2-dev
-command -v dpkg-source >/dev/null 2>&1 || apt_install dpkg-dev
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/kube-build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-say "building kube-apiserver, kube-controller-manager and kubectl v$version in $work (about 6 minutes on 2 cores)"
-
-# The source: a private apt configuration with a deb-src line, so the system's lists are
-# untouched.
-apt_dir="$work/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$work/src"
-cat > "$apt_dir/sources.list" <<'EOF'
-deb-src http://deb.debian.org/debian bookworm main
-deb-src http://deb.debian.org/debian-security bookworm-security main
-EOF
-apt_private=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o APT::Sandbox::User=root
-    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache")
-apt-get "${apt_private[@]}" update -qq >&2 \
-    || fail "apt-get update (deb-src bookworm)" "Debian's source lists could not be fetched"
-(cd "$work/src" && apt-get "${apt_private[@]}" source --download-only "kubernetes=$deb_version" >&2 2>/dev/null) \
-    || fail "apt-get source kubernetes=$deb_version" "the source package could not be downloaded"
-echo "$orig_sha256  $work/src/$orig" | sha256sum --check --quiet \
-    || fail "check the tarball's sha256" "$orig does not have sha256 $orig_sha256"
-
-# GOPATH mode: the tree lives at $GOPATH/src/k8s.io/kubernetes and builds from vendor/.
-gopath="$work/gopath"
-tree="$gopath/src/k8s.io/kubernetes"
-mkdir -p "$gopath/src/k8s.io"
-tar -xzf "$work/src/$orig" -C "$gopath/src/k8s.io" || fail "unpack $orig" "tar failed"
-mv "$gopath/src/k8s.io/kubernetes-$version" "$tree" || fail "unpack $orig" "no kubernetes-$version directory in it"
-export GOPATH="$gopath" GO111MODULE=off GOPROXY=off GOFLAGS= CGO_ENABLED=0 \
-    GOCACHE="$work/gocache" PATH="$gopath/bin:$PATH"
-cd "$tree"
-
-# Fix-up 1: the vendored reflect2 1.0.1 crashes under Go >= 1.18 (fatal error: fault in
-# mapiterinit, on the first mutating-webhook patch); Debian ships 1.0.2.
-rm -rf vendor/github.com/modern-go/reflect2
-cp -r "$reflect2" vendor/github.com/modern-go/reflect2 || fail "replace reflect2" "cannot copy $reflect2"
-
-# Fix-up 2: the tarball lacks pkg/generated/openapi/zz_generated.openapi.go. Generate it with the
-# vendored openapi-gen from every package tagged +k8s:openapi-gen, as upstream's make does
-# (build/root/Makefile.generated_files: all Go directories, staging named as vendor/, minus
-# code-generator and sample-apiserver).
-"$go" build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen \
-    || fail "build openapi-gen" "go build failed"
-inputs=$(
-    find -H . \( -path ./_\* -o -path ./.\* -o -path ./vendor \) -prune -o -type f -name '*.go' -print \
-        | sed 's|^./staging/src|vendor|; s|^\./||' \
-        | grep -v -e '^vendor/k8s.io/code-generator/' -e '^vendor/k8s.io/sample-apiserver/' \
-        | while read -r f; do
-            real=${f/#vendor\/k8s.io/staging/src/k8s.io}
-            [ -f "$real" ] || real=$f
-            if grep -q '^// *+k8s:openapi-gen=' "$real"; then dirname "$f"; fi
-        done | LC_ALL=C sort -u | sed 's|^|k8s.io/kubernetes/|' | paste -sd, -
-)
-[ -n "$inputs" ] || fail "generate openapi" "found no package tagged +k8s:openapi-gen"
-"$work/openapi-gen" --logtostderr -i "$inputs" \
-    -p k8s.io/kubernetes/pkg/generated/openapi -O zz_generated.openapi \
-    -h vendor/k8s.io/code-generator/hack/boilerplate.go.txt \
-    -r "$work/openapi-violations.report" >&2 2>"$work/openapi-gen.log" \
-    || { tail -20 "$work/openapi-gen.log" >&2; fail "generate openapi" "openapi-gen failed"; }
-[ -s pkg/generated/openapi/zz_generated.openapi.go ] \
-    || fail "generate openapi" "openapi-gen wrote no pkg/generated/openapi/zz_generated.openapi.go"
-
-# The version the binaries report (/version), as upstream's hack/lib/version.sh stamps it.
-pkg_prefix=k8s.io/kubernetes/vendor/k8s.io
-ldflags="-s -w"
-for p in client-go/pkg/version component-base/version; do
-    ldflags+=" -X $pkg_prefix/$p.gitVersion=v$version -X $pkg_prefix/$p.gitMajor=1"
-    ldflags+=" -X $pkg_prefix/$p.gitMinor=20 -X $pkg_prefix/$p.gitTreeState=clean"
-    ldflags+=" -X $pkg_prefix/$p.gitCommit=debian-$deb_version"
-    ldflags+=" -X $pkg_prefix/$p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+versions=("$@")
+[ ${#versions[@]} -gt 0 ] || versions=("$current" "$floor")
+for v in "${versions[@]}"; do
+    case "$v" in
+        "$current") build_kube "$v" kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl ;;
+        "$floor") build_kube "$v" kube-apiserver kube-controller-manager kubectl ;;
+        *) fail "choose a version" "v$v is not one we build (we build $current and $floor)" ;;
+    esac
 done
-
-# kubectl is built from the same tree, so the client the tests drive matches the server.
-targets=(kube-apiserver kube-controller-manager kubectl)
-mkdir -p "$work/out"
-for t in "${targets[@]}"; do
-    say "go build ./cmd/$t"
-    "$go" build -ldflags "$ldflags" -o "$work/out/$t" "./cmd/$t" \
-        || fail "go build ./cmd/$t" "the Go build failed (see above)"
-done
-for t in "${targets[@]}"; do
-    mv "$work/out/$t" "$cache/$t" || fail "install $t" "cannot move it into $cache"
-done
-have_all || fail "check the cache" "$cache is still missing a binary"
-say "installed into $cache"
-echo "$cache"

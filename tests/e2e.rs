@@ -1,5 +1,5 @@
-//! End to end through a real kube-apiserver (v1.20 from the project's own build, or the
-//! binaries `KUBEBUILDER_ASSETS` names): the shipped manifests, `serve` as the shipped
+//! End to end through a real kube-apiserver (v1.37, or the floor version, from the project's
+//! own build; or the binaries `KUBEBUILDER_ASSETS` names): the shipped manifests, `serve` as the shipped
 //! ServiceAccount, and what a user sees through `kubectl`. One cluster and one `serve` for the
 //! whole file; each test works in its own namespace. See `tests/cluster_support`.
 
@@ -30,15 +30,9 @@ fn the_shipped_manifests_are_accepted_by_the_real_api_server() {
         .filter(|(_, out)| !out.ok)
         .map(|(name, out)| (name.as_str(), out.stderr.trim()))
         .collect();
-    let expected: Vec<&str> = if install.cluster.assets.minor < 21 {
-        // policy/v1 PodDisruptionBudget is served from 1.21 on.
-        vec!["PodDisruptionBudget/reload-injector"]
-    } else {
-        vec![]
-    };
-    assert_eq!(
-        refused.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
-        expected,
+    // Everything, the policy/v1 PodDisruptionBudget included, is accepted unchanged.
+    assert!(
+        refused.is_empty(),
         "objects the API server refused: {refused:#?}"
     );
     assert_eq!(install.applied.objects.len(), install.applied.shipped.len());
@@ -461,36 +455,4 @@ fn serve_runs_as_the_shipped_service_account_and_is_never_refused() {
         used.iter().any(|u| u.starts_with("patch apps/deployments")),
         "the re-stamp went through as {user}: {used:?}"
     );
-}
-
-#[test]
-fn a_kind_the_server_does_not_serve_is_named_once_and_blocks_nothing() {
-    let install = Install::shared();
-    // The install waited for /readyz: the view synced without the missing kinds.
-    assert_eq!(install.serve.get("/readyz").0, 200);
-    if install.cluster.assets.minor >= 21 {
-        return; // batch/v1 CronJob is served: nothing is missing to name.
-    }
-    std::thread::sleep(Duration::from_secs(1));
-    let lines: Vec<String> = install
-        .serve
-        .log_lines()
-        .iter()
-        .filter_map(|l| l["message"].as_str().map(str::to_owned))
-        .filter(|m| m.contains("CronJob"))
-        .collect();
-    assert_eq!(
-        lines,
-        vec![
-            "CronJob is not served by this API server (it needs batch/v1 cronjobs); not watched until it is"
-        ],
-        "exactly one line names the missing kind"
-    );
-    let failures = install
-        .serve
-        .log_lines()
-        .iter()
-        .filter(|l| l["message"] == "watch failed; retrying")
-        .count();
-    assert_eq!(failures, 0, "no watch fails in a loop");
 }

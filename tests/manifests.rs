@@ -125,88 +125,13 @@ fn strings(value: &Value) -> Vec<&str> {
 
 #[test]
 fn webhook_configuration_is_safe() {
-    let hooks = webhooks(&base());
-    assert_eq!(hooks.len(), 2);
-    for hook in &hooks {
-        let name = hook["name"].as_str().unwrap();
-        assert_eq!(strings(&hook["admissionReviewVersions"]), ["v1"], "{name}");
-        assert_eq!(hook["sideEffects"], "None", "{name}");
-        assert_eq!(hook["reinvocationPolicy"], "IfNeeded", "{name}");
-        assert_eq!(hook["matchPolicy"], "Equivalent", "{name}");
-        let timeout = hook["timeoutSeconds"].as_u64().expect("explicit timeout");
-        assert!((1..=10).contains(&timeout), "{name}: timeout {timeout}");
+    webhook_safety::assert_safe(&base(), NAMESPACE, &[]);
+}
 
-        let service = &hook["clientConfig"]["service"];
-        assert_eq!(service["name"], "reload-injector", "{name}");
-        assert_eq!(service["namespace"], NAMESPACE, "{name}");
-        assert_eq!(service["path"], "/mutate", "{name}");
-        assert!(hook["clientConfig"].get("url").is_none(), "{name}");
-
-        let expressions = hook["namespaceSelector"]["matchExpressions"]
-            .as_array()
-            .unwrap();
-        assert!(hook["namespaceSelector"].get("matchLabels").is_none());
-        let opt_in =
-            json!({"key": "reload-injector.io/inject", "operator": "In", "values": ["enabled"]});
-        assert!(expressions.contains(&opt_in), "{name}: no opt-in selector");
-        let excluded = expressions
-            .iter()
-            .find(|e| e["key"] == "kubernetes.io/metadata.name")
-            .expect("namespace exclusion by name");
-        assert_eq!(excluded["operator"], "NotIn");
-        let mut names = strings(&excluded["values"]);
-        names.sort();
-        assert_eq!(
-            names,
-            ["kube-node-lease", "kube-public", "kube-system", NAMESPACE],
-            "{name}"
-        );
-        let opt_out = json!({"matchExpressions": [
-            {"key": "reload-injector.io/inject", "operator": "NotIn", "values": ["false"]}
-        ]});
-        assert_eq!(hook["objectSelector"], opt_out, "{name}");
-    }
-
-    let pods = &hooks[0];
-    assert_eq!(pods["failurePolicy"], "Ignore");
-    let rules = pods["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), 1);
-    assert_eq!(strings(&rules[0]["operations"]), ["CREATE"]);
-    assert_eq!(strings(&rules[0]["apiGroups"]), [""]);
-    assert_eq!(strings(&rules[0]["resources"]), ["pods"]);
-
-    let workloads = &hooks[1];
-    assert_eq!(workloads["failurePolicy"], "Fail");
-    let mut covered = Vec::new();
-    for rule in workloads["rules"].as_array().unwrap() {
-        assert_eq!(strings(&rule["operations"]), ["CREATE", "UPDATE"]);
-        for group in strings(&rule["apiGroups"]) {
-            for resource in strings(&rule["resources"]) {
-                assert!(!resource.contains('/'), "subresource {resource} matched");
-                covered.push(format!("{group}/{resource}"));
-            }
-        }
-    }
-    covered.sort();
-    assert_eq!(
-        covered,
-        [
-            "apps/daemonsets",
-            "apps/deployments",
-            "apps/replicasets",
-            "apps/statefulsets",
-            "argoproj.io/rollouts",
-            "batch/cronjobs",
-            "batch/jobs"
-        ]
-    );
-    let argo = workloads["rules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|rule| strings(&rule["apiGroups"]) == ["argoproj.io"])
-        .expect("a rule for Argo Rollouts");
-    assert_eq!(strings(&argo["apiVersions"]), ["v1alpha1"]);
+#[test]
+fn nothing_a_controller_creates_waits_on_the_fail_webhook() {
+    // assert_safe checks the Fail webhook's matchCondition; the overlay keeps it too.
+    webhook_safety::assert_safe(&cert_manager(), NAMESPACE, &[]);
 }
 
 #[test]
@@ -250,6 +175,8 @@ fn the_cluster_role_grants_on_rollouts_what_it_grants_on_deployments() {
 mod deployment;
 #[path = "manifests/overlays.rs"]
 mod overlays;
+#[path = "manifests/webhook_safety.rs"]
+mod webhook_safety;
 
 /// The path of a file mounted from a Secret volume must be a file inside a mount of that
 /// volume, mounted as a directory (no subPath).

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use super::reduce::{self, Consumer, ReduceError};
 use super::store::{ConfigKey, Meta};
 use super::target::{Target, TargetKind};
+use super::waves::{self, Budget};
 use crate::hash::{ConfigId, ConfigKind};
 use crate::inject::{IGNORE, SIDECAR_LABEL};
 
@@ -84,6 +85,8 @@ pub enum Item {
         target: Target,
         /// What it consumes, or why it could not be read.
         reduced: Result<Option<Consumer>, ReduceError>,
+        /// A workload's rolling-update budget (its Pods' refreshes go in waves by it).
+        budget: Option<Budget>,
     },
 }
 
@@ -222,9 +225,15 @@ fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
     let reduced = match kind {
         TargetKind::Pod => {
             let annotations = metadata.annotations.clone().unwrap_or_default();
-            reduce::pod(&uid, &annotations, &object.data).map(Some)
+            let owner = waves::owner_of(&target.namespace, metadata);
+            reduce::pod(&uid, &annotations, &object.data, owner).map(Some)
         }
         _ => reduce::workload(kind, &uid, &object.data),
     };
-    Some(Item::Target { target, reduced })
+    let budget = Budget::of(kind, &uid, &object.data);
+    Some(Item::Target {
+        target,
+        reduced,
+        budget,
+    })
 }

@@ -143,9 +143,14 @@ pub struct Container {
     /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
+    /// `image`.
+    pub image: Option<String>,
     /// `command`.
     #[serde(default, deserialize_with = "metered_list")]
     pub command: Option<Vec<String>>,
+    /// `args`.
+    #[serde(default, deserialize_with = "metered_list")]
+    pub args: Option<Vec<String>>,
     /// `env`.
     #[serde(default, deserialize_with = "metered_list")]
     pub env: Option<Vec<EnvVar>>,
@@ -169,6 +174,8 @@ pub struct SecurityContext {
     pub run_as_user: Option<i64>,
     /// `runAsGroup`.
     pub run_as_group: Option<i64>,
+    /// `runAsNonRoot`.
+    pub run_as_non_root: Option<bool>,
 }
 
 /// `io.k8s.api.core.v1.EnvVar`, the fields the core reads (not the name or literal value).

@@ -1,9 +1,16 @@
 //! Where the control-plane binaries come from: `KUBEBUILDER_ASSETS` (the envtest convention),
-//! else the cache that `scripts/install-kube-test-binaries.sh` fills. A missing binary fails
-//! the test with how to get it; it is never a quiet skip.
+//! else the cache that `scripts/install-kube-test-binaries.sh` fills for the version
+//! `RELOAD_INJECTOR_KUBE_VERSION` names ([`CURRENT`] when unset; `scripts/test.sh` runs the
+//! end-to-end tests again on [`FLOOR`]). A missing binary fails the test with how to get it;
+//! it is never a quiet skip.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The current Kubernetes release, which the tests run by default.
+pub const CURRENT: &str = "1.37.2";
+/// The oldest release the README claims; `scripts/test.sh` runs the e2e tests on it too.
+pub const FLOOR: &str = "1.35.4";
 
 /// The binaries one cluster runs.
 #[derive(Debug, Clone)]
@@ -16,13 +23,19 @@ pub struct Assets {
     pub controller_manager: Option<PathBuf>,
     /// `kubectl`: from the directory, else from `PATH`.
     pub kubectl: PathBuf,
-    /// The API server's minor version (`20` for v1.20.2): some flags exist only on old servers.
+    /// `kube-scheduler`, when the directory has one.
+    pub scheduler: Option<PathBuf>,
+    /// `kubelet`, when the directory has one.
+    pub kubelet: Option<PathBuf>,
+    /// The API server's version (`1.37.2`), from `kube-apiserver --version`.
+    pub version: String,
+    /// Its minor version (`37`).
     pub minor: u32,
 }
 
-const HOW: &str = "run `scripts/install-kube-test-binaries.sh` (as root on Debian 12; \
-    `scripts/test.sh` runs it), or set KUBEBUILDER_ASSETS to a directory holding \
-    kube-apiserver, etcd and kube-controller-manager (envtest binaries)";
+const HOW: &str = "run `scripts/install-kube-test-binaries.sh` (it builds Kubernetes from the Go \
+    module proxy with Go >= 1.25; `scripts/test.sh` runs it), or set KUBEBUILDER_ASSETS to a \
+    directory holding kube-apiserver, etcd and kube-controller-manager (envtest binaries)";
 
 impl Assets {
     /// Finds the binaries, or panics saying how to get them.
@@ -42,16 +55,32 @@ impl Assets {
         };
         let apiserver = need("kube-apiserver");
         let etcd = need("etcd");
-        let controller_manager = Some(dir.join("kube-controller-manager")).filter(|p| p.is_file());
+        let optional = |name: &str| Some(dir.join(name)).filter(|p| p.is_file());
+        let controller_manager = optional("kube-controller-manager");
         let kubectl = Some(dir.join("kubectl"))
             .filter(|p| p.is_file())
             .unwrap_or_else(|| PathBuf::from("kubectl"));
-        let minor = minor_version(&apiserver);
+        let version = version_of(&apiserver);
+        let from_assets = std::env::var_os("KUBEBUILDER_ASSETS").is_some_and(|d| !d.is_empty());
+        assert!(
+            from_assets || version == wanted_version(),
+            "{} is v{version}, not the v{} the tests asked for: {HOW}",
+            apiserver.display(),
+            wanted_version()
+        );
+        let minor = version
+            .split('.')
+            .nth(1)
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("cannot read the minor version of {version:?}"));
         Assets {
             apiserver,
             etcd,
             controller_manager,
+            scheduler: optional("kube-scheduler"),
+            kubelet: optional("kubelet"),
             kubectl,
+            version,
             minor,
         }
     }
@@ -64,25 +93,36 @@ impl Assets {
     }
 }
 
-/// `$RELOAD_INJECTOR_KUBE_CACHE`, else `~/.cache/reload-injector/kube-v1.20.2` (as the script).
-fn default_cache() -> PathBuf {
-    if let Some(dir) = std::env::var_os("RELOAD_INJECTOR_KUBE_CACHE") {
-        return PathBuf::from(dir);
-    }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
-    Path::new(&home).join(".cache/reload-injector/kube-v1.20.2")
+/// The version the tests run: `$RELOAD_INJECTOR_KUBE_VERSION`, else [`CURRENT`].
+pub fn wanted_version() -> String {
+    std::env::var("RELOAD_INJECTOR_KUBE_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| CURRENT.to_owned())
 }
 
-/// `kube-apiserver --version` prints `Kubernetes v1.20.2`.
-fn minor_version(apiserver: &Path) -> u32 {
+/// `$RELOAD_INJECTOR_KUBE_CACHE_ROOT/kube-vVERSION`, the root defaulting to
+/// `~/.cache/reload-injector` (as the script).
+fn default_cache() -> PathBuf {
+    let root = std::env::var_os("RELOAD_INJECTOR_KUBE_CACHE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            Path::new(&home).join(".cache/reload-injector")
+        });
+    root.join(format!("kube-v{}", wanted_version()))
+}
+
+/// `kube-apiserver --version` prints `Kubernetes v1.37.2`.
+fn version_of(apiserver: &Path) -> String {
     let out = Command::new(apiserver)
         .arg("--version")
         .output()
         .unwrap_or_else(|e| panic!("failed to run {} --version: {e}", apiserver.display()));
     let text = String::from_utf8_lossy(&out.stdout);
     text.split_whitespace()
-        .find_map(|w| w.strip_prefix("v1."))
-        .and_then(|rest| rest.split('.').next()?.parse().ok())
+        .find_map(|w| w.strip_prefix('v').filter(|v| v.starts_with("1.")))
+        .map(str::to_owned)
         .unwrap_or_else(|| {
             panic!(
                 "cannot read the version of {}: {text:?}",

@@ -1,4 +1,5 @@
-//! A real Kubernetes control plane for the end-to-end tests: etcd, kube-apiserver and
+//! A real Kubernetes control plane for the end-to-end tests (v1.37, or the floor version
+//! `RELOAD_INJECTOR_KUBE_VERSION` names; see [`assets`]): etcd, kube-apiserver and
 //! kube-controller-manager on loopback ports, with generated certificates, token
 //! authentication, RBAC, a service-account signing key and an audit log.
 //!
@@ -122,6 +123,9 @@ impl Cluster {
             format!("--etcd-servers={client_url}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
+            // From 1.36 the endpoint reconciler refuses a loopback address for the
+            // `kubernetes` Service; nothing here reaches the API server through that Service.
+            "--endpoint-reconciler-type=none".into(),
             format!("--secure-port={api_port}"),
             format!("--tls-cert-file={}", pki.cert.display()),
             format!("--tls-private-key-file={}", pki.key.display()),
@@ -140,13 +144,11 @@ impl Cluster {
             format!("--audit-log-path={}", dir.join("audit.log").display()),
             "--audit-log-format=json".into(),
             "--audit-log-maxsize=0".into(),
+            // A kubelet registers with InternalIP 127.0.0.1: the API server reaches it on
+            // loopback, never through a DNS name.
+            "--kubelet-preferred-address-types=InternalIP".into(),
             "--v=1".into(),
         ];
-        if assets.minor < 24 {
-            // The insecure port (default 8080) went away in 1.24; before that, turn it off so
-            // clusters of several test binaries never collide.
-            args.push("--insecure-port=0".into());
-        }
         args.extend(extras.apiserver_args.iter().cloned());
         let apiserver = start_apiserver(&assets, &args, &dir);
         let cluster = Cluster {
@@ -190,9 +192,6 @@ impl Cluster {
             ))
             .arg("--concurrent-deployment-syncs=2")
             .arg("--v=1");
-        if self.assets.minor < 24 {
-            cmd.arg("--port=0");
-        }
         Proc::start(
             "kube-controller-manager",
             cmd,
@@ -203,14 +202,15 @@ impl Cluster {
     /// Waits for `/readyz`.
     pub fn wait_ready(&self) {
         self.wait_for("kube-apiserver to answer /readyz", START_LIMIT, || {
-            if let Some(how) = self.apiserver.lock().unwrap().exited() {
-                let api = self.apiserver.lock().unwrap();
+            let mut api = self.apiserver.lock().unwrap();
+            if let Some(how) = api.exited() {
                 panic!(
                     "kube-apiserver exited ({how}); log {}:\n{}",
                     api.log.display(),
                     api.tail(30)
                 );
             }
+            drop(api);
             let out = self.kubectl(&["get", "--raw=/readyz"]).try_run();
             (out.ok && out.stdout.trim() == "ok").then_some(())
         });
@@ -265,13 +265,7 @@ impl Cluster {
                             "json",
                         ])
                         .try_run();
-                    // Before 1.24 Pods also need the account's token Secret.
-                    let ready = sa.ok
-                        && (self.assets.minor >= 24
-                            || sa.json()["secrets"]
-                                .as_array()
-                                .is_some_and(|s| !s.is_empty()));
-                    ready.then_some(())
+                    sa.ok.then_some(())
                 },
             );
         }

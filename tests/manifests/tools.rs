@@ -1,6 +1,7 @@
 //! The real tools behind the manifest checks: kustomize (renders), kubernetes-validate
-//! (Kubernetes OpenAPI schemas, strict) and cert-manager's CRD schemas. All are installed by
-//! `scripts/install-test-deps.sh`; a missing one fails the test with how to get it.
+//! (Kubernetes OpenAPI schemas, strict) and the CRD schemas of cert-manager and the Prometheus
+//! Operator. All are installed by `scripts/install-test-deps.sh`; a missing one fails the test
+//! with how to get it. The Helm chart's tests (`tests/helm_chart.rs`) use them too.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -97,12 +98,21 @@ pub fn is_cert_manager(obj: &Value) -> bool {
         .is_some_and(|v| v.starts_with("cert-manager.io/"))
 }
 
+/// True for objects whose schema is a CRD's (cert-manager's, the Prometheus Operator's), not
+/// Kubernetes'.
+pub fn is_custom(obj: &Value) -> bool {
+    obj["apiVersion"]
+        .as_str()
+        .is_some_and(|v| is_cert_manager(obj) || v.starts_with("monitoring.coreos.com/"))
+}
+
 /// Validates objects: Kubernetes kinds with kubernetes-validate --strict against every
-/// version in [`KUBE_VERSIONS`], cert-manager kinds against cert-manager's CRD schemas.
+/// version in [`KUBE_VERSIONS`], cert-manager and Prometheus Operator kinds against their CRD
+/// schemas.
 /// Returns the validators' complaints (empty when everything passed).
 pub fn validate(objects: &[Value], label: &str) -> Vec<String> {
     let dir = scratch(&format!("validate-{label}"));
-    let (cm, kube): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_cert_manager(o));
+    let (cm, kube): (Vec<&Value>, Vec<&Value>) = objects.iter().partition(|o| is_custom(o));
     let mut problems = Vec::new();
     if !kube.is_empty() {
         // One JSON document per line is valid multi-document YAML for the validator.
@@ -122,12 +132,12 @@ pub fn validate(objects: &[Value], label: &str) -> Vec<String> {
         }
     }
     if !cm.is_empty() {
-        let file = dir.join("cert-manager.json");
+        let file = dir.join("custom.json");
         std::fs::write(&file, serde_json::to_string(&cm).unwrap()).unwrap();
-        let script = tool("tests/tools/validate-cert-manager.js");
+        let script = tool("tests/tools/validate-crds.js");
         let out = run(Command::new("node").arg(script).arg(&file));
         if !out.status.success() {
-            problems.push(format!("cert-manager: {}", text(&out)));
+            problems.push(format!("CRD schemas: {}", text(&out)));
         }
     }
     problems

@@ -75,21 +75,17 @@ pub struct Node {
     _watchdog: ChildStdin,
 }
 
-/// The control plane's additions for a node: the API server reaches the kubelet at its
-/// InternalIP (never through a DNS name) and Services through their endpoints; its
+/// The control plane's additions for a node: the API server reaches Services through their
+/// endpoints (the kubelet at its InternalIP is the base cluster's setting already); its
 /// certificate names the `kubernetes` Service's address (Pods connect there); the controller
 /// manager also runs the endpoint, EndpointSlice, `kube-root-ca.crt` publisher (every
 /// service-account token volume mounts it), PodDisruptionBudget, Pod GC and node lifecycle
 /// (it lifts the `not-ready` taint the kubelet registers the node with) controllers.
 pub fn extras() -> Extras {
     Extras {
-        apiserver_args: vec![
-            "--kubelet-preferred-address-types=InternalIP".into(),
-            "--enable-aggregator-routing=true".into(),
-            // 1.37 refuses a loopback advertise address with the endpoint reconciler; Pods
-            // reach the API server through the DNAT rule, not the `kubernetes` endpoints.
-            "--endpoint-reconciler-type=none".into(),
-        ],
+        // (`--kubelet-preferred-address-types=InternalIP` and `--endpoint-reconciler-type=none`
+        // are the base cluster's.)
+        apiserver_args: vec!["--enable-aggregator-routing=true".into()],
         controllers: [
             "endpoint",
             "endpointslice",
