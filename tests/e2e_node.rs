@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cluster_support::install::OWN;
 use cluster_support::node::install::NodeInstall;
-use cluster_support::node::pods::{Writer, http_get, nginx_deployment, p50_max, site};
+use cluster_support::node::pods::{Writer, nginx_deployment, p50_max, site};
 use cluster_support::node::{GATEWAY, NODE, Node, SUBNET};
 use cluster_support::objects::config_map;
 use serde_json::{Value, json};
@@ -49,7 +49,16 @@ fn the_node_runs_real_pods_on_the_bridge() {
     assert_eq!(pod["spec"]["nodeName"], NODE);
     let ip = pod["status"]["podIP"].as_str().unwrap();
     assert!(in_subnet(ip), "Pod address {ip} is not in {SUBNET}");
-    assert_eq!(http_get(ip, 8080).as_deref(), Some("hello from nginx\n"));
+    // Ready means started: nginx may take a moment to listen.
+    assert!(
+        Node::await_body(
+            ip,
+            "hello from nginx\n",
+            Instant::now(),
+            Duration::from_secs(30)
+        )
+        .is_some()
+    );
     // Not opted in: no sidecar.
     let names: Vec<&str> = pod["spec"]["containers"]
         .as_array()
@@ -116,7 +125,9 @@ fn measure(node: &Node, ns: &str, ip: &str, edits: usize, limit: Duration) -> Ve
             let since = writer.set("configmap", ns, "site", "default.conf", &site(&body));
             let took = Node::await_body(ip, &format!("{body}\n"), since, limit)
                 .unwrap_or_else(|| panic!("edit {i} did not reach nginx within {limit:?}"));
-            std::thread::sleep(Duration::from_millis(300));
+            // Edits of one workload closer than the refresh waves' settle time (2 s) wait for
+            // the previous wave to settle; a person's edits are further apart.
+            std::thread::sleep(Duration::from_millis(2500));
             took
         })
         .collect()
@@ -145,7 +156,7 @@ fn a_mounted_config_edit_reaches_nginx_in_about_a_second_without_a_rollout() {
     let pod = node.running_pods(&ns, "web", 1).remove(0);
     let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
     let ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
-    assert_eq!(http_get(&ip, 8080).as_deref(), Some("v0\n"));
+    assert!(Node::await_body(&ip, "v0\n", Instant::now(), Duration::from_secs(30)).is_some());
 
     let samples = measure(node, &ns, &ip, 10, Duration::from_secs(120));
     let (p50, max) = p50_max(&samples);
@@ -161,10 +172,20 @@ fn a_mounted_config_edit_reaches_nginx_in_about_a_second_without_a_rollout() {
     )
     .unwrap();
 
+    // The goal is p50 <= 1 s end to end; the bound here is loose (a loaded CI machine), and
+    // still far from the periodic sync's minute.
+    assert!(p50 < Duration::from_secs(5), "p50 {p50:?}: {samples:?}");
     // The sidecar reloaded nginx with a signal each time, and nothing rolled.
-    let log = node.logs(&ns, &name, "config-reloader");
-    let reloads = log.lines().filter(|l| l.contains("reloaded")).count();
-    assert!(reloads >= 10, "{reloads} reloads logged:\n{log}");
+    // (The sidecar logs a reload once it has seen the target survive the signal.)
+    let reloads = |log: &String| log.lines().filter(|l| l.contains("reloaded")).count();
+    cluster.wait_for(
+        "the sidecar to log ten reloads",
+        Duration::from_secs(30),
+        || {
+            let log = node.logs(&ns, &name, "config-reloader");
+            (reloads(&log) >= 10).then_some(())
+        },
+    );
     let after = node.running_pods(&ns, "web", 1).remove(0);
     assert_eq!(
         after["metadata"]["name"],

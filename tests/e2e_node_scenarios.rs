@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use cluster_support::install::OWN;
 use cluster_support::node::Node;
 use cluster_support::node::install::NodeInstall;
-use cluster_support::node::pods::{Writer, http_get, merge, nginx_deployment, site};
+use cluster_support::node::pods::{Writer, merge, nginx_deployment, site};
 use cluster_support::objects::{config_map, secret};
 use serde_json::json;
 
@@ -192,7 +192,15 @@ fn a_mounted_secret_edit_reloads_the_app_and_no_value_leaks() {
     let pod = node.running_pods(&ns, "web", 1).remove(0);
     let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
     let ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
-    assert_eq!(http_get(&ip, 8080), Some(format!("{first}\n")));
+    assert!(
+        Node::await_body(
+            &ip,
+            &format!("{first}\n"),
+            Instant::now(),
+            Duration::from_secs(30)
+        )
+        .is_some()
+    );
 
     let since = Writer::new(node).set("secret", &ns, "site", "default.conf", &site(&second));
     let took = Node::await_body(&ip, &format!("{second}\n"), since, Duration::from_secs(120));
