@@ -79,10 +79,7 @@ if [ -n "${CGROUP_ROOT:-}" ]; then
     done
 fi
 
-# 5. The bridge (the Pods' veths went with their network namespaces).
-ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
-
-# 6. iptables: our chains, and the KUBE-* chains that were not there before the node.
+# 5. iptables: our chains, and the KUBE-* chains that were not there before the node.
 drop_chain() {
     local tool=$1 table=$2 chain=$3
     "$tool" -t "$table" -S 2>/dev/null | grep -- "-j $chain\b" | sed 's/^-A /-D /' \
@@ -103,14 +100,14 @@ for tool in iptables ip6tables; do
     done
 done
 
-# 7. The kernel settings the kubelet may have changed.
+# 6. The kernel settings the kubelet may have changed.
 if [ -f "$dir/sysctl-before" ]; then
     while IFS== read -r key value; do
         [ -n "$key" ] && [ "$(sysctl -n "$key" 2>/dev/null)" != "$value" ] && sysctl -q -w "$key=$value"
     done <"$dir/sysctl-before"
 fi
 
-# 8. Paths outside the node's directory that did not exist before it started, and its
+# 7. Paths outside the node's directory that did not exist before it started, and its
 #    run and state directories.
 if [ -f "$dir/created-outside" ]; then
     while read -r path; do [ -n "$path" ] && rm -rf -- "$path"; done <"$dir/created-outside"
@@ -118,4 +115,8 @@ fi
 rm -rf -- "$RUN_DIR" "$STATE_DIR"
 # containerd's images and snapshots, and the kubelet's pods; the logs stay.
 rm -rf -- "$dir/containerd-root" "$dir/kubelet"
+
+# 8. Last, the bridge (the Pods' veths went with their network namespaces): a node that starts
+#    waits for it to be gone, so it finds the host as it was before this one.
+ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
 say "node in $dir removed"
