@@ -52,3 +52,7 @@ scripts/install-kube-test-binaries.sh >/dev/null
 # Helm v4, for the chart's tests (tests/helm_chart.rs, tests/e2e_helm.rs): built from the Go module
 # proxy through scripts/helm-build/, cached outside the clone (~/.cache/reload-injector/helm-vX).
 scripts/install-helm.sh >/dev/null
+
+# The runtime half of the node tests (tests/e2e_node.rs): containerd, runc, the CNI plugins,
+# iptables, and what the local images are built from (nginx-light, busybox-static, gcc).
+scripts/install-node-deps.sh

@@ -186,7 +186,7 @@ fn a_mounted_config_change_refreshes_the_pod_and_rolls_nothing() {
         "spec": {
             "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}]}],
             "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
-                "volumeMounts": [{"name": "conf", "mountPath": "/reload-injector/watch/conf", "readOnly": true}]}],
+                "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf", "readOnly": true}]}],
             "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
         }
     });
@@ -431,7 +431,7 @@ fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
         "spec": {
             "containers": [
                 {"name": "app", "image": "x", "volumeMounts": [{"name": "conf", "mountPath": "/etc/app"}]},
-                {"name": "config-reloader", "image": "ri", "volumeMounts": [{"name": "conf", "mountPath": "/reload-injector/watch/conf"}]}
+                {"name": "config-reloader", "image": "ri", "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf"}]}
             ],
             "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
         }
@@ -522,7 +522,7 @@ fn web_pod(name: &str, hash: &str, ready: bool) -> Value {
         "spec": {
             "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}]}],
             "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
-                "volumeMounts": [{"name": "conf", "mountPath": "/reload-injector/watch/conf", "readOnly": true}]}],
+                "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf", "readOnly": true}]}],
             "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
         },
         "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}

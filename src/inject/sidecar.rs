@@ -15,8 +15,10 @@ use super::values;
 use super::{NO_TOKEN_VOLUME, PROCESS, SIDECAR_NAME, TOKEN_MOUNT_PATH, WATCH};
 use crate::hash::ConfigKind;
 
-/// Where the watched volumes are mounted in the sidecar.
-pub const WATCH_ROOT: &str = "/reload-injector/watch";
+/// Where the watched volumes are mounted in the sidecar: a directory the image does not
+/// have (under `/reload-injector`, the image's binary, a real runtime refuses the mount:
+/// "not a directory").
+pub const WATCH_ROOT: &str = "/etc/reload-injector/watch";
 /// UID/GID of the sidecar when it does not need to match the app (the image's user).
 pub const NONROOT_UID: i64 = 65532;
 /// `sizeLimit` of [`NO_TOKEN_VOLUME`]. Nothing is ever written to it (its one mount is

@@ -18,6 +18,7 @@
 pub mod assets;
 pub mod install;
 pub mod kubectl;
+pub mod node;
 pub mod objects;
 pub mod procs;
 
@@ -54,6 +55,19 @@ pub struct Cluster {
     apiserver: Mutex<Proc>,
     apiserver_args: Vec<String>,
     controller_manager: Option<Proc>,
+    extras: Extras,
+}
+
+/// What a cluster runs beyond the control plane the API tests need: a node ([`node`]) needs
+/// more API-server flags, more controllers and more addresses in the server's certificate.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// Appended to kube-apiserver's flags.
+    pub apiserver_args: Vec<String>,
+    /// Appended to kube-controller-manager's `--controllers`.
+    pub controllers: Vec<String>,
+    /// More IP addresses the API server's certificate names.
+    pub ips: Vec<std::net::IpAddr>,
 }
 
 impl Cluster {
@@ -65,6 +79,11 @@ impl Cluster {
 
     /// Starts etcd, kube-apiserver and kube-controller-manager; returns once `/readyz` is ok.
     pub fn start() -> Cluster {
+        Cluster::start_with(Extras::default())
+    }
+
+    /// [`Cluster::start`] with `extras`.
+    pub fn start_with(extras: Extras) -> Cluster {
         reload_injector::install_crypto_provider();
         let assets = Assets::find();
         let dir = logs_dir();
@@ -96,11 +115,11 @@ impl Cluster {
             http_ok(etcd_port, "/health").then_some(())
         });
 
-        let pki = write_pki(&dir);
+        let pki = write_pki(&dir, &extras.ips);
         let url = format!("https://127.0.0.1:{api_port}");
         let kubeconfig =
             write_kubeconfig(&dir.join("admin.kubeconfig"), &url, &pki.ca, ADMIN_TOKEN);
-        let args = vec![
+        let mut args = vec![
             format!("--etcd-servers={client_url}"),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
@@ -130,6 +149,7 @@ impl Cluster {
             "--kubelet-preferred-address-types=InternalIP".into(),
             "--v=1".into(),
         ];
+        args.extend(extras.apiserver_args.iter().cloned());
         let apiserver = start_apiserver(&assets, &args, &dir);
         let cluster = Cluster {
             assets,
@@ -141,6 +161,7 @@ impl Cluster {
             apiserver: Mutex::new(apiserver),
             apiserver_args: args,
             controller_manager: None,
+            extras,
         };
         cluster.wait_ready();
         let controller_manager = cluster
@@ -165,7 +186,10 @@ impl Cluster {
             .arg("--use-service-account-credentials=false")
             // Deployments, ReplicaSets, Jobs, CronJobs, ServiceAccounts and their tokens, and
             // namespace cleanup: what the tests need, no node or volume loops.
-            .arg("--controllers=deployment,replicaset,job,cronjob,serviceaccount,serviceaccount-token,namespace,garbagecollector")
+            .arg(format!(
+                "--controllers=deployment,replicaset,job,cronjob,serviceaccount,serviceaccount-token,namespace,garbagecollector{}",
+                self.extras.controllers.iter().map(|c| format!(",{c}")).collect::<String>()
+            ))
             .arg("--concurrent-deployment-syncs=2")
             .arg("--v=1");
         Proc::start(
@@ -369,12 +393,14 @@ struct Pki {
     audit_policy: PathBuf,
 }
 
-fn write_pki(dir: &Path) -> Pki {
+fn write_pki(dir: &Path, extra_ips: &[std::net::IpAddr]) -> Pki {
+    let mut ips = vec!["127.0.0.1".parse().unwrap()];
+    ips.extend_from_slice(extra_ips);
     let bundle = generate(&CertRequest {
         service: "kubernetes".into(),
         namespace: "default".into(),
         dns: vec!["localhost".into()],
-        ips: vec!["127.0.0.1".parse().unwrap()],
+        ips,
         validity: Duration::from_secs(24 * 3600),
     })
     .expect("failed to generate the API server's certificate");

@@ -80,8 +80,8 @@ fn mounted_reads_the_sidecars_volumes_with_their_items() {
         ],
         "initContainers": [
             {"name": "config-reloader", "restartPolicy": "Always", "volumeMounts": [
-                {"name": "conf", "mountPath": "/reload-injector/watch/conf"},
-                {"name": "picked", "mountPath": "/reload-injector/watch/picked"}
+                {"name": "conf", "mountPath": "/etc/reload-injector/watch/conf"},
+                {"name": "picked", "mountPath": "/etc/reload-injector/watch/picked"}
             ]}
         ],
         "volumes": [

@@ -1,0 +1,105 @@
+//! The product installed on the node as docs/install.md tells users (path 1b, without
+//! cert-manager): `certs/generate.sh` runs `reload-injector certs` and writes an overlay of
+//! `manifests/base` with the certificate, the Secret-hash key and the webhooks' `caBundle`;
+//! `kubectl apply -k` installs it. The image is the one the manifests name, which the node
+//! holds because [`super::images`] tagged the locally built product image with that name. The
+//! shipped Deployment then runs `serve` as two Pods on the node, as the shipped
+//! ServiceAccount, and the API server calls them through the shipped Service.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::super::install::OWN;
+use super::Node;
+
+/// Bound for "the webhook's two Pods are Ready" (image already on the node).
+pub const ROLLOUT_LIMIT: Duration = Duration::from_secs(180);
+
+/// The product as installed on the node.
+pub struct NodeInstall {
+    /// The node.
+    pub node: &'static Node,
+    /// The overlay `certs/generate.sh` wrote (it holds the private keys).
+    pub overlay: PathBuf,
+    /// What `kubectl apply -k` printed.
+    pub applied: String,
+}
+
+impl NodeInstall {
+    /// The test binary's installation on its node, made by the first test that asks.
+    pub fn shared() -> &'static NodeInstall {
+        static INSTALL: OnceLock<NodeInstall> = OnceLock::new();
+        INSTALL.get_or_init(|| NodeInstall::new(Node::shared()))
+    }
+
+    /// Runs `certs/generate.sh`, `kubectl apply -k` on its overlay, and waits for the
+    /// Deployment's rollout.
+    pub fn new(node: &'static Node) -> NodeInstall {
+        let cluster = node.cluster;
+        let overlay = cluster.dir.join("certs-generated");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/certs/generate.sh");
+        let out = Command::new(script)
+            .arg("--out")
+            .arg(&overlay)
+            .arg("--bin")
+            .arg(env!("CARGO_BIN_EXE_reload-injector"))
+            .output()
+            .unwrap_or_else(|e| panic!("failed to run {script}: {e}"));
+        assert!(
+            out.status.success(),
+            "certs/generate.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let applied = cluster
+            .kubectl(&["apply", "-k", overlay.to_str().unwrap()])
+            .run()
+            .stdout;
+        let install = NodeInstall {
+            node,
+            overlay,
+            applied,
+        };
+        install.wait_rolled_out();
+        install
+    }
+
+    /// Waits until the webhook's Deployment has its replicas updated and Ready.
+    pub fn wait_rolled_out(&self) {
+        let cluster = self.node.cluster;
+        cluster
+            .kubectl(&[
+                "rollout",
+                "status",
+                "deployment/reload-injector",
+                "-n",
+                OWN,
+                &format!("--timeout={}s", ROLLOUT_LIMIT.as_secs()),
+            ])
+            .run();
+    }
+
+    /// The webhook's Pods, as `kubectl get pods -o json` lists them.
+    pub fn serve_pods(&self) -> Vec<Value> {
+        self.node
+            .cluster
+            .kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                OWN,
+                "-l",
+                "app.kubernetes.io/name=reload-injector",
+                "-o",
+                "json",
+            ])
+            .run()
+            .json()["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}

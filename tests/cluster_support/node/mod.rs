@@ -1,0 +1,309 @@
+//! A real node for the control plane of [`super`]: kube-scheduler, containerd with runc and
+//! Debian's CNI `bridge`/`host-local`/`loopback` plugins, and a kubelet built from the same
+//! Kubernetes module as the API server. One node per test binary ([`Node::shared`]), named
+//! [`NODE`], running the images of [`images`].
+//!
+//! The network: Pods get addresses in [`SUBNET`] on the bridge [`BRIDGE`], whose gateway
+//! address [`GATEWAY`] is the host's (the kubelet serves there, and the node's InternalIP is
+//! that address). There is no kube-proxy and no DNS: the API server reaches Services through
+//! their endpoints (`--enable-aggregator-routing`), Pods reach the API server through one DNAT
+//! rule for the `kubernetes` Service ([`host::network`]), and `ip_forward` is left off, so
+//! nothing is routed off the machine.
+//!
+//! Clean-up: every process is started with the parent-death signal ([`super::procs`]), and a
+//! watchdog ([`host::watchdog`]) runs `scripts/node-down.sh` when the test binary exits,
+//! however it exits: containers, shims, mounts, cgroups, the bridge, iptables chains, kernel
+//! settings and paths outside the test directory, each by what the node recorded.
+
+pub mod config;
+pub mod host;
+pub mod images;
+pub mod install;
+pub mod pods;
+
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::procs::Proc;
+use super::{Cluster, Extras, START_LIMIT, free_port};
+use images::Images;
+
+/// The node's name.
+pub const NODE: &str = "ri-node";
+/// The Pods' subnet: an unusual private /24, chosen so that it meets nothing on a developer's
+/// network.
+pub const SUBNET: &str = "10.231.40.0/24";
+/// [`SUBNET`]'s prefix length.
+pub const SUBNET_PREFIX: u8 = 24;
+/// The bridge's (the host's) address in [`SUBNET`]: the node's InternalIP.
+pub const GATEWAY: &str = "10.231.40.1";
+/// The bridge.
+pub const BRIDGE: &str = "ri-node0";
+/// The `kubernetes` Service's ClusterIP (the first of the API server's service range).
+pub const SERVICE_IP: &str = "10.0.0.1";
+/// The image the shipped manifests name, as `kustomize build manifests/` sets it.
+pub const SHIPPED_IMAGE: &str = "ghcr.io/reload-injector/reload-injector:0.1.0";
+
+/// How long the node took to start.
+#[derive(Debug, Clone, Copy)]
+pub struct StartTimes {
+    /// From the start of [`Node::start`] (control plane already up) to the node Ready:
+    /// images, containerd, kubelet, scheduler.
+    pub total: Duration,
+    /// From the kubelet's start to the node Ready.
+    pub kubelet_to_ready: Duration,
+}
+
+/// A running node.
+pub struct Node {
+    /// Its control plane.
+    pub cluster: &'static Cluster,
+    /// Its files and logs (`<cluster dir>/node`).
+    pub dir: PathBuf,
+    /// containerd's socket.
+    pub socket: PathBuf,
+    /// The images it runs.
+    pub images: Images,
+    /// How long it took to start.
+    pub started: StartTimes,
+    kubelet: Mutex<Proc>,
+    kubelet_args: Vec<String>,
+    _containerd: Proc,
+    _scheduler: Proc,
+    _watchdog: ChildStdin,
+}
+
+/// The control plane's additions for a node: the API server reaches Services through their
+/// endpoints (the kubelet at its InternalIP is the base cluster's setting already); its
+/// certificate names the `kubernetes` Service's address (Pods connect there); the controller
+/// manager also runs the endpoint, EndpointSlice, `kube-root-ca.crt` publisher (every
+/// service-account token volume mounts it), PodDisruptionBudget, Pod GC and node lifecycle
+/// (it lifts the `not-ready` taint the kubelet registers the node with) controllers.
+pub fn extras() -> Extras {
+    Extras {
+        // (`--kubelet-preferred-address-types=InternalIP` and `--endpoint-reconciler-type=none`
+        // are the base cluster's.)
+        apiserver_args: vec!["--enable-aggregator-routing=true".into()],
+        controllers: [
+            "endpoint",
+            "endpointslice",
+            "root-ca-cert-publisher",
+            "disruption",
+            "podgc",
+            "nodelifecycle",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ips: vec![SERVICE_IP.parse().unwrap()],
+    }
+}
+
+impl Node {
+    /// The test binary's node (and its own control plane), started by the first test that
+    /// asks.
+    pub fn shared() -> &'static Node {
+        static NODE: OnceLock<Node> = OnceLock::new();
+        NODE.get_or_init(|| {
+            let cluster: &'static Cluster = Box::leak(Box::new(Cluster::start_with(extras())));
+            Node::start(cluster)
+        })
+    }
+
+    /// Starts the node on `cluster` and returns once it is Ready.
+    pub fn start(cluster: &'static Cluster) -> Node {
+        let begin = Instant::now();
+        // The previous test binary's watchdog may still be removing its node.
+        let gone = Instant::now() + Duration::from_secs(30);
+        while host::bridge_exists() && Instant::now() < gone {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(
+            !host::bridge_exists(),
+            "the bridge {BRIDGE} exists already: another node runs (scripts/dev-cluster.sh?) \
+             or one was not removed (scripts/node-down.sh DIR)"
+        );
+        let dir = cluster.dir.join("node");
+        let run = PathBuf::from(format!("/run/ri-node-{}", std::process::id()));
+        let state = run.join("containerd-state");
+        for d in [
+            &dir,
+            &dir.join("pids"),
+            &run,
+            &dir.join("net.d"),
+            &dir.join("pod-logs"),
+        ] {
+            std::fs::create_dir_all(d)
+                .unwrap_or_else(|e| panic!("failed to create {}: {e}", d.display()));
+        }
+        let names = host::HostNames::new();
+        host::record(&dir, &run, &state, &names);
+        let watchdog = host::watchdog(&dir);
+        let api_port = cluster.url.rsplit(':').next().unwrap().parse().unwrap();
+        host::network(&names, api_port);
+        host::cgroups(&names);
+
+        let images = Images::build(&dir);
+        let socket = run.join("containerd.sock");
+        std::fs::write(
+            dir.join("net.d/10-ri-node.conflist"),
+            config::cni(&dir.join("ipam")),
+        )
+        .unwrap();
+        let containerd_config = dir.join("containerd.toml");
+        std::fs::write(
+            &containerd_config,
+            config::containerd(
+                &dir.join("containerd-root"),
+                &state,
+                &socket,
+                &dir.join("net.d"),
+                &images.pause,
+            ),
+        )
+        .unwrap();
+        let mut cmd = Command::new("containerd");
+        cmd.arg("--config").arg(&containerd_config);
+        let mut containerd = Proc::start("containerd", cmd, &dir.join("containerd.log"));
+        record_pid(&dir, "containerd", &containerd);
+        cluster.wait_for("containerd's socket", START_LIMIT, || {
+            if let Some(how) = containerd.exited() {
+                panic!("containerd exited ({how}):\n{}", containerd.tail(30));
+            }
+            socket.exists().then_some(())
+        });
+        images.import(&socket, SHIPPED_IMAGE);
+
+        let ports = config::KubeletPorts {
+            server: free_port(),
+            healthz: free_port(),
+        };
+        let kubelet_config = dir.join("kubelet.yaml");
+        std::fs::write(
+            &kubelet_config,
+            config::kubelet(&socket, &names.cgroup_root, &dir, &ports),
+        )
+        .unwrap();
+        let root = dir.join("kubelet");
+        let kubelet_args = vec![
+            format!("--config={}", kubelet_config.display()),
+            format!("--kubeconfig={}", cluster.kubeconfig.display()),
+            format!("--root-dir={}", root.display()),
+            format!("--cert-dir={}", root.join("pki").display()),
+            format!("--hostname-override={NODE}"),
+            format!("--node-ip={GATEWAY}"),
+            "--v=2".into(),
+        ];
+        let kubelet_start = Instant::now();
+        let kubelet = start_kubelet(cluster, &dir, &kubelet_args);
+        let mut sched = Command::new(kube_binary(cluster, "kube-scheduler"));
+        sched
+            .arg(format!("--kubeconfig={}", cluster.kubeconfig.display()))
+            .arg("--leader-elect=false")
+            .arg("--bind-address=127.0.0.1")
+            .arg("--secure-port=0")
+            .arg("--v=2");
+        let scheduler = Proc::start("kube-scheduler", sched, &dir.join("kube-scheduler.log"));
+        record_pid(&dir, "kube-scheduler", &scheduler);
+        let node = Node {
+            cluster,
+            dir,
+            socket,
+            images,
+            started: StartTimes {
+                total: Duration::ZERO,
+                kubelet_to_ready: Duration::ZERO,
+            },
+            kubelet: Mutex::new(kubelet),
+            kubelet_args,
+            _containerd: containerd,
+            _scheduler: scheduler,
+            _watchdog: watchdog,
+        };
+        node.wait_ready();
+        let started = StartTimes {
+            total: begin.elapsed(),
+            kubelet_to_ready: kubelet_start.elapsed(),
+        };
+        eprintln!(
+            "node {NODE}: Ready {:.1} s after the kubelet started, {:.1} s after the node's start (files in {})",
+            started.kubelet_to_ready.as_secs_f64(),
+            started.total.as_secs_f64(),
+            node.dir.display()
+        );
+        std::fs::write(node.dir.join("start-times"), format!("{started:?}\n")).unwrap();
+        Node { started, ..node }
+    }
+
+    /// Waits until the node reports Ready and the node lifecycle controller has lifted the
+    /// `not-ready` taint that the API server registers every node with (Pods schedule then).
+    pub fn wait_ready(&self) {
+        let what = format!("node {NODE} to be Ready and untainted");
+        self.cluster.wait_for(&what, START_LIMIT, || {
+            if let Some(how) = self.kubelet.lock().unwrap().exited() {
+                let kubelet = self.kubelet.lock().unwrap();
+                panic!(
+                    "the kubelet exited ({how}); log {}:\n{}",
+                    kubelet.log.display(),
+                    kubelet.tail(40)
+                );
+            }
+            let out = self
+                .cluster
+                .kubectl(&["get", "node", NODE, "-o", "json"])
+                .try_run();
+            if !out.ok {
+                return None;
+            }
+            let node = out.json();
+            let ready = node["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            let tainted = node["spec"]["taints"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["key"] == "node.kubernetes.io/not-ready"));
+            (ready && !tainted).then_some(())
+        });
+    }
+
+    /// Kills the kubelet (SIGKILL). Its Pods keep running under containerd.
+    pub fn stop_kubelet(&self) {
+        self.kubelet.lock().unwrap().kill();
+    }
+
+    /// Starts the kubelet again with the same flags and waits for the node to be Ready.
+    pub fn start_kubelet(&self) {
+        *self.kubelet.lock().unwrap() = start_kubelet(self.cluster, &self.dir, &self.kubelet_args);
+        self.wait_ready();
+    }
+
+    /// The kubelet's log so far.
+    pub fn kubelet_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("kubelet.log")).unwrap_or_default()
+    }
+}
+
+fn start_kubelet(cluster: &Cluster, dir: &Path, args: &[String]) -> Proc {
+    let mut cmd = Command::new(kube_binary(cluster, "kubelet"));
+    cmd.args(args);
+    let proc = Proc::start("kubelet", cmd, &dir.join("kubelet.log"));
+    record_pid(dir, "kubelet", &proc);
+    proc
+}
+
+/// A binary beside kube-apiserver (`kubelet`, `kube-scheduler`), or a panic saying how to get it.
+pub fn kube_binary(cluster: &Cluster, name: &str) -> PathBuf {
+    let path = cluster.assets.apiserver.with_file_name(name);
+    assert!(
+        path.is_file(),
+        "the node needs {} and it is missing: run scripts/install-kube-test-binaries.sh",
+        path.display()
+    );
+    path
+}
+
+fn record_pid(dir: &Path, name: &str, proc: &Proc) {
+    std::fs::write(dir.join("pids").join(name), proc.pid().to_string()).unwrap();
+}
