@@ -356,14 +356,20 @@ fn etcd_data_dir() -> PathBuf {
     if let Ok(entries) = std::fs::read_dir(&base) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name.strip_prefix("ri-e2e-etcd-")
+            if let Some(pid) = name
+                .strip_prefix("ri-e2e-etcd-")
+                .and_then(|rest| rest.split('-').next())
                 && !Path::new("/proc").join(pid).exists()
             {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
     }
-    base.join(format!("ri-e2e-etcd-{}", std::process::id()))
+    // One directory per start: a start that failed half-way (a panic in a shared cluster's
+    // first use) leaves its etcd holding the data; the next start must not wait on its lock.
+    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    base.join(format!("ri-e2e-etcd-{}-{n}", std::process::id()))
 }
 
 /// `GET http://127.0.0.1:port/path` answers 200.
