@@ -218,7 +218,11 @@ fn waves(cluster: &Cluster) -> (Duration, Duration) {
         let requests = cluster.api.requests();
         let patched: Vec<Instant> = requests[before..]
             .iter()
-            .filter(|r| r.method == "PATCH" && r.path.contains(&format!("/pods/{prefix}-")))
+            .filter(|r| {
+                r.method == "PATCH"
+                    && r.path.contains(&format!("/pods/{prefix}-"))
+                    && !second_nudge(r)
+            })
             .map(|r| r.received)
             .collect();
         (patched.len() >= PODS).then(|| patched.into_iter().max().unwrap())
@@ -299,7 +303,7 @@ fn reaction(cluster: &Cluster, name: &str, round: usize, resource: &str) -> Dura
     let patch = wait_for("the PATCH", Duration::from_secs(30), || {
         cluster.api.requests()[before..]
             .iter()
-            .find(|r| r.method == "PATCH" && r.resource() == Some(resource))
+            .find(|r| r.method == "PATCH" && r.resource() == Some(resource) && !second_nudge(r))
             .cloned()
     });
     let sent = wait_for("the event's send time", Duration::from_secs(5), || {
@@ -402,8 +406,13 @@ fn pod_patches(cluster: &Cluster) -> usize {
     cluster
         .patches()
         .iter()
-        .filter(|p| p.resource() == Some("pods") && p.status == 200)
+        .filter(|p| p.resource() == Some("pods") && p.status == 200 && !second_nudge(p))
         .count()
+}
+
+/// A Pod's second nudge (`mounted-config-refreshed`, 2 s after its refresh), not a refresh.
+fn second_nudge(request: &kube_support::record::Recorded) -> bool {
+    String::from_utf8_lossy(&request.body).contains("reload-injector.io/mounted-config-refreshed")
 }
 
 fn percentile(samples: &mut [Duration], p: usize) -> Duration {

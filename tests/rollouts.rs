@@ -193,19 +193,28 @@ fn a_mounted_config_change_refreshes_the_pod_and_rolls_nothing() {
     cluster.put(&pod);
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
-    // The stale hash (a change made while no controller ran) is found at start.
-    let patches = cluster.wait_patches(1);
-    assert_eq!(patches[0].resource(), Some("pods"));
-    let first = mounted_hash(&cluster);
-    cluster.put(&Cluster::config_map("site", &[("nginx.conf", "two")]));
+    // The stale hash (a change made while no controller ran) is found at start; 2 s after it
+    // landed, the second nudge sets `mounted-config-refreshed` to the same hash.
     let patches = cluster.wait_patches(2);
+    assert_eq!(patches[0].resource(), Some("pods"));
+    assert!(!is_second_nudge(&patches[0]) && is_second_nudge(&patches[1]));
+    assert!(
+        patches[1].received - patches[0].received >= Duration::from_secs(2),
+        "{patches:?}"
+    );
+    let first = mounted_hash(&cluster);
+    assert_eq!(refreshed(&cluster), first);
+    cluster.put(&Cluster::config_map("site", &[("nginx.conf", "two")]));
+    let patches = cluster.wait_patches(4);
     std::thread::sleep(QUIET);
     assert!(
         patches.iter().all(|p| p.resource() == Some("pods")),
         "{patches:?}"
     );
-    assert_eq!(cluster.patches().len(), 2);
+    assert_eq!(cluster.patches().len(), 4);
+    assert!(!is_second_nudge(&patches[2]) && is_second_nudge(&patches[3]));
     assert_ne!(mounted_hash(&cluster), first);
+    assert_eq!(refreshed(&cluster), mounted_hash(&cluster));
     assert!(cluster.events().is_empty(), "a refresh records no Event");
     assert!(server.wait_metric("reload_injector_pod_refreshes_total", 2.0, PATIENCE));
 }
@@ -386,6 +395,14 @@ fn mounted_hash(cluster: &Cluster) -> String {
         .to_owned()
 }
 
+fn refreshed(cluster: &Cluster) -> String {
+    let pod = cluster.api.get("pods", NS, "web-1").unwrap();
+    pod["metadata"]["annotations"]["reload-injector.io/mounted-config-refreshed"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn sha256_hex(value: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(value.as_bytes()))
@@ -529,13 +546,19 @@ fn web_pod(name: &str, hash: &str, ready: bool) -> Value {
     })
 }
 
+/// The Pods whose `mounted-config-hash` was patched, in order (not the second nudges that
+/// follow each 2 s later: `mounted-config-refreshed`).
 fn pod_patches(cluster: &Cluster) -> Vec<String> {
     cluster
         .patches()
         .iter()
-        .filter(|p| p.resource() == Some("pods"))
+        .filter(|p| p.resource() == Some("pods") && !is_second_nudge(p))
         .map(|p| p.path.rsplit('/').next().unwrap_or_default().to_owned())
         .collect()
+}
+
+fn is_second_nudge(patch: &kube_support::record::Recorded) -> bool {
+    String::from_utf8_lossy(&patch.body).contains("reload-injector.io/mounted-config-refreshed")
 }
 
 #[test]

@@ -102,13 +102,13 @@ pub fn evaluate(
         .kind
         .is_workload()
         .then(|| event_message(causes, &keys));
-    Verdict::Write(Write {
-        target: target.clone(),
-        uid: tracked.consumer.uid.clone(),
-        expected: current.cloned(),
-        desired: hash,
+    Verdict::Write(Write::hash(
+        target.clone(),
+        tracked.consumer.uid.clone(),
+        current.cloned(),
+        hash,
         event,
-    })
+    ))
 }
 
 /// The Event message: the objects and keys that changed, never a value.

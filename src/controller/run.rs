@@ -643,13 +643,13 @@ impl Loop {
                 .budget(&stopped.workload)
                 .map(|b| b.uid.clone())
                 .unwrap_or_default();
-            self.writer.note(super::target::Write {
-                target: stopped.workload,
+            self.writer.note(super::target::Write::hash(
+                stopped.workload,
                 uid,
-                expected: None,
-                desired: String::new(),
-                event: Some(message),
-            });
+                None,
+                String::new(),
+                Some(message),
+            ));
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kube::api::{ApiResource, GroupVersionKind};
 
-use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH};
+use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_REFRESHED};
 
 /// The kinds the controller writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -140,11 +140,92 @@ pub struct Write {
     pub desired: String,
     /// The Event message (workloads only), starting with `reload-injector:`; never a value.
     pub event: Option<String>,
+    /// The annotation written: `target.kind.annotation()`, or on a Pod the second nudge's
+    /// `mounted-config-refreshed` (see [`Write::again`]).
+    pub annotation: &'static str,
+}
+
+impl Write {
+    /// The write of `target`'s own hash annotation.
+    pub fn hash(
+        target: Target,
+        uid: String,
+        expected: Option<String>,
+        desired: String,
+        event: Option<String>,
+    ) -> Write {
+        let annotation = target.kind.annotation();
+        Write {
+            target,
+            uid,
+            expected,
+            desired,
+            event,
+            annotation,
+        }
+    }
+
+    /// The second nudge that follows this write once it landed, if any: a Pod whose
+    /// `mounted-config-hash` changed gets `mounted-config-refreshed` set to the same hash. The
+    /// first Pod update can reach the kubelet before the kubelet's own watch of the ConfigMap or
+    /// Secret has the new data; the kubelet then remounts the old data, and nothing else would
+    /// make it look again before its periodic sync (60–90 s). The value differs from what the
+    /// annotation held (it held the previous hash, or nothing), so the PATCH is a real change
+    /// and the kubelet gets an UPDATE. A merge patch without a `test`: it never conflicts.
+    pub fn again(&self) -> Option<Write> {
+        (self.target.kind == TargetKind::Pod && self.annotation == MOUNTED_CONFIG_HASH).then(|| {
+            Write {
+                target: self.target.clone(),
+                uid: self.uid.clone(),
+                expected: None,
+                desired: self.desired.clone(),
+                event: None,
+                annotation: MOUNTED_CONFIG_REFRESHED,
+            }
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_pods_hash_write_is_followed_by_a_second_distinct_nudge() {
+        let pod = Target {
+            kind: TargetKind::Pod,
+            namespace: "shop".into(),
+            name: "web-1".into(),
+        };
+        let first = Write::hash(
+            pod.clone(),
+            "uid".into(),
+            Some("sha256:old".into()),
+            "sha256:new".into(),
+            None,
+        );
+        assert_eq!(first.annotation, MOUNTED_CONFIG_HASH);
+        let again = first.again().expect("a Pod's refresh is nudged twice");
+        assert_eq!(again.target, pod);
+        assert_eq!(again.annotation, MOUNTED_CONFIG_REFRESHED);
+        assert_ne!(again.annotation, first.annotation);
+        assert_eq!(again.desired, "sha256:new");
+        assert_eq!(again.expected, None);
+        assert_eq!(again.event, None);
+        // The second nudge is not followed by a third, and workloads roll instead.
+        assert_eq!(again.again(), None);
+        let deployment = Write::hash(
+            Target {
+                kind: TargetKind::Deployment,
+                ..pod
+            },
+            "uid".into(),
+            None,
+            "sha256:new".into(),
+            Some("reload-injector: changed".into()),
+        );
+        assert_eq!(deployment.again(), None);
+    }
 
     #[test]
     fn a_rollout_is_addressed_as_argo_serves_it() {

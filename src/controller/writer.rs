@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-pub use body::{AnnotationPatch, COMPONENT, REASON, annotation_patch, event};
+pub use body::{AnnotationPatch, COMPONENT, REASON, annotation_patch, event, write_patch};
 
 use super::rate::TokenBucket;
 use super::target::{Target, TargetKind, Write};
@@ -31,6 +31,18 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How many times an Event create is tried before it is given up (it is a courtesy).
 pub const EVENT_ATTEMPTS: u32 = 3;
+/// How long after a Pod's `mounted-config-hash` landed its second nudge is sent
+/// ([`Write::again`]): long enough for the kubelet's own watch of the ConfigMap or Secret to
+/// have the new data (it lags the API by milliseconds), and the waves' settle time.
+pub const NUDGE_AGAIN_AFTER: Duration = super::waves::SETTLE;
+
+/// One queued write: a target and the annotation written there (a Pod's hash and its second
+/// nudge are queued apart, so neither replaces the other).
+type Slot = (Target, &'static str);
+
+fn slot(write: &Write) -> Slot {
+    (write.target.clone(), write.annotation)
+}
 
 /// How the writer sends.
 #[derive(Debug, Clone)]
@@ -243,11 +255,11 @@ struct Task {
     bucket: Arc<Mutex<TokenBucket>>,
     outcomes: mpsc::UnboundedSender<Outcome>,
     counters: Counters,
-    entries: HashMap<Target, Entry>,
-    ready: VecDeque<Target>,
-    delayed: BTreeMap<(Instant, u64), Target>,
+    entries: HashMap<Slot, Entry>,
+    ready: VecDeque<Slot>,
+    delayed: BTreeMap<(Instant, u64), Slot>,
     seq: u64,
-    in_flight: JoinSet<(Target, Sent)>,
+    in_flight: JoinSet<(Slot, Sent)>,
     events: JoinSet<()>,
 }
 
@@ -282,8 +294,8 @@ impl Task {
                     None => return,
                 },
                 Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
-                    if let Ok((target, sent)) = done {
-                        self.finish(target, sent);
+                    if let Ok((slot, sent)) = done {
+                        self.finish(slot, sent);
                     }
                 }
                 Some(_) = self.events.join_next(), if !self.events.is_empty() => {}
@@ -304,14 +316,32 @@ impl Task {
     }
 
     fn submit(&mut self, write: Write) {
-        let Some(entry) = self.entries.get_mut(&write.target) else {
-            self.ready.push_back(write.target.clone());
+        self.queue(write, None);
+    }
+
+    /// Queues `write` to be sent now (`after` `None`) or after a delay; a write already queued
+    /// for the same slot is replaced, keeping its place and time.
+    fn queue(&mut self, write: Write, after: Option<Duration>) {
+        let slot = slot(&write);
+        let Some(entry) = self.entries.get_mut(&slot) else {
+            let state = match after {
+                None => {
+                    self.ready.push_back(slot.clone());
+                    State::Ready
+                }
+                Some(after) => {
+                    self.seq += 1;
+                    self.delayed
+                        .insert((Instant::now() + after, self.seq), slot.clone());
+                    State::Delayed
+                }
+            };
             self.entries.insert(
-                write.target.clone(),
+                slot,
                 Entry {
                     write,
                     failures: 0,
-                    state: State::Ready,
+                    state,
                 },
             );
             return;
@@ -344,12 +374,8 @@ impl Task {
             }
             entry.state = State::InFlight { next: None };
             let (client, write, timeout) = (self.client.clone(), entry.write.clone(), self.timeout);
-            self.in_flight.spawn(async move {
-                (
-                    write.target.clone(),
-                    send_patch(client, &write, timeout).await,
-                )
-            });
+            self.in_flight
+                .spawn(async move { (slot(&write), send_patch(client, &write, timeout).await) });
         }
         None
     }
@@ -369,17 +395,22 @@ impl Task {
         }
     }
 
-    fn finish(&mut self, target: Target, sent: Sent) {
-        let Some(entry) = self.entries.get_mut(&target) else {
+    fn finish(&mut self, slot: Slot, sent: Sent) {
+        let Some(entry) = self.entries.get_mut(&slot) else {
             return;
         };
         let State::InFlight { next } = std::mem::replace(&mut entry.state, State::Ready) else {
             return;
         };
         let write = entry.write.clone();
+        let target = slot.0.clone();
+        if write.annotation != target.kind.annotation() {
+            self.finish_again(slot, write, next, sent);
+            return;
+        }
         match sent {
             Sent::Written => {
-                self.entries.remove(&target);
+                self.entries.remove(&slot);
                 tracing::info!(
                     object = %target,
                     from = write.expected.as_deref().unwrap_or("none"),
@@ -396,13 +427,16 @@ impl Task {
                         record_event(client, bucket, timeout, target, event).await
                     });
                 }
+                if let Some(again) = write.again() {
+                    self.queue(again, Some(NUDGE_AGAIN_AFTER));
+                }
                 let _ = self.outcomes.send(Outcome::Written(target, write.desired));
                 if let Some(next) = next {
                     self.submit(next);
                 }
             }
             Sent::Unchanged => {
-                self.entries.remove(&target);
+                self.entries.remove(&slot);
                 tracing::debug!(object = %target, "already holds the value; nothing sent");
                 let _ = self.outcomes.send(Outcome::Written(target, write.desired));
                 if let Some(next) = next {
@@ -410,7 +444,7 @@ impl Task {
                 }
             }
             Sent::Conflict(code) => {
-                self.entries.remove(&target);
+                self.entries.remove(&slot);
                 tracing::info!(object = %target, status = code, "the object changed since the view; not written");
                 let _ = self.outcomes.send(Outcome::Conflict(target));
                 if let Some(next) = next {
@@ -418,28 +452,59 @@ impl Task {
                 }
             }
             Sent::Gone => {
-                self.entries.remove(&target);
+                self.entries.remove(&slot);
                 tracing::info!(object = %target, "the object is gone; not written");
                 let _ = self.outcomes.send(Outcome::Gone(target));
             }
-            Sent::Retry { error, refused } => {
-                entry.failures += 1;
-                if let Some(next) = next {
-                    entry.write = newer(Some(write), next);
-                }
-                let delay = jittered(entry.failures);
-                let error = crate::report::one_line(&error);
-                if refused {
-                    tracing::error!(object = %target, retry_in = ?delay, "{error}");
-                } else {
-                    tracing::warn!(object = %target, retry_in = ?delay, "{error}");
-                }
-                self.seq += 1;
-                let key = (Instant::now() + delay, self.seq);
-                entry.state = State::Delayed;
-                self.delayed.insert(key, target);
-            }
+            Sent::Retry { error, refused } => self.retry(slot, write, next, error, refused),
         }
+    }
+
+    /// The end of a second nudge ([`Write::again`]): nothing for the reconciler to learn.
+    fn finish_again(&mut self, slot: Slot, write: Write, next: Option<Write>, sent: Sent) {
+        let target = slot.0.clone();
+        match sent {
+            Sent::Written | Sent::Unchanged | Sent::Conflict(_) => {
+                self.entries.remove(&slot);
+                tracing::info!(object = %target, to = %write.desired, "wrote {} (the second nudge)", write.annotation);
+                if let Some(next) = next {
+                    self.submit(next);
+                }
+            }
+            Sent::Gone => {
+                self.entries.remove(&slot);
+            }
+            Sent::Retry { error, refused } => self.retry(slot, write, next, error, refused),
+        }
+    }
+
+    fn retry(
+        &mut self,
+        slot: Slot,
+        write: Write,
+        next: Option<Write>,
+        error: Error,
+        refused: bool,
+    ) {
+        let Some(entry) = self.entries.get_mut(&slot) else {
+            return;
+        };
+        let target = slot.0.clone();
+        entry.failures += 1;
+        if let Some(next) = next {
+            entry.write = newer(Some(write), next);
+        }
+        let delay = jittered(entry.failures);
+        let error = crate::report::one_line(&error);
+        if refused {
+            tracing::error!(object = %target, retry_in = ?delay, "{error}");
+        } else {
+            tracing::warn!(object = %target, retry_in = ?delay, "{error}");
+        }
+        self.seq += 1;
+        let key = (Instant::now() + delay, self.seq);
+        entry.state = State::Delayed;
+        self.delayed.insert(key, slot);
     }
 
     fn drop_everything(&mut self) {
@@ -489,7 +554,7 @@ async fn sleep_until(at: Option<Instant>) {
 
 async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> Sent {
     let target = &write.target;
-    let patch = match annotation_patch(target.kind, write.expected.as_deref(), &write.desired) {
+    let patch = match write_patch(write) {
         AnnotationPatch::Unchanged => return Sent::Unchanged,
         AnnotationPatch::Guarded(patch) => Patch::<Value>::Json(patch),
         AnnotationPatch::Add(body) => Patch::Merge(body),

@@ -63,6 +63,11 @@ pub const INJECTED: &str = "reload-injector.io/injected";
 /// rollout controller patches it when that config changes, which makes the kubelet refresh the
 /// mounted files at once.
 pub const MOUNTED_CONFIG_HASH: &str = "reload-injector.io/mounted-config-hash";
+/// Written on Pods by the rollout controller about 2 s after it changed `mounted-config-hash`:
+/// the same hash, a second Pod update that makes the kubelet sync the Pod again. The first may
+/// reach the kubelet before its own ConfigMap/Secret watch has the new data, and then remounts
+/// the old data; by the second, the watch has it.
+pub const MOUNTED_CONFIG_REFRESHED: &str = "reload-injector.io/mounted-config-refreshed";
 /// Label (`"true"`) on Pods that carry the sidecar, so the controller can watch only those.
 pub const SIDECAR_LABEL: &str = "reload-injector.io/sidecar";
 /// `"true"` on a ConfigMap/Secret: its changes never cause a write.

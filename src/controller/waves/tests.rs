@@ -21,13 +21,13 @@ fn web() -> Target {
 }
 
 fn write(name: &str, desired: &str) -> Write {
-    Write {
-        target: pod(name),
-        uid: format!("uid-{name}"),
-        expected: Some("sha256:old".into()),
-        desired: desired.into(),
-        event: None,
-    }
+    Write::hash(
+        pod(name),
+        format!("uid-{name}"),
+        Some("sha256:old".into()),
+        desired.into(),
+        None,
+    )
 }
 
 fn names(writes: &[Write]) -> Vec<String> {

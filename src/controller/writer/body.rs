@@ -34,10 +34,29 @@ pub fn annotation_patch(
     expected: Option<&str>,
     desired: &str,
 ) -> AnnotationPatch {
-    let before = skeleton(kind, expected);
+    patch_of(kind, kind.annotation(), expected, desired)
+}
+
+/// The PATCH of `write`: its annotation from `expected` to `desired`.
+pub fn write_patch(write: &Write) -> AnnotationPatch {
+    patch_of(
+        write.target.kind,
+        write.annotation,
+        write.expected.as_deref(),
+        &write.desired,
+    )
+}
+
+fn patch_of(
+    kind: TargetKind,
+    annotation: &str,
+    expected: Option<&str>,
+    desired: &str,
+) -> AnnotationPatch {
+    let before = skeleton(kind, annotation, expected);
     let mut after = before.clone();
     if let Some(annotations) = annotations_mut(&mut after, kind) {
-        annotations.insert(kind.annotation().to_owned(), Value::from(desired));
+        annotations.insert(annotation.to_owned(), Value::from(desired));
     }
     let Some(expected) = expected else {
         return AnnotationPatch::Add(after);
@@ -58,11 +77,11 @@ pub fn annotation_patch(
 }
 
 /// An object holding only the path to `kind`'s metadata and, in it, an annotations map with
-/// `expected` (empty when `None`).
-fn skeleton(kind: TargetKind, expected: Option<&str>) -> Value {
+/// `annotation` set to `expected` (empty when `None`).
+fn skeleton(kind: TargetKind, annotation: &str, expected: Option<&str>) -> Value {
     let mut annotations = Map::new();
     if let Some(value) = expected {
-        annotations.insert(kind.annotation().to_owned(), Value::from(value));
+        annotations.insert(annotation.to_owned(), Value::from(value));
     }
     let mut node = Value::Object(Map::from_iter([(
         "annotations".to_owned(),

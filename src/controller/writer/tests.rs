@@ -29,6 +29,18 @@ impl Seen {
     fn is_patch(&self) -> bool {
         self.method == "PATCH"
     }
+
+    /// A Pod's second nudge: a merge patch of `mounted-config-refreshed` alone.
+    fn is_second_nudge(&self) -> bool {
+        self.is_patch()
+            && self
+                .body
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|a| {
+                    a.len() == 1 && a.contains_key(crate::inject::MOUNTED_CONFIG_REFRESHED)
+                })
+    }
 }
 
 type Answer = Box<dyn FnMut(&Seen) -> u16 + Send>;
@@ -130,6 +142,14 @@ impl Harness {
         self.requests().into_iter().filter(Seen::is_patch).collect()
     }
 
+    /// The PATCHes of the hash annotations (every PATCH but the Pods' second nudges).
+    fn hash_patches(&self) -> Vec<Seen> {
+        self.patches()
+            .into_iter()
+            .filter(|p| !p.is_second_nudge())
+            .collect()
+    }
+
     async fn outcome(&mut self) -> Outcome {
         tokio::time::timeout(Duration::from_secs(600), self.outcomes.recv())
             .await
@@ -174,13 +194,13 @@ fn write(kind: TargetKind, name: &str, expected: Option<&str>, desired: &str) ->
     let event = kind.is_workload().then(|| {
         format!("reload-injector: ConfigMap shop/settings changed (keys: upstream); new {desired}")
     });
-    Write {
-        target: target(kind, name),
-        uid: format!("uid-{name}"),
-        expected: expected.map(str::to_owned),
-        desired: desired.into(),
+    Write::hash(
+        target(kind, name),
+        format!("uid-{name}"),
+        expected.map(str::to_owned),
+        desired.into(),
         event,
-    }
+    )
 }
 
 /// Lets the writer run until nothing is left to do within `span` of paused time.
@@ -668,7 +688,7 @@ async fn two_queued_writes_for_one_target_become_one_patch_in_its_place() {
         written.push(h.outcome().await);
     }
     settle(Duration::from_secs(10)).await;
-    let patches = h.patches();
+    let patches = h.hash_patches();
     let names: Vec<&str> = patches
         .iter()
         .map(|p| p.path.rsplit('/').next().unwrap())
@@ -714,9 +734,71 @@ async fn a_newer_write_replaces_the_one_waiting_to_retry() {
         Outcome::Written(target(TargetKind::Pod, "a"), "sha256:2".into())
     );
     settle(Duration::from_secs(60)).await;
-    let patches = h.patches();
+    let patches = h.hash_patches();
     assert_eq!(patches.len(), 2);
     assert_eq!(patches[1].body[1]["value"], "sha256:2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pods_landed_refresh_is_nudged_again_with_a_distinct_change_retried_until_it_lands() {
+    // The hash PATCH lands; the second nudge is refused twice before it lands.
+    let mut h = start(patches(&[200, 503, 500]), 20.0, true);
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:1".into())
+    );
+    let first_at = h.patches()[0].at;
+    settle(Duration::from_secs(60)).await;
+    let patches = h.patches();
+    assert_eq!(patches.len(), 4, "{patches:#?}");
+    assert!(!patches[0].is_second_nudge());
+    for again in &patches[1..] {
+        assert!(again.is_second_nudge(), "{again:#?}");
+        assert_eq!(again.path, patches[0].path);
+        assert_eq!(again.content_type, "application/merge-patch+json");
+        assert_eq!(
+            again.body["metadata"]["annotations"][crate::inject::MOUNTED_CONFIG_REFRESHED],
+            "sha256:1"
+        );
+    }
+    assert!(
+        patches[1].at - first_at >= NUDGE_AGAIN_AFTER,
+        "{patches:#?}"
+    );
+    // Nothing more for the reconciler: the second nudge is not a refresh of its own.
+    assert!(h.outcomes.try_recv().is_err());
+    assert_eq!(h.counted.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_value_already_there_or_a_conflict_or_a_rollout_is_not_nudged_again() {
+    let mut h = start(patches(&[409]), 20.0, true);
+    h.writer
+        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Conflict(target(TargetKind::Pod, "a"))
+    );
+    h.writer
+        .submit(write(TargetKind::Pod, "b", Some("sha256:1"), "sha256:1"));
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "web",
+        Some("sha256:0"),
+        "sha256:1",
+    ));
+    for _ in 0..2 {
+        assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    }
+    settle(Duration::from_secs(60)).await;
+    assert!(
+        h.patches().iter().all(|p| !p.is_second_nudge()),
+        "{:#?}",
+        h.patches()
+    );
+    assert_eq!(h.patches().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -198,6 +198,41 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Merge-patches the ConfigMap's `key` to `value` and, at the same moment on a second
+    /// request, an annotation of `pod` (a Pod update that races the kubelet's own watch of the
+    /// ConfigMap, as the controller's refresh does); returns the instant just before both were
+    /// sent.
+    pub fn set_racing_pod(
+        &self,
+        ns: &str,
+        name: &str,
+        key: &str,
+        value: &str,
+        pod: &str,
+    ) -> Instant {
+        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+        use kube::api::{Api, Patch, PatchParams};
+        let params = PatchParams::default();
+        self.runtime.block_on(async {
+            let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            let data = json!({"data": {key: value}});
+            let nudge =
+                json!({"metadata": {"annotations": {"e2e.reload-injector.io/race": value}}});
+            let (data, nudge) = (Patch::Merge(&data), Patch::Merge(&nudge));
+            let start = Instant::now();
+            let (config_map, pod) = tokio::join!(
+                config_maps.patch(name, &params, &data),
+                pods.patch(pod, &params, &nudge),
+            );
+            config_map.unwrap();
+            pod.unwrap();
+            start
+        })
+    }
+}
+
 /// p50 and max of `samples`.
 pub fn p50_max(samples: &[Duration]) -> (Duration, Duration) {
     let mut sorted = samples.to_vec();
