@@ -1,6 +1,7 @@
-//! What every replica knows of the ConfigMaps and Secrets (pure): their metadata from the
-//! metadata-only watch, and the per-key digests of those something consumes, fetched by GET.
-//! Shared with the webhook, which answers its lookups from here once the view has synced.
+//! What every replica knows of the ConfigMaps and Secrets of opted-in namespaces (pure): their
+//! metadata and per-key digests as their watch delivered them (or, for an object the watch does
+//! not know, as a GET found it). Shared with the webhook, which answers its lookups from here
+//! once the view has synced.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -141,6 +142,21 @@ impl ConfigStore {
     /// The metadata of `key`, if the watch has seen it.
     pub fn meta(&self, key: &ConfigKey) -> Option<&Meta> {
         self.entries.get(key)?.meta.as_ref()
+    }
+
+    /// Forgets an object whole (deleted, and nothing consumes it).
+    pub fn remove(&mut self, key: &ConfigKey) {
+        self.entries.remove(key);
+    }
+
+    /// Forgets every object of `namespace` (it opted out: its watches stopped).
+    pub fn forget_namespace(&mut self, namespace: &str) {
+        self.entries.retain(|key, _| &*key.namespace != namespace);
+    }
+
+    /// The view's tick when the digests of `key` were last read (`None`: never).
+    pub fn sent(&self, key: &ConfigKey) -> Option<u64> {
+        Some(self.entries.get(key)?.fetched.as_ref()?.sent)
     }
 
     /// Every object the metadata watch knows (for a relist's sweep).
@@ -338,6 +354,24 @@ mod tests {
             store.fresh(&key()).is_none(),
             "fetched at 2, and the watch saw it deleted"
         );
+    }
+
+    #[test]
+    fn a_namespace_is_forgotten_whole_and_the_newest_read_is_known() {
+        let mut store = ConfigStore::default();
+        store.set_meta(key(), meta("1"));
+        store.set_fetched(key(), fetched("1", &[("a", "1")], 7));
+        assert_eq!(store.sent(&key()), Some(7));
+        let other = ConfigKey {
+            namespace: "other".into(),
+            id: ConfigId::config_map("web"),
+        };
+        store.set_meta(other.clone(), meta("1"));
+        store.forget_namespace("shop");
+        assert_eq!(store.sent(&key()), None);
+        assert_eq!(store.counts(), (1, 0));
+        store.remove(&other);
+        assert_eq!(store.counts(), (0, 0));
     }
 
     #[test]
