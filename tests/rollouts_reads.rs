@@ -177,15 +177,30 @@ fn a_relist_after_410_costs_a_list_not_a_get_per_object() {
 
 #[test]
 fn a_namespace_whose_list_is_refused_is_said_once_and_the_others_go_on() {
-    let cluster = Cluster::new("reads-403");
+    refused_namespace(false);
+}
+
+#[test]
+fn a_namespace_whose_paged_list_is_refused_is_said_once_and_the_others_go_on() {
+    refused_namespace(true);
+}
+
+/// Namespace `locked` opted in, its ConfigMap list refused (403) again and again; with
+/// `paged`, the API server does not serve streaming lists either.
+fn refused_namespace(paged: bool) {
+    let cluster = Cluster::new(if paged {
+        "reads-403-paged"
+    } else {
+        "reads-403"
+    });
     cluster.namespace("locked", true);
     workload(&cluster, "web", NS);
     workload(&cluster, "db", "locked");
-    cluster.api.fail_next(
-        Matcher::new("GET", "configmaps").namespace("locked"),
-        403,
-        1_000,
-    );
+    let locked = Matcher::new("GET", "configmaps").namespace("locked");
+    if paged {
+        cluster.api.fail_next(locked.clone().watch(true), 422, 1);
+    }
+    cluster.api.fail_next(locked, 403, 1_000);
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
     cluster.put(&config("web-env", NS, "http://b"));

@@ -62,6 +62,8 @@ pub struct Loop {
     /// The ConfigMap/Secret watches of the opted-in namespaces.
     scoped: ScopedWatches,
     scopes: HashMap<Scope, ScopeState>,
+    /// The scopes that have listed, or been refused, at least once (`/readyz` waits for them).
+    settled: HashSet<Scope>,
     writer: Writer,
     secret_key: Option<SecretKey>,
     rollout_delay: Duration,
@@ -126,6 +128,7 @@ impl Loop {
             fetcher: parts.fetcher,
             scoped: parts.scoped,
             scopes: HashMap::new(),
+            settled: HashSet::new(),
             writer: parts.writer,
             secret_key: parts.secret_key,
             rollout_delay: parts.rollout_delay,
@@ -227,7 +230,8 @@ impl Loop {
                          are not acted on until it lists, retrying with backoff"
                     );
                     let scope = self.shared_scope(scope);
-                    self.scopes.insert(scope, ScopeState::Refused);
+                    self.scopes.insert(scope.clone(), ScopeState::Refused);
+                    self.settled.insert(scope);
                     self.check_synced();
                 }
             }
@@ -250,6 +254,7 @@ impl Loop {
         }
         let scope = self.shared_scope(scope);
         let state = self.scopes.insert(scope.clone(), ScopeState::Listed);
+        self.settled.insert(scope.clone());
         if let Some(ScopeState::Listing(listed)) = state {
             let gone: Vec<ConfigKey> = read(&self.store)
                 .keys()
@@ -276,6 +281,7 @@ impl Loop {
         } else {
             self.scoped.stop(name);
             self.scopes.retain(|scope, _| *scope.namespace != *name);
+            self.settled.retain(|scope| *scope.namespace != *name);
             write(&self.store).forget_namespace(name);
         }
     }
@@ -447,14 +453,10 @@ impl Loop {
                 [ConfigKind::ConfigMap, ConfigKind::Secret]
                     .into_iter()
                     .all(|kind| {
-                        let scope = Scope {
+                        self.settled.contains(&Scope {
                             kind,
                             namespace: namespace.as_str().into(),
-                        };
-                        matches!(
-                            self.scopes.get(&scope),
-                            Some(ScopeState::Listed | ScopeState::Refused)
-                        )
+                        })
                     })
             })
         {
