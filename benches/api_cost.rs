@@ -9,8 +9,8 @@
 //! kube-controller-manager runs while measuring: the API server's only client is the one
 //! measured. For each client (the informer; `serve` from `RI_BEFORE_BIN` if set, one and two
 //! replicas; this build's `serve`, one and two replicas): requests by verb and resource
-//! (`apiserver_request_total`), response bytes (`apiserver_response_sizes` plus
-//! `apiserver_watch_events_sizes`, since a watch's bytes are not in the former), the API
+//! (`apiserver_request_total`), response bytes by verb (`apiserver_response_sizes`, which
+//! counts a watch's bytes, streaming lists' initial events included, when it ends), the API
 //! server's CPU seconds (`/proc/PID/stat`) from start until the client's requests stop, the
 //! time until every replica's `/readyz` (the informer: every store ready), and peak RSS.
 //!
@@ -151,8 +151,8 @@ impl Client {
 /// One column of the table.
 struct Measured {
     requests: BTreeMap<String, f64>,
-    response_bytes: f64,
-    watch_bytes: f64,
+    /// Verb → bytes.
+    response_bytes: BTreeMap<String, f64>,
     cpu_seconds: f64,
     ready: Duration,
     settled: Duration,
@@ -209,8 +209,16 @@ fn measure(
     let _ = runtime;
     Measured {
         requests: after.requests_since(&before),
-        response_bytes: after.response_bytes - before.response_bytes,
-        watch_bytes: after.watch_bytes - before.watch_bytes,
+        response_bytes: after
+            .response_bytes
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v - before.response_bytes.get(k).copied().unwrap_or(0.0),
+                )
+            })
+            .collect(),
         cpu_seconds,
         ready,
         settled,
@@ -222,8 +230,8 @@ fn measure(
 struct Scrape {
     /// `VERB resource` → requests (resource requests only).
     requests: BTreeMap<String, f64>,
-    response_bytes: f64,
-    watch_bytes: f64,
+    /// Verb → bytes (resource requests only).
+    response_bytes: BTreeMap<String, f64>,
 }
 
 impl Scrape {
@@ -231,8 +239,7 @@ impl Scrape {
         let text = cluster.apiserver_metrics();
         let mut scrape = Scrape {
             requests: BTreeMap::new(),
-            response_bytes: 0.0,
-            watch_bytes: 0.0,
+            response_bytes: BTreeMap::new(),
         };
         for line in text.lines() {
             let Some((series, value)) = line.rsplit_once(' ') else {
@@ -262,9 +269,8 @@ impl Scrape {
                         .or_default() += value;
                 }
                 "apiserver_response_sizes_sum" if !label("resource").is_empty() => {
-                    scrape.response_bytes += value;
+                    *scrape.response_bytes.entry(label("verb")).or_default() += value;
                 }
-                "apiserver_watch_events_sizes_sum" => scrape.watch_bytes += value,
                 _ => {}
             }
         }
@@ -328,11 +334,13 @@ fn print_table(columns: &[(String, Measured)]) {
         println!("| {name} | {} |", cells.join(" | "));
     };
     let total = |m: &Measured, verb: Option<&str>| -> f64 {
+        // `+ 0.0`: an empty sum of f64 is -0.
         m.requests
             .iter()
             .filter(|(k, _)| verb.is_none_or(|v| k.starts_with(&format!("{v} "))))
             .map(|(_, v)| v)
-            .sum()
+            .sum::<f64>()
+            + 0.0
     };
     row("**requests, all**", &|m| format!("**{}**", total(m, None)));
     for verb in ["LIST", "WATCH", "GET"] {
@@ -346,14 +354,14 @@ fn print_table(columns: &[(String, Measured)]) {
         });
     }
     row("**response bytes (MB)**", &|m| {
-        format!("**{:.1}**", (m.response_bytes + m.watch_bytes) / 1e6)
+        format!("**{:.1}**", m.response_bytes.values().sum::<f64>() / 1e6)
     });
-    row("&nbsp;&nbsp;of LIST/GET responses", &|m| {
-        format!("{:.1}", m.response_bytes / 1e6)
-    });
-    row("&nbsp;&nbsp;of watch events", &|m| {
-        format!("{:.1}", m.watch_bytes / 1e6)
-    });
+    for verb in ["LIST", "WATCH", "GET"] {
+        row(&format!("&nbsp;&nbsp;of {verb}s"), &|m| {
+            let bytes = m.response_bytes.get(verb).copied().unwrap_or(0.0);
+            format!("{:.1}", bytes / 1e6 + 0.0)
+        });
+    }
     row("**kube-apiserver CPU (s)**", &|m| {
         format!("**{:.1}**", m.cpu_seconds)
     });

@@ -64,6 +64,9 @@ pub struct Loop {
     scopes: HashMap<Scope, ScopeState>,
     /// The scopes that have listed, or been refused, at least once (`/readyz` waits for them).
     settled: HashSet<Scope>,
+    /// Every workload and Pod watch has listed once: the config watches start only then, so
+    /// that each object's digests are kept only when something consumes it.
+    targets_listed: bool,
     writer: Writer,
     secret_key: Option<SecretKey>,
     rollout_delay: Duration,
@@ -129,6 +132,7 @@ impl Loop {
             scoped: parts.scoped,
             scopes: HashMap::new(),
             settled: HashSet::new(),
+            targets_listed: false,
             writer: parts.writer,
             secret_key: parts.secret_key,
             rollout_delay: parts.rollout_delay,
@@ -276,7 +280,9 @@ impl Loop {
         }
         let shared = self.names.intern(name);
         if self.view.is_opted_in(name) {
-            self.scoped.start(&shared);
+            if self.targets_listed {
+                self.scoped.start(&shared);
+            }
             self.track_namespace(&shared);
         } else {
             self.scoped.stop(name);
@@ -341,6 +347,10 @@ impl Loop {
                     return;
                 }
                 match digests {
+                    // Only what something consumes keeps its digests (the consumers are known:
+                    // config is watched once workloads and Pods have listed); a consumer that
+                    // comes later GETs them.
+                    Some(_) if !self.view.wants(&key) => {}
                     Some(digests) => {
                         let fetched = Fetched {
                             resource_version: Some(resource_version),
@@ -440,7 +450,30 @@ impl Loop {
             }
         }
         self.done.insert(stream);
+        self.start_config_watches();
         self.check_synced();
+    }
+
+    /// Once every workload and Pod watch has listed, starts the config watches of the
+    /// namespaces that opted in so far (later ones start as they opt in).
+    fn start_config_watches(&mut self) {
+        let all_listed = self
+            .served
+            .iter()
+            .filter(|stream| matches!(stream, Stream::Targets(_)))
+            .all(|stream| self.done.contains(stream));
+        if self.targets_listed || self.served.is_empty() || !all_listed {
+            return;
+        }
+        self.targets_listed = true;
+        let namespaces: Vec<Arc<str>> = self
+            .view
+            .namespaces()
+            .map(|n| self.names.intern(n))
+            .collect();
+        for namespace in namespaces {
+            self.scoped.start(&namespace);
+        }
     }
 
     /// The first time every served stream has listed, and the config of every opted-in
@@ -465,7 +498,11 @@ impl Loop {
     }
 
     fn on_synced(&mut self) {
-        write(&self.store).set_synced(true);
+        {
+            let mut store = write(&self.store);
+            store.retain_digests(|key| self.view.wants(key));
+            store.set_synced(true);
+        }
         let _ = self.synced.send(true);
         tracing::info!(
             targets = self.view.targets().count(),

@@ -154,6 +154,18 @@ impl ConfigStore {
         self.entries.retain(|key, _| &*key.namespace != namespace);
     }
 
+    /// Drops the digests of every object `keep` refuses (the metadata stays): after the first
+    /// sync, only what something consumes keeps its digests.
+    pub fn retain_digests(&mut self, keep: impl Fn(&ConfigKey) -> bool) {
+        self.entries.retain(|key, entry| {
+            if !keep(key) {
+                entry.fetched = None;
+            }
+            entry.meta.is_some() || entry.fetched.is_some()
+        });
+        self.entries.shrink_to_fit();
+    }
+
     /// The view's tick when the digests of `key` were last read (`None`: never).
     pub fn sent(&self, key: &ConfigKey) -> Option<u64> {
         Some(self.entries.get(key)?.fetched.as_ref()?.sent)
@@ -372,6 +384,23 @@ mod tests {
         assert_eq!(store.counts(), (1, 0));
         store.remove(&other);
         assert_eq!(store.counts(), (0, 0));
+    }
+
+    #[test]
+    fn digests_nothing_consumes_are_dropped_and_their_metadata_kept() {
+        let mut store = ConfigStore::default();
+        store.set_meta(key(), meta("1"));
+        store.set_fetched(key(), fetched("1", &[("a", "1")], 1));
+        let gone = ConfigKey {
+            namespace: "shop".into(),
+            id: ConfigId::config_map("absent"),
+        };
+        store.set_fetched(gone.clone(), fetched("1", &[], 2));
+        store.retain_digests(|_| false);
+        assert_eq!(store.counts(), (1, 0), "the metadata stays");
+        assert!(store.fresh(&key()).is_none(), "no digests: a GET if needed");
+        assert_eq!(store.sent(&gone), None, "nothing left of it");
+        assert_eq!(store.entries.len(), 1);
     }
 
     #[test]
