@@ -3,15 +3,20 @@
 # (`reload-injector watch`): a static binary on distroless/static, no shell, non-root.
 #
 #   docker build -t ghcr.io/reload-injector/reload-injector:0.1.0 .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/reload-injector/reload-injector:0.1.0 .
+#
+# Each platform's build stage runs on that platform (natively or under emulation) and builds
+# for its own host target; BuildKit's TARGETARCH (amd64, arm64) lets the script check that.
 #
 # The build step is scripts/build-static.sh, which the test suite also runs outside Docker
 # (tests/dockerfile.rs) and checks: static executable, starts without any libc files.
 
 FROM rust:1.95-bookworm AS build
+ARG TARGETARCH
 WORKDIR /src
 COPY . .
 RUN scripts/build-static.sh
-RUN cp target/x86_64-unknown-linux-gnu/release/reload-injector /reload-injector
+RUN cp target/static/reload-injector /reload-injector
 
 FROM gcr.io/distroless/static-debian12:nonroot
 LABEL org.opencontainers.image.title="reload-injector" \

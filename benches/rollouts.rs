@@ -6,9 +6,12 @@
 //! 2. **Reaction**: watch event sent by the API → PATCH received, for a pod refresh and for a
 //!    rollout (which waits `--rollout-delay` on purpose).
 //! 3. **Fan-out**: one ConfigMap read by 1,000 Pods → every Pod patched, at the write rate.
+//! 4. **Waves**: a ConfigMap change → every Pod of an 8-replica Deployment refreshed (in waves
+//!    of its `maxUnavailable`, 25% when unset: 2 Pods, each wave settling Ready for 2 s), against
+//!    8 Pods that belong to no workload (refreshed at once).
 //!
 //! `cargo bench --bench rollouts` measures (`ROLLOUTS_BENCH_PHASES=scale` stops after the first
-//! phase); without `--bench` (as `cargo test --all-targets` runs it) every phase runs at a tiny
+//! phase, `ROLLOUTS_BENCH_PHASES=waves` runs only the last); without `--bench` (as `cargo test --all-targets` runs it) every phase runs at a tiny
 //! size as a smoke test. The end-to-end freshness through nginx is `tests/rollouts_e2e.rs`, which
 //! prints its times.
 
@@ -68,6 +71,12 @@ fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let sizes = if bench { &FULL } else { &SMOKE };
     let cluster = Cluster::new(if bench { "bench" } else { "bench-smoke" });
+    if std::env::var("ROLLOUTS_BENCH_PHASES").is_ok_and(|p| p == "waves") {
+        let server = cluster.serve(&[]);
+        wait_ready(&server, true);
+        report_waves(&cluster);
+        return;
+    }
     let populated = Instant::now();
     populate(&cluster, sizes);
     println!(
@@ -145,9 +154,80 @@ fn main() {
         sizes.fan_out,
         all as f64 / took.as_secs_f64()
     );
+
+    // 4. Waves: what they add to the time until every replica has the new config.
+    report_waves(&cluster);
     if !bench {
         println!("(smoke run only; run `cargo bench --bench rollouts` to measure)");
     }
+}
+
+/// Phase 4 (`ROLLOUTS_BENCH_PHASES=waves` runs it alone).
+fn report_waves(cluster: &Cluster) {
+    let waved = waves(cluster);
+    println!(
+        "waves: 8 Pods of a Deployment (maxUnavailable unset: 25%, 4 waves of 2) refreshed in {:.1?}; \
+         8 Pods of no workload (at once) in {:.1?}; waves add {:.1?}",
+        waved.0,
+        waved.1,
+        waved.0.saturating_sub(waved.1)
+    );
+}
+
+/// Times (Deployment's Pods in waves, Pods of no workload) from the ConfigMap change until every
+/// Pod of each group has been patched.
+fn waves(cluster: &Cluster) -> (Duration, Duration) {
+    const PODS: usize = 8;
+    cluster.put(&json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "waved", "namespace": NS, "uid": "waved-uid"},
+        "spec": {"replicas": PODS, "selector": {"matchLabels": {"app": "waved"}}, "template": {
+            "metadata": {"labels": {"app": "waved"}},
+            "spec": {"containers": [{"name": "app", "image": "x"}]}
+        }}
+    }));
+    for cm in ["waved", "at-once"] {
+        cluster.put(&config_map(cm, "v1", 10));
+        let hash = mounted_hash(cm, "v1", 10);
+        for p in 0..PODS {
+            let mut pod = pod(&format!("{cm}-5d8f9c-{p}"), cm, Some(&hash));
+            if cm == "waved" {
+                pod["metadata"]["labels"]["pod-template-hash"] = json!("5d8f9c");
+                pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+                    "kind": "ReplicaSet", "name": "waved-5d8f9c", "uid": "rs-uid", "controller": true}]);
+            }
+            pod["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+            cluster.put(&pod);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let before = cluster.api.requests().len();
+    let started = Instant::now();
+    cluster.put(&config_map("waved", "v2", 10));
+    cluster.put(&config_map("at-once", "v2", 10));
+    let done = |prefix: &str| {
+        let requests = cluster.api.requests();
+        let patched: Vec<Instant> = requests[before..]
+            .iter()
+            .filter(|r| r.method == "PATCH" && r.path.contains(&format!("/pods/{prefix}-")))
+            .map(|r| r.received)
+            .collect();
+        (patched.len() >= PODS).then(|| patched.into_iter().max().unwrap())
+    };
+    let at_once = wait_for(
+        "every Pod of no workload patched",
+        Duration::from_secs(60),
+        || done("at-once"),
+    );
+    let waved = wait_for(
+        "every Pod of the Deployment patched",
+        Duration::from_secs(60),
+        || done("waved"),
+    );
+    (
+        waved.saturating_duration_since(started),
+        at_once.saturating_duration_since(started),
+    )
 }
 
 /// Creates everything; the workloads and Pods carry the hashes the webhook would have stamped.

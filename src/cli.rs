@@ -277,6 +277,12 @@ pub struct WatchArgs {
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_RESYNC")]
     pub resync: Duration,
 
+    /// Signal mode: how long a signalled process is watched after the signal. One that exits
+    /// within it did not reload (it died of the signal): the reload counts as failed, is
+    /// logged as an error and is not retried (the restarted process reads the new config).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_RELOAD_GRACE")]
+    pub reload_grace: Duration,
+
     /// Longest one HTTP attempt (`--url`, and `--verify-url`) may take before it counts as
     /// failed and is retried with backoff.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, env = "RELOAD_INJECTOR_TIMEOUT")]

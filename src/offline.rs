@@ -16,7 +16,10 @@ use serde_json::Value;
 
 use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
-use crate::inject::{Object, Operation, Outcome, Plan, Request, ReviewError, Settings};
+use crate::inject::{
+    MAX_WARNING_CHARS, Object, Operation, Outcome, Plan, Request, ReviewError, Settings,
+    WARNING_PREFIX, Workload, quoted,
+};
 
 /// Why `inject` could not do its job.
 #[derive(Debug, thiserror::Error)]
@@ -192,21 +195,38 @@ fn inject_object(
 ) -> Result<(), OfflineError> {
     let api_version = str_at(object, "/apiVersion").unwrap_or_default();
     let kind = str_at(object, "/kind").unwrap_or_default().to_owned();
-    // Only the versions the webhook is registered for; anything else passes through untouched.
-    let group = match api_version {
-        "v1" => "",
-        "apps/v1" => "apps",
-        "batch/v1" => "batch",
-        "argoproj.io/v1alpha1" => "argoproj.io",
-        _ => return Ok(()),
-    };
-    let namespace = str_at(object, "/metadata/namespace")
-        .unwrap_or(default_namespace)
-        .to_owned();
     let name = str_at(object, "/metadata/name")
         .or_else(|| str_at(object, "/metadata/generateName"))
         .unwrap_or("<unnamed>");
     let label = format!("{kind}/{name}");
+    // Only the versions the webhook is registered for; anything else passes through untouched.
+    let group = match api_version {
+        "v1" => Some(""),
+        "apps/v1" => Some("apps"),
+        "batch/v1" => Some("batch"),
+        "argoproj.io/v1alpha1" => Some("argoproj.io"),
+        _ => None,
+    };
+    let Some(group) = group.filter(|g| Workload::classify(g, &kind).is_some()) else {
+        // A typo (`kind: Deploymnet`, `apps/v2`) would pass unchecked: say so when the object
+        // carries pods, as the kinds the webhook checks do.
+        if carries_pods(object) {
+            let said = format!(
+                "{WARNING_PREFIX}{} {} is not a kind reload-injector checks; left as it is",
+                quoted(api_version),
+                quoted(&kind)
+            );
+            out.warnings.push(format!("{label}: {}", fit(&said)));
+            out.warnings.push(format!(
+                "{label}: {WARNING_PREFIX}kinds it checks: {}",
+                Workload::KNOWN.join(", ")
+            ));
+        }
+        return Ok(());
+    };
+    let namespace = str_at(object, "/metadata/namespace")
+        .unwrap_or(default_namespace)
+        .to_owned();
     // The core reads objects as the webhook receives them: raw JSON.
     let raw = serde_json::value::to_raw_value(&*object).map_err(|source| {
         OfflineError::ObjectUnreadable {
@@ -258,6 +278,27 @@ fn inject_object(
         )),
     }
     Ok(())
+}
+
+/// `line`, cut to [`MAX_WARNING_CHARS`] characters (the last one `…`) if it is longer.
+fn fit(line: &str) -> String {
+    if line.chars().count() <= MAX_WARNING_CHARS {
+        return line.to_owned();
+    }
+    let mut cut: String = line.chars().take(MAX_WARNING_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// Whether an object has a pod spec or pod template where workloads keep theirs.
+fn carries_pods(object: &Value) -> bool {
+    [
+        "/spec/containers",
+        "/spec/template/spec",
+        "/spec/jobTemplate/spec/template",
+    ]
+    .iter()
+    .any(|pointer| object.pointer(pointer).is_some())
 }
 
 /// What `--configs` says about each object the plan needs.
@@ -335,19 +376,49 @@ impl Reduce<'_> {
     }
 }
 
+/// Reads YAML as kubectl does (sigs.k8s.io/yaml, YAML 1.1): `0755` is octal, 493. A number
+/// that comes out as a whole float (`08`, `1.0`) is written back as the integer that kubectl
+/// would send in its JSON, never as `8.0`.
 fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> {
+    let options = serde_saphyr::options! { legacy_octal_numbers: true };
     let documents: Vec<Value> =
-        serde_saphyr::from_multiple(text).map_err(|err| OfflineError::YamlInvalid {
-            path: path.to_owned(),
-            message: {
-                let message = err.to_string();
-                // The parser starts its own message with "error: ", which the report adds too.
-                message
-                    .strip_prefix("error: ")
-                    .map_or(message.clone(), str::to_owned)
-            },
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|err| {
+            OfflineError::YamlInvalid {
+                path: path.to_owned(),
+                message: {
+                    let message = err.to_string();
+                    // The parser starts its own message with "error: ", which the report adds too.
+                    message
+                        .strip_prefix("error: ")
+                        .map_or(message.clone(), str::to_owned)
+                },
+            }
         })?;
-    Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
+    Ok(documents
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .map(|mut d| {
+            whole_floats_as_integers(&mut d);
+            d
+        })
+        .collect())
+}
+
+/// Turns every float without a fraction (that fits an i64) into that integer, as Go's JSON
+/// encoder writes a float64 that kubectl read from YAML.
+fn whole_floats_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // i64::MAX as f64 rounds up to 2^63, which does not fit: keep below it.
+            if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_floats_as_integers),
+        Value::Object(map) => map.values_mut().for_each(whole_floats_as_integers),
+        _ => {}
+    }
 }
 
 fn read_input(path: &Path) -> Result<String, OfflineError> {

@@ -82,10 +82,80 @@ fn dockerfile_builds_with_the_script_onto_a_minimal_non_root_image() {
     assert!(runtime.contains(&&"COPY --from=build /reload-injector /reload-injector".to_owned()));
 }
 
+#[test]
+fn dockerfile_and_script_build_for_every_platform() {
+    let lines = instructions();
+    let build_stage: Vec<&String> = lines
+        .iter()
+        .skip_while(|l| !l.starts_with("FROM "))
+        .skip(1)
+        .take_while(|l| !l.starts_with("FROM "))
+        .collect();
+    // BuildKit sets TARGETARCH only for stages that declare it.
+    assert!(
+        build_stage.iter().any(|l| *l == "ARG TARGETARCH"),
+        "{build_stage:?}"
+    );
+    for file in ["Dockerfile", SCRIPT] {
+        let text = fs::read_to_string(repo().join(file)).unwrap();
+        let code: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
+        assert!(
+            !code.iter().any(|l| l.contains("x86_64-unknown-linux-gnu")),
+            "{file} hard-codes an x86_64 target"
+        );
+    }
+    let script = fs::read_to_string(repo().join(SCRIPT)).unwrap();
+    assert!(
+        script.contains("amd64)") && script.contains("arm64)"),
+        "{script}"
+    );
+}
+
+#[test]
+fn the_script_refuses_an_architecture_it_cannot_build() {
+    let host = std::env::consts::ARCH;
+    let other = if host == "aarch64" { "amd64" } else { "arm64" };
+    for (arch, says) in [(other, "build host"), ("riscv64", "is not supported")] {
+        let out = Command::new(repo().join(SCRIPT))
+            .current_dir(repo())
+            .env("TARGETARCH", arch)
+            .output()
+            .expect("run the build script");
+        assert!(
+            !out.status.success(),
+            "TARGETARCH={arch} built:\n{}",
+            text(&out)
+        );
+        assert!(
+            text(&out).contains(says),
+            "TARGETARCH={arch}: {}",
+            text(&out)
+        );
+    }
+}
+
+/// The machine (`e_machine`) of an ELF file, as Rust names the architecture.
+fn elf_arch(bytes: &[u8]) -> &'static str {
+    match u16::from_le_bytes([bytes[18], bytes[19]]) {
+        62 => "x86_64",
+        183 => "aarch64",
+        _ => "other",
+    }
+}
+
 /// Runs the Dockerfile's build script; returns the binary it built.
 fn build() -> PathBuf {
+    // As BuildKit runs it for this machine's platform.
+    let arch = match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        _ => "amd64",
+    };
     let out = Command::new(repo().join(SCRIPT))
         .current_dir(repo())
+        .env("TARGETARCH", arch)
         .output()
         .expect("run the build script");
     assert!(out.status.success(), "{SCRIPT} failed:\n{}", text(&out));
@@ -142,6 +212,11 @@ fn elf_linking(bytes: &[u8]) -> (bool, usize) {
 fn the_dockerfile_build_makes_a_static_executable_that_starts_without_libc() {
     let binary = build();
     let bytes = fs::read(&binary).unwrap();
+    assert_eq!(
+        elf_arch(&bytes),
+        std::env::consts::ARCH,
+        "built for the host"
+    );
     assert_eq!(
         elf_linking(&bytes),
         (false, 0),

@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use helm::{NAMESPACE, RELEASE, object_name, template};
-use tools::{render, repo, scratch, validate};
+use tools::{generated_overlay, render, repo, validate};
 
 /// Helm's standard labels: the only fields of an object in which a render may differ from the
 /// kustomize build (each with the value it must have).
@@ -56,20 +56,7 @@ fn rendered(args: &[String]) -> Vec<Value> {
 fn generated() -> &'static (PathBuf, PathBuf) {
     static DIRS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     DIRS.get_or_init(|| {
-        let out = scratch("helm-generated").join("overlay");
-        let run = Command::new(repo().join("certs/generate.sh"))
-            .arg("--out")
-            .arg(&out)
-            .arg("--bin")
-            .arg(env!("CARGO_BIN_EXE_reload-injector"))
-            .output()
-            .expect("failed to run certs/generate.sh");
-        assert!(
-            run.status.success(),
-            "certs/generate.sh: {}{}",
-            String::from_utf8_lossy(&run.stdout),
-            String::from_utf8_lossy(&run.stderr)
-        );
+        let out = generated_overlay("helm-generated");
         let files = out.join("files");
         (out, files)
     })

@@ -179,7 +179,7 @@ items:
     metadata: {name: a}
     spec:
       securityContext: {runAsUser: 1}
-      containers: [{name: app, image: x, volumeMounts: [{name: c, mountPath: /c}]}]
+      containers: [{name: app, image: nginx, volumeMounts: [{name: c, mountPath: /c}]}]
       volumes: [{name: c, configMap: {name: c}}]
 ---
 apiVersion: apps/v1beta1
@@ -207,6 +207,15 @@ spec: {anything: [1, 2]}
         docs[1]["apiVersion"], "apps/v1beta1",
         "unknown apiVersion untouched"
     );
+    // ...but not silently: it carries pods, so the linter says it was not checked.
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            r#"Deployment/old-api: reload-injector: "apps/v1beta1" "Deployment" is not a kind"#
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Widget/w"), "{stderr}");
     assert!(
         docs[1]["spec"]["template"]["spec"]
             .get("initContainers")

@@ -7,11 +7,10 @@
 mod tools;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine;
 use serde_json::{Value, json};
-use tools::{find, render, repo, scratch, validate};
+use tools::{find, render, repo, validate};
 
 const NAMESPACE: &str = "reload-injector";
 
@@ -25,21 +24,7 @@ fn cert_manager() -> Vec<Value> {
 
 /// Runs certs/generate.sh with the freshly built binary into a scratch dir; returns the dir.
 fn generated(name: &str) -> PathBuf {
-    let out = scratch(name).join("overlay");
-    let run = Command::new(repo().join("certs/generate.sh"))
-        .arg("--out")
-        .arg(&out)
-        .arg("--bin")
-        .arg(env!("CARGO_BIN_EXE_reload-injector"))
-        .output()
-        .expect("run certs/generate.sh");
-    assert!(
-        run.status.success(),
-        "certs/generate.sh: {}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
-    );
-    out
+    tools::generated_overlay(name)
 }
 
 #[test]
@@ -126,6 +111,12 @@ fn strings(value: &Value) -> Vec<&str> {
 #[test]
 fn webhook_configuration_is_safe() {
     webhook_safety::assert_safe(&base(), NAMESPACE, &[]);
+}
+
+#[test]
+fn nothing_a_controller_creates_waits_on_the_fail_webhook() {
+    // assert_safe checks the Fail webhook's matchCondition; the overlay keeps it too.
+    webhook_safety::assert_safe(&cert_manager(), NAMESPACE, &[]);
 }
 
 #[test]

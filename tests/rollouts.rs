@@ -521,3 +521,160 @@ fn a_canary_rollouts_template_is_restamped_with_an_event_on_the_rollout() {
         PATIENCE
     ));
 }
+
+/// Pod `name` of the Deployment `web` (through its ReplicaSet `web-5d8f9c`), mounting ConfigMap
+/// `site`, with its mounted hash `hash` and its Ready condition `ready`.
+fn web_pod(name: &str, hash: &str, ready: bool) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS,
+            "labels": {"reload-injector.io/sidecar": "true", "pod-template-hash": "5d8f9c"},
+            "annotations": {"reload-injector.io/mounted-config-hash": hash},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": "web-5d8f9c", "uid": "rs-uid", "controller": true}]},
+        "spec": {
+            "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}]}],
+            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
+                "volumeMounts": [{"name": "conf", "mountPath": "/reload-injector/watch/conf", "readOnly": true}]}],
+            "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
+        },
+        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+    })
+}
+
+fn pod_patches(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .patches()
+        .iter()
+        .filter(|p| p.resource() == Some("pods"))
+        .map(|p| p.path.rsplit('/').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_mounted_change_refreshes_a_deployments_pods_in_waves_and_stops_when_one_goes_unready() {
+    let cluster = Cluster::new("waves");
+    let one = Cluster::config_map("site", &[("nginx.conf", "one")]);
+    cluster.put(&one);
+    // 4 replicas, maxUnavailable unset: 25%, one Pod per wave.
+    cluster.put(&json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": NS, "uid": "web-uid"},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}
+    }));
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    // The start-up check refreshes the stale Pods (a change made while no controller ran) in
+    // waves too: give them the hash first, from the controller's own writes.
+    for name in ["web-a", "web-b", "web-c", "web-d"] {
+        cluster.put(&web_pod(name, "sha256:stale", true));
+    }
+    wait_for_pods(&cluster, 4, Duration::from_secs(30));
+    let start = pod_patches(&cluster).len();
+    let stamped = cluster.api.get("pods", NS, "web-a").unwrap()["metadata"]["annotations"]
+        ["reload-injector.io/mounted-config-hash"]
+        .clone();
+    assert!(stamped.as_str().is_some_and(|h| h.starts_with("sha256:")));
+
+    // The change: the first wave is one Pod; it goes unready after its refresh.
+    cluster.put(&Cluster::config_map("site", &[("nginx.conf", "two")]));
+    wait_for_pods(&cluster, start + 1, PATIENCE);
+    let first = pod_patches(&cluster)[start].clone();
+    let mut unready = cluster.api.get("pods", NS, &first).unwrap();
+    unready["status"]["conditions"][0]["status"] = json!("False");
+    cluster.put(&unready);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        pod_patches(&cluster).len(),
+        start + 1,
+        "the refresh stopped after the wave that went unready: {:?}",
+        pod_patches(&cluster)
+    );
+    let events = cluster.events();
+    let stopped: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("refresh of mounted config stopped"))
+        })
+        .collect();
+    assert_eq!(stopped.len(), 1, "{events:?}");
+    assert_eq!(stopped[0]["involvedObject"]["kind"], "Deployment");
+    assert_eq!(stopped[0]["involvedObject"]["name"], "web");
+    assert_eq!(stopped[0]["reason"], "ConfigChanged");
+    assert!(
+        stopped[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pod \"{first}\"")),
+        "{stopped:?}"
+    );
+}
+
+fn wait_for_pods(cluster: &Cluster, n: usize, limit: Duration) {
+    rollout_support::wait_for(&format!("{n} pod PATCH(es)"), limit, || {
+        (pod_patches(cluster).len() >= n).then_some(())
+    });
+}
+
+#[test]
+fn waves_wait_for_each_wave_to_settle_ready() {
+    let cluster = Cluster::new("waves-settle");
+    cluster.put(&Cluster::config_map("site", &[("nginx.conf", "one")]));
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    for name in ["web-a", "web-b", "web-c"] {
+        cluster.put(&web_pod(name, "sha256:stale", true));
+    }
+    // No Deployment in the view: 25% of 3 Pods, at least one per wave; each wave settles 2 s.
+    let started = std::time::Instant::now();
+    wait_for_pods(&cluster, 3, PATIENCE);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(4),
+        "three waves of one Pod need two settle times: {took:?}"
+    );
+}
+
+#[test]
+fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade_but_a_change_does() {
+    let cluster = Cluster::new("upgrade");
+    let env = Cluster::config_map("web-env", &[("upstream", "http://a")]);
+    let site = Cluster::config_map("site", &[("app.yaml", "one")]);
+    cluster.put(&env);
+    cluster.put(&site);
+    // The JVM of the issue, reading env and mounting `site`. An earlier version stamped the hash
+    // over env alone (and gave the Pods a SIGHUP sidecar).
+    let env_only = env_deployment("web", "web-env", "upstream");
+    let before = cluster.expected_hash(&env_only, std::slice::from_ref(&env));
+    let mut web = env_only.clone();
+    let container = &mut web["spec"]["template"]["spec"]["containers"][0];
+    container["command"] = json!(["java", "-jar", "/app.jar"]);
+    container["volumeMounts"] = json!([{"name": "site", "mountPath": "/config"}]);
+    web["spec"]["template"]["spec"]["volumes"] =
+        json!([{"name": "site", "configMap": {"name": "site"}}]);
+    web["spec"]["template"]["metadata"]["annotations"] =
+        json!({"reload-injector.io/config-hash": before});
+    cluster.put(&web);
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    std::thread::sleep(QUIET);
+    assert!(
+        cluster.patches().is_empty(),
+        "upgrading rolled: {:?}",
+        cluster.patches()
+    );
+
+    // A change of the mounted ConfigMap now rolls the JVM (it gets no signal).
+    let site2 = Cluster::config_map("site", &[("app.yaml", "two")]);
+    cluster.put(&site2);
+    let mut stamped = web.clone();
+    stamped["spec"]["template"]["metadata"]["annotations"] = json!({});
+    let want = cluster.expected_hash(&stamped, &[env, site2]);
+    cluster.wait_hash("web", &want, PATIENCE);
+    std::thread::sleep(QUIET);
+    assert_eq!(deployment_patches(&cluster), 1);
+}

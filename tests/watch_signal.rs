@@ -11,6 +11,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use serde_json::Value;
+
 use watch_support::copies::{copy_program, run_copy};
 use watch_support::fixture::Counter;
 use watch_support::kubelet::AtomicDir;
@@ -255,4 +257,66 @@ fn a_binary_below_an_owner_only_directory_is_run_as_another_user_from_a_copy() {
         String::from_utf8_lossy(&out.stdout).contains(env!("CARGO_PKG_VERSION")),
         "{out:?}"
     );
+}
+
+#[test]
+fn a_target_that_dies_of_the_signal_is_a_failed_reload_and_the_next_change_reaches_its_restart() {
+    let Pod { scratch, pid1, ns } = Pod::new("sig-dies");
+    // The stand-in for a JVM: a program that does not handle SIGHUP, so it dies of it.
+    let mut doomed = pidns::Proc(
+        ns.command(None)
+            .args(["bash", "-c", "exec -a fake-java sleep 1000"])
+            .spawn()
+            .expect("nsenter the doomed app"),
+    );
+    let (config, mut watcher) = watched_config(
+        &ns,
+        &scratch,
+        None,
+        &["--process", "fake-java", "--reload-grace", "1s"],
+    );
+    // Let the doomed app exec before the change, so the watcher finds it.
+    std::thread::sleep(Duration::from_millis(300));
+    config.update(&[("app.conf", "two")]);
+    wait_for("the doomed app to die of SIGHUP", PATIENCE, || {
+        (!doomed.is_running()).then_some(())
+    });
+    wait_for("the failed reload to be counted", PATIENCE, || {
+        (watcher.metric("reload_failures_total") >= 1.0).then_some(())
+    });
+    assert_eq!(
+        watcher.metric("reloads_total{result=\"target_exited\"}"),
+        1.0
+    );
+    assert_eq!(watcher.metric("reloads_total{result=\"success\"}"), 0.0);
+    assert!(
+        watcher.messages("reloaded").is_empty(),
+        "never logged as success"
+    );
+    let errors: Vec<Value> = watcher
+        .lines()
+        .into_iter()
+        .filter(|line| line["level"] == "ERROR")
+        .collect();
+    assert_eq!(errors.len(), 1, "one error line: {errors:?}");
+    let message = errors[0]["message"].as_str().unwrap_or_default();
+    println!("the error line: {message}");
+    for part in ["reload failed", "sleep[", "SIGHUP", "on-change: restart"] {
+        assert!(message.contains(part), "{part} not in {message}");
+    }
+    assert!(
+        message.contains("was killed by SIGHUP") || message.contains(" exited "),
+        "{message}"
+    );
+
+    // The container restarts (the kubelet would): the next change reaches the new process.
+    let restarted = Counter::new(scratch.path(), "restarted", 0);
+    let _restarted = ns.start_counter(&restarted, "fake-java");
+    config.update(&[("app.conf", "three")]);
+    wait_count(&restarted, "master", 1);
+    watcher.wait_reloads(1);
+    assert_eq!(watcher.metric("reload_failures_total"), 1.0);
+    assert_eq!(pid1.count("pid1"), 0);
+    assert!(watcher.is_running());
+    ns.close();
 }

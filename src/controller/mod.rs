@@ -26,6 +26,7 @@ pub mod store;
 pub mod target;
 pub mod view;
 pub mod watches;
+pub mod waves;
 pub mod writer;
 
 use std::sync::{Arc, RwLock};

@@ -83,6 +83,15 @@ pub fn evaluate(
         if current.is_none() || ignored {
             return Verdict::Nothing;
         }
+        // A hash stamped before restart-strategy mounts counted, over config unchanged since.
+        let earlier = tracked.consumer.earlier.as_ref();
+        if earlier
+            .and_then(|e| e.hash(&data, secret_key).hash)
+            .as_ref()
+            == current
+        {
+            return Verdict::Nothing;
+        }
     }
     // The hash there may have been computed from newer data than the view holds (another
     // replica's webhook, a GET during admission): confirm with data fetched after it was seen.

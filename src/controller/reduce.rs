@@ -8,7 +8,8 @@ use crate::inject::pod::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::target::TargetKind;
+use super::target::{Target, TargetKind};
+use super::waves;
 use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::inject::consumption::{self, Consumption};
 use crate::inject::{CONFIG_HASH, INJECT, MOUNTED_CONFIG_HASH, string_map};
@@ -22,6 +23,15 @@ pub struct Consumer {
     pub hash: Option<String>,
     /// What the hash is over.
     pub consumption: Reads,
+    /// What a workload's hash was over before the directory mounts of containers whose
+    /// strategy is restart counted in it, when that differs. A stamped hash equal to the hash of
+    /// these reads was stamped by an earlier version over config that has not changed since: it
+    /// is left alone until the config changes, so upgrading starts no rollout.
+    pub earlier: Option<Reads>,
+    /// A Pod's owning workload, whose waves its refresh goes in (`None`: refreshed at once).
+    pub owner: Option<Target>,
+    /// A Pod's `Ready` condition, when it has one.
+    pub ready: Option<bool>,
 }
 
 /// What a consumer reads, kept compact: a [`Consumption`]'s two sets as boxed slices in the same
@@ -108,24 +118,34 @@ pub fn workload(
         return Ok(None);
     };
     let spec = pod_spec(template)?;
+    let now = consumption::restart_only(&spec, &annotations);
+    let before = consumption::restart_only_before_strategies(&spec);
     Ok(Some(Consumer {
         uid: uid.to_owned(),
         hash: Some(hash.clone()),
-        consumption: consumption::restart_only(&spec).into(),
+        earlier: (before != now).then(|| before.into()),
+        consumption: now.into(),
+        owner: None,
+        ready: None,
     }))
 }
 
-/// A Pod carrying the sidecar: its `mounted-config-hash` (if stamped) and what the sidecar watches.
+/// A Pod carrying the sidecar: its `mounted-config-hash` (if stamped), what the sidecar watches,
+/// its owning workload and its readiness (`object` holds its `spec` and `status`).
 pub fn pod(
     uid: &str,
     annotations: &BTreeMap<String, String>,
     object: &Value,
+    owner: Option<Target>,
 ) -> Result<Consumer, ReduceError> {
     let spec = pod_spec(object)?;
     Ok(Consumer {
         uid: uid.to_owned(),
         hash: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
         consumption: consumption::mounted(&spec).into(),
+        earlier: None,
+        owner,
+        ready: waves::ready_of(object),
     })
 }
 
@@ -247,6 +267,6 @@ mod tests {
             err.to_string().starts_with("failed to read the pod spec"),
             "{err}"
         );
-        assert!(pod("u", &BTreeMap::new(), &json!({"spec": 7})).is_err());
+        assert!(pod("u", &BTreeMap::new(), &json!({"spec": 7}), None).is_err());
     }
 }

@@ -20,8 +20,10 @@ use super::store::{Changes, ConfigKey, ConfigStore, Fetched};
 use super::target::{Target, TargetKind};
 use super::view::View;
 use super::watches::{Item, Stream, Watched};
+use super::waves::{self, Waves};
 use super::writer::{Outcome, Writer};
 use crate::hash::{ConfigKind, Consumed, SecretKey};
+use crate::inject::quoted;
 
 /// A workload's changes are merged for at most this many `--rollout-delay`s.
 const MAX_DELAYS: u32 = 10;
@@ -85,6 +87,10 @@ pub struct Loop {
     last_written: HashMap<Target, String>,
     /// The changes behind each write under way, kept until its outcome is known.
     writing: HashMap<Target, Causes>,
+    /// Pod refreshes going in waves, per owning workload.
+    waves: Waves,
+    /// When the waves must be looked at again.
+    wave_wake: Option<Instant>,
 }
 
 /// The channels the loop listens on.
@@ -149,6 +155,8 @@ impl Loop {
             failures: HashMap::new(),
             last_written: HashMap::new(),
             writing: HashMap::new(),
+            waves: Waves::default(),
+            wave_wake: None,
         }
     }
 
@@ -156,7 +164,11 @@ impl Loop {
     pub async fn run(mut self, mut inputs: Inputs) {
         let mut gauges = tokio::time::interval(Duration::from_secs(1));
         loop {
-            let next_due = self.queue.peek().map(|Reverse((due, _))| *due);
+            let queued = self.queue.peek().map(|Reverse((due, _))| *due);
+            let next_due = match (queued, self.wave_wake) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let sleep = tokio::time::sleep_until(next_due.unwrap_or_else(far_future));
             tokio::select! {
                 Some(watched) = inputs.watched.recv() => self.on_watched(watched),
@@ -171,6 +183,7 @@ impl Loop {
                 else => return,
             }
             self.run_due();
+            self.step_waves();
             self.release_spare();
         }
     }
@@ -325,9 +338,14 @@ impl Loop {
             Item::Target {
                 mut target,
                 reduced,
+                budget,
             } => {
                 target.namespace = self.names.intern(&target.namespace);
-                Item::Target { target, reduced }
+                Item::Target {
+                    target,
+                    reduced,
+                    budget,
+                }
             }
             namespace @ Item::Namespace { .. } => namespace,
         }
@@ -367,8 +385,15 @@ impl Loop {
                     None => {}
                 }
             }
-            Item::Target { target, reduced } => match reduced {
+            Item::Target {
+                target,
+                reduced,
+                budget,
+            } => match reduced {
                 Ok(consumer) => {
+                    if target.kind.is_workload() {
+                        self.view.set_budget(&target, budget);
+                    }
                     if let Some(consumer) = &consumer
                         && self.last_written.get(&target) == consumer.hash.as_ref()
                     {
@@ -394,7 +419,10 @@ impl Loop {
         match item {
             Item::Namespace { name, .. } => self.set_namespace(&name, false),
             Item::Config { key, .. } => self.config_gone(key),
-            Item::Target { target, .. } => self.target_gone(&target),
+            Item::Target { target, .. } => {
+                self.view.set_budget(&target, None);
+                self.target_gone(&target);
+            }
         }
     }
 
@@ -738,10 +766,66 @@ impl Loop {
                 }
                 self.writing
                     .insert(target.clone(), causes.unwrap_or_default());
+                // A Pod of a workload is refreshed in that workload's waves.
+                let owner = (target.kind == TargetKind::Pod)
+                    .then(|| self.view.consumer(target)?.consumer.owner.clone())
+                    .flatten();
+                if let Some(owner) = owner {
+                    if !self.waves.enqueue(owner, write) {
+                        self.writing.remove(target);
+                    }
+                    return;
+                }
                 self.last_written
                     .insert(target.clone(), write.desired.clone());
                 self.writer.submit(write);
             }
+        }
+    }
+
+    /// Moves the refreshes in waves on: submits the next wave where the last one settled Ready,
+    /// and stops a workload's refresh where a wave's Pod went unready (an Event on the workload
+    /// says so, and `status` finds the Pods left with a stale mounted hash).
+    fn step_waves(&mut self) {
+        if !self.leader {
+            return;
+        }
+        let view = &self.view;
+        let step = self.waves.step(
+            Instant::now(),
+            |workload, left| match view.budget(workload) {
+                Some(budget) => budget.wave_size(left),
+                None => waves::default_wave_size(left),
+            },
+            |pod| view.consumer(pod).and_then(|t| t.consumer.ready),
+        );
+        self.wave_wake = step.wake;
+        for write in step.submit {
+            self.last_written
+                .insert(write.target.clone(), write.desired.clone());
+            self.writer.submit(write);
+        }
+        for stopped in step.stopped {
+            let message = format!(
+                "reload-injector: {}: pod {} went unready after its refresh; {} pods keep their \
+                 current config until the config changes again",
+                waves::REFRESH_STOPPED,
+                quoted(&stopped.unready.name),
+                stopped.left
+            );
+            tracing::warn!(object = %stopped.workload, pod = %stopped.unready, left = stopped.left, "{message}");
+            let uid = self
+                .view
+                .budget(&stopped.workload)
+                .map(|b| b.uid.clone())
+                .unwrap_or_default();
+            self.writer.note(super::target::Write {
+                target: stopped.workload,
+                uid,
+                expected: None,
+                desired: String::new(),
+                event: Some(message),
+            });
         }
     }
 
@@ -786,6 +870,8 @@ impl Loop {
         self.queue.clear();
         self.last_written.clear();
         self.writing.clear();
+        self.waves.clear();
+        self.wave_wake = None;
         if leader {
             let targets: Vec<Target> = self.view.targets().cloned().collect();
             for target in targets {

@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use super::reduce::Consumer;
 use super::store::ConfigKey;
 use super::target::Target;
+use super::waves::Budget;
 use crate::inject::EXCLUDED_NAMESPACES;
 
 /// A consumer and when the view last saw its hash or consumption change.
@@ -27,6 +28,9 @@ pub struct View {
     /// A `HashSet` rather than a `BTreeSet`, whose first node has room for 11 targets: most
     /// objects have one to a few consumers.
     by_config: HashMap<ConfigKey, HashSet<Target>>,
+    /// Every watched workload's rolling-update budget (stamped or not: its Pods' refreshes go
+    /// in waves by it).
+    budgets: HashMap<Target, Budget>,
     tick: u64,
 }
 
@@ -38,6 +42,7 @@ impl View {
             opted_in: BTreeSet::new(),
             consumers: HashMap::new(),
             by_config: HashMap::new(),
+            budgets: HashMap::new(),
             tick: 0,
         }
     }
@@ -82,6 +87,8 @@ impl View {
                 if unchanged {
                     if let Some(tracked) = self.consumers.get_mut(target) {
                         tracked.consumer.uid = consumer.uid;
+                        tracked.consumer.owner = consumer.owner;
+                        tracked.consumer.ready = consumer.ready;
                     }
                     return false;
                 }
@@ -116,6 +123,19 @@ impl View {
             }
         }
         true
+    }
+
+    /// Records a workload's budget (or forgets it with `None`).
+    pub fn set_budget(&mut self, workload: &Target, budget: Option<Budget>) {
+        match budget {
+            Some(budget) => drop(self.budgets.insert(workload.clone(), budget)),
+            None => drop(self.budgets.remove(workload)),
+        }
+    }
+
+    /// A workload's budget, if watched.
+    pub fn budget(&self, workload: &Target) -> Option<&Budget> {
+        self.budgets.get(workload)
     }
 
     /// A consumer, if tracked.
@@ -192,6 +212,9 @@ mod tests {
                 optional: BTreeSet::new(),
             }
             .into(),
+            earlier: None,
+            owner: None,
+            ready: None,
         }
     }
 

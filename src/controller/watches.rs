@@ -22,6 +22,7 @@ use super::reduce::{self, Consumer, ReduceError};
 use super::scoped::Scope;
 use super::store::{ConfigKey, Digests, Meta};
 use super::target::{Target, TargetKind};
+use super::waves::{self, Budget};
 use crate::hash::ConfigKind;
 use crate::inject::SIDECAR_LABEL;
 
@@ -85,6 +86,8 @@ pub enum Item {
         target: Target,
         /// What it consumes, or why it could not be read.
         reduced: Result<Option<Consumer>, ReduceError>,
+        /// A workload's rolling-update budget (its Pods' refreshes go in waves by it).
+        budget: Option<Budget>,
     },
 }
 
@@ -215,9 +218,15 @@ fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
     let reduced = match kind {
         TargetKind::Pod => {
             let annotations = metadata.annotations.clone().unwrap_or_default();
-            reduce::pod(&uid, &annotations, &object.data).map(Some)
+            let owner = waves::owner_of(&target.namespace, metadata);
+            reduce::pod(&uid, &annotations, &object.data, owner).map(Some)
         }
         _ => reduce::workload(kind, &uid, &object.data),
     };
-    Some(Item::Target { target, reduced })
+    let budget = Budget::of(kind, &uid, &object.data);
+    Some(Item::Target {
+        target,
+        reduced,
+        budget,
+    })
 }

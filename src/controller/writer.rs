@@ -135,7 +135,7 @@ pub enum Error {
 /// Handle to the writer task. Dropping it stops the task.
 #[derive(Debug, Clone)]
 pub struct Writer {
-    submits: mpsc::UnboundedSender<Write>,
+    submits: mpsc::UnboundedSender<Job>,
 }
 
 impl Writer {
@@ -175,8 +175,23 @@ impl Writer {
     /// PATCH), keeping its place in the queue; one already in flight is followed by this one.
     pub fn submit(&self, write: Write) {
         // A send fails only once the task has stopped, which only dropping the Writer does.
-        let _ = self.submits.send(write);
+        let _ = self.submits.send(Job::Write(write));
     }
+
+    /// Records `write.event` as an Event on `write.target` without writing anything else (a
+    /// refresh that stopped says so on its workload).
+    pub fn note(&self, write: Write) {
+        let _ = self.submits.send(Job::Note(write));
+    }
+}
+
+/// What the writer is asked to do.
+#[derive(Debug)]
+enum Job {
+    /// PATCH the annotation (and record the Event, if any, once it landed).
+    Write(Write),
+    /// Only record the Event.
+    Note(Write),
 }
 
 /// The retry delay after `failures` failures (at least 1), scaled by `jitter` in `[0.5, 1]`.
@@ -239,7 +254,7 @@ struct Task {
 impl Task {
     async fn run(
         mut self,
-        mut submits: mpsc::UnboundedReceiver<Write>,
+        mut submits: mpsc::UnboundedReceiver<Job>,
         mut leader: watch::Receiver<bool>,
     ) {
         let mut leader_open = true;
@@ -260,9 +275,10 @@ impl Task {
                         self.drop_everything();
                     }
                 }
-                write = submits.recv() => match write {
-                    Some(write) if leading => self.submit(write),
-                    Some(write) => tracing::debug!(object = %write.target, "not the leader: write not queued"),
+                job = submits.recv() => match job {
+                    Some(Job::Write(write)) if leading => self.submit(write),
+                    Some(Job::Note(note)) if leading => self.note(note),
+                    Some(Job::Write(write) | Job::Note(write)) => tracing::debug!(object = %write.target, "not the leader: write not queued"),
                     None => return,
                 },
                 Some(done) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {
@@ -274,6 +290,17 @@ impl Task {
                 () = sleep_until(wake), if wake.is_some() => self.promote(),
             }
         }
+    }
+
+    fn note(&mut self, note: Write) {
+        let Some(message) = &note.event else {
+            return;
+        };
+        let event = event(&note, message, k8s_openapi::jiff::Timestamp::now());
+        let (client, bucket, timeout) = (self.client.clone(), self.bucket.clone(), self.timeout);
+        let target = note.target.clone();
+        self.events
+            .spawn(async move { record_event(client, bucket, timeout, target, event).await });
     }
 
     fn submit(&mut self, write: Write) {

@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::pod::PodSpec;
 
 use super::SIDECAR_NAME;
-use super::analysis::{ConfigVolume, analyse};
+use super::analysis::{ConfigVolume, PodAnalysis, analyse};
 use super::rules::{self, SubPathPolicy, Use};
+use super::strategy;
 use crate::hash::{self, ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 
 /// A set of consumed keys/objects and which objects are `optional` everywhere they are named.
@@ -69,9 +70,32 @@ pub fn of_uses(uses: &[Use]) -> Consumption {
 /// Restart-only consumption of a stamped pod template, as the rollout controller recomputes
 /// it: every subPath mount counts (a stamped template was admitted, so its subPath mounts were
 /// allowed or already there).
-pub fn restart_only(spec: &PodSpec) -> Consumption {
+///
+/// Directory mounts of containers whose strategy is restart (see [`strategy::choose`]) count
+/// too: `annotations` are the pod (template)'s, which choose.
+pub fn restart_only(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> Consumption {
+    let analysis = analyse(spec);
+    of_uses(&restart_uses(annotations, spec, &analysis))
+}
+
+/// Restart-only consumption as versions before the reload strategies counted it (env, envFrom,
+/// subPath): what a `config-hash` they stamped is over.
+pub fn restart_only_before_strategies(spec: &PodSpec) -> Consumption {
     let analysis = analyse(spec);
     of_uses(&rules::apply(&analysis, &SubPathPolicy::Allow).uses)
+}
+
+/// The restart-only uses of an analysed pod whose subPath mounts are all allowed: env, envFrom,
+/// subPath, and the directory mounts whose strategy is restart.
+pub fn restart_uses(
+    annotations: &BTreeMap<String, String>,
+    spec: &PodSpec,
+    analysis: &PodAnalysis<'_>,
+) -> Vec<Use> {
+    let mut uses = rules::apply(analysis, &SubPathPolicy::Allow).uses;
+    let (choice, _) = strategy::choose(annotations, spec, analysis);
+    uses.extend(choice.restart_uses(analysis));
+    uses
 }
 
 /// What the sidecar watches in a pod that has one: the config volumes mounted into the

@@ -10,6 +10,7 @@ use super::messages::Warnings;
 use super::pod::PodSpec;
 use super::rules::{self, How, SubPathPolicy};
 use super::sidecar;
+use super::strategy;
 use crate::hash::Consumed;
 
 pub use super::sidecar::Mode;
@@ -93,6 +94,8 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             How::EnvFrom => (Via::EnvFrom, None),
             How::SubPath => (Via::SubPath, volume_of(&used.container, &used.consumed)),
             How::InitSubPath => (Via::InitSubPath, volume_of(&used.container, &used.consumed)),
+            // Directory mounts are laid out below, whatever their strategy.
+            How::Mount => continue,
         };
         reads.push(Read {
             container: used.container,
@@ -116,7 +119,13 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
         }
     }
     let mut warnings = Warnings::default();
-    let watcher = sidecar::plan(annotations, spec, &analysis, native, &mut warnings).map(|plan| {
+    let (choice, bad) = strategy::choose(annotations, spec, &analysis);
+    if let Some(bad) = bad {
+        warnings.push(format_args!("{bad}"));
+    }
+    strategy::warn(&choice, true, &mut warnings);
+    let plan = sidecar::plan(annotations, spec, &analysis, &choice, native, &mut warnings);
+    let watcher = plan.map(|plan| {
         let consumption = consumption::of_volumes(
             plan.volumes.iter().map(String::as_str),
             &analysis.config_volumes,
@@ -129,7 +138,7 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
     });
     Explained {
         reads,
-        restart_only: consumption::restart_only(spec),
+        restart_only: consumption::restart_only(spec, annotations),
         watcher,
         sidecar_warnings: warnings.into_list(None),
     }
@@ -202,11 +211,16 @@ mod tests {
     fn no_sidecar_says_why() {
         let spec = spec(json!({
             "shareProcessNamespace": false,
-            "containers": [{"name": "app", "volumeMounts": [{"name": "conf", "mountPath": "/c"}]}],
+            "containers": [{"name": "app", "image": "nginx",
+                "volumeMounts": [{"name": "conf", "mountPath": "/c"}]}],
             "volumes": [{"name": "conf", "configMap": {"name": "conf"}}]
         }));
         let got = explain(&BTreeMap::new(), &spec, true);
         assert_eq!(got.watcher, None);
-        assert!(got.sidecar_warnings[0].contains("shareProcessNamespace"));
+        assert!(
+            got.sidecar_warnings[0].contains("shareProcessNamespace"),
+            "{:?}",
+            got.sidecar_warnings
+        );
     }
 }

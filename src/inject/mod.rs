@@ -20,6 +20,8 @@ mod rollout;
 mod rules;
 mod sidecar;
 mod skim;
+pub mod strategy;
+pub mod values;
 
 use std::collections::BTreeSet;
 
@@ -33,7 +35,6 @@ pub use object::{Workload, string_map};
 pub use parts::{ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
 pub use rules::describe;
-pub use sidecar::canonical_signal;
 pub use skim::{JsonType, Shallow, Skim};
 
 /// Annotation and label prefix of everything the product reads or writes.
@@ -46,6 +47,10 @@ pub const RELOAD_URL: &str = "reload-injector.io/reload-url";
 pub const SIGNAL: &str = "reload-injector.io/signal";
 /// Name of the process to signal.
 pub const PROCESS: &str = "reload-injector.io/process";
+/// What a change of mounted config does: `reload` (tell the running app), `restart` (roll the
+/// workload, as for env) or `none`. Without it, only a server known to reload on a signal is
+/// signalled (see [`strategy`]), or one the Pod names with `signal`, `process` or `reload-url`.
+pub const ON_CHANGE: &str = "reload-injector.io/on-change";
 /// Comma-separated volume names to watch.
 pub const WATCH: &str = "reload-injector.io/watch";
 /// `"true"` turns the subPath denial into a warning.

@@ -32,6 +32,18 @@ impl Workload {
         }
     }
 
+    /// The kinds [`Workload::classify`] knows, for messages (their API groups are in the README).
+    pub const KNOWN: [&'static str; 8] = [
+        "Pod",
+        "Deployment",
+        "StatefulSet",
+        "DaemonSet",
+        "ReplicaSet",
+        "Job",
+        "CronJob",
+        "Rollout",
+    ];
+
     /// JSON pointer of the pod (template) holding `metadata` and `spec`.
     pub fn pointer(self) -> &'static str {
         match self {

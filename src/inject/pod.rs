@@ -143,9 +143,14 @@ pub struct Container {
     /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
+    /// `image`.
+    pub image: Option<String>,
     /// `command`.
     #[serde(default, deserialize_with = "metered_list")]
     pub command: Option<Vec<String>>,
+    /// `args`.
+    #[serde(default, deserialize_with = "metered_list")]
+    pub args: Option<Vec<String>>,
     /// `env`.
     #[serde(default, deserialize_with = "metered_list")]
     pub env: Option<Vec<EnvVar>>,

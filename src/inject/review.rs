@@ -16,9 +16,11 @@ use super::parts::{self, Entries, MapField, Meta, PodParts};
 use super::rollout::Unstamped;
 use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
+use super::strategy;
 use super::{
-    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, MOUNTED_CONFIG_HASH, Object,
-    Operation, Outcome, Request, ReviewError, SIDECAR_LABEL, Settings,
+    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, MOUNTED_CONFIG_HASH,
+    ON_CHANGE, Object, Operation, Outcome, PROCESS, RELOAD_URL, Request, ReviewError,
+    SIDECAR_LABEL, SIGNAL, Settings,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 
@@ -67,6 +69,8 @@ struct Target<'a> {
     spec: Cow<'a, PodSpec>,
     policy: SubPathPolicy,
     refs: BTreeSet<ConfigId>,
+    /// On a workload UPDATE, the annotations of `oldObject`'s pod template, when readable.
+    old_annotations: Option<BTreeMap<String, String>>,
 }
 
 impl<'a> Plan<'a> {
@@ -204,6 +208,8 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     let policy = subpath_policy(req, workload, &pod, &annotations);
     let analysis = analyse(&spec);
     let outcome = rules::apply(&analysis, &policy);
+    let (choice, _) = strategy::choose(&annotations, &spec, &analysis);
+    let restart = choice.restart_uses(&analysis);
     // A Pod's sidecar watches some of the volumes its apps mount as directories: their
     // contents give its `mounted-config-hash`.
     let watchable = match workload {
@@ -213,11 +219,21 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     let refs = outcome
         .uses
         .iter()
+        .chain(&restart)
         .map(|u| u.consumed.id())
         .chain(watchable.ids())
         .filter(|id| id.kind == ConfigKind::ConfigMap || settings.secret_key.is_some())
         .cloned()
         .collect();
+    let old_annotations = match (workload, req.operation, req.old_object) {
+        (Workload::Template(_) | Workload::Rollout, Operation::Update, Some(old)) => {
+            parts::read(old, workload.pointer())
+                .ok()
+                .and_then(|old| old.pod)
+                .map(|old| old.meta.string_map(MapField::Annotations))
+        }
+        _ => None,
+    };
     Ok(Some(Target {
         workload,
         pod,
@@ -226,6 +242,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         spec,
         policy,
         refs,
+        old_annotations,
     }))
 }
 
@@ -316,14 +333,33 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
             warnings: warnings.into_list(settings.warning_chars),
         };
     }
+    let (choice, bad) = strategy::choose(&target.annotations, &target.spec, &analysis);
+    if let Some(bad) = &bad {
+        // A person is at the terminal: deny, unless an UPDATE keeps the value the workload
+        // already had (so that `kubectl rollout restart` of it keeps working).
+        if on_template && !kept_from_old(target) {
+            return Outcome::Denied {
+                message: format!(
+                    "reload-injector: {bad}. The config-reloader sidecar would refuse this value; fix the \
+                     annotation on the pod template."
+                ),
+                warnings: warnings.into_list(settings.warning_chars),
+            };
+        }
+        warnings.push(format_args!("{bad}"));
+    }
     let rolls = on_template || target.pod.meta.controlled();
-    warn_uses(&outcome.uses, rolls, settings, &mut warnings);
-    let report = hash_uses(&outcome.uses, configs, settings);
-    warn_hash(&outcome.uses, &report, &mut warnings);
+    let mut uses = outcome.uses;
+    uses.extend(choice.restart_uses(&analysis));
+    strategy::warn(&choice, rolls, &mut warnings);
+    warn_uses(&uses, rolls, settings, &mut warnings);
+    let report = hash_uses(&uses, configs, settings);
+    warn_hash(&uses, &report, &mut warnings);
     let plan = sidecar::plan(
         &target.annotations,
         &target.spec,
         &analysis,
+        &choice,
         settings.native_sidecars,
         &mut warnings,
     );
@@ -335,12 +371,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     let Some(pod) = edited.pointer_mut(pointer) else {
         return Outcome::untouched();
     };
-    stamp_hash(
-        pod,
-        &target.annotations,
-        &outcome.uses,
-        report.hash.as_deref(),
-    );
+    stamp_hash(pod, &target.annotations, &uses, report.hash.as_deref());
     let inject_here = !on_template || settings.inject_into_templates;
     let inserted = match (&plan, inject_here, analysis.has_sidecar) {
         (Some(plan), true, false) => {
@@ -409,6 +440,7 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
             How::Env => ("reads", "via env"),
             How::EnvFrom => ("reads", "via envFrom"),
             How::SubPath => ("mounts", "via subPath (never updated)"),
+            How::Mount => ("mounts", "as a directory, no hot reload"),
         };
         let (container, what) = (quoted(&u.container), describe(id));
         if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {
@@ -421,6 +453,16 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
             ));
         }
     }
+}
+
+/// Whether an UPDATE keeps the choosing annotations of `oldObject` as they were.
+fn kept_from_old(target: &Target) -> bool {
+    let Some(old) = &target.old_annotations else {
+        return false;
+    };
+    [ON_CHANGE, RELOAD_URL, SIGNAL, PROCESS]
+        .iter()
+        .all(|key| old.get(*key) == target.annotations.get(*key))
 }
 
 fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {

@@ -18,6 +18,9 @@ pub enum How {
     SubPath,
     /// A subPath mount in a regular init container (runs once: fine, no warning).
     InitSubPath,
+    /// A directory mount of a container that gets no hot reload: its server is not known to
+    /// reload on a signal, or the Pod chose `on-change: restart` (see `strategy`).
+    Mount,
 }
 
 /// One piece of restart-only config a container reads.

@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use super::analysis::PodAnalysis;
 use super::messages::{Warnings, quoted, quoted_list};
-use super::{NO_TOKEN_VOLUME, PROCESS, RELOAD_URL, SIDECAR_NAME, SIGNAL, TOKEN_MOUNT_PATH, WATCH};
+use super::strategy::{Choice, Told};
+use super::values;
+use super::{NO_TOKEN_VOLUME, PROCESS, SIDECAR_NAME, TOKEN_MOUNT_PATH, WATCH};
 use crate::hash::ConfigKind;
 
 /// Where the watched volumes are mounted in the sidecar.
@@ -191,14 +193,18 @@ fn string(text: &str) -> Value {
 
 /// Plans the sidecar, or returns `None` (with a warning saying why, where it matters) when
 /// there is nothing to watch or the pod's explicit choices rule it out.
+///
+/// `choice` says which containers are hot-reloaded and how ([`strategy::choose`]); the sidecar
+/// watches the volumes those containers mount, narrowed by the `watch` annotation.
 pub fn plan(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
     analysis: &PodAnalysis<'_>,
+    choice: &Choice,
     native: bool,
     warnings: &mut Warnings,
 ) -> Option<SidecarPlan> {
-    let volumes = watched_volumes(annotations, analysis, warnings);
+    let volumes = watched_volumes(annotations, &choice.reload_volumes(), warnings);
     if volumes.is_empty() {
         return None;
     }
@@ -211,7 +217,7 @@ pub fn plan(
         ));
         return None;
     }
-    let mode = mode(annotations, spec, analysis, &volumes, warnings)?;
+    let mode = mode(choice.told()?, analysis, &volumes, warnings);
     let run_as = match &mode {
         Mode::Http { .. } => RunAs::Unprivileged,
         Mode::Signal { .. } => run_as(spec, analysis, warnings),
@@ -258,19 +264,14 @@ fn token_volume_free(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut 
     !taken
 }
 
-/// Config volumes mounted as directories by app containers, narrowed by the `watch` annotation.
+/// The config volumes of hot-reloaded containers, narrowed by the `watch` annotation.
 fn watched_volumes(
     annotations: &BTreeMap<String, String>,
-    analysis: &PodAnalysis<'_>,
+    mounted: &BTreeSet<String>,
     warnings: &mut Warnings,
 ) -> BTreeSet<String> {
-    let mounted: BTreeSet<String> = analysis
-        .dir_mounts
-        .iter()
-        .map(|m| m.volume.clone())
-        .collect();
     let Some(wanted) = annotations.get(WATCH) else {
-        return mounted;
+        return mounted.clone();
     };
     let mut watched = BTreeSet::new();
     for name in wanted.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -278,7 +279,7 @@ fn watched_volumes(
             watched.insert(name.to_owned());
         } else {
             warnings.push(format!(
-                "{WATCH}: {} is not a config volume an app container mounts as a directory; ignored",
+                "{WATCH}: {} is not a hot-reloaded config volume an app container mounts as a directory; ignored",
                 quoted(name)
             ));
         }
@@ -286,64 +287,26 @@ fn watched_volumes(
     watched
 }
 
+/// The sidecar's mode for what the strategy chose; a signal without a named process goes to
+/// the process derived from the command of the one container that mounts the watched volumes.
 fn mode(
-    annotations: &BTreeMap<String, String>,
-    spec: &PodSpec,
+    told: &Told,
     analysis: &PodAnalysis<'_>,
     volumes: &BTreeSet<String>,
     warnings: &mut Warnings,
-) -> Option<Mode> {
-    if let Some(url) = annotations
-        .get(RELOAD_URL)
-        .map(|u| u.trim())
-        .filter(|u| !u.is_empty())
-    {
-        if is_http_url(url) {
-            return Some(Mode::Http {
-                url: url.to_owned(),
-            });
-        }
-        warnings.push(format!(
-            "{RELOAD_URL}: {} is not an http(s) URL; no sidecar injected",
-            quoted(url)
-        ));
-        return None;
-    }
-    let signal = match annotations.get(SIGNAL) {
-        None => "SIGHUP".to_owned(),
-        Some(raw) => match canonical_signal(raw) {
-            Some(signal) => signal,
-            None => {
-                warnings.push(format!(
-                    "{SIGNAL}: {} is not a signal name or number; no sidecar injected",
-                    quoted(raw)
-                ));
-                return None;
+) -> Mode {
+    match told {
+        Told::Http { url } => Mode::Http { url: url.clone() },
+        Told::Signal { signal, process } => {
+            let process = process
+                .clone()
+                .or_else(|| derived_process(analysis, volumes, signal.name, warnings));
+            Mode::Signal {
+                signal: signal.name.to_owned(),
+                process,
             }
-        },
-    };
-    if spec.host_pid == Some(true) {
-        warnings.push("pod sets hostPID: true: no signal-mode sidecar; use reload-injector.io/reload-url for HTTP reload");
-        return None;
-    }
-    if spec.share_process_namespace == Some(false) {
-        warnings.push(
-            "pod sets shareProcessNamespace: false: no signal-mode sidecar; use reload-injector.io/reload-url",
-        );
-        return None;
-    }
-    let process = match annotations.get(PROCESS).map(|p| p.trim()) {
-        Some(p) if is_process_name(p) => Some(p.to_owned()),
-        Some(p) => {
-            warnings.push(format!(
-                "{PROCESS}: {} is not a process name; no sidecar injected",
-                quoted(p)
-            ));
-            return None;
         }
-        None => derived_process(analysis, volumes, &signal, warnings),
-    };
-    Some(Mode::Signal { signal, process })
+    }
 }
 
 /// The process to signal, from the `command` of the one app container that mounts the
@@ -385,7 +348,8 @@ fn process_from_command(container: &Container) -> Option<String> {
     const SHELLS: [&str; 6] = ["sh", "bash", "dash", "ash", "zsh", "busybox"];
     let first = container.command.as_ref()?.first()?;
     let base = first.rsplit('/').next().unwrap_or(first);
-    (is_process_name(base) && !SHELLS.contains(&base)).then(|| base.to_owned())
+    let base = values::parse_process(base).ok()?;
+    (!SHELLS.contains(&base)).then(|| base.to_owned())
 }
 
 /// Decides who the sidecar runs as so that it may signal its targets.
@@ -453,72 +417,9 @@ fn declares_non_root(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> bool {
             .any(|c| c.security_context.as_ref().and_then(|s| s.run_as_non_root) == Some(true))
 }
 
-/// `SIGHUP`, `HUP`, `hup` → `SIGHUP`; a number 1–64 stays a number.
-pub fn canonical_signal(raw: &str) -> Option<String> {
-    const NAMES: [&str; 14] = [
-        "HUP", "INT", "QUIT", "USR1", "USR2", "TERM", "WINCH", "ALRM", "CONT", "TSTP", "TTIN",
-        "TTOU", "URG", "IO",
-    ];
-    let raw = raw.trim();
-    if let Ok(n) = raw.parse::<u8>() {
-        return (1..=64).contains(&n).then(|| n.to_string());
-    }
-    let upper = raw.to_ascii_uppercase();
-    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-    NAMES.contains(&name).then(|| format!("SIG{name}"))
-}
-
-fn is_http_url(url: &str) -> bool {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"));
-    rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
-fn is_process_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && !name.contains('/')
-        && !name.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn signals_are_canonicalised() {
-        for (raw, want) in [
-            ("SIGHUP", "SIGHUP"),
-            ("HUP", "SIGHUP"),
-            ("hup", "SIGHUP"),
-            (" usr1 ", "SIGUSR1"),
-            ("sigterm", "SIGTERM"),
-            ("10", "10"),
-        ] {
-            assert_eq!(canonical_signal(raw).as_deref(), Some(want), "{raw}");
-        }
-        for raw in ["", "SIG", "RELOAD", "0", "65", "-1", "SIGHUP; rm -rf"] {
-            assert_eq!(canonical_signal(raw), None, "{raw}");
-        }
-    }
-
-    #[test]
-    fn only_http_urls_with_a_host_are_accepted() {
-        assert!(is_http_url("http://127.0.0.1:9090/-/reload"));
-        assert!(is_http_url("https://localhost/reload"));
-        for bad in [
-            "ftp://x",
-            "http://",
-            "http:///path",
-            "127.0.0.1/reload",
-            "http://a b",
-            "http://a\n",
-        ] {
-            assert!(!is_http_url(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn the_no_token_volume_is_named_as_kubernetes_requires() {
@@ -537,14 +438,5 @@ mod tests {
         // It must not look like the ServiceAccount plugin's own volume, or the plugin would
         // mount it into the app containers as their token.
         assert!(!name.starts_with("kube-api-access-"), "{name}");
-    }
-
-    #[test]
-    fn process_names_are_single_words() {
-        assert!(is_process_name("nginx"));
-        assert!(is_process_name("fluent-bit"));
-        for bad in ["", "/usr/sbin/nginx", "a b", "x\u{1b}"] {
-            assert!(!is_process_name(bad), "{bad:?}");
-        }
     }
 }

@@ -24,6 +24,12 @@ pub fn succeeded(line: &str) -> bool {
         && (line.contains("result=success") || line.contains("\"result\":\"success\""))
 }
 
+/// Whether a reload line reports that the signalled process exited right after the signal: it
+/// died of it instead of reloading.
+pub fn target_exited(line: &str) -> bool {
+    line.contains("target_exited")
+}
+
 /// Whether a reload line reports that the signal was refused (`EPERM`).
 pub fn permission_denied(line: &str) -> bool {
     line.contains("permission denied")
@@ -46,5 +52,14 @@ mod tests {
         assert!(lines[0].starts_with('c') && permission_denied(&lines[0]));
         assert!(!succeeded(&lines[0]) && succeeded(&lines[1]));
         assert_eq!(reload_lines("", 3), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_target_that_died_of_the_signal_is_a_failed_reload() {
+        let log = r#"{"level":"ERROR","fields":{"message":"reload failed: java[12] exited with status 129 within 2s after SIGHUP: it does not reload on SIGHUP; fix: ...; not retried until the content changes again","result":"target_exited"}}"#;
+        let lines = reload_lines(log, 3);
+        assert_eq!(lines.len(), 1);
+        assert!(target_exited(&lines[0]));
+        assert!(!succeeded(&lines[0]));
     }
 }

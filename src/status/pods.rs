@@ -299,6 +299,10 @@ fn line_findings(
     if let Some(last) = line.reloads.last().filter(|l| !logs::succeeded(l)) {
         let fix = if logs::permission_denied(last) {
             FIX_EPERM.to_owned()
+        } else if logs::target_exited(last) {
+            "the app died of the reload signal: annotate the pod template reload-injector.io/on-change: restart, \
+             or set reload-injector.io/signal (or reload-url) to what it reloads on"
+                .to_owned()
         } else {
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME}")
         };

@@ -14,6 +14,7 @@ pub use super::reads::{KeyState, ReadLine, mode_text};
 use super::reads::{read_findings, read_lines};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target::Kind;
+use crate::controller::waves::REFRESH_STOPPED;
 use crate::hash::ConfigKind;
 use crate::inject::CONFIG_HASH;
 use crate::inject::explain::{self, Explained};
@@ -206,6 +207,22 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         }
     }
     let events = events(snapshot, kind, &namespace, &name);
+    if let Some(stop) = events
+        .first()
+        .filter(|e| e.message.contains(REFRESH_STOPPED))
+    {
+        findings.push(Finding::new(
+            "refresh-stopped",
+            format!(
+                "{}/{name}: the last refresh of its mounted config stopped: {}",
+                kind.short(),
+                stop.message
+            ),
+            format!(
+                "check why the pod went unready (kubectl describe pod -n {namespace}); the next config change refreshes the rest"
+            ),
+        ));
+    }
     let pods = pods::pods(
         snapshot,
         kind,

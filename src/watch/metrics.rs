@@ -47,6 +47,9 @@ pub struct Metrics {
     pub events: Counter,
     /// `watch_errors_total`: watch, read and hashing errors.
     pub errors: Counter,
+    /// `reload_failures_total`: signalled processes that exited within the grace window
+    /// (they died of the signal instead of reloading).
+    pub reload_failures: Counter,
 }
 
 impl Metrics {
@@ -72,8 +75,13 @@ impl Metrics {
         let mut registry = Registry::default();
         registry.register(
             "reloads",
-            "Reload attempts by result (success, failure, no_target, permission_denied)",
+            "Reload attempts by result (success, failure, no_target, permission_denied, target_exited)",
             self.reloads.clone(),
+        );
+        registry.register(
+            "reload_failures",
+            "Signalled processes that exited right after the signal instead of reloading",
+            self.reload_failures.clone(),
         );
         registry.register(
             "last_reload_success_timestamp_seconds",

@@ -6,6 +6,7 @@
 //! [`metrics`], [`trim`] (giving back code pages while idle), all wired together by [`runner`]
 //! on a single-threaded runtime.
 
+pub mod aftermath;
 pub mod content;
 pub mod debounce;
 pub mod events;
@@ -29,6 +30,7 @@ use anyhow::Context;
 use tracing::warn;
 
 use crate::cli::WatchArgs;
+use crate::inject::values;
 use http::Endpoint;
 use reload::Action;
 use signal::Signaller;
@@ -51,6 +53,8 @@ pub struct Config {
     pub action: Action,
     /// Checked after each reload, if set.
     pub verify: Option<Endpoint>,
+    /// Signal mode: how long a signalled process is watched for an exit.
+    pub reload_grace: Duration,
     /// Quiet period merging bursts.
     pub debounce: Duration,
     /// Safety-net re-check period.
@@ -76,11 +80,18 @@ impl Config {
                 if args.process.is_some() {
                     warn!("--process is ignored in HTTP mode (--url is set)");
                 }
+                // The core's parser first, as admission read the annotation.
+                let url = values::parse_reload_url(url).context("--url")?;
                 Action::Http(Endpoint::new(&args.method, url, args.timeout).context("--url")?)
             }
             None => Action::Signal(Signaller::new(
                 signal::parse_signal(&args.signal).context("--signal")?,
-                args.process.clone().filter(|name| !name.is_empty()),
+                args.process
+                    .as_deref()
+                    .map(values::parse_process)
+                    .transpose()
+                    .context("--process")?
+                    .map(str::to_owned),
                 PathBuf::from("/proc"),
                 i32::try_from(std::process::id()).context("own PID")?,
             )),
@@ -101,6 +112,7 @@ impl Config {
             private_key: rand::random(),
             action,
             verify,
+            reload_grace: args.reload_grace,
             debounce: args.debounce,
             resync: args.resync,
             metrics_listen: args.metrics_listen,

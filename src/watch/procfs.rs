@@ -45,6 +45,18 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
+/// The `exit_code` field (the 52nd) of `/proc/PID/stat`: the wait status of a zombie (Linux
+/// 3.5 and later).
+pub fn parse_exit_code(text: &str) -> Option<i32> {
+    let close = text.rfind(')')?;
+    // Fields after the comm start at the 3rd (state): the 52nd is the 50th of those.
+    text.get(close + 1..)?
+        .split_ascii_whitespace()
+        .nth(49)?
+        .parse()
+        .ok()
+}
+
 /// Basename of `argv[0]` from the raw bytes of `/proc/PID/cmdline` (`None` if empty).
 pub fn argv0_basename(cmdline: &[u8]) -> Option<String> {
     let argv0 = cmdline.split(|b| *b == 0).next()?;

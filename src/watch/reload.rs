@@ -3,9 +3,11 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
+use super::aftermath::{self, Exited};
 use super::http::Endpoint;
 use super::retry::Outcome;
 use super::signal::{SignalError, Signaller};
+use super::targets::ProcessInfo;
 
 /// How the app is told to reload.
 #[derive(Debug, Clone)]
@@ -48,15 +50,28 @@ pub struct Report {
     pub error: Option<String>,
     /// How long the attempt took.
     pub duration: Duration,
+    /// Signal mode, delivered: the processes told, to be watched for an exit before the reload
+    /// counts as a success (see [`judge`]).
+    pub told: Vec<ProcessInfo>,
 }
 
-/// Runs one attempt. Signal mode completes without waiting; HTTP mode is bounded by the
-/// endpoint's timeout (and the verify URL's).
+/// Runs one attempt. Signal mode completes once the signal is sent (the processes told are in
+/// the report, for [`judge`]); HTTP mode is bounded by the endpoint's timeout (and the verify
+/// URL's).
 pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     let started = Instant::now();
     let mut report = match &action {
-        Action::Signal(signaller) => match signaller.send() {
-            Ok(targets) => success(targets.join(",")),
+        Action::Signal(signaller) => match signaller.send_told() {
+            Ok(told) => {
+                let labels: Vec<String> = told
+                    .iter()
+                    .map(|p| format!("{}[{}]", p.comm, p.pid))
+                    .collect();
+                Report {
+                    told,
+                    ..success(labels.join(","))
+                }
+            }
             Err(err) => {
                 let (outcome, result) = match &err {
                     SignalError::NoTarget(_) => (Outcome::Retry, "no_target"),
@@ -80,6 +95,38 @@ pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     report
 }
 
+/// After a delivered signal: watches the processes told for `grace`. One that exits did not
+/// reload (it died of the signal): the reload failed, which is never retried (the restarted
+/// process reads the new config at start; signalling it again would kill it again). Runs beside
+/// the next attempts, so a change that follows is not held up; the reload is logged as a success
+/// only once this says so.
+pub async fn judge(
+    signaller: Signaller,
+    told: Vec<ProcessInfo>,
+    grace: Duration,
+) -> Option<String> {
+    let exited = aftermath::watch(&signaller.proc_root, &told, grace).await?;
+    Some(died(&signaller, &exited, grace))
+}
+
+/// The error line of a target that exited right after the signal: the process, the signal, how
+/// it ended and the fix.
+fn died(signaller: &Signaller, exited: &Exited, grace: Duration) -> String {
+    format!(
+        "{} {} within {} after {}: it does not reload on {}; fix: annotate the pod template \
+         reload-injector.io/on-change: restart, or set reload-injector.io/signal to the signal \
+         it reloads on (or reload-url)",
+        exited.target,
+        exited.how(),
+        humantime::format_duration(grace),
+        signaller.signal,
+        signaller.signal,
+    )
+}
+
+/// The `result` label of a reload whose target exited right after the signal.
+pub const TARGET_EXITED: &str = "target_exited";
+
 fn success(target: String) -> Report {
     Report {
         outcome: Outcome::Delivered,
@@ -87,6 +134,7 @@ fn success(target: String) -> Report {
         target,
         error: None,
         duration: Duration::ZERO,
+        told: Vec::new(),
     }
 }
 
@@ -102,6 +150,7 @@ fn failure(
         target,
         error: Some(crate::report::one_line(err)),
         duration: Duration::ZERO,
+        told: Vec::new(),
     }
 }
 

@@ -4,6 +4,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tracing::{debug, error, info, warn};
@@ -19,6 +21,18 @@ use super::watches::{WatchError, WatchSet};
 
 type Snapshot = Vec<ContentHash>;
 type Attempt = Pin<Box<dyn Future<Output = Report>>>;
+/// A delivered signal being watched for an exit of its targets (see [`reload::judge`]).
+type Judging = Pin<Box<dyn Future<Output = Verdict>>>;
+
+/// What [`reload::judge`] said about a delivered signal, with what its log line names.
+struct Verdict {
+    /// `Some(line)`: a target died of the signal.
+    failed: Option<String>,
+    dirs: String,
+    hashes: String,
+    targets: String,
+    duration_ms: String,
+}
 
 /// Mutable state of the loop besides the watches.
 struct State {
@@ -64,6 +78,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut resync = interval_at(Instant::now() + period, period);
     resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut in_flight: Option<Attempt> = None;
+    let mut judging: FuturesUnordered<Judging> = FuturesUnordered::new();
     info!(
         dirs = %state.describe_dirs(),
         action = %state.config.action.describe(),
@@ -94,7 +109,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             report = async { in_flight.as_mut().expect("guarded by the branch condition").await },
                 if in_flight.is_some() => {
                 in_flight = None;
-                state.finish(report);
+                if let Some(judge) = state.finish(report) {
+                    judging.push(judge);
+                }
+                false
+            }
+            Some(verdict) = judging.next(), if !judging.is_empty() => {
+                state.judged(verdict);
                 false
             }
             batch = watches.next_batch() => match batch {
@@ -218,13 +239,22 @@ impl State {
         snapshot
     }
 
-    /// Records the end of an attempt: state machine, metrics, one log line.
-    fn finish(&mut self, report: Report) {
+    /// Records the end of an attempt: state machine, metrics, one log line — or, for a delivered
+    /// signal, the watch of its targets that decides the line ([`State::judged`]).
+    fn finish(&mut self, report: Report) -> Option<Judging> {
         let now = std::time::Instant::now();
         let attempted = self.attempted.take().unwrap_or_default();
         let previous = self.delivery.delivered().clone();
         let retry_in = self.delivery.finish(report.outcome, now);
-        self.metrics.count_reload(report.result);
+        let judge = match (&self.config.action, report.outcome) {
+            (reload::Action::Signal(signaller), Outcome::Delivered) if !report.told.is_empty() => {
+                Some(signaller.clone())
+            }
+            _ => None,
+        };
+        if judge.is_none() {
+            self.metrics.count_reload(report.result);
+        }
         let (dirs, hashes) = self.changes(&previous, &attempted);
         let duration_ms = format!("{:.3}", report.duration.as_secs_f64() * 1000.0);
         let error = report.error.unwrap_or_default();
@@ -241,6 +271,20 @@ impl State {
                 let unix = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .unwrap_or_default();
+                if let Some(signaller) = judge {
+                    let grace = self.config.reload_grace;
+                    let verdict = Verdict {
+                        failed: None,
+                        dirs,
+                        hashes,
+                        targets: report.target,
+                        duration_ms,
+                    };
+                    return Some(Box::pin(async move {
+                        let failed = reload::judge(signaller, report.told, grace).await;
+                        Verdict { failed, ..verdict }
+                    }));
+                }
                 self.metrics.last_success.set(unix.as_secs_f64());
                 info!(dir = %dirs, hash = %hashes, targets = %report.target,
                       result = report.result, duration_ms = %duration_ms, "reloaded");
@@ -260,6 +304,36 @@ impl State {
                            retry_in = ?retry_in, "reload failed again: {error}");
                 }
                 self.last_error = Some(error);
+            }
+        }
+        None
+    }
+
+    /// Logs a delivered signal once its targets were watched: `reloaded`, or the one error line
+    /// of a target that died of it (counted in `reload_failures_total`, never a success).
+    fn judged(&mut self, verdict: Verdict) {
+        let Verdict {
+            failed,
+            dirs,
+            hashes,
+            targets,
+            duration_ms,
+        } = verdict;
+        match failed {
+            None => {
+                self.metrics.count_reload("success");
+                let unix = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
+                self.metrics.last_success.set(unix.as_secs_f64());
+                info!(dir = %dirs, hash = %hashes, targets = %targets,
+                      result = "success", duration_ms = %duration_ms, "reloaded");
+            }
+            Some(error) => {
+                self.metrics.count_reload(reload::TARGET_EXITED);
+                self.metrics.reload_failures.inc();
+                error!(dir = %dirs, hash = %hashes, targets = %targets, result = reload::TARGET_EXITED,
+                       "reload failed: {error}; not retried until the content changes again");
             }
         }
     }

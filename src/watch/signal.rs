@@ -11,15 +11,15 @@ use nix::unistd::Pid;
 use super::process_handle::ProcessHandle;
 use super::procfs;
 use super::targets::{self, ProcessInfo};
+use crate::inject::values::{self, ValueError};
 
 /// Errors of signal mode.
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {
-    /// `--signal` named no signal this watcher can send.
-    #[error(
-        "failed to understand signal {0:?}: use a name like SIGHUP, HUP or hup, or a number like 1"
-    )]
-    UnknownSignal(String),
+    /// `--signal` named no reload signal (the core's parser, which admission uses too, said
+    /// why).
+    #[error("failed to understand signal {0:?}: {1}")]
+    UnknownSignal(String, ValueError),
     /// No process matched.
     #[error("failed to find {0} to signal (will retry)")]
     NoTarget(String),
@@ -62,20 +62,13 @@ pub enum SignalError {
     },
 }
 
-/// Parses `SIGHUP`, `HUP`, `hup` or a signal number.
+/// Parses `SIGHUP`, `HUP`, `hup` or a signal number with the core's parser (the one admission
+/// uses): only signals that servers reload on are accepted, never one that stops or ends a
+/// process.
 pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
-    let unknown = || SignalError::UnknownSignal(text.to_owned());
-    let trimmed = text.trim();
-    if let Ok(number) = trimmed.parse::<i32>() {
-        return Signal::try_from(number).map_err(|_| unknown());
-    }
-    let upper = trimmed.to_ascii_uppercase();
-    let name = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
-    Signal::from_str(&name).map_err(|_| unknown())
+    let unknown = |err| SignalError::UnknownSignal(text.to_owned(), err);
+    let signal = values::parse_signal(text).map_err(unknown)?;
+    Signal::from_str(signal.name).map_err(|_| unknown(ValueError::UnknownSignal(text.to_owned())))
 }
 
 /// Sends the reload signal to the chosen processes.
@@ -127,6 +120,12 @@ impl Signaller {
 
     /// Finds the targets and signals each once; returns them as `comm[pid]` on success.
     pub fn send(&self) -> Result<Vec<String>, SignalError> {
+        self.send_told()
+            .map(|told| told.iter().map(label).collect())
+    }
+
+    /// Like [`Signaller::send`], returning the processes told, by PID, as they were read.
+    pub fn send_told(&self) -> Result<Vec<ProcessInfo>, SignalError> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         let name = self.process.as_deref();
         let mut sent = Sent::default();
@@ -143,7 +142,7 @@ impl Signaller {
             Ok(processes) => processes,
             // The remembered targets were told; the scan for new ones is retried next time.
             Err(_) if !sent.done.is_empty() && sent.error.is_none() => {
-                return Ok(sent.labels());
+                return Ok(sent.sorted());
             }
             Err(source) => {
                 known.clear();
@@ -176,10 +175,10 @@ impl Signaller {
             known.clear();
             return Err(SignalError::NoTarget(self.describe_wanted()));
         }
-        let labels = sent.labels();
+        let told = sent.sorted();
         let held = std::mem::take(&mut *known);
         *known = self.remember(chosen, held);
-        Ok(labels)
+        Ok(told)
     }
 
     /// Forgets the remembered targets that have exited, closing their handles.
@@ -278,10 +277,10 @@ impl Sent {
         }
     }
 
-    fn labels(&self) -> Vec<String> {
-        let mut done: Vec<&ProcessInfo> = self.done.iter().collect();
+    fn sorted(&self) -> Vec<ProcessInfo> {
+        let mut done = self.done.clone();
         done.sort_by_key(|p| p.pid);
-        done.into_iter().map(label).collect()
+        done
     }
 }
 
@@ -309,13 +308,13 @@ mod tests {
             assert_eq!(parse_signal(text).unwrap(), Signal::SIGHUP, "{text}");
         }
         assert_eq!(parse_signal("usr1").unwrap(), Signal::SIGUSR1);
-        assert_eq!(parse_signal("SIGTERM").unwrap(), Signal::SIGTERM);
         assert_eq!(parse_signal("10").unwrap(), Signal::SIGUSR1);
+        assert_eq!(parse_signal("usr2").unwrap(), Signal::SIGUSR2);
     }
 
     #[test]
     fn unknown_signals_are_a_clear_error() {
-        for text in ["", "SIGFOO", "0", "999", "-1"] {
+        for text in ["", "SIGFOO", "0", "999", "-1", "SIGTERM", "9", "34", "64"] {
             let err = parse_signal(text).unwrap_err();
             assert!(err.to_string().starts_with("failed to understand signal"));
         }

@@ -152,3 +152,18 @@ pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
     assert_eq!(found.len(), 1, "expected one {kind}/{name}");
     found[0]
 }
+
+/// Runs `certs/generate.sh` with the freshly built binary into `scratch(name)/overlay`; returns
+/// that overlay directory (its `files/` holds the certificates).
+pub fn generated_overlay(name: &str) -> PathBuf {
+    let out = scratch(name).join("overlay");
+    let run = Command::new(repo().join("certs/generate.sh"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_reload-injector"))
+        .output()
+        .expect("failed to run certs/generate.sh");
+    assert!(run.status.success(), "certs/generate.sh: {}", text(&run));
+    out
+}

@@ -108,4 +108,49 @@ pub fn assert_safe(objects: &[Value], namespace: &str, extra_excluded: &[&str]) 
         .find(|rule| strings(&rule["apiGroups"]) == ["argoproj.io"])
         .expect("a rule for Argo Rollouts");
     assert_eq!(strings(&argo["apiVersions"]), ["v1alpha1"]);
+    assert_controllers_skip(workloads);
+}
+
+/// The workload webhook (Fail by default) never gates what a controller creates or scales: its
+/// matchCondition skips ReplicaSets and Jobs that have a controller ownerReference.
+fn assert_controllers_skip(workloads: &Value) {
+    let cel = controller_condition(workloads);
+    // Negated: the webhook is called unless the object is a controller's ReplicaSet or Job.
+    assert!(cel.starts_with("!("), "{cel}");
+    for part in [
+        "request.resource.group in ['apps', 'batch']",
+        "request.resource.resource in ['replicasets', 'jobs']",
+        // `object` is null on DELETE; reading a field of null would be an evaluation
+        // error, which falls back to failurePolicy Fail.
+        "object != null",
+        "has(object.metadata.ownerReferences)",
+        "object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)",
+    ] {
+        assert!(cel.contains(part), "{part} not in {cel}");
+    }
+    let null_check = cel.find("object != null").unwrap();
+    let first_read = cel.find("object.metadata").unwrap();
+    assert!(
+        null_check < first_read,
+        "null checked before it is read: {cel}"
+    );
+    // The kinds a person applies are still matched, still under Fail.
+    for resource in ["deployments", "statefulsets", "daemonsets", "cronjobs"] {
+        assert!(!cel.contains(resource), "{resource} skipped: {cel}");
+    }
+}
+
+/// The CEL expression of the workload webhook's one matchCondition, squeezed of whitespace.
+fn controller_condition(hook: &Value) -> String {
+    let conditions = hook["matchConditions"]
+        .as_array()
+        .expect("the Fail webhook has matchConditions");
+    assert_eq!(conditions.len(), 1, "{conditions:?}");
+    assert_eq!(conditions[0]["name"], "not-created-by-a-controller");
+    conditions[0]["expression"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }

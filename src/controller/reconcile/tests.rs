@@ -73,6 +73,9 @@ impl World {
             uid: "uid-1".into(),
             hash: hash.map(str::to_owned),
             consumption: reads(names).into(),
+            earlier: None,
+            owner: None,
+            ready: None,
         };
         self.view.set_consumer(target, Some(consumer));
     }
@@ -248,4 +251,48 @@ fn event_messages_stay_short_and_name_creations() {
         created.contains(r#"ConfigMap "new" was created or deleted"#),
         "{created}"
     );
+}
+
+#[test]
+fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade() {
+    // Stamped by an earlier version over `env` alone; the template also mounts `conf` for a
+    // container whose strategy is now restart, so the hash is now over both.
+    let mut world = World::new();
+    let consumer = Consumer {
+        uid: "uid-1".into(),
+        hash: Some(hash_of(&["env"], "1")),
+        consumption: reads(&["env", "conf"]).into(),
+        earlier: Some(reads(&["env"]).into()),
+        owner: None,
+        ready: None,
+    };
+    world.view.set_consumer(&deployment(), Some(consumer));
+    world.config("env", "10", "1");
+    world.config("conf", "10", "1");
+    assert_eq!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Nothing,
+        "start-up, config unchanged"
+    );
+    // A change of the mounted config rolls, with the hash over both.
+    world.config("conf", "11", "2");
+    let Verdict::Write(write) = world.evaluate(&deployment(), &changed("conf", &["a"])) else {
+        panic!("expected a write");
+    };
+    let mut data = ConfigData::new();
+    for (name, value) in [("env", "1"), ("conf", "2")] {
+        let id = ConfigId::config_map(name);
+        let object = ConfigObject::from_values(&id, [("a", value.as_bytes())], None).unwrap();
+        data.insert(id, Lookup::Found(object));
+    }
+    assert_eq!(
+        write.desired,
+        reads(&["env", "conf"]).hash(&data, None).hash.unwrap()
+    );
+    // And a change while no controller ran is still found at start.
+    world.config("env", "12", "3");
+    assert!(matches!(
+        world.evaluate(&deployment(), &Causes::new()),
+        Verdict::Write(_)
+    ));
 }

@@ -20,6 +20,7 @@ fn restart_only_counts_env_envfrom_and_every_subpath_mount() {
     let spec = spec(json!({
         "containers": [{
             "name": "app",
+            "image": "nginx:1.27",
             "env": [
                 {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}},
                 {"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw", "optional": true}}}
@@ -35,7 +36,7 @@ fn restart_only_counts_env_envfrom_and_every_subpath_mount() {
             {"name": "dir", "configMap": {"name": "mounted"}}
         ]
     }));
-    let got = restart_only(&spec);
+    let got = restart_only(&spec, &BTreeMap::new());
     let want: BTreeSet<Consumed> = [
         key("cm", "env", "a"),
         key("secret", "db", "pw"),
@@ -44,8 +45,27 @@ fn restart_only_counts_env_envfrom_and_every_subpath_mount() {
     ]
     .into_iter()
     .collect();
-    assert_eq!(got.consumed, want, "a directory mount is not restart-only");
+    assert_eq!(
+        got.consumed, want,
+        "a hot-reloaded directory mount is not restart-only"
+    );
     assert_eq!(got.optional, BTreeSet::from([ConfigId::secret("db")]));
+
+    // The same mount in a container with no known reload signal counts like env...
+    let mut unknown = spec.clone();
+    unknown.containers[0].image = Some("example.com/api:1".into());
+    let got = restart_only(&unknown, &BTreeMap::new());
+    assert!(
+        got.consumed
+            .contains(&Consumed::Whole(ConfigId::config_map("mounted")))
+    );
+    // ...and so it does for nginx when the pod chooses restart.
+    let chosen = BTreeMap::from([(crate::inject::ON_CHANGE.to_owned(), "restart".to_owned())]);
+    let got = restart_only(&spec, &chosen);
+    assert!(
+        got.consumed
+            .contains(&Consumed::Whole(ConfigId::config_map("mounted")))
+    );
 }
 
 #[test]
@@ -94,7 +114,7 @@ fn no_sidecar_mounts_nothing_and_optional_needs_every_reference() {
     }));
     assert!(mounted(&spec).is_empty());
     assert!(
-        restart_only(&spec).optional.is_empty(),
+        restart_only(&spec, &BTreeMap::new()).optional.is_empty(),
         "one non-optional reference makes the object required"
     );
 }

@@ -1,0 +1,278 @@
+//! Refreshes in waves (pure): a mounted change reaches a workload's Pods a few at a time. A wave
+//! holds at most the workload's rolling-update `maxUnavailable` Pods (a Deployment's 25% when
+//! unset, a StatefulSet's or DaemonSet's 1, as Kubernetes rolls them; at least one Pod); the next
+//! wave starts once the last one's Pods are still Ready a settle time after their refresh. A wave
+//! with a Pod gone unready stops the refresh of that workload: the rest keep the config they
+//! have until the config changes again.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::target::{Target, TargetKind, Write};
+
+/// What the Event on a workload says when its refresh stopped (`status` looks for it).
+pub const REFRESH_STOPPED: &str = "refresh of mounted config stopped";
+
+/// How long a wave's Pods must stay Ready after their refresh before the next wave starts.
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// What bounds a workload's waves: its replicas and rolling-update `maxUnavailable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    /// `spec.replicas` (1 when unset; a DaemonSet's is unknown here: `None`).
+    pub replicas: Option<u32>,
+    /// `maxUnavailable`, as written.
+    pub max_unavailable: Option<MaxUnavailable>,
+    /// Its kind's default when `maxUnavailable` is unset.
+    pub default: MaxUnavailable,
+    /// `metadata.uid` (for the Event that says a refresh stopped).
+    pub uid: String,
+}
+
+/// An `IntOrString` `maxUnavailable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnavailable {
+    /// A number of Pods.
+    Count(u32),
+    /// A percentage of the replicas, rounded down (as Kubernetes does for `maxUnavailable`).
+    Percent(u32),
+}
+
+impl Budget {
+    /// Reads a workload's budget (`object` is the whole object); `None` for kinds that are not
+    /// rolled (CronJob) or Pods.
+    pub fn of(kind: TargetKind, uid: &str, object: &Value) -> Option<Budget> {
+        let (pointer, default) = match kind {
+            TargetKind::Deployment => (
+                "/spec/strategy/rollingUpdate/maxUnavailable",
+                MaxUnavailable::Percent(25),
+            ),
+            // A canary Rollout's own bound (a blue-green one has none: Argo's 25% default).
+            TargetKind::Rollout => (
+                "/spec/strategy/canary/maxUnavailable",
+                MaxUnavailable::Percent(25),
+            ),
+            TargetKind::StatefulSet | TargetKind::DaemonSet => (
+                "/spec/updateStrategy/rollingUpdate/maxUnavailable",
+                MaxUnavailable::Count(1),
+            ),
+            TargetKind::CronJob | TargetKind::Pod => return None,
+        };
+        let replicas = match kind {
+            TargetKind::DaemonSet => None,
+            _ => Some(
+                object
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_u64)
+                    .map_or(1, |r| u32::try_from(r).unwrap_or(u32::MAX)),
+            ),
+        };
+        let max_unavailable = object.pointer(pointer).and_then(|v| match v {
+            Value::Number(n) => n.as_u64().map(|n| MaxUnavailable::Count(clamp(n))),
+            Value::String(s) => s
+                .trim()
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<u64>().ok())
+                .map(|p| MaxUnavailable::Percent(clamp(p))),
+            _ => None,
+        });
+        Some(Budget {
+            replicas,
+            max_unavailable,
+            default,
+            uid: uid.to_owned(),
+        })
+    }
+
+    /// Pods per wave, for a workload with `pods` Pods to refresh: at least one.
+    pub fn wave_size(&self, pods: usize) -> usize {
+        let total = self
+            .replicas
+            .map_or(pods, |r| usize::try_from(r).unwrap_or(usize::MAX))
+            .max(1);
+        let size = match self.max_unavailable.unwrap_or(self.default) {
+            MaxUnavailable::Count(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            MaxUnavailable::Percent(p) => total * usize::try_from(p.min(100)).unwrap_or(100) / 100,
+        };
+        size.max(1)
+    }
+}
+
+fn clamp(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Pods per wave when the workload's budget is not known: a Deployment's default, 25%.
+pub fn default_wave_size(pods: usize) -> usize {
+    (pods / 4).max(1)
+}
+
+/// The workload that owns a Pod: its controller ownerReference, with a ReplicaSet read as the
+/// Deployment or Argo Rollout that made it (the ReplicaSet's name is the workload's plus `-`
+/// and the Pod's `pod-template-hash`, or for a Rollout `rollouts-pod-template-hash`, label).
+pub fn owner_of(namespace: &Arc<str>, meta: &ObjectMeta) -> Option<Target> {
+    let owner = meta
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))?;
+    let name = owner.name.as_str();
+    let kind = match owner.kind.as_str() {
+        "ReplicaSet" => {
+            // Argo Rollouts labels its ReplicaSets' Pods `rollouts-pod-template-hash`.
+            let labels = meta.labels.as_ref()?;
+            let (kind, hash) = match labels.get("rollouts-pod-template-hash") {
+                Some(hash) => (TargetKind::Rollout, hash),
+                None => (TargetKind::Deployment, labels.get("pod-template-hash")?),
+            };
+            let workload = name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
+            return Some(Target {
+                kind,
+                namespace: namespace.clone(),
+                name: workload.into(),
+            });
+        }
+        "StatefulSet" => TargetKind::StatefulSet,
+        "DaemonSet" => TargetKind::DaemonSet,
+        _ => return None,
+    };
+    Some(Target {
+        kind,
+        namespace: namespace.clone(),
+        name: name.into(),
+    })
+}
+
+/// A Pod's `Ready` condition: `Some(false)` only when it says `False` (a Pod without one, as
+/// in a test's fake API, does not stop a refresh).
+pub fn ready_of(object: &Value) -> Option<bool> {
+    object
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        .and_then(|c| c.get("status")?.as_str())
+        .map(|s| s == "True")
+}
+
+/// A refresh stopped because a wave's Pod went unready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    /// The workload.
+    pub workload: Target,
+    /// The Pod that went unready.
+    pub unready: Target,
+    /// How many Pods were left unrefreshed.
+    pub left: usize,
+}
+
+/// What [`Waves::step`] says to do.
+#[derive(Debug, Default)]
+pub struct Step {
+    /// Writes to submit now.
+    pub submit: Vec<Write>,
+    /// Refreshes that stopped.
+    pub stopped: Vec<Stopped>,
+    /// When to step again if nothing else happens.
+    pub wake: Option<Instant>,
+}
+
+/// The refreshes under way, per workload.
+#[derive(Debug, Default)]
+pub struct Waves {
+    groups: HashMap<Target, Group>,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    queue: VecDeque<Write>,
+    /// The Pods of the wave under way, and when it was submitted.
+    wave: Vec<Target>,
+    started: Option<Instant>,
+    /// After a stop: the values not to write again until the config changes.
+    stopped: BTreeSet<String>,
+}
+
+impl Waves {
+    /// Queues a Pod's refresh in its workload's waves. A write of a value a stopped refresh
+    /// held back is dropped (`false`); a new value starts a new refresh.
+    pub fn enqueue(&mut self, workload: Target, write: Write) -> bool {
+        let group = self.groups.entry(workload).or_default();
+        if group.stopped.contains(&write.desired) {
+            return false;
+        }
+        group.stopped.clear();
+        match group.queue.iter_mut().find(|w| w.target == write.target) {
+            Some(queued) => *queued = write,
+            None => group.queue.push_back(write),
+        }
+        true
+    }
+
+    /// Whether a Pod waits in a wave queue.
+    pub fn is_queued(&self, pod: &Target) -> bool {
+        self.groups
+            .values()
+            .any(|g| g.queue.iter().any(|w| &w.target == pod))
+    }
+
+    /// Forgets everything (leadership lost).
+    pub fn clear(&mut self) {
+        self.groups.clear();
+    }
+
+    /// Moves every workload's refresh on: a wave whose Pods stayed Ready for [`SETTLE`] ends and
+    /// the next one starts (`wave_size(workload, pods left)` Pods); a wave with a Pod gone
+    /// unready stops its workload's refresh.
+    pub fn step(
+        &mut self,
+        now: Instant,
+        wave_size: impl Fn(&Target, usize) -> usize,
+        ready: impl Fn(&Target) -> Option<bool>,
+    ) -> Step {
+        let mut step = Step::default();
+        for (workload, group) in &mut self.groups {
+            if let Some(unready) = group.wave.iter().find(|p| ready(p) == Some(false)) {
+                step.stopped.push(Stopped {
+                    workload: workload.clone(),
+                    unready: unready.clone(),
+                    left: group.queue.len(),
+                });
+                group.stopped = group.queue.drain(..).map(|w| w.desired).collect();
+                group.wave.clear();
+                group.started = None;
+                continue;
+            }
+            if let Some(started) = group.started {
+                let settled = started + SETTLE;
+                if now < settled {
+                    step.wake = Some(step.wake.map_or(settled, |w| w.min(settled)));
+                    continue;
+                }
+                group.wave.clear();
+                group.started = None;
+            }
+            if group.queue.is_empty() {
+                continue;
+            }
+            let size = wave_size(workload, group.queue.len()).max(1);
+            let wave: Vec<Write> = group.queue.drain(..size.min(group.queue.len())).collect();
+            group.wave = wave.iter().map(|w| w.target.clone()).collect();
+            group.started = Some(now);
+            let settled = now + SETTLE;
+            step.wake = Some(step.wake.map_or(settled, |w| w.min(settled)));
+            step.submit.extend(wave);
+        }
+        self.groups
+            .retain(|_, g| !g.queue.is_empty() || !g.wave.is_empty() || !g.stopped.is_empty());
+        step
+    }
+}
+
+#[cfg(test)]
+mod tests;
