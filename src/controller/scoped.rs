@@ -3,7 +3,7 @@
 //! opted in crosses the wire.
 //!
 //! Each watch carries the objects whole and reduces each one to its per-key digests as it
-//! arrives (the values are dropped at once): the view never GETs an object it listed. The
+//! arrives (the values are dropped at once): a sync or relist never GETs an object. The
 //! initial list is a streaming list (`sendInitialEvents`) where the API server serves one (no
 //! page is held: objects arrive one at a time), else paginated lists of [`PAGE`] objects, at
 //! most [`LISTS`] at once, so memory does not grow with the data. A relist after 410 Gone is
