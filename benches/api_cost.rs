@@ -14,7 +14,8 @@
 //! server's CPU seconds (`/proc/PID/stat`) from start until the client's requests stop, the
 //! time until every replica's `/readyz` (the informer: every store ready), and peak RSS.
 //!
-//! `cargo bench --bench api_cost` (about 10 minutes on 2 cores); without `--bench` (as
+//! `cargo bench --bench api_cost` (about 2 minutes once built: 10 s to load, then the five
+//! clients one after another); without `--bench` (as
 //! `cargo test --all-targets` runs it) it does nothing, since it needs the control-plane
 //! binaries (`scripts/` fetches them).
 
@@ -65,15 +66,13 @@ fn main() {
     let me = std::env::current_exe().unwrap();
     columns.push((
         "informer (reflector)".into(),
-        measure(cluster, &runtime, || vec![Client::informer(cluster, &me)]),
+        measure(cluster, || vec![Client::informer(cluster, &me)]),
     ));
     if let Some(before) = std::env::var_os("RI_BEFORE_BIN").map(PathBuf::from) {
         for replicas in [1, 2] {
             columns.push((
                 format!("before, {replicas} replica(s)"),
-                measure(cluster, &runtime, || {
-                    serves(&install, replicas, &before, "before")
-                }),
+                measure(cluster, || serves(&install, replicas, &before, "before")),
             ));
         }
     }
@@ -81,9 +80,7 @@ fn main() {
     for replicas in [1, 2] {
         columns.push((
             format!("this build, {replicas} replica(s)"),
-            measure(cluster, &runtime, || {
-                serves(&install, replicas, &after, "after")
-            }),
+            measure(cluster, || serves(&install, replicas, &after, "after")),
         ));
     }
     print_table(&columns);
@@ -159,11 +156,7 @@ struct Measured {
     peak_rss_mib: Vec<f64>,
 }
 
-fn measure(
-    cluster: &Cluster,
-    runtime: &tokio::runtime::Runtime,
-    start: impl FnOnce() -> Vec<Client>,
-) -> Measured {
+fn measure(cluster: &Cluster, start: impl FnOnce() -> Vec<Client>) -> Measured {
     let before = Scrape::take(cluster);
     let cpu_before = cpu_seconds(cluster.apiserver_pid());
     let started = Instant::now();
@@ -206,7 +199,6 @@ fn measure(
     // The watches just ended: now they are counted.
     std::thread::sleep(Duration::from_secs(2));
     let after = Scrape::take(cluster);
-    let _ = runtime;
     Measured {
         requests: after.requests_since(&before),
         response_bytes: after
