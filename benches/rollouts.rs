@@ -1,8 +1,8 @@
 //! The rollout controller's numbers, against the fake API server on loopback:
 //!
 //! 1. **Scale**: 20,000 ConfigMaps + 20,000 Secrets (800 MB of data), 5,000 stamped Deployments
-//!    and 20,000 sidecar Pods; the time until `serve` has listed everything and fetched the digests
-//!    of what is consumed, and its RSS after that.
+//!    and 20,000 sidecar Pods; the time until `serve` has listed everything (the digests of the
+//!    consumed objects come with the list of their namespace: no GET), and its RSS after that.
 //! 2. **Reaction**: watch event sent by the API → PATCH received, for a pod refresh and for a
 //!    rollout (which waits `--rollout-delay` on purpose).
 //! 3. **Fan-out**: one ConfigMap read by 1,000 Pods → every Pod patched, at the write rate.
@@ -95,30 +95,21 @@ fn main() {
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
     let listed = started.elapsed();
-    wait_for(
-        "the digests of every consumed object",
-        Duration::from_secs(300),
-        || (config_gets(&cluster) >= consumed).then_some(()),
-    );
-    let synced = started.elapsed();
     std::thread::sleep(Duration::from_secs(2));
     let (rss, peak) = (
         status_mib(server.pid(), "VmRSS:"),
         status_mib(server.pid(), "VmHWM:"),
     );
     println!(
-        "scale: listed in {listed:.1?}; {consumed} consumed objects fetched by {synced:.1?}; RSS after sync {rss:.1} MiB (peak {peak:.1} MiB)"
+        "scale: listed {} objects (digests kept for the {consumed} consumed) in {listed:.1?}; RSS after sync {rss:.1} MiB (peak {peak:.1} MiB)",
+        sizes.config_maps + sizes.secrets
     );
     assert!(
         cluster.patches().is_empty(),
         "start-up wrote something: {:?}",
         cluster.patches().len()
     );
-    assert_eq!(
-        config_gets(&cluster),
-        consumed,
-        "one GET per consumed object"
-    );
+    assert_eq!(config_gets(&cluster), 0, "no GET of a listed object");
 
     if std::env::var("ROLLOUTS_BENCH_PHASES").is_ok_and(|p| p == "scale") {
         return;

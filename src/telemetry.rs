@@ -10,7 +10,7 @@ use crate::cli::LogFormat;
 /// Text is coloured only on a terminal (and never with `NO_COLOR` set): container logs are not
 /// one, and escape codes there only clutter `kubectl logs`.
 pub fn init(format: LogFormat, filter: &str) {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|err| {
+    let filter = EnvFilter::try_new(with_quiet_watcher(filter)).unwrap_or_else(|err| {
         eprintln!("warning: ignoring log filter {filter:?}: {err}; using \"info\"");
         EnvFilter::new("info")
     });
@@ -22,4 +22,33 @@ pub fn init(format: LogFormat, filter: &str) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// The filter with kube-runtime's watcher limited to errors, unless it says otherwise: that
+/// watcher warns on every retry of a refused (403) list, and the controller already says each
+/// failed watch in its own words (a refused namespace once).
+pub fn with_quiet_watcher(filter: &str) -> String {
+    if filter.contains("kube_runtime") || filter.trim().is_empty() {
+        filter.to_owned()
+    } else {
+        format!("{filter},kube_runtime::watcher=error")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_quiet_watcher;
+
+    #[test]
+    fn the_watcher_is_quieted_unless_the_filter_names_it() {
+        assert_eq!(
+            with_quiet_watcher("info,reload_injector=debug"),
+            "info,reload_injector=debug,kube_runtime::watcher=error"
+        );
+        assert_eq!(
+            with_quiet_watcher("kube_runtime=debug"),
+            "kube_runtime=debug"
+        );
+        assert!(tracing_subscriber::EnvFilter::try_new(with_quiet_watcher("warn")).is_ok());
+    }
 }

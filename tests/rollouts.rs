@@ -441,6 +441,19 @@ fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
     reads_secret["spec"]["template"]["spec"]["containers"][0]["env"] =
         json!([{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]);
     cluster.put(&cluster.inject(&reads_secret, std::slice::from_ref(&secret)));
+    // Optional references to objects that do not exist: only those are ever fetched by GET.
+    let mut reads_missing = env_deployment("later", "unused", "k");
+    reads_missing["spec"]["template"]["spec"]["containers"][0]["env"] = json!([
+        {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "k", "optional": true}}},
+        {"name": "B", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k", "optional": true}}}
+    ]);
+    cluster.put(&cluster.inject(&reads_missing, &[]));
+    // An API server without streaming lists: config is listed in pages.
+    for resource in ["configmaps", "secrets"] {
+        cluster
+            .api
+            .fail_next(Matcher::new("GET", resource).watch(true), 422, 1);
+    }
     cluster.put(&Cluster::config_map("site", &[("a", "1")]));
     cluster.put(&json!({
         "apiVersion": "v1", "kind": "Pod",

@@ -5,7 +5,9 @@
 //! objects forgotten.
 //!
 //! [`Kinds`] is the pure bookkeeping; [`run`] is the thin I/O around it: one discovery GET per
-//! API group version the watches need, every [`RECHECK`].
+//! API group version the watches need at start, then every [`RECHECK`] only for the group
+//! versions whose kinds can come and go ([`rechecked`]: a CRD's). The built-in ones
+//! (`v1`, `apps/v1`, `batch/v1`) are served by every supported server and answered once.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -123,12 +125,26 @@ impl Kinds {
     }
 }
 
-/// Asks the API server what it serves in each group version the streams need.
-pub async fn discover(client: &Client) -> Result<Served, DiscoveryError> {
+/// Group versions built into every supported API server: once answered, never asked again.
+pub const BUILT_IN: [&str; 3] = ["v1", "apps/v1", "batch/v1"];
+
+/// Whether `api_version` is asked again at every check (a built-in one that was answered is
+/// not).
+pub fn rechecked(api_version: &str, known: &Served) -> bool {
+    !BUILT_IN.contains(&api_version) || !matches!(known.get(api_version), Some(Some(_)))
+}
+
+/// Asks the API server what it serves in each group version the streams need, except the
+/// built-in ones `known` already has.
+pub async fn discover(client: &Client, known: &Served) -> Result<Served, DiscoveryError> {
     let mut served = Served::new();
     for stream in Stream::all() {
         let (api_version, _, _) = resource_of(stream);
         if served.contains_key(api_version) {
+            continue;
+        }
+        if !rechecked(api_version, known) {
+            served.insert(api_version, known.get(api_version).cloned().flatten());
             continue;
         }
         let answer = if api_version.contains('/') {
@@ -157,9 +173,13 @@ pub async fn run(client: Client, out: Sender<Watched>) {
     let mut tasks: HashMap<Stream, JoinHandle<()>> = HashMap::new();
     let mut retry = RETRY.0;
     let mut first = true;
+    let mut known = Served::new();
     loop {
-        let served = match discover(&client).await {
-            Ok(served) => served,
+        let served = match discover(&client, &known).await {
+            Ok(served) => {
+                known = served.clone();
+                served
+            }
             Err(err) => {
                 tracing::warn!(
                     error = %crate::report::one_line(&err),
@@ -252,6 +272,28 @@ mod tests {
             })).collect::<Vec<_>>(),
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn only_group_versions_whose_kinds_can_come_and_go_are_asked_again() {
+        let mut known = Served::new();
+        assert!(rechecked("apps/v1", &known), "never answered");
+        known.insert("v1", Some(list("v1", &[])));
+        known.insert("apps/v1", Some(list("apps/v1", &[])));
+        known.insert("batch/v1", None);
+        known.insert(
+            "argoproj.io/v1alpha1",
+            Some(list("argoproj.io/v1alpha1", &[])),
+        );
+        assert!(!rechecked("apps/v1", &known), "built in and answered");
+        assert!(rechecked("batch/v1", &known), "built in, not answered yet");
+        assert!(rechecked("argoproj.io/v1alpha1", &known), "a CRD's");
+        let asked: HashSet<&str> = Stream::all()
+            .into_iter()
+            .map(|s| resource_of(s).0)
+            .filter(|v| rechecked(v, &known))
+            .collect();
+        assert_eq!(asked, HashSet::from(["batch/v1", "argoproj.io/v1alpha1"]));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //!
 //! Every replica keeps one watch-fed view ([`discovery`] → [`watches`] → [`run`]: only kinds the
 //! API server serves are watched): which namespaces opted in,
-//! the ConfigMaps/Secrets (metadata, plus per-key digests of those something consumes, fetched by
-//! [`fetch`] into the [`store`] the webhook reads too), and the stamped workloads and sidecar
-//! Pods reduced to what they consume ([`reduce`], [`view`]). The replica holding the Lease
+//! the ConfigMaps/Secrets of those namespaces only (watched per namespace by [`scoped`] and
+//! reduced to per-key digests on arrival, into the [`store`] the webhook reads too; [`fetch`]
+//! GETs only what no watch knows), and the stamped workloads and sidecar Pods reduced to what
+//! they consume ([`reduce`], [`view`]). The replica holding the Lease
 //! ([`leader`]) decides ([`reconcile`]) and writes ([`writer`]): a workload whose env-consumed
 //! config changed gets its `config-hash` re-stamped (a rolling update); a sidecar Pod whose
 //! mounted config changed gets its `mounted-config-hash` patched, so the kubelet refreshes the
@@ -20,6 +21,7 @@ pub mod rate;
 pub mod reconcile;
 pub mod reduce;
 pub mod run;
+pub mod scoped;
 pub mod store;
 pub mod target;
 pub mod view;
@@ -78,6 +80,11 @@ pub fn start(
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let (leader_tx, leader) = watch::channel(false);
 
+    let scoped = scoped::ScopedWatches::new(
+        client.clone(),
+        watched_tx.clone(),
+        settings.secret_key.clone(),
+    );
     tokio::spawn(discovery::run(client.clone(), watched_tx));
     let lease = leader::LeaseConfig {
         namespace: settings.own_namespace.clone(),
@@ -102,6 +109,7 @@ pub fn start(
         own_namespace: settings.own_namespace,
         store: store.clone(),
         fetcher,
+        scoped,
         writer,
         secret_key: settings.secret_key,
         rollout_delay: settings.rollout_delay,

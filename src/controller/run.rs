@@ -15,6 +15,7 @@ use super::fetch::{FetchDone, Fetcher};
 use super::intern::Interner;
 use super::metrics::ControllerMetrics;
 use super::reconcile::{self, Causes, Verdict};
+use super::scoped::{Scope, ScopedWatches};
 use super::store::{Changes, ConfigKey, ConfigStore, Fetched};
 use super::target::{Target, TargetKind};
 use super::view::View;
@@ -42,6 +43,17 @@ struct Pending {
     causes: Causes,
 }
 
+/// Where one namespace's ConfigMap or Secret watch stands.
+#[derive(Debug)]
+enum ScopeState {
+    /// (Re)listing: the names listed so far.
+    Listing(HashSet<String>),
+    /// Listed: its objects are in the store, each with its digests.
+    Listed,
+    /// The API server refused the list (said once).
+    Refused,
+}
+
 /// The loop's state.
 pub struct Loop {
     view: View,
@@ -49,6 +61,14 @@ pub struct Loop {
     names: Interner,
     store: Arc<RwLock<ConfigStore>>,
     fetcher: Fetcher,
+    /// The ConfigMap/Secret watches of the opted-in namespaces.
+    scoped: ScopedWatches,
+    scopes: HashMap<Scope, ScopeState>,
+    /// The scopes that have listed, or been refused, at least once (`/readyz` waits for them).
+    settled: HashSet<Scope>,
+    /// Every workload and Pod watch has listed once: the config watches start only then, so
+    /// that each object's digests are kept only when something consumes it.
+    targets_listed: bool,
     writer: Writer,
     secret_key: Option<SecretKey>,
     rollout_delay: Duration,
@@ -91,8 +111,10 @@ pub struct Parts {
     pub own_namespace: String,
     /// Shared with the webhook.
     pub store: Arc<RwLock<ConfigStore>>,
-    /// GETs digests.
+    /// GETs digests (of objects no watch knows).
     pub fetcher: Fetcher,
+    /// Starts and stops the per-namespace ConfigMap/Secret watches.
+    pub scoped: ScopedWatches,
     /// PATCHes and Events.
     pub writer: Writer,
     /// The HMAC key for Secrets.
@@ -113,6 +135,10 @@ impl Loop {
             names: Interner::default(),
             store: parts.store,
             fetcher: parts.fetcher,
+            scoped: parts.scoped,
+            scopes: HashMap::new(),
+            settled: HashSet::new(),
+            targets_listed: false,
             writer: parts.writer,
             secret_key: parts.secret_key,
             rollout_delay: parts.rollout_delay,
@@ -188,7 +214,12 @@ impl Loop {
                 self.relisting.insert(stream, HashSet::new());
             }
             Watched::Apply(stream, item) => {
-                if let Some(listed) = self.relisting.get_mut(&stream) {
+                if let Item::Config { key, .. } = &item {
+                    let scope = scope_of(key);
+                    if let Some(ScopeState::Listing(listed)) = self.scopes.get_mut(&scope) {
+                        listed.insert(key.id.name.clone());
+                    }
+                } else if let Some(listed) = self.relisting.get_mut(&stream) {
                     listed.insert(item_name(&item));
                 }
                 let item = self.shared(item);
@@ -199,15 +230,110 @@ impl Loop {
                 self.delete(item);
             }
             Watched::InitDone(stream) => self.sweep(stream),
+            Watched::ScopeInit(scope) => {
+                if self.view.is_opted_in(&scope.namespace) {
+                    let scope = self.shared_scope(scope);
+                    self.scopes
+                        .insert(scope, ScopeState::Listing(HashSet::new()));
+                }
+            }
+            Watched::ScopeDone(scope) => self.scope_listed(scope),
+            Watched::ScopeRefused(scope) => {
+                if self.view.is_opted_in(&scope.namespace) {
+                    tracing::warn!(
+                        namespace = %scope.namespace,
+                        kind = %scope.kind,
+                        "failed to list {scope}: the API server refused (RBAC?); its consumers \
+                         are not acted on until it lists, retrying with backoff"
+                    );
+                    let scope = self.shared_scope(scope);
+                    self.scopes.insert(scope.clone(), ScopeState::Refused);
+                    self.settled.insert(scope);
+                    self.check_synced();
+                }
+            }
         }
+    }
+
+    /// The scope with its namespace's shared name.
+    fn shared_scope(&mut self, scope: Scope) -> Scope {
+        Scope {
+            kind: scope.kind,
+            namespace: self.names.intern(&scope.namespace),
+        }
+    }
+
+    /// A namespace's (re)list is complete: what it did not list is gone; its consumers are
+    /// checked (only what no watch knows is fetched by GET).
+    fn scope_listed(&mut self, scope: Scope) {
+        if !self.view.is_opted_in(&scope.namespace) {
+            return;
+        }
+        let scope = self.shared_scope(scope);
+        let state = self.scopes.insert(scope.clone(), ScopeState::Listed);
+        self.settled.insert(scope.clone());
+        if let Some(ScopeState::Listing(listed)) = state {
+            let gone: Vec<ConfigKey> = read(&self.store)
+                .keys()
+                .filter(|k| scope_of(k) == scope && !listed.contains(&k.id.name))
+                .cloned()
+                .collect();
+            for key in gone {
+                self.config_gone(key);
+            }
+        }
+        self.check_synced();
+        self.track_namespace(&scope.namespace);
+    }
+
+    /// Records a namespace's opt-in label: its config watches start or stop with it.
+    fn set_namespace(&mut self, name: &str, labelled: bool) {
+        if !self.view.set_namespace(name, labelled) {
+            return;
+        }
+        let shared = self.names.intern(name);
+        if self.view.is_opted_in(name) {
+            if self.targets_listed {
+                self.scoped.start(&shared);
+            }
+            self.track_namespace(&shared);
+        } else {
+            self.scoped.stop(name);
+            self.scopes.retain(|scope, _| *scope.namespace != *name);
+            self.settled.retain(|scope| *scope.namespace != *name);
+            write(&self.store).forget_namespace(name);
+        }
+    }
+
+    /// Tracks every target in `namespace`.
+    fn track_namespace(&mut self, namespace: &str) {
+        let targets: Vec<Target> = self
+            .view
+            .targets()
+            .filter(|t| *t.namespace == *namespace)
+            .cloned()
+            .collect();
+        for target in targets {
+            self.track(&target);
+        }
+    }
+
+    /// Whether the watch of `key`'s namespace has listed: until then a missing digest is on
+    /// its way, not a reason to GET.
+    fn listed(&self, key: &ConfigKey) -> bool {
+        matches!(self.scopes.get(&scope_of(key)), Some(ScopeState::Listed))
     }
 
     /// The item with its namespace's shared name.
     fn shared(&mut self, item: Item) -> Item {
         match item {
-            Item::Config { mut key, meta } => {
+            Item::Config {
+                mut key,
+                meta,
+                digests,
+            } => {
                 key.namespace = self.names.intern(&key.namespace);
-                Item::Config { key, meta }
+                Item::Config { key, meta, digests }
             }
             Item::Target {
                 mut target,
@@ -227,25 +353,36 @@ impl Loop {
 
     fn apply(&mut self, item: Item) {
         match item {
-            Item::Namespace { name, labelled } => {
-                if self.view.set_namespace(&name, labelled) && self.view.is_opted_in(&name) {
-                    let targets: Vec<Target> = self
-                        .view
-                        .targets()
-                        .filter(|t| *t.namespace == *name)
-                        .cloned()
-                        .collect();
-                    for target in targets {
-                        self.track(&target);
-                    }
+            Item::Namespace { name, labelled } => self.set_namespace(&name, labelled),
+            Item::Config { key, meta, digests } => {
+                // Late news from a watch stopped when its namespace opted out.
+                if !self.view.is_opted_in(&key.namespace) {
+                    return;
                 }
-            }
-            Item::Config { key, meta } => {
+                let (ignore, resource_version) = (meta.ignore, meta.resource_version.clone());
                 let moved = write(&self.store).set_meta(key.clone(), meta);
-                // Before the first sync, the sync itself fetches what is consumed.
-                if moved && *self.synced.borrow() && self.view.wants(&key) {
-                    let now = self.view.tick();
-                    self.fetch(key, now);
+                if !moved {
+                    return;
+                }
+                match digests {
+                    // Only what something consumes keeps its digests (the consumers are known:
+                    // config is watched once workloads and Pods have listed); a consumer that
+                    // comes later GETs them.
+                    Some(_) if !self.view.wants(&key) => {}
+                    Some(digests) => {
+                        let fetched = Fetched {
+                            resource_version: Some(resource_version),
+                            object: Some(digests),
+                            sent: self.view.tick(),
+                        };
+                        self.record(key, fetched, ignore);
+                    }
+                    // Metadata only (a Secret without a hash key: never hashed).
+                    None if *self.synced.borrow() && self.view.wants(&key) => {
+                        let now = self.view.tick();
+                        self.fetch(key, now);
+                    }
+                    None => {}
                 }
             }
             Item::Target {
@@ -280,9 +417,7 @@ impl Loop {
 
     fn delete(&mut self, item: Item) {
         match item {
-            Item::Namespace { name, .. } => {
-                self.view.set_namespace(&name, false);
-            }
+            Item::Namespace { name, .. } => self.set_namespace(&name, false),
             Item::Config { key, .. } => self.config_gone(key),
             Item::Target { target, .. } => {
                 self.view.set_budget(&target, None);
@@ -294,7 +429,9 @@ impl Loop {
     /// A ConfigMap/Secret was deleted: for its consumers, it is now absent (a change).
     fn config_gone(&mut self, key: ConfigKey) {
         let meta = write(&self.store).remove_meta(&key);
-        if self.view.wants(&key) {
+        if !self.view.wants(&key) {
+            write(&self.store).remove(&key);
+        } else {
             let gone = Fetched {
                 resource_version: None,
                 object: None,
@@ -323,19 +460,11 @@ impl Loop {
                     .cloned()
                     .collect();
                 for name in gone {
-                    self.view.set_namespace(&name, false);
+                    self.set_namespace(&name, false);
                 }
             }
-            Stream::Config(kind) => {
-                let gone: Vec<ConfigKey> = read(&self.store)
-                    .keys()
-                    .filter(|k| k.id.kind == kind && !listed.contains(&config_name(k)))
-                    .cloned()
-                    .collect();
-                for key in gone {
-                    self.config_gone(key);
-                }
-            }
+            // Listed per namespace: see `scope_listed`.
+            Stream::Config(_) => {}
             Stream::Targets(kind) => {
                 let gone: Vec<Target> = self
                     .view
@@ -349,21 +478,59 @@ impl Loop {
             }
         }
         self.done.insert(stream);
+        self.start_config_watches();
         self.check_synced();
     }
 
-    /// The first time every served stream has listed, the view has synced.
+    /// Once every workload and Pod watch has listed, starts the config watches of the
+    /// namespaces that opted in so far (later ones start as they opt in).
+    fn start_config_watches(&mut self) {
+        let all_listed = self
+            .served
+            .iter()
+            .filter(|stream| matches!(stream, Stream::Targets(_)))
+            .all(|stream| self.done.contains(stream));
+        if self.targets_listed || self.served.is_empty() || !all_listed {
+            return;
+        }
+        self.targets_listed = true;
+        let namespaces: Vec<Arc<str>> = self
+            .view
+            .namespaces()
+            .map(|n| self.names.intern(n))
+            .collect();
+        for namespace in namespaces {
+            self.scoped.start(&namespace);
+        }
+    }
+
+    /// The first time every served stream has listed, and the config of every opted-in
+    /// namespace has listed (or been refused), the view has synced.
     fn check_synced(&mut self) {
         if !*self.synced.borrow()
             && !self.served.is_empty()
             && self.served.iter().all(|stream| self.done.contains(stream))
+            && self.view.namespaces().all(|namespace| {
+                [ConfigKind::ConfigMap, ConfigKind::Secret]
+                    .into_iter()
+                    .all(|kind| {
+                        self.settled.contains(&Scope {
+                            kind,
+                            namespace: namespace.as_str().into(),
+                        })
+                    })
+            })
         {
             self.on_synced();
         }
     }
 
     fn on_synced(&mut self) {
-        write(&self.store).set_synced(true);
+        {
+            let mut store = write(&self.store);
+            store.retain_digests(|key| self.view.wants(key));
+            store.set_synced(true);
+        }
         let _ = self.synced.send(true);
         tracing::info!(
             targets = self.view.targets().count(),
@@ -405,8 +572,10 @@ impl Loop {
 
     /// GETs `key`'s digests with a request sent after tick `after`: a GET under way that was
     /// sent later serves; one sent earlier is followed by another.
+    /// Only objects of a namespace whose watch has listed are fetched: the others' digests are
+    /// on their way.
     fn fetch(&mut self, key: ConfigKey, after: u64) {
-        if !self.needs_data(&key) {
+        if !self.needs_data(&key) || !self.listed(&key) {
             return;
         }
         if let Some(&sent) = self.inflight.get(&key) {
@@ -443,8 +612,15 @@ impl Loop {
                     let now = self.view.tick();
                     self.fetch(key.clone(), now);
                 }
-                let ignore = read(&self.store).meta(&key).is_some_and(|m| m.ignore);
-                self.record(key, fetched, ignore);
+                let (ignore, newer) = {
+                    let store = read(&self.store);
+                    let ignore = store.meta(&key).is_some_and(|m| m.ignore);
+                    (ignore, store.sent(&key).is_some_and(|s| s > fetched.sent))
+                };
+                // A watch event that came after the GET was sent is at least as new.
+                if !newer {
+                    self.record(key, fetched, ignore);
+                }
             }
         }
     }
@@ -727,6 +903,13 @@ fn item_name(item: &Item) -> String {
 
 fn config_name(key: &ConfigKey) -> String {
     format!("{}/{}", key.namespace, key.id.name)
+}
+
+fn scope_of(key: &ConfigKey) -> Scope {
+    Scope {
+        kind: key.id.kind,
+        namespace: key.namespace.clone(),
+    }
 }
 
 fn target_name(target: &Target) -> String {

@@ -1,6 +1,7 @@
-//! What every replica knows of the ConfigMaps and Secrets (pure): their metadata from the
-//! metadata-only watch, and the per-key digests of those something consumes, fetched by GET.
-//! Shared with the webhook, which answers its lookups from here once the view has synced.
+//! What every replica knows of the ConfigMaps and Secrets of opted-in namespaces (pure): their
+//! metadata and per-key digests as their watch delivered them (or, for an object the watch does
+//! not know, as a GET found it). Shared with the webhook, which answers its lookups from here
+//! once the view has synced.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -141,6 +142,33 @@ impl ConfigStore {
     /// The metadata of `key`, if the watch has seen it.
     pub fn meta(&self, key: &ConfigKey) -> Option<&Meta> {
         self.entries.get(key)?.meta.as_ref()
+    }
+
+    /// Forgets an object whole (deleted, and nothing consumes it).
+    pub fn remove(&mut self, key: &ConfigKey) {
+        self.entries.remove(key);
+    }
+
+    /// Forgets every object of `namespace` (it opted out: its watches stopped).
+    pub fn forget_namespace(&mut self, namespace: &str) {
+        self.entries.retain(|key, _| &*key.namespace != namespace);
+    }
+
+    /// Drops the digests of every object `keep` refuses (the metadata stays): after the first
+    /// sync, only what something consumes keeps its digests.
+    pub fn retain_digests(&mut self, keep: impl Fn(&ConfigKey) -> bool) {
+        self.entries.retain(|key, entry| {
+            if !keep(key) {
+                entry.fetched = None;
+            }
+            entry.meta.is_some() || entry.fetched.is_some()
+        });
+        self.entries.shrink_to_fit();
+    }
+
+    /// The view's tick when the digests of `key` were last read (`None`: never).
+    pub fn sent(&self, key: &ConfigKey) -> Option<u64> {
+        Some(self.entries.get(key)?.fetched.as_ref()?.sent)
     }
 
     /// Every object the metadata watch knows (for a relist's sweep).
@@ -338,6 +366,41 @@ mod tests {
             store.fresh(&key()).is_none(),
             "fetched at 2, and the watch saw it deleted"
         );
+    }
+
+    #[test]
+    fn a_namespace_is_forgotten_whole_and_the_newest_read_is_known() {
+        let mut store = ConfigStore::default();
+        store.set_meta(key(), meta("1"));
+        store.set_fetched(key(), fetched("1", &[("a", "1")], 7));
+        assert_eq!(store.sent(&key()), Some(7));
+        let other = ConfigKey {
+            namespace: "other".into(),
+            id: ConfigId::config_map("web"),
+        };
+        store.set_meta(other.clone(), meta("1"));
+        store.forget_namespace("shop");
+        assert_eq!(store.sent(&key()), None);
+        assert_eq!(store.counts(), (1, 0));
+        store.remove(&other);
+        assert_eq!(store.counts(), (0, 0));
+    }
+
+    #[test]
+    fn digests_nothing_consumes_are_dropped_and_their_metadata_kept() {
+        let mut store = ConfigStore::default();
+        store.set_meta(key(), meta("1"));
+        store.set_fetched(key(), fetched("1", &[("a", "1")], 1));
+        let gone = ConfigKey {
+            namespace: "shop".into(),
+            id: ConfigId::config_map("absent"),
+        };
+        store.set_fetched(gone.clone(), fetched("1", &[], 2));
+        store.retain_digests(|_| false);
+        assert_eq!(store.counts(), (1, 0), "the metadata stays");
+        assert!(store.fresh(&key()).is_none(), "no digests: a GET if needed");
+        assert_eq!(store.sent(&gone), None, "nothing left of it");
+        assert_eq!(store.entries.len(), 1);
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! The watches (I/O, thin): kube-runtime watchers — paginated lists, resume, relist on 410 Gone,
 //! bookmarks — whose objects are reduced on arrival and sent to the controller's loop.
 //!
-//! ConfigMaps, Secrets and Namespaces are watched metadata-only (no data ever crosses the wire
-//! here: digests are fetched by GET for what something consumes). Workloads and Pods are watched
-//! as untyped objects, so one malformed object is one log line, not a stuck watch; Pods are
-//! filtered on the server by the sidecar label.
+//! Namespaces are watched metadata-only, cluster-wide; ConfigMaps and Secrets per opted-in
+//! namespace ([`super::scoped`]). Workloads and Pods are watched as untyped objects, so one
+//! malformed object is one log line, not a stuck watch; Pods are filtered on the server by the
+//! sidecar label.
 
 use std::collections::HashSet;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
@@ -19,11 +19,12 @@ use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
 
 use super::reduce::{self, Consumer, ReduceError};
-use super::store::{ConfigKey, Meta};
+use super::scoped::Scope;
+use super::store::{ConfigKey, Digests, Meta};
 use super::target::{Target, TargetKind};
 use super::waves::{self, Budget};
-use crate::hash::{ConfigId, ConfigKind};
-use crate::inject::{IGNORE, SIDECAR_LABEL};
+use crate::hash::ConfigKind;
+use crate::inject::SIDECAR_LABEL;
 
 /// Most events waiting for the loop. A full channel holds the watches back (they stop reading
 /// their list or watch response) instead of buffering a whole initial list in memory.
@@ -42,20 +43,17 @@ pub const OPT_IN_LABEL: &str = "reload-injector.io/inject";
 pub enum Stream {
     /// Namespaces (their opt-in label).
     Namespaces,
-    /// ConfigMaps or Secrets (metadata).
+    /// ConfigMaps or Secrets (watched per opted-in namespace, see [`super::scoped`]; never
+    /// started by discovery).
     Config(ConfigKind),
     /// Workloads of a kind, or sidecar Pods.
     Targets(TargetKind),
 }
 
 impl Stream {
-    /// Every watch the controller runs.
+    /// Every cluster-wide watch the controller runs (discovery starts them).
     pub fn all() -> Vec<Stream> {
-        let mut all = vec![
-            Stream::Namespaces,
-            Stream::Config(ConfigKind::ConfigMap),
-            Stream::Config(ConfigKind::Secret),
-        ];
+        let mut all = vec![Stream::Namespaces];
         all.extend(TargetKind::WORKLOADS.map(Stream::Targets));
         all.push(Stream::Targets(TargetKind::Pod));
         all
@@ -72,12 +70,15 @@ pub enum Item {
         /// Labelled to opt in.
         labelled: bool,
     },
-    /// A ConfigMap or Secret's metadata.
+    /// A ConfigMap or Secret.
     Config {
         /// Which.
         key: ConfigKey,
         /// Its resourceVersion and ignore flag.
         meta: Meta,
+        /// Its per-key digests, when the watch carries data (`None` on deletion, and for
+        /// Secrets without a hash key).
+        digests: Option<Digests>,
     },
     /// A workload or Pod, reduced (`Ok(None)`: one the controller must never write to).
     Target {
@@ -103,6 +104,13 @@ pub enum Watched {
     Delete(Stream, Item),
     /// The (re)list is complete.
     InitDone(Stream),
+    /// A (re)list of one namespace's ConfigMaps or Secrets starts.
+    ScopeInit(Scope),
+    /// That (re)list is complete.
+    ScopeDone(Scope),
+    /// The API server refused to list one namespace's ConfigMaps or Secrets (RBAC); said once
+    /// until it lists.
+    ScopeRefused(Scope),
 }
 
 /// Starts one watch (discovery decides which, see [`super::discovery`]); it sends what it sees
@@ -112,10 +120,8 @@ pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHand
     tokio::spawn(async move {
         match stream {
             Stream::Namespaces => watch_meta::<Namespace>(client, stream, out).await,
-            Stream::Config(ConfigKind::ConfigMap) => {
-                watch_meta::<ConfigMap>(client, stream, out).await
-            }
-            Stream::Config(ConfigKind::Secret) => watch_meta::<Secret>(client, stream, out).await,
+            // Watched per namespace by `scoped`.
+            Stream::Config(_) => {}
             Stream::Targets(kind) => watch_targets(client, kind, out).await,
         }
     })
@@ -189,7 +195,6 @@ async fn forward<K, S>(
 fn meta_item<K>(stream: Stream, object: &PartialObjectMeta<K>) -> Option<Item> {
     let metadata = &object.metadata;
     let name = metadata.name.clone()?;
-    let annotations = metadata.annotations.as_ref();
     let labels = metadata.labels.as_ref();
     match stream {
         Stream::Namespaces => Some(Item::Namespace {
@@ -198,19 +203,7 @@ fn meta_item<K>(stream: Stream, object: &PartialObjectMeta<K>) -> Option<Item> {
                 .is_some_and(|v| v == "enabled"),
             name,
         }),
-        Stream::Config(kind) => Some(Item::Config {
-            key: ConfigKey {
-                namespace: metadata.namespace.as_deref()?.into(),
-                id: ConfigId { kind, name },
-            },
-            meta: Meta {
-                resource_version: metadata.resource_version.clone().unwrap_or_default(),
-                ignore: annotations
-                    .and_then(|a| a.get(IGNORE))
-                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
-            },
-        }),
-        Stream::Targets(_) => None,
+        Stream::Config(_) | Stream::Targets(_) => None,
     }
 }
 

@@ -124,9 +124,19 @@ impl Install {
         self.start_serve_on(name, free_port())
     }
 
+    /// Starts a `serve` replica from another build of the binary (a bench compares two).
+    pub fn start_serve_from(&self, name: &str, binary: &std::path::Path) -> Serve {
+        self.start_binary(name, free_port(), binary)
+    }
+
     fn start_serve_on(&self, name: &str, port: u16) -> Serve {
+        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_reload-injector"));
+        self.start_binary(name, port, binary)
+    }
+
+    fn start_binary(&self, name: &str, port: u16, binary: &std::path::Path) -> Serve {
         let metrics = free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_reload-injector"));
+        let mut cmd = Command::new(binary);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .env("POD_NAME", name)
             .env("RELOAD_INJECTOR_NAMESPACE", OWN)
@@ -231,6 +241,11 @@ impl Serve {
     /// Its whole log, as written.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.lock().unwrap().as_ref().map(Proc::pid)
     }
 
     /// SIGKILL, as a crash would.

@@ -216,6 +216,19 @@ impl Cluster {
         });
     }
 
+    /// kube-apiserver's process id.
+    pub fn apiserver_pid(&self) -> u32 {
+        self.apiserver.lock().unwrap().pid()
+    }
+
+    /// Stops kube-controller-manager (a bench wants the API server's only clients to be the
+    /// ones it measures).
+    pub fn stop_controller_manager(&mut self) {
+        if let Some(mut proc) = self.controller_manager.take() {
+            proc.kill();
+        }
+    }
+
     /// Kills kube-apiserver (SIGKILL), as a crash would.
     pub fn kill_apiserver(&self) {
         self.apiserver.lock().unwrap().kill();

@@ -1,0 +1,305 @@
+//! The ConfigMap and Secret watches (I/O, thin): one per kind and opted-in namespace, started
+//! when a namespace opts in and stopped when it opts out, so no byte of a namespace that never
+//! opted in crosses the wire.
+//!
+//! Each watch carries the objects whole and reduces each one to its per-key digests as it
+//! arrives (the values are dropped at once): a sync or relist never GETs an object. The
+//! initial list is a streaming list (`sendInitialEvents`) where the API server serves one (no
+//! page is held: objects arrive one at a time), else paginated lists of [`PAGE`] objects, at
+//! most [`LISTS`] at once, so memory does not grow with the data. A relist after 410 Gone is
+//! one request per namespace (or one per page). Without a Secret hash key, Secrets are
+//! watched metadata-only (they are never hashed). A namespace whose list is refused (RBAC) is
+//! reported once and retried with the watcher's backoff; the others go on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Config, Event};
+use kube::{Client, Resource};
+use tokio::sync::mpsc::Sender;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::store::{ConfigKey, Digests, Meta};
+use super::watches::{Item, Stream, Watched};
+use crate::hash::{ConfigId, ConfigKind, ConfigObject, SecretKey};
+use crate::inject::IGNORE;
+
+/// Objects per list page when streaming lists are not served: a page is held whole, parsed,
+/// until each of its objects is digested (at 20 KB an object, about 2 MB).
+pub const PAGE: u32 = 100;
+/// Most paginated initial lists under way at once.
+pub const LISTS: usize = 4;
+
+/// Where one watch reads: a kind in a namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Scope {
+    /// ConfigMaps or Secrets.
+    pub kind: ConfigKind,
+    /// The namespace.
+    pub namespace: Arc<str>,
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}s in {}", self.kind, self.namespace)
+    }
+}
+
+/// The running per-namespace watches.
+pub struct ScopedWatches {
+    client: Client,
+    out: Sender<Watched>,
+    secret_key: Option<SecretKey>,
+    /// Cleared (for every watch) the first time the API server refuses a streaming list.
+    streaming: Arc<AtomicBool>,
+    lists: Arc<Semaphore>,
+    tasks: HashMap<Arc<str>, Vec<JoinHandle<()>>>,
+}
+
+impl ScopedWatches {
+    /// No watch yet; each sends what it sees to `out`.
+    pub fn new(client: Client, out: Sender<Watched>, secret_key: Option<SecretKey>) -> Self {
+        Self {
+            client,
+            out,
+            secret_key,
+            streaming: Arc::new(AtomicBool::new(true)),
+            lists: Arc::new(Semaphore::new(LISTS)),
+            tasks: HashMap::new(),
+        }
+    }
+
+    /// Starts the ConfigMap and Secret watches of `namespace` (once).
+    pub fn start(&mut self, namespace: &Arc<str>) {
+        if self.tasks.contains_key(namespace) {
+            return;
+        }
+        let tasks = [ConfigKind::ConfigMap, ConfigKind::Secret]
+            .into_iter()
+            .map(|kind| {
+                let scope = Scope {
+                    kind,
+                    namespace: namespace.clone(),
+                };
+                let task = Task {
+                    client: self.client.clone(),
+                    out: self.out.clone(),
+                    secret_key: self.secret_key.clone(),
+                    streaming: self.streaming.clone(),
+                    lists: self.lists.clone(),
+                };
+                tokio::spawn(task.run(scope))
+            })
+            .collect();
+        self.tasks.insert(namespace.clone(), tasks);
+    }
+
+    /// Stops the watches of `namespace`.
+    pub fn stop(&mut self, namespace: &str) {
+        for task in self.tasks.remove(namespace).into_iter().flatten() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for ScopedWatches {
+    fn drop(&mut self) {
+        for task in self.tasks.drain().flat_map(|(_, tasks)| tasks) {
+            task.abort();
+        }
+    }
+}
+
+/// What one watch needs.
+struct Task {
+    client: Client,
+    out: Sender<Watched>,
+    secret_key: Option<SecretKey>,
+    streaming: Arc<AtomicBool>,
+    lists: Arc<Semaphore>,
+}
+
+/// Why a watch stream ended.
+enum Ended {
+    /// The receiver is gone.
+    Closed,
+    /// The API server does not serve streaming lists: start over with paginated lists.
+    NoStreaming,
+}
+
+impl Task {
+    async fn run(self, scope: Scope) {
+        loop {
+            let streaming = self.streaming.load(Ordering::Relaxed);
+            let ended = match (scope.kind, self.secret_key.clone()) {
+                (ConfigKind::ConfigMap, _) => {
+                    self.watch::<ConfigMap>(&scope, streaming, |cm| {
+                        let digests = ConfigObject::from_config_map(&cm).into();
+                        (cm.metadata, Some(digests))
+                    })
+                    .await
+                }
+                (ConfigKind::Secret, Some(key)) => {
+                    self.watch::<Secret>(&scope, streaming, move |secret| {
+                        let digests = ConfigObject::from_secret(&secret, &key).into();
+                        (secret.metadata, Some(digests))
+                    })
+                    .await
+                }
+                (ConfigKind::Secret, None) => {
+                    self.watch::<PartialObjectMeta<Secret>>(&scope, streaming, |secret| {
+                        (secret.metadata, None)
+                    })
+                    .await
+                }
+            };
+            match ended {
+                Ended::Closed => return,
+                Ended::NoStreaming => {
+                    if self.streaming.swap(false, Ordering::Relaxed) {
+                        tracing::info!(
+                            "the API server does not serve streaming lists; listing config in pages"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one watcher until the receiver goes (or streaming lists turn out not to be served).
+    async fn watch<K>(
+        &self,
+        scope: &Scope,
+        streaming: bool,
+        reduce: impl Fn(K) -> (ObjectMeta, Option<Digests>),
+    ) -> Ended
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let api = Api::<K>::namespaced(self.client.clone(), &scope.namespace);
+        let config = if streaming {
+            Config::default().streaming_lists()
+        } else {
+            Config::default().page_size(PAGE)
+        };
+        let events = watcher::watcher(api, config).default_backoff();
+        let mut events = std::pin::pin!(events);
+        let stream = Stream::Config(scope.kind);
+        let mut permit: Option<OwnedSemaphorePermit> = None;
+        let mut refused = false;
+        while let Some(event) = events.next().await {
+            let watched = match event {
+                Ok(Event::Init) => {
+                    if !streaming {
+                        // The next poll sends the first page: wait for a turn first.
+                        permit = self.lists.clone().acquire_owned().await.ok();
+                    }
+                    Some(Watched::ScopeInit(scope.clone()))
+                }
+                Ok(Event::InitDone) => {
+                    permit = None;
+                    refused = false;
+                    Some(Watched::ScopeDone(scope.clone()))
+                }
+                Ok(Event::Apply(object) | Event::InitApply(object)) => {
+                    let (meta, digests) = reduce(object);
+                    config_item(scope.kind, meta, digests).map(|item| Watched::Apply(stream, item))
+                }
+                Ok(Event::Delete(object)) => {
+                    let (meta, _) = reduce(object);
+                    config_item(scope.kind, meta, None).map(|item| Watched::Delete(stream, item))
+                }
+                Err(err) => {
+                    permit = None;
+                    match classify(&err) {
+                        Failure::NoStreaming if streaming => return Ended::NoStreaming,
+                        Failure::Refused => {
+                            // Said once (by the loop) until the namespace lists again.
+                            let first = !refused;
+                            refused = true;
+                            first.then(|| Watched::ScopeRefused(scope.clone()))
+                        }
+                        _ => {
+                            tracing::warn!(
+                                watch = %scope,
+                                error = %crate::report::one_line(&err),
+                                "watch failed; retrying"
+                            );
+                            None
+                        }
+                    }
+                }
+            };
+            if let Some(watched) = watched
+                && self.out.send(watched).await.is_err()
+            {
+                return Ended::Closed;
+            }
+        }
+        drop(permit);
+        Ended::Closed
+    }
+}
+
+/// What a watch error means here.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// 403: RBAC refuses this namespace.
+    Refused,
+    /// The server rejected the streaming-list request itself (400/422, or 501).
+    NoStreaming,
+    /// Anything else (the watcher retries).
+    Other,
+}
+
+fn classify(err: &watcher::Error) -> Failure {
+    let status = match err {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code,
+        watcher::Error::WatchError(status) => status.code,
+        _ => return Failure::Other,
+    };
+    match (status, err) {
+        (403, _) => Failure::Refused,
+        (400 | 422 | 501, watcher::Error::WatchStartFailed(_)) => Failure::NoStreaming,
+        _ => Failure::Other,
+    }
+}
+
+/// A ConfigMap/Secret as the loop receives it (`None` without a name or namespace).
+pub fn config_item(
+    kind: ConfigKind,
+    metadata: ObjectMeta,
+    digests: Option<Digests>,
+) -> Option<Item> {
+    let ignore = metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(IGNORE))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    Some(Item::Config {
+        key: ConfigKey {
+            namespace: metadata.namespace?.into(),
+            id: ConfigId {
+                kind,
+                name: metadata.name?,
+            },
+        },
+        meta: Meta {
+            resource_version: metadata.resource_version.unwrap_or_default(),
+            ignore,
+        },
+        digests,
+    })
+}

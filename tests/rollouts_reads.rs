@@ -1,0 +1,228 @@
+//! How the rollout controller reads the API: ConfigMaps and Secrets only of opted-in
+//! namespaces, one list (or streaming list) per namespace and kind, never a GET per object; a
+//! namespace that opts in later, a relist after 410 Gone, and a namespace whose list RBAC
+//! refuses. Real `serve` processes against the fake API server over HTTP.
+
+mod kube_support;
+mod rollout_support;
+mod webhook_support;
+
+use std::time::Duration;
+
+use kube_support::{Matcher, Recorded};
+use rollout_support::{Cluster, NS, PATIENCE, env_deployment, template_hash, wait_for, wait_ready};
+use serde_json::Value;
+
+/// `object` moved to namespace `namespace`.
+fn in_namespace(mut object: Value, namespace: &str) -> Value {
+    object["metadata"]["namespace"] = namespace.into();
+    object
+}
+
+/// The ConfigMap `name` with one key `upstream`.
+fn config(name: &str, namespace: &str, upstream: &str) -> Value {
+    in_namespace(
+        Cluster::config_map(name, &[("upstream", upstream)]),
+        namespace,
+    )
+}
+
+/// Puts ConfigMap `NAME-env` and the stamped Deployment `NAME` reading it in `namespace`.
+fn workload(cluster: &Cluster, name: &str, namespace: &str) {
+    let cm = config(&format!("{name}-env"), namespace, "http://a");
+    cluster.put(&cm);
+    let deployment = env_deployment(name, &format!("{name}-env"), "upstream");
+    let stamped = cluster.inject(&deployment, &[in_namespace(cm, NS)]);
+    cluster.put(&in_namespace(stamped, namespace));
+}
+
+fn hash(cluster: &Cluster, namespace: &str, name: &str) -> Option<String> {
+    template_hash(&cluster.api.get("deployments", namespace, name)?)
+}
+
+/// Waits until the controller re-stamps Deployment `name` in `namespace`.
+fn wait_restamped(cluster: &Cluster, namespace: &str, name: &str) {
+    let before = hash(cluster, namespace, name);
+    wait_for(
+        &format!("{namespace}/{name} to be re-stamped"),
+        PATIENCE,
+        || (hash(cluster, namespace, name) != before).then_some(()),
+    );
+}
+
+/// Requests for ConfigMaps or Secrets.
+fn config_requests(cluster: &Cluster) -> Vec<Recorded> {
+    cluster
+        .api
+        .requests()
+        .into_iter()
+        .filter(|r| matches!(r.resource(), Some("configmaps" | "secrets")))
+        .collect()
+}
+
+/// A GET of one named object (not a list, not a watch).
+fn is_object_get(r: &Recorded) -> bool {
+    r.method == "GET" && !r.is_watch() && r.path.split('/').count() > 6
+}
+
+#[test]
+fn a_sync_lists_only_opted_in_namespaces_and_gets_no_object() {
+    let cluster = Cluster::new("reads-sync");
+    cluster.namespace("elsewhere", false);
+    for i in 0..30 {
+        cluster.put(&config(&format!("filler-{i}"), NS, "x"));
+        cluster.put(&config(&format!("filler-{i}"), "elsewhere", "x"));
+    }
+    workload(&cluster, "web", NS);
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.put(&config("web-env", NS, "http://b"));
+    wait_restamped(&cluster, NS, "web");
+
+    let requests = config_requests(&cluster);
+    let gets: Vec<&str> = requests
+        .iter()
+        .filter(|r| is_object_get(r))
+        .map(|r| r.path.as_str())
+        .collect();
+    assert_eq!(gets, Vec::<&str>::new(), "no GET of a listed object");
+    let outside: Vec<&str> = requests
+        .iter()
+        .filter(|r| !r.path.contains(&format!("/namespaces/{NS}/")))
+        .map(|r| r.path.as_str())
+        .collect();
+    assert_eq!(
+        outside,
+        Vec::<&str>::new(),
+        "no config read outside the opted-in namespace"
+    );
+    let reads = requests.len();
+    assert!(
+        reads <= 6,
+        "one list and watch per kind, not per object: {reads} requests for 31 ConfigMaps"
+    );
+}
+
+#[test]
+fn a_namespace_that_opts_in_while_serve_runs_is_acted_on_without_a_restart() {
+    let cluster = Cluster::new("reads-late");
+    cluster.namespace("late", false);
+    workload(&cluster, "web", "late");
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.put(&config("web-env", "late", "http://b"));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        cluster
+            .patches()
+            .iter()
+            .all(|p| p.resource() != Some("deployments")),
+        "not opted in: never written"
+    );
+    assert!(
+        config_requests(&cluster)
+            .iter()
+            .all(|r| !r.path.contains("/namespaces/late/")),
+        "nothing of a namespace that never opted in is read"
+    );
+
+    cluster.namespace("late", true);
+    wait_for("the new namespace's list", PATIENCE, || {
+        config_requests(&cluster)
+            .iter()
+            .any(|r| r.path.contains("/namespaces/late/configmaps"))
+            .then_some(())
+    });
+    cluster.put(&config("web-env", "late", "http://c"));
+    wait_restamped(&cluster, "late", "web");
+    assert!(
+        !config_requests(&cluster).iter().any(is_object_get),
+        "its objects came with its list"
+    );
+}
+
+#[test]
+fn a_relist_after_410_costs_a_list_not_a_get_per_object() {
+    let cluster = Cluster::new("reads-410");
+    for i in 0..40 {
+        cluster.put(&config(&format!("filler-{i}"), NS, "x"));
+    }
+    workload(&cluster, "web", NS);
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.api.wait_for_request(
+        |r| r.is_watch() && r.resource() == Some("configmaps"),
+        PATIENCE,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.api.clear_requests();
+    // Cut the watches, change while they are away, and forget the history: the watch resumes
+    // at a version that is gone (410) and must relist.
+    cluster.api.set_unreachable(Duration::from_millis(500));
+    cluster.put(&config("web-env", NS, "http://b"));
+    cluster.api.compact();
+    wait_restamped(&cluster, NS, "web");
+    assert!(cluster.api.expired_watches() >= 1, "a watch got 410");
+    let requests = config_requests(&cluster);
+    assert!(
+        !requests.iter().any(is_object_get),
+        "no GET per object after the relist"
+    );
+    assert!(
+        requests.len() <= 12,
+        "the relist is a few requests, not one per object: {} for 41 ConfigMaps",
+        requests.len()
+    );
+}
+
+#[test]
+fn a_namespace_whose_list_is_refused_is_said_once_and_the_others_go_on() {
+    refused_namespace(false);
+}
+
+#[test]
+fn a_namespace_whose_paged_list_is_refused_is_said_once_and_the_others_go_on() {
+    refused_namespace(true);
+}
+
+/// Namespace `locked` opted in, its ConfigMap list refused (403) again and again; with
+/// `paged`, the API server does not serve streaming lists either.
+fn refused_namespace(paged: bool) {
+    let cluster = Cluster::new(if paged {
+        "reads-403-paged"
+    } else {
+        "reads-403"
+    });
+    cluster.namespace("locked", true);
+    workload(&cluster, "web", NS);
+    workload(&cluster, "db", "locked");
+    let locked = Matcher::new("GET", "configmaps").namespace("locked");
+    if paged {
+        cluster.api.fail_next(locked.clone().watch(true), 422, 1);
+    }
+    cluster.api.fail_next(locked, 403, 1_000);
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    cluster.put(&config("web-env", NS, "http://b"));
+    wait_restamped(&cluster, NS, "web");
+    // Long enough for the watcher to have retried the refused list a few times.
+    std::thread::sleep(Duration::from_secs(4));
+    let refused_lists = cluster
+        .api
+        .requests()
+        .iter()
+        .filter(|r| r.resource() == Some("configmaps") && r.path.contains("/namespaces/locked/"))
+        .count();
+    assert!(refused_lists >= 2, "retried ({refused_lists} requests)");
+    let said: Vec<String> = server
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("locked"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once, in one line: {said:#?}");
+    assert!(
+        said[0].contains("failed to list ConfigMaps in locked"),
+        "{}",
+        said[0]
+    );
+}
