@@ -113,11 +113,18 @@ fn when_the_leader_serve_pod_is_deleted_the_other_takes_over_and_the_next_edit_l
     let took = Node::await_body(ip, "v1\n", start, Duration::from_secs(120))
         .expect("the edit after the takeover did not reach nginx");
     eprintln!("after the leader's deletion, an edit reached nginx in {took:.2?}");
+    // One refresh is two patches of the Pod: `mounted-config-hash`, then the second nudge
+    // (`mounted-config-refreshed`) 2 s later. A refresh written twice would be four.
+    node.cluster.wait_for(
+        "the refresh's second nudge",
+        Duration::from_secs(30),
+        || (refreshes(node, &ns, name, &since) >= 2).then_some(()),
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         refreshes(node, &ns, name, &since),
-        1,
-        "one refresh of the Pod"
+        2,
+        "one refresh of the Pod (its patch and its second nudge)"
     );
     install.wait_rolled_out();
 }

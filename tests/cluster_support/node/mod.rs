@@ -114,8 +114,9 @@ impl Node {
     /// Starts the node on `cluster` and returns once it is Ready.
     pub fn start(cluster: &'static Cluster) -> Node {
         let begin = Instant::now();
-        // The previous test binary's watchdog may still be removing its node.
-        let gone = Instant::now() + Duration::from_secs(30);
+        // The previous test binary's watchdog may still be removing its node (over 30 s on
+        // a loaded machine, seen in a full run).
+        let gone = Instant::now() + Duration::from_secs(120);
         while host::bridge_exists() && Instant::now() < gone {
             std::thread::sleep(Duration::from_millis(200));
         }
