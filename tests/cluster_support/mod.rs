@@ -144,8 +144,8 @@ impl Cluster {
             format!("--audit-log-path={}", dir.join("audit.log").display()),
             "--audit-log-format=json".into(),
             "--audit-log-maxsize=0".into(),
-            // A kubelet registers with InternalIP 127.0.0.1: the API server reaches it on
-            // loopback, never through a DNS name.
+            // The test node's kubelet registers with its InternalIP (the bridge address, see
+            // `node`): the API server reaches it there, never through a DNS name.
             "--kubelet-preferred-address-types=InternalIP".into(),
             "--v=1".into(),
         ];
