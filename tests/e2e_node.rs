@@ -139,21 +139,7 @@ fn a_mounted_config_edit_reaches_nginx_in_about_a_second_without_a_rollout() {
     let _on = CONTROLLER.read().unwrap_or_else(|e| e.into_inner());
     let node = install.node;
     let cluster = node.cluster;
-    let ns = cluster.namespace("fresh", true);
-    assert!(
-        cluster
-            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
-            .ok
-    );
-    assert!(
-        cluster
-            .apply(
-                &ns,
-                &nginx_deployment(node, "web", "site", json!({}), json!({}))
-            )
-            .ok
-    );
-    let pod = node.running_pods(&ns, "web", 1).remove(0);
+    let (ns, pod) = node.deploy_site("fresh");
     let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
     let ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
     assert!(Node::await_body(&ip, "v0\n", Instant::now(), Duration::from_secs(30)).is_some());
@@ -215,21 +201,7 @@ fn a_refresh_that_races_the_kubelets_config_watch_still_lands_within_seconds() {
     let _on = CONTROLLER.read().unwrap_or_else(|e| e.into_inner());
     let node = install.node;
     let cluster = node.cluster;
-    let ns = cluster.namespace("race", true);
-    assert!(
-        cluster
-            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
-            .ok
-    );
-    assert!(
-        cluster
-            .apply(
-                &ns,
-                &nginx_deployment(node, "web", "site", json!({}), json!({}))
-            )
-            .ok
-    );
-    let pod = node.running_pods(&ns, "web", 1).remove(0);
+    let (ns, pod) = node.deploy_site("race");
     let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
     let ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
     assert!(Node::await_body(&ip, "v0\n", Instant::now(), Duration::from_secs(30)).is_some());

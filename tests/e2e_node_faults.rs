@@ -10,30 +10,14 @@ use std::time::{Duration, Instant};
 use cluster_support::install::OWN;
 use cluster_support::node::Node;
 use cluster_support::node::install::NodeInstall;
-use cluster_support::node::pods::{Writer, http_get, nginx_deployment, site};
-use cluster_support::objects::config_map;
-use serde_json::{Value, json};
+use cluster_support::node::pods::{Writer, http_get, site};
+use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// An opted-in namespace with the nginx Deployment `web` serving `v0`; its one Pod.
 fn web(node: &Node, tag: &str) -> (String, Value) {
-    let cluster = node.cluster;
-    let ns = cluster.namespace(tag, true);
-    assert!(
-        cluster
-            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
-            .ok
-    );
-    assert!(
-        cluster
-            .apply(
-                &ns,
-                &nginx_deployment(node, "web", "site", json!({}), json!({}))
-            )
-            .ok
-    );
-    let pod = node.running_pods(&ns, "web", 1).remove(0);
+    let (ns, pod) = node.deploy_site(tag);
     // Ready means started: nginx may take a moment to listen.
     let ip = pod["status"]["podIP"].as_str().unwrap();
     assert!(Node::await_body(ip, "v0\n", Instant::now(), Duration::from_secs(30)).is_some());

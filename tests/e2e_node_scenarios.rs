@@ -78,22 +78,7 @@ fn a_job_with_a_mounted_config_gets_the_native_sidecar_and_completes() {
 fn the_sidecar_holds_no_token_and_the_app_keeps_its_own() {
     let install = NodeInstall::shared();
     let node = install.node;
-    let cluster = node.cluster;
-    let ns = cluster.namespace("token", true);
-    assert!(
-        cluster
-            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
-            .ok
-    );
-    assert!(
-        cluster
-            .apply(
-                &ns,
-                &nginx_deployment(node, "web", "site", json!({}), json!({}))
-            )
-            .ok
-    );
-    let pod = node.running_pods(&ns, "web", 1).remove(0);
+    let (_, pod) = node.deploy_site("token");
     // Each container's own view of its files, from the host: the product's image has no shell.
     let inside = |container: &str| {
         Path::new("/proc")
@@ -297,21 +282,7 @@ fn status_shows_the_sidecars_real_reload_lines() {
     let install = NodeInstall::shared();
     let node = install.node;
     let cluster = node.cluster;
-    let ns = cluster.namespace("status", true);
-    assert!(
-        cluster
-            .apply(&ns, &config_map("site", &[("default.conf", &site("v0"))]))
-            .ok
-    );
-    assert!(
-        cluster
-            .apply(
-                &ns,
-                &nginx_deployment(node, "web", "site", json!({}), json!({}))
-            )
-            .ok
-    );
-    let pod = node.running_pods(&ns, "web", 1).remove(0);
+    let (ns, pod) = node.deploy_site("status");
     let ip = pod["status"]["podIP"].as_str().unwrap().to_owned();
     let since = Writer::new(node).set("configmap", &ns, "site", "default.conf", &site("v1"));
     assert!(Node::await_body(&ip, "v1\n", since, Duration::from_secs(120)).is_some());

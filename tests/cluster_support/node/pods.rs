@@ -13,6 +13,24 @@ pub fn site(body: &str) -> String {
     format!("server {{ listen 8080; location / {{ return 200 \"{body}\\n\"; }} }}\n")
 }
 
+impl Node {
+    /// A fresh opted-in namespace (`<tag>-<n>`) holding the ConfigMap `site` (answering `v0`)
+    /// and the default [`nginx_deployment`] `web` reading it; returns the namespace and the
+    /// Deployment's one running Pod.
+    pub fn deploy_site(&self, tag: &str) -> (String, Value) {
+        let cluster = self.cluster;
+        let ns = cluster.namespace(tag, true);
+        let site = super::super::objects::config_map("site", &[("default.conf", &site("v0"))]);
+        let out = cluster.apply(&ns, &site);
+        assert!(out.ok, "{}", out.stderr);
+        let web = nginx_deployment(self, "web", "site", json!({}), json!({}));
+        let out = cluster.apply(&ns, &web);
+        assert!(out.ok, "{}", out.stderr);
+        let pod = self.running_pods(&ns, "web", 1).remove(0);
+        (ns, pod)
+    }
+}
+
 /// A Deployment of the node's nginx image reading its site from the ConfigMap `config` mounted
 /// as a directory at `/etc/nginx/conf.d` (what the product hot-reloads). `pod` is merged
 /// into the pod template's spec, `container` into the app container.
