@@ -37,11 +37,9 @@ if [ -x "$cache/helm" ]; then
     exit 0
 fi
 
-command -v go >/dev/null 2>&1 \
-    || fail "find go" "no 'go' on PATH: install Go 1.26 or newer (go.dev/dl, or your distribution's golang package)"
-proxy=$(go env GOPROXY | tr ',|' '\n\n' | grep -v -e '^direct$' -e '^off$' | paste -sd, -)
-[ -n "$proxy" ] || fail "read GOPROXY" "GOPROXY names no module proxy (it is '$(go env GOPROXY)'); set GOPROXY to one"
-export GOPROXY="$proxy" GOTOOLCHAIN=auto GOFLAGS=-mod=readonly GOWORK=off
+# shellcheck source=lib/go-module-proxy.sh
+. "$here/lib/go-module-proxy.sh"
+use_module_proxy
 
 [ -f "$module/go.sum" ] || fail "find the module for v$version" "$module/go.sum is missing (scripts/helm-build/new-version.sh $version writes it)"
 mkdir -p "$cache" || fail "create the cache" "cannot create $cache"

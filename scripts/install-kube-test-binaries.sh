@@ -43,14 +43,9 @@ if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
     exit 0
 fi
 
-# The Go toolchain: the machine's, or (when a module's `go` line needs a newer one) the approved
-# toolchain that GOTOOLCHAIN fetches from the module proxy, and from nowhere else: `direct`
-# is dropped from GOPROXY, so no module and no toolchain comes from a VCS host.
-command -v go >/dev/null 2>&1 \
-    || fail "find go" "no 'go' on PATH: install Go 1.25 or newer (Debian: golang-go from bookworm-backports, or go.dev/dl)"
-proxy=$(go env GOPROXY | tr ',|' '\n\n' | grep -v -e '^direct$' -e '^off$' | paste -sd, -)
-[ -n "$proxy" ] || fail "read GOPROXY" "GOPROXY names no module proxy (it is '$(go env GOPROXY)'); set GOPROXY to one"
-export GOPROXY="$proxy" GOTOOLCHAIN=auto GOFLAGS=-mod=readonly GOWORK=off
+# shellcheck source=lib/go-module-proxy.sh
+. "$here/lib/go-module-proxy.sh"
+use_module_proxy
 
 # Builds the listed cmd/ binaries of one Kubernetes version into its cache directory.
 build_kube() {

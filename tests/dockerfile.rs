@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 
 #[path = "watch_support/copies.rs"]
 mod copies;
+#[path = "image_support/dockerfile.rs"]
+mod dockerfile;
 
 use copies::{copy_program, run_copy};
 
@@ -20,23 +22,7 @@ fn repo() -> &'static Path {
 
 /// The Dockerfile's instructions, continuation lines joined, comments dropped.
 fn instructions() -> Vec<String> {
-    let text = fs::read_to_string(repo().join("Dockerfile")).unwrap();
-    let mut out = Vec::new();
-    let mut current = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('#') || (line.is_empty() && current.is_empty()) {
-            continue;
-        }
-        match line.strip_suffix('\\') {
-            Some(head) => current.push_str(head),
-            None => {
-                current.push_str(line);
-                out.push(std::mem::take(&mut current));
-            }
-        }
-    }
-    out
+    dockerfile::instructions()
 }
 
 fn text(out: &Output) -> String {

@@ -211,20 +211,8 @@ fn admission_through_kubectl_stamps_warns_denies_and_injects() {
 
 fn replica_sets(cluster: &Cluster, ns: &str, app: &str) -> usize {
     cluster
-        .kubectl(&[
-            "get",
-            "replicasets",
-            "-n",
-            ns,
-            "-l",
-            &format!("app={app}"),
-            "-o",
-            "json",
-        ])
-        .run()
-        .json()["items"]
-        .as_array()
-        .map_or(0, Vec::len)
+        .list_selected(ns, "replicasets", &format!("app={app}"))
+        .len()
 }
 
 #[test]

@@ -94,19 +94,7 @@ fn the_validators_reject_what_they_should() {
     assert!(!validate(&[unknown], "reject-unknown-kind").is_empty());
 }
 
-fn webhooks(objects: &[Value]) -> Vec<Value> {
-    let config = find(objects, "MutatingWebhookConfiguration", "reload-injector");
-    config["webhooks"].as_array().unwrap().clone()
-}
-
-fn strings(value: &Value) -> Vec<&str> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("not an array: {value}"))
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect()
-}
+use webhook_safety::{strings, webhooks};
 
 #[test]
 fn webhook_configuration_is_safe() {

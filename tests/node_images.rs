@@ -8,6 +8,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "image_support/dockerfile.rs"]
+mod dockerfile;
+use dockerfile::runtime_stage;
+
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -43,30 +47,6 @@ fn blob(tar: &Path, digest: &str) -> Vec<u8> {
         tar,
         &format!("blobs/sha256/{}", digest.trim_start_matches("sha256:")),
     )
-}
-
-/// The Dockerfile's runtime stage (after the last FROM): instructions, continuations joined.
-fn runtime_stage() -> Vec<String> {
-    let text = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
-    let mut out: Vec<String> = Vec::new();
-    let mut current = String::new();
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('#') || (line.is_empty() && current.is_empty()) {
-            continue;
-        }
-        match line.strip_suffix('\\') {
-            Some(head) => current.push_str(head),
-            None => {
-                current.push_str(line);
-                let done = std::mem::take(&mut current);
-                if done.starts_with("FROM ") {
-                    out.clear();
-                }
-                out.push(done);
-            }
-        }
-    }
-    out
 }
 
 fn instruction<'a>(stage: &'a [String], word: &str) -> Vec<&'a str> {

@@ -492,10 +492,21 @@ impl Cluster {
 
     /// `kubectl get KIND -n NAMESPACE -o json`'s items.
     pub fn list(&self, namespace: &str, kind: &str) -> Vec<serde_json::Value> {
-        let list = self
-            .kubectl(&["get", kind, "-n", namespace, "-o", "json"])
-            .run()
-            .json();
+        self.list_selected(namespace, kind, "")
+    }
+
+    /// The items of `kind` in `namespace` whose labels match `selector` (all when empty).
+    pub fn list_selected(
+        &self,
+        namespace: &str,
+        kind: &str,
+        selector: &str,
+    ) -> Vec<serde_json::Value> {
+        let mut args = vec!["get", kind, "-n", namespace, "-o", "json"];
+        if !selector.is_empty() {
+            args.extend(["-l", selector]);
+        }
+        let list = self.kubectl(&args).run().json();
         list["items"].as_array().cloned().unwrap_or_default()
     }
 }

@@ -4,7 +4,8 @@
 
 use serde_json::{Value, json};
 
-fn webhooks(objects: &[Value]) -> Vec<Value> {
+/// The webhooks of the one MutatingWebhookConfiguration among `objects`.
+pub fn webhooks(objects: &[Value]) -> Vec<Value> {
     let found: Vec<&Value> = objects
         .iter()
         .filter(|o| o["kind"] == "MutatingWebhookConfiguration")
@@ -14,7 +15,8 @@ fn webhooks(objects: &[Value]) -> Vec<Value> {
     found[0]["webhooks"].as_array().unwrap().clone()
 }
 
-fn strings(value: &Value) -> Vec<&str> {
+/// A JSON array of strings, as `&str`s.
+pub fn strings(value: &Value) -> Vec<&str> {
     value
         .as_array()
         .unwrap_or_else(|| panic!("not an array: {value}"))

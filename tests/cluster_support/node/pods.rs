@@ -97,24 +97,9 @@ impl Node {
     pub fn running_pods(&self, ns: &str, app: &str, count: usize) -> Vec<Value> {
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
-            let list = self
+            let pods: Vec<Value> = self
                 .cluster
-                .kubectl(&[
-                    "get",
-                    "pods",
-                    "-n",
-                    ns,
-                    "-l",
-                    &format!("app={app}"),
-                    "-o",
-                    "json",
-                ])
-                .run()
-                .json();
-            let pods: Vec<Value> = list["items"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+                .list_selected(ns, "pods", &format!("app={app}"))
                 .into_iter()
                 .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
                 .collect();
