@@ -47,12 +47,18 @@ fi
 # The real Kubernetes of the end-to-end tests (tests/e2e*.rs) and scripts/dev-cluster.sh:
 # v1.37.2 and v1.35.4 and etcd, built from their Go modules with the machine's Go; cached
 # outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
+start=$SECONDS
 scripts/install-kube-test-binaries.sh >/dev/null
+echo "install-test-deps: Kubernetes ready after $((SECONDS - start)) s" >&2
 
 # Helm v4, for the chart's tests (tests/helm_chart.rs, tests/e2e_helm.rs): built from the Go module
 # proxy through scripts/helm-build/, cached outside the clone (~/.cache/reload-injector/helm-vX).
+start=$SECONDS
 scripts/install-helm.sh >/dev/null
+echo "install-test-deps: Helm ready after $((SECONDS - start)) s" >&2
 
 # The runtime half of the node tests (tests/e2e_node.rs): containerd, runc, the CNI plugins,
 # iptables, and what the local images are built from (nginx-light, busybox-static, gcc).
+start=$SECONDS
 scripts/install-node-deps.sh
+echo "install-test-deps: node packages ready after $((SECONDS - start)) s" >&2

@@ -6,13 +6,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-test-deps.sh
+# Runs one step and says how long it took (a slow CI run's log then tells where the time went).
+timed() {
+    local start=$SECONDS rc=0
+    "$@" || rc=$?
+    echo "test.sh: $1 ${2:-} took $((SECONDS - start)) s (exit $rc)" >&2
+    return "$rc"
+}
 
-cargo fmt --check
-cargo clippy --all-targets --locked -- -D warnings
+timed scripts/install-test-deps.sh
+
+timed cargo fmt --check
+timed cargo clippy --all-targets --locked -- -D warnings
 # --no-fail-fast: one failing test target never hides the results of the others.
 status=0
-cargo test --all-targets --locked --no-fail-fast || status=$?
+timed cargo test --all-targets --locked --no-fail-fast || status=$?
 
 floor=$(sed -n 's/^floor=//p' scripts/install-kube-test-binaries.sh)
 e2e=()
@@ -22,5 +30,6 @@ for f in tests/e2e*.rs; do
     e2e+=(--test "$(basename "$f" .rs)")
 done
 echo "test.sh: the end-to-end targets again, on Kubernetes v$floor" >&2
-RELOAD_INJECTOR_KUBE_VERSION=$floor cargo test --locked --no-fail-fast "${e2e[@]}" || status=$?
+RELOAD_INJECTOR_KUBE_VERSION=$floor timed cargo test --locked --no-fail-fast "${e2e[@]}" || status=$?
+echo "test.sh: everything took $SECONDS s" >&2
 exit "$status"
