@@ -119,10 +119,10 @@ build_nginx() {
     install -D -m 0644 "$here/test-images/nginx.conf" "$rootfs/etc/nginx/nginx.conf"
     install -d -m 0755 "$rootfs/etc/nginx/conf.d"
     install -d -m 1777 "$rootfs/var/lib/nginx" "$rootfs/var/log/nginx" "$rootfs/run"
-    pack nginx "$rootfs" '{"Entrypoint":["/usr/sbin/nginx"],"Env":["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}'
+    pack nginx "$rootfs" '{"Entrypoint":["/usr/sbin/nginx"],"Cmd":["-g","daemon off;"],"Env":["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}'
     # The same files with a non-root USER of the image's own, which a Pod does not state: the
     # case the README says may end in EPERM.
-    pack nginx-nonroot "$rootfs" '{"Entrypoint":["/usr/sbin/nginx"],"User":"101:101","Env":["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}'
+    pack nginx-nonroot "$rootfs" '{"Entrypoint":["/usr/sbin/nginx"],"Cmd":["-g","daemon off;"],"User":"101:101","Env":["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}'
 }
 
 build_pause() {

@@ -287,7 +287,7 @@ fn status_shows_the_sidecars_real_reload_lines() {
     let since = Writer::new(node).set("configmap", &ns, "site", "default.conf", &site("v1"));
     assert!(Node::await_body(&ip, "v1\n", since, Duration::from_secs(120)).is_some());
     let start = Instant::now();
-    let out = loop {
+    let (out, code) = loop {
         let out = Command::new(env!("CARGO_BIN_EXE_reload-injector"))
             .args(["status", "deploy/web", "-n", &ns])
             .arg(format!("--kubeconfig={}", cluster.kubeconfig.display()))
@@ -295,7 +295,7 @@ fn status_shows_the_sidecars_real_reload_lines() {
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if text.contains("reloaded") || start.elapsed() > Duration::from_secs(30) {
-            break text;
+            break (text, out.status.code());
         }
         std::thread::sleep(Duration::from_secs(1));
     };
@@ -303,6 +303,12 @@ fn status_shows_the_sidecars_real_reload_lines() {
         out.contains("reloaded"),
         "status shows no reload line:\n{out}"
     );
+    // A successful reload, as the real sidecar logs it, is no finding.
+    assert!(
+        !out.contains("[reload-failed]"),
+        "a successful reload read as failed:\n{out}"
+    );
+    assert_eq!(code, Some(0), "status found something:\n{out}");
 }
 
 #[test]

@@ -100,7 +100,7 @@ fn a_current_workload_exits_0_with_one_list_per_kind() {
     assert!(stdout.contains("All current: nothing to fix."), "{stdout}");
     assert!(stdout.contains("held by \"reload-injector-7d9f-x2k4q-1a2b3c\""));
     assert!(
-        stdout.contains("result=success"),
+        stdout.contains(r#"result="success""#),
         "the sidecar's log: {stdout}"
     );
     let requests = api.requests();

@@ -20,8 +20,20 @@ fn is_reload(line: &str) -> bool {
 
 /// Whether a reload line reports success.
 pub fn succeeded(line: &str) -> bool {
-    line.contains("reloaded")
-        && (line.contains("result=success") || line.contains("\"result\":\"success\""))
+    line.contains("reloaded") && result(line) == Some("success")
+}
+
+/// A reload line's `result` field: `result=success` or `result="success"` in text (tracing
+/// quotes string values), `"result":"success"` in JSON.
+fn result(line: &str) -> Option<&str> {
+    let (_, rest) = line
+        .split_once("\"result\":")
+        .or_else(|| line.split_once(" result="))?;
+    let rest = rest.trim_start();
+    match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next(),
+        None => rest.split([' ', ',', '}']).next(),
+    }
 }
 
 /// Whether a reload line reports that the signalled process exited right after the signal: it
@@ -52,6 +64,24 @@ mod tests {
         assert!(lines[0].starts_with('c') && permission_denied(&lines[0]));
         assert!(!succeeded(&lines[0]) && succeeded(&lines[1]));
         assert_eq!(reload_lines("", 3), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_result_field_reads_the_same_quoted_bare_or_as_json() {
+        // The sidecar's own text format quotes string values.
+        let text = r#"2026-11-26T05:37:58.407065Z  INFO reload_injector::watch::runner: reloaded dir=/etc/reload-injector/watch/conf hash=b04aea0a96e1 targets=nginx[13] result="success" duration_ms=1.056"#;
+        assert!(succeeded(text));
+        assert!(succeeded(
+            "INFO reloaded dir=/x result=success duration_ms=1"
+        ));
+        assert!(succeeded(
+            r#"{"fields":{"message":"reloaded","result":"success"}}"#
+        ));
+        assert!(!succeeded(r#"INFO reloaded dir=/x result="target_exited""#));
+        assert!(!succeeded(
+            r#"INFO reloaded dir=/x result="successful_lie""#
+        ));
+        assert!(!succeeded("INFO reloaded dir=/x"));
     }
 
     #[test]

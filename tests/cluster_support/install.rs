@@ -130,8 +130,7 @@ impl Install {
     }
 
     fn start_serve_on(&self, name: &str, port: u16) -> Serve {
-        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_reload-injector"));
-        self.start_binary(name, port, binary)
+        self.start_binary(name, port, &super::product_binary())
     }
 
     fn start_binary(&self, name: &str, port: u16, binary: &std::path::Path) -> Serve {

@@ -349,12 +349,30 @@ fn logs_dir() -> PathBuf {
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "e2e".into());
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+    let dir = target_tmp()
         .join("e2e")
         .join(format!("{binary}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("failed to create the cluster's log directory");
     dir
+}
+
+/// Cargo's scratch directory for tests (`target/tmp`); examples, which cargo gives none, use
+/// the same.
+fn target_tmp() -> PathBuf {
+    option_env!("CARGO_TARGET_TMPDIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp"),
+        PathBuf::from,
+    )
+}
+
+/// The product's binary: cargo's own for tests; for examples (`examples/dev_cluster.rs`), the
+/// one `RELOAD_INJECTOR_BIN` names, which `scripts/dev-cluster.sh` builds and sets.
+pub fn product_binary() -> PathBuf {
+    option_env!("CARGO_BIN_EXE_reload-injector")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("RELOAD_INJECTOR_BIN").map(PathBuf::from))
+        .expect("set RELOAD_INJECTOR_BIN to the reload-injector binary (cargo build)")
 }
 
 /// etcd's data in memory (`/dev/shm`) when there is one: a disk's fsyncs slow every write.

@@ -46,7 +46,7 @@ impl NodeInstall {
             .arg("--out")
             .arg(&overlay)
             .arg("--bin")
-            .arg(env!("CARGO_BIN_EXE_reload-injector"))
+            .arg(super::super::product_binary())
             .output()
             .unwrap_or_else(|e| panic!("failed to run {script}: {e}"));
         assert!(

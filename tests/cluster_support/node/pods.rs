@@ -45,7 +45,7 @@ pub fn nginx_deployment(
         "name": "app",
         "image": node.images.nginx,
         "imagePullPolicy": "Never",
-        "command": ["nginx"],
+        "command": ["nginx", "-g", "daemon off;"],
         "ports": [{"containerPort": 8080}],
         "volumeMounts": [{"name": "site", "mountPath": "/etc/nginx/conf.d"}],
     });
