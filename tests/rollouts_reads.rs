@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use kube_support::{Matcher, Recorded};
 use rollout_support::{Cluster, NS, PATIENCE, env_deployment, template_hash, wait_for, wait_ready};
-use serde_json::Value;
+use serde_json::{Value, json};
+use webhook_support::apply_patch;
+use webhook_support::client::{Conn, Proto};
+use webhook_support::process::Server;
 
 /// `object` moved to namespace `namespace`.
 fn in_namespace(mut object: Value, namespace: &str) -> Value {
@@ -173,6 +176,74 @@ fn a_relist_after_410_costs_a_list_not_a_get_per_object() {
         "the relist is a few requests, not one per object: {} for 41 ConfigMaps",
         requests.len()
     );
+}
+
+/// The webhook's answer to the CREATE of `workload` in [`NS`], from `server`.
+fn admit(cluster: &Cluster, server: &Server, workload: &Value) -> Value {
+    let ca = std::fs::read_to_string(cluster.dir().join("ca.crt")).unwrap();
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "relist-1",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "namespace": NS,
+            "operation": "CREATE",
+            "userInfo": {"username": "test"},
+            "object": workload,
+        }
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut conn = Conn::connect(server.addr, &ca, Proto::H1).await.unwrap();
+        conn.review(&review).await
+    })
+}
+
+#[test]
+fn while_a_namespace_lists_again_after_410_the_webhook_reads_the_api_not_the_stale_view() {
+    let cluster = Cluster::new("reads-410-view");
+    workload(&cluster, "web", NS);
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    let watching = |cluster: &Cluster| {
+        cluster.api.wait_for_request(
+            |r| r.is_watch() && r.resource() == Some("configmaps"),
+            PATIENCE,
+        )
+    };
+    watching(&cluster);
+    // Cut the watches, change `web-env` while they are away, forget the history (the watch
+    // resumes at a version that is gone: 410, relist), and hold every ConfigMap watch back:
+    // the resuming one (which gets the 410), then the relist (a streaming list).
+    cluster.api.delay(
+        Matcher::new("GET", "configmaps").collection().watch(true),
+        Duration::from_secs(4),
+    );
+    let expired = cluster.api.expired_watches();
+    cluster.api.set_unreachable(Duration::from_millis(300));
+    let changed = config("web-env", NS, "http://changed");
+    cluster.put(&changed);
+    cluster.api.compact();
+    wait_for(
+        "the ConfigMap watch's relist to reach the API",
+        PATIENCE,
+        || (cluster.api.held_requests() >= 2).then_some(()),
+    );
+    assert!(cluster.api.expired_watches() > expired, "a watch got 410");
+    // The relist is held for 4 s: a new workload reading `web-env` is admitted now,
+    // and its hash must be over the changed data (the webhook GETs it), not the view's.
+    let another = env_deployment("another", "web-env", "upstream");
+    let answer = admit(&cluster, &server, &another);
+    let admitted = apply_patch(&answer["response"], &another);
+    let want = cluster.expected_hash(&another, &[in_namespace(changed, NS)]);
+    assert_eq!(
+        template_hash(&admitted).as_deref(),
+        Some(want.as_str()),
+        "the webhook answered from the view while its namespace was listing again: {answer}"
+    );
+    cluster.api.clear_faults();
 }
 
 #[test]

@@ -233,6 +233,7 @@ impl Loop {
             Watched::ScopeInit(scope) => {
                 if self.view.is_opted_in(&scope.namespace) {
                     let scope = self.shared_scope(scope);
+                    write(&self.store).set_listing(&scope.namespace, scope.kind, true);
                     self.scopes
                         .insert(scope, ScopeState::Listing(HashSet::new()));
                 }
@@ -247,6 +248,7 @@ impl Loop {
                          are not acted on until it lists, retrying with backoff"
                     );
                     let scope = self.shared_scope(scope);
+                    write(&self.store).set_listing(&scope.namespace, scope.kind, false);
                     self.scopes.insert(scope.clone(), ScopeState::Refused);
                     self.settled.insert(scope);
                     self.check_synced();
@@ -282,6 +284,8 @@ impl Loop {
                 self.config_gone(key);
             }
         }
+        // Only now is what the view holds there as new as the cluster.
+        write(&self.store).set_listing(&scope.namespace, scope.kind, false);
         self.check_synced();
         self.track_namespace(&scope.namespace);
     }

@@ -223,6 +223,9 @@ impl Task {
                     permit = None;
                     match classify(&err) {
                         Failure::NoStreaming if streaming => return Ended::NoStreaming,
+                        // What changed since is unknown until the list is done: from now
+                        // on, the view of this namespace is not to be trusted.
+                        Failure::Gone => Some(Watched::ScopeInit(scope.clone())),
                         Failure::Refused => {
                             // Said once (by the loop) until the namespace lists again.
                             let first = !refused;
@@ -258,6 +261,8 @@ enum Failure {
     Refused,
     /// The server rejected the streaming-list request itself (400/422, or 501).
     NoStreaming,
+    /// 410 Gone: the history the watch would resume from is gone; it lists again.
+    Gone,
     /// Anything else (the watcher retries).
     Other,
 }
@@ -273,6 +278,7 @@ fn classify(err: &watcher::Error) -> Failure {
     match (status, err) {
         (403, _) => Failure::Refused,
         (400 | 422 | 501, watcher::Error::WatchStartFailed(_)) => Failure::NoStreaming,
+        (410, _) => Failure::Gone,
         _ => Failure::Other,
     }
 }

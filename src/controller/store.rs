@@ -3,10 +3,10 @@
 //! not know, as a GET found it). Shared with the webhook, which answers its lookups from here
 //! once the view has synced.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::hash::{ConfigId, ConfigObject, Digest, Lookup};
+use crate::hash::{ConfigId, ConfigKind, ConfigObject, Digest, Lookup};
 
 /// One ConfigMap or Secret in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -115,6 +115,9 @@ struct Entry {
 pub struct ConfigStore {
     entries: HashMap<ConfigKey, Entry>,
     synced: bool,
+    /// Namespaces and kinds whose watch is listing (again, after a 410 Gone or a lost
+    /// connection): what the view holds there may be older than the cluster.
+    listing: HashSet<(Arc<str>, ConfigKind)>,
 }
 
 impl ConfigStore {
@@ -152,6 +155,17 @@ impl ConfigStore {
     /// Forgets every object of `namespace` (it opted out: its watches stopped).
     pub fn forget_namespace(&mut self, namespace: &str) {
         self.entries.retain(|key, _| &*key.namespace != namespace);
+        self.listing.retain(|(ns, _)| &**ns != namespace);
+    }
+
+    /// Marks the `kind` objects of `namespace` as being listed (their view may be stale, so
+    /// [`ConfigStore::lookup`] leaves them to the API server) or listed again.
+    pub fn set_listing(&mut self, namespace: &Arc<str>, kind: ConfigKind, listing: bool) {
+        if listing {
+            self.listing.insert((namespace.clone(), kind));
+        } else {
+            self.listing.remove(&(namespace.clone(), kind));
+        }
     }
 
     /// Drops the digests of every object `keep` refuses (the metadata stays): after the first
@@ -204,7 +218,8 @@ impl ConfigStore {
         current.then_some(fetched)
     }
 
-    /// Marks the first sync done (or not, when a watch starts over).
+    /// Marks the first sync done. (A watch that starts over later marks only its own
+    /// namespace and kind, with [`ConfigStore::set_listing`].)
     pub fn set_synced(&mut self, synced: bool) {
         self.synced = synced;
     }
@@ -214,15 +229,16 @@ impl ConfigStore {
         self.synced
     }
 
-    /// The webhook's answer for `id` in `namespace` from the view, when the view has it fresh.
+    /// The webhook's answer for `id` in `namespace` from the view, when the view has it fresh:
+    /// synced, not being listed, and fetched at the watched resourceVersion.
     pub fn lookup(&self, namespace: &str, id: &ConfigId) -> Option<Lookup> {
-        if !self.synced {
-            return None;
-        }
         let key = ConfigKey {
             namespace: namespace.into(),
             id: id.clone(),
         };
+        if !self.synced || self.listing.contains(&(key.namespace.clone(), id.kind)) {
+            return None;
+        }
         let fetched = self.fresh(&key)?;
         Some(match &fetched.object {
             Some(digests) => Lookup::Found(digests.to_object()),
@@ -427,5 +443,32 @@ mod tests {
             "stale: the webhook GETs instead"
         );
         assert_eq!(store.lookup("other", &key().id), None);
+    }
+
+    #[test]
+    fn a_namespace_listing_again_answers_no_lookup_until_it_has_listed() {
+        let mut store = ConfigStore::default();
+        store.set_synced(true);
+        assert!(store.set_meta(key(), meta("5")));
+        store.set_fetched(key(), fetched("5", &[("a", "1")], 1));
+        assert!(store.lookup("shop", &key().id).is_some());
+        // A 410 Gone: the watch lists again; changes made meanwhile are not in the view yet.
+        let shop: Arc<str> = "shop".into();
+        store.set_listing(&shop, ConfigKind::ConfigMap, true);
+        assert_eq!(store.lookup("shop", &key().id), None, "maybe stale");
+        store.set_listing(&shop, ConfigKind::Secret, false);
+        assert_eq!(
+            store.lookup("shop", &key().id),
+            None,
+            "only its own kind ends it"
+        );
+        store.set_listing(&shop, ConfigKind::ConfigMap, false);
+        assert!(store.lookup("shop", &key().id).is_some());
+        store.set_listing(&shop, ConfigKind::ConfigMap, true);
+        store.forget_namespace("shop");
+        assert!(
+            store.listing.is_empty(),
+            "an opted-out namespace leaves nothing behind"
+        );
     }
 }

@@ -104,7 +104,8 @@ pub enum Watched {
     Delete(Stream, Item),
     /// The (re)list is complete.
     InitDone(Stream),
-    /// A (re)list of one namespace's ConfigMaps or Secrets starts.
+    /// A (re)list of one namespace's ConfigMaps or Secrets starts (or must: its watch got 410
+    /// Gone); until it is done, the view of that namespace may be stale.
     ScopeInit(Scope),
     /// That (re)list is complete.
     ScopeDone(Scope),

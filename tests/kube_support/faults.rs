@@ -16,6 +16,8 @@ pub struct Matcher {
     pub name: Option<String>,
     /// Watch requests only (`Some(true)`) or never (`Some(false)`).
     pub watch: Option<bool>,
+    /// Only requests for a collection (a list or watch, no object name).
+    pub collection: bool,
 }
 
 impl Matcher {
@@ -53,6 +55,12 @@ impl Matcher {
         self
     }
 
+    /// Restricts to requests for a collection (lists and watches, not one object).
+    pub fn collection(mut self) -> Self {
+        self.collection = true;
+        self
+    }
+
     /// Restricts to watch requests (`true`) or to the others (`false`).
     pub fn watch(mut self, watch: bool) -> Self {
         self.watch = Some(watch);
@@ -69,6 +77,7 @@ impl Matcher {
             && field(&self.namespace, request.namespace)
             && field(&self.name, request.name)
             && self.watch.is_none_or(|w| w == request.watch)
+            && !(self.collection && request.name.is_some())
     }
 }
 
@@ -99,6 +108,7 @@ struct Failure {
 pub struct Faults {
     failures: Vec<Failure>,
     delays: Vec<(Matcher, Duration)>,
+    held: usize,
 }
 
 impl Faults {
@@ -134,12 +144,22 @@ impl Faults {
         Some(code)
     }
 
-    /// The total delay for this request.
-    pub fn delay_for(&self, request: &RequestFacts<'_>) -> Duration {
-        self.delays
+    /// The total delay for this request (counted in [`Faults::held`] when there is one).
+    pub fn delay_for(&mut self, request: &RequestFacts<'_>) -> Duration {
+        let delay = self
+            .delays
             .iter()
             .filter(|(m, _)| m.matches(request))
             .map(|(_, d)| *d)
-            .sum()
+            .sum();
+        if delay > Duration::ZERO {
+            self.held += 1;
+        }
+        delay
+    }
+
+    /// How many requests a delay has held so far (counted as they arrive).
+    pub fn held(&self) -> usize {
+        self.held
     }
 }

@@ -307,6 +307,11 @@ impl FakeApi {
         lock(&self.state.faults).delay(matcher, by);
     }
 
+    /// How many requests a [`FakeApi::delay`] has held so far, counted as they arrive.
+    pub fn held_requests(&self) -> usize {
+        lock(&self.state.faults).held()
+    }
+
     /// Removes every injected failure and delay.
     pub fn clear_faults(&self) {
         lock(&self.state.faults).clear();

@@ -39,6 +39,7 @@ impl Cluster {
         let certs = bundle();
         std::fs::write(dir.join("tls.crt"), &certs.cert_pem).unwrap();
         std::fs::write(dir.join("tls.key"), &certs.key_pem).unwrap();
+        std::fs::write(dir.join("ca.crt"), &certs.ca_cert_pem).unwrap();
         std::fs::write(dir.join("secret-hash.key"), "rollout-test-key\n").unwrap();
         let cluster = Cluster {
             api,
