@@ -242,14 +242,17 @@ impl Node {
     pub fn wait_ready(&self) {
         let what = format!("node {NODE} to be Ready and untainted");
         self.cluster.wait_for(&what, START_LIMIT, || {
-            if let Some(how) = self.kubelet.lock().unwrap().exited() {
-                let kubelet = self.kubelet.lock().unwrap();
+            // One guard: a second `lock()` inside an `if let` on the first would wait on
+            // itself for ever (the scrutinee's guard lives through the block).
+            let mut kubelet = self.kubelet.lock().unwrap();
+            if let Some(how) = kubelet.exited() {
                 panic!(
                     "the kubelet exited ({how}); log {}:\n{}",
                     kubelet.log.display(),
                     kubelet.tail(40)
                 );
             }
+            drop(kubelet);
             let out = self
                 .cluster
                 .kubectl(&["get", "node", NODE, "-o", "json"])
