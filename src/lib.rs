@@ -3,7 +3,10 @@
 //!
 //! - [`inject`] is the pure core: given an admission request and the config it consumes, it
 //!   decides what to deny, what to warn about and how to mutate (a JSON patch). It does no I/O.
-//! - [`hash`] is the pure canonical config hash (HMAC for Secret values).
+//! - [`hash`] is the pure canonical config hash (HMAC for Secret values); [`policy`] the pure
+//!   opt-in rules every part asks.
+//! - [`controller`] is the rollout controller inside `serve`: it keeps the hashes current and
+//!   nudges the kubelet to refresh mounted config.
 //! - [`webhook`] is the HTTPS server (`serve`), [`offline`] the `inject` command, [`watch`]
 //!   the sidecar, [`certs`] the certificate generator, [`status`] the `status` report (and
 //!   kubectl plugin).
@@ -16,6 +19,7 @@ pub mod controller;
 pub mod hash;
 pub mod inject;
 pub mod offline;
+pub mod policy;
 pub mod report;
 pub mod status;
 pub mod telemetry;

@@ -12,7 +12,8 @@ use super::target::{Target, TargetKind};
 use super::waves;
 use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::inject::consumption::{self, Consumption};
-use crate::inject::{CONFIG_HASH, INJECT, MOUNTED_CONFIG_HASH, string_map};
+use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, string_map};
+use crate::policy;
 
 /// An object the controller may write to, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,10 +111,7 @@ pub fn workload(
     };
     let annotations = string_map(template, "annotations");
     let labels = string_map(template, "labels");
-    let opted_out = [&annotations, &labels].iter().any(|m| {
-        m.get(INJECT)
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
-    });
+    let opted_out = policy::opted_out(&labels, &annotations).is_some();
     let Some(hash) = annotations.get(CONFIG_HASH).filter(|_| !opted_out) else {
         return Ok(None);
     };
@@ -159,6 +157,7 @@ mod tests {
 
     use super::*;
     use crate::hash::{ConfigId, Consumed};
+    use crate::policy::INJECT;
 
     fn deployment(annotations: Value, labels: Value) -> Value {
         json!({"spec": {"template": {

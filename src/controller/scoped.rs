@@ -31,7 +31,6 @@ use tokio::task::JoinHandle;
 use super::store::{ConfigKey, Digests, Meta};
 use super::watches::{Item, Stream, Watched};
 use crate::hash::{ConfigId, ConfigKind, ConfigObject, SecretKey};
-use crate::inject::IGNORE;
 
 /// Objects per list page when streaming lists are not served: a page is held whole, parsed,
 /// until each of its objects is digested (at 20 KB an object, about 2 MB).
@@ -289,11 +288,7 @@ pub fn config_item(
     metadata: ObjectMeta,
     digests: Option<Digests>,
 ) -> Option<Item> {
-    let ignore = metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(IGNORE))
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    let ignore = crate::policy::ignored(metadata.annotations.as_ref());
     Some(Item::Config {
         key: ConfigKey {
             namespace: metadata.namespace?.into(),

@@ -8,7 +8,7 @@ use super::reduce::Consumer;
 use super::store::ConfigKey;
 use super::target::Target;
 use super::waves::Budget;
-use crate::inject::EXCLUDED_NAMESPACES;
+use crate::policy;
 
 /// A consumer and when the view last saw its hash or consumption change.
 #[derive(Debug, Clone)]
@@ -55,8 +55,7 @@ impl View {
 
     /// Records a namespace's opt-in label; returns whether that changed whether it is acted on.
     pub fn set_namespace(&mut self, name: &str, labelled: bool) -> bool {
-        let acted_on =
-            labelled && !EXCLUDED_NAMESPACES.contains(&name) && name != self.own_namespace;
+        let acted_on = labelled && !policy::excluded(name, &self.own_namespace);
         if acted_on {
             self.opted_in.insert(name.to_owned())
         } else {

@@ -35,9 +35,6 @@ pub const BUFFER: usize = 256;
 /// kube's default of 500.
 pub const TARGET_PAGE: u32 = 100;
 
-/// The namespace label that opts a namespace in.
-pub const OPT_IN_LABEL: &str = "reload-injector.io/inject";
-
 /// One watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stream {
@@ -199,9 +196,7 @@ fn meta_item<K>(stream: Stream, object: &PartialObjectMeta<K>) -> Option<Item> {
     let labels = metadata.labels.as_ref();
     match stream {
         Stream::Namespaces => Some(Item::Namespace {
-            labelled: labels
-                .and_then(|l| l.get(OPT_IN_LABEL))
-                .is_some_and(|v| v == "enabled"),
+            labelled: crate::policy::labelled_in(labels),
             name,
         }),
         Stream::Config(_) | Stream::Targets(_) => None,

@@ -39,8 +39,6 @@ pub use skim::{JsonType, Shallow, Skim};
 
 /// Annotation and label prefix of everything the product reads or writes.
 pub const PREFIX: &str = "reload-injector.io/";
-/// `"false"` (label or annotation) opts a Pod or pod template out.
-pub const INJECT: &str = "reload-injector.io/inject";
 /// HTTP reload URL (HTTP mode instead of a signal).
 pub const RELOAD_URL: &str = "reload-injector.io/reload-url";
 /// Signal to send in signal mode.
@@ -70,8 +68,6 @@ pub const MOUNTED_CONFIG_HASH: &str = "reload-injector.io/mounted-config-hash";
 pub const MOUNTED_CONFIG_REFRESHED: &str = "reload-injector.io/mounted-config-refreshed";
 /// Label (`"true"`) on Pods that carry the sidecar, so the controller can watch only those.
 pub const SIDECAR_LABEL: &str = "reload-injector.io/sidecar";
-/// `"true"` on a ConfigMap/Secret: its changes never cause a write.
-pub const IGNORE: &str = "reload-injector.io/ignore";
 /// Name of the injected container.
 pub const SIDECAR_NAME: &str = "config-reloader";
 /// Where the ServiceAccount admission plugin mounts a Pod's Kubernetes API token, into every
@@ -81,8 +77,6 @@ pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccoun
 /// `emptyDir`, so the sidecar holds no API token and the API server's plugins find nothing to
 /// add to it (which would make it call the webhook a second time).
 pub const NO_TOKEN_VOLUME: &str = "reload-injector-no-token";
-/// Namespaces that are never mutated, whatever their labels say (plus the webhook's own).
-pub const EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 
 /// Everything the core needs to know about the installation.
 #[derive(Debug, Clone)]

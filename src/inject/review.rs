@@ -18,11 +18,11 @@ use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
 use super::strategy;
 use super::{
-    ALLOW_SUBPATH, CONFIG_HASH, EXCLUDED_NAMESPACES, INJECT, INJECTED, MOUNTED_CONFIG_HASH,
-    ON_CHANGE, Object, Operation, Outcome, PROCESS, RELOAD_URL, Request, ReviewError,
-    SIDECAR_LABEL, SIGNAL, Settings,
+    ALLOW_SUBPATH, CONFIG_HASH, INJECTED, MOUNTED_CONFIG_HASH, ON_CHANGE, Object, Operation,
+    Outcome, PROCESS, RELOAD_URL, Request, ReviewError, SIDECAR_LABEL, SIGNAL, Settings,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
+use crate::policy;
 
 /// A request read and understood, waiting for its config data.
 #[derive(Debug)]
@@ -184,7 +184,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     };
     let annotations = pod.meta.string_map(MapField::Annotations);
     let labels = pod.meta.string_map(MapField::Labels);
-    if is_false(annotations.get(INJECT)) || is_false(labels.get(INJECT)) {
+    if policy::opted_out(&labels, &annotations).is_some() {
         return Ok(None);
     }
     // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
@@ -279,13 +279,8 @@ fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
     all
 }
 
-/// Namespaces that are never mutated: the system ones and the webhook's own.
 fn excluded(namespace: &str, settings: &Settings) -> bool {
-    EXCLUDED_NAMESPACES.contains(&namespace) || namespace == settings.own_namespace
-}
-
-fn is_false(value: Option<&String>) -> bool {
-    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("false"))
+    policy::excluded(namespace, &settings.own_namespace)
 }
 
 /// Where denial happens: only where a person is at the terminal and nothing running can break.

@@ -8,7 +8,6 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::snapshot::{Fetched, Snapshot};
 use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
-use crate::inject::IGNORE;
 
 /// One object as seen.
 #[derive(Debug, Clone)]
@@ -116,10 +115,7 @@ impl Configs {
 }
 
 fn ignored(meta: &ObjectMeta) -> bool {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(IGNORE))
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    crate::policy::ignored(meta.annotations.as_ref())
 }
 
 /// When an object's data was last written: the newest `managedFields` entry that owns

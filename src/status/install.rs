@@ -8,10 +8,7 @@ use serde::Serialize;
 use super::findings::Finding;
 use super::report::seconds_between;
 use super::snapshot::{Fetched, INSTALL_NAME, Snapshot};
-use crate::inject::{EXCLUDED_NAMESPACES, INJECT};
-
-/// The namespace label that opts a namespace in.
-pub const OPT_IN_VALUE: &str = "enabled";
+use crate::policy::{self, INJECT, OPT_IN_VALUE};
 
 /// Is the workload opted in?
 #[derive(Debug, Clone, Serialize)]
@@ -60,16 +57,8 @@ pub fn opt_in(
     labels: &BTreeMap<String, String>,
     findings: &mut Vec<Finding>,
 ) -> OptIn {
-    let is_false = |v: Option<&String>| v.is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
-    let opted_out_by = if is_false(labels.get(INJECT)) {
-        Some("label")
-    } else if is_false(annotations.get(INJECT)) {
-        Some("annotation")
-    } else {
-        None
-    };
-    let excluded =
-        EXCLUDED_NAMESPACES.contains(&namespace) || namespace == snapshot.webhook_namespace;
+    let opted_out_by = policy::opted_out(labels, annotations).map(policy::OptOut::as_str);
+    let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
     let (namespace_read, namespace_label) = match &snapshot.namespaces {
         Fetched::Read(map) => (
             true,
