@@ -13,6 +13,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod backoff;
 pub mod certs;
 pub mod cli;
 pub mod controller;

@@ -22,6 +22,7 @@ use super::view::View;
 use super::watches::{Item, Stream, Watched};
 use super::waves::{self, Waves};
 use super::writer::{Outcome, Writer};
+use crate::backoff::Backoff;
 use crate::hash::{ConfigKind, Consumed, SecretKey};
 use crate::inject::quoted;
 
@@ -30,7 +31,7 @@ const MAX_DELAYS: u32 = 10;
 /// After a conflict, the target is checked again this late if no watch event came first.
 const CONFLICT_RECHECK: Duration = Duration::from_secs(2);
 /// First and longest wait before a failed GET is tried again.
-const FETCH_RETRY: (Duration, Duration) = (Duration::from_millis(200), Duration::from_secs(30));
+const FETCH_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
 
 /// A target due for a decision.
 #[derive(Debug)]
@@ -599,7 +600,7 @@ impl Loop {
             Err(reason) => {
                 let failures = self.failures.entry(key.clone()).or_default();
                 *failures += 1;
-                let wait = backoff(*failures);
+                let wait = FETCH_RETRY.delay(*failures);
                 tracing::debug!(object = %key, reason, retry_in = ?wait, "failed to fetch config; retrying");
                 let fetcher = self.fetcher.clone();
                 let sent = self.view.tick();
@@ -933,13 +934,6 @@ fn shrink_set<K: Eq + std::hash::Hash>(set: &mut HashSet<K>) {
     if set.len() * 4 < set.capacity() && set.capacity() > SPARE {
         set.shrink_to_fit();
     }
-}
-
-fn backoff(failures: u32) -> Duration {
-    let (first, max) = FETCH_RETRY;
-    first
-        .saturating_mul(1 << failures.saturating_sub(1).min(16))
-        .min(max)
 }
 
 fn far_future() -> Instant {

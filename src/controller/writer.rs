@@ -22,13 +22,12 @@ pub use body::{AnnotationPatch, COMPONENT, REASON, annotation_patch, event, writ
 
 use super::rate::TokenBucket;
 use super::target::{Target, TargetKind, Write};
+use crate::backoff::Backoff;
 
 /// Most writes in flight at once.
 pub const MAX_IN_FLIGHT: usize = 8;
-/// First retry delay; it doubles per failure up to [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-/// Longest retry delay.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The delay before a failed write is retried: 200 ms, doubling, at most 30 s (jittered).
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
 /// How many times an Event create is tried before it is given up (it is a courtesy).
 pub const EVENT_ATTEMPTS: u32 = 3;
 /// How long after a Pod's `mounted-config-hash` landed its second nudge is sent
@@ -208,11 +207,7 @@ enum Job {
 
 /// The retry delay after `failures` failures (at least 1), scaled by `jitter` in `[0.5, 1]`.
 pub fn backoff(failures: u32, jitter: f64) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    let full = FIRST_BACKOFF
-        .saturating_mul(1 << doublings)
-        .min(MAX_BACKOFF);
-    full.mul_f64(jitter.clamp(0.5, 1.0))
+    BACKOFF.delay(failures).mul_f64(jitter.clamp(0.5, 1.0))
 }
 
 fn jittered(failures: u32) -> Duration {

@@ -8,16 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-/// First retry delay.
-pub const BACKOFF_INITIAL: Duration = Duration::from_millis(200);
-/// Longest retry delay.
-pub const BACKOFF_CAP: Duration = Duration::from_secs(10);
+use crate::backoff::Backoff;
 
-/// Delay before retry number `failures` (1 = after the first failure): doubling, capped.
-pub fn backoff(failures: u32, initial: Duration, cap: Duration) -> Duration {
-    let exponent = failures.saturating_sub(1).min(31);
-    initial.saturating_mul(1 << exponent).min(cap)
-}
+/// The delay between retries of a failed reload: 200 ms, doubling, at most 10 s.
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
 
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +107,7 @@ impl<S: Clone + PartialEq> Delivery<S> {
             }
             Outcome::Retry => {
                 self.failures = self.failures.saturating_add(1);
-                let delay = backoff(self.failures, BACKOFF_INITIAL, BACKOFF_CAP);
+                let delay = BACKOFF.delay(self.failures);
                 if attempted == self.latest {
                     self.retry_at = Some(now + delay);
                     Some(delay)

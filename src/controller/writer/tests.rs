@@ -550,7 +550,7 @@ async fn forbidden_and_throttled_keep_retrying_with_growing_backoff() {
     assert_eq!(patches.len(), 5);
     for (n, pair) in patches.windows(2).enumerate() {
         let gap = pair[1].at - pair[0].at;
-        let full = FIRST_BACKOFF * (1 << n);
+        let full = BACKOFF.first * (1 << n);
         assert!(gap >= full / 2 && gap <= full, "retry {n}: {gap:?}");
     }
 }
