@@ -347,3 +347,45 @@ fn a_batch_v1_cron_job_is_re_stamped_and_its_event_is_an_events_k8s_io_v1_event(
         "{note}"
     );
 }
+
+/// The one check of a name before it becomes part of an API path (`names::is_object_name`)
+/// says what the API server says: each name is a ConfigMap the real server accepts or refuses.
+#[test]
+fn the_name_check_agrees_with_the_api_server() {
+    let cluster = Cluster::shared();
+    let ns = cluster.namespace("names", false);
+    let (longest, too_long) = ("n".repeat(253), "n".repeat(254));
+    let names = [
+        "cm-a",
+        "web.settings",
+        "a",
+        "0",
+        "a-b.c-d.e",
+        "1.2.3",
+        "a..b",
+        "a.-b",
+        "a-.b",
+        "UPPER",
+        "-a",
+        "a-",
+        ".a",
+        "a_b",
+        "a b",
+        "é",
+        &longest,
+        &too_long,
+    ];
+    for name in names {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+        let out = cluster.apply(&ns, &object);
+        assert_eq!(
+            out.ok,
+            reload_injector::names::is_object_name(name),
+            "{name:?}: the API server said {:?}",
+            out.stderr
+        );
+        if !out.ok {
+            assert!(out.stderr.contains("Invalid"), "{name:?}: {}", out.stderr);
+        }
+    }
+}

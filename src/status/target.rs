@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::names::is_object_name;
+
 /// The kinds `status` reports on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Kind {
@@ -185,15 +187,6 @@ impl Target {
             name: name.to_owned(),
         })
     }
-}
-
-/// A Kubernetes object name: 1–253 characters of lower-case letters, digits, `-` and `.`.
-fn is_object_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use kube::Api;
 
 use crate::controller::store::ConfigStore;
 use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup, SecretKey};
+use crate::names::is_object_name;
 use crate::webhook::metrics::Metrics;
 
 /// The reason given for every lookup when the server runs with `--no-kube`.
@@ -328,55 +329,11 @@ async fn get(
     }
 }
 
-/// Whether `name` can name a ConfigMap, Secret or namespace: a DNS subdomain (lowercase
-/// letters, digits, `-` and `.`, at most 253, starting and ending with a letter or digit).
-fn is_object_name(name: &str) -> bool {
-    let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    name.len() <= 253
-        && edge(name.as_bytes().first())
-        && edge(name.as_bytes().last())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-}
-
 /// A reason short enough for a 120-character warning (the full error goes to the debug log).
 fn short_reason(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) => format!("API error {} {}", status.code, status.reason),
         kube::Error::Auth(_) => "API authentication failed".to_owned(),
         _ => "API unreachable".to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_object_name;
-
-    #[test]
-    fn only_names_an_object_can_have_reach_an_api_path() {
-        for good in ["cm-a", "web.settings", "a", "0", &"n".repeat(253)] {
-            assert!(is_object_name(good), "{good:?}");
-        }
-        let long = "n".repeat(254);
-        for bad in [
-            "",
-            ".",
-            "..",
-            "../secrets/db",
-            "a/b",
-            "a?watch=1",
-            "a#b",
-            "a%2Fb",
-            "UPPER",
-            "a b",
-            "-a",
-            "a-",
-            ".a",
-            "é",
-            &long,
-        ] {
-            assert!(!is_object_name(bad), "{bad:?}");
-        }
     }
 }
