@@ -66,6 +66,25 @@ pub enum NativeSidecars {
     Never,
 }
 
+/// The flags `serve` and `inject` share: what is injected, and how Secrets are hashed.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InjectionArgs {
+    /// File holding the HMAC key for hashing Secret values. Without it Secrets are not
+    /// hashed (pods do not roll when a Secret consumed through env changes) and a warning
+    /// says so.
+    #[arg(long, env = "RELOAD_INJECTOR_SECRET_HASH_KEY_FILE")]
+    pub secret_hash_key_file: Option<PathBuf>,
+
+    /// Image of the injected `config-reloader` sidecar.
+    #[arg(long, default_value = crate::DEFAULT_SIDECAR_IMAGE, env = "RELOAD_INJECTOR_SIDECAR_IMAGE")]
+    pub sidecar_image: String,
+
+    /// Inject the watcher as a native sidecar (`auto`: `serve` asks the API server's version,
+    /// `inject` takes `always`, Kubernetes ≥ 1.29).
+    #[arg(long, value_enum, default_value_t = NativeSidecars::Auto, env = "RELOAD_INJECTOR_NATIVE_SIDECARS")]
+    pub native_sidecars: NativeSidecars,
+}
+
 /// Flags of `reload-injector serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -97,19 +116,9 @@ pub struct ServeArgs {
     )]
     pub tls_key: PathBuf,
 
-    /// File holding the HMAC key for hashing Secret values. Without it Secrets are not
-    /// hashed (pods do not roll when a Secret consumed through env changes) and a warning
-    /// says so.
-    #[arg(long, env = "RELOAD_INJECTOR_SECRET_HASH_KEY_FILE")]
-    pub secret_hash_key_file: Option<PathBuf>,
-
-    /// Image of the injected `config-reloader` sidecar.
-    #[arg(long, default_value = crate::DEFAULT_SIDECAR_IMAGE, env = "RELOAD_INJECTOR_SIDECAR_IMAGE")]
-    pub sidecar_image: String,
-
-    /// Inject the watcher as a native sidecar (`auto` asks the API server's version).
-    #[arg(long, value_enum, default_value_t = NativeSidecars::Auto, env = "RELOAD_INJECTOR_NATIVE_SIDECARS")]
-    pub native_sidecars: NativeSidecars,
+    /// What is injected, and how Secrets are hashed.
+    #[command(flatten)]
+    pub injection: InjectionArgs,
 
     /// The webhook's own namespace: never mutated.
     #[arg(
@@ -313,17 +322,9 @@ pub struct InjectArgs {
     )]
     pub namespace: String,
 
-    /// File holding the HMAC key for hashing Secret values (as for `serve`).
-    #[arg(long, env = "RELOAD_INJECTOR_SECRET_HASH_KEY_FILE")]
-    pub secret_hash_key_file: Option<PathBuf>,
-
-    /// Image of the injected `config-reloader` sidecar.
-    #[arg(long, default_value = crate::DEFAULT_SIDECAR_IMAGE, env = "RELOAD_INJECTOR_SIDECAR_IMAGE")]
-    pub sidecar_image: String,
-
-    /// Inject the watcher as a native sidecar (`auto` = `always` offline: Kubernetes ≥ 1.29).
-    #[arg(long, value_enum, default_value_t = NativeSidecars::Auto, env = "RELOAD_INJECTOR_NATIVE_SIDECARS")]
-    pub native_sidecars: NativeSidecars,
+    /// What is injected, and how Secrets are hashed (as for `serve`).
+    #[command(flatten)]
+    pub injection: InjectionArgs,
 
     /// Output format of the mutated objects.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml, env = "RELOAD_INJECTOR_OUTPUT")]

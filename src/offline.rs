@@ -107,7 +107,7 @@ pub fn run(args: InjectArgs) -> ExitCode {
 }
 
 fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
-    let secret_key = match &args.secret_hash_key_file {
+    let secret_key = match &args.injection.secret_hash_key_file {
         None => None,
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|source| OfflineError::ReadFailed {
@@ -121,8 +121,8 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
         }
     };
     let settings = Settings {
-        sidecar_image: args.sidecar_image.clone(),
-        native_sidecars: args.native_sidecars != NativeSidecars::Never,
+        sidecar_image: args.injection.sidecar_image.clone(),
+        native_sidecars: args.injection.native_sidecars != NativeSidecars::Never,
         own_namespace: "reload-injector".to_owned(),
         version: crate::VERSION.to_owned(),
         inject_into_templates: true,

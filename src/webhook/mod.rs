@@ -115,9 +115,9 @@ async fn settings_and_lookups(
     lookup::Lookups,
     Option<kube::Client>,
 )> {
-    let secret_key = startup::secret_key(args.secret_hash_key_file.as_deref())?;
+    let secret_key = startup::secret_key(args.injection.secret_hash_key_file.as_deref())?;
     let client = startup::kube_client(args.no_kube).await?;
-    let native = startup::native_sidecars(args.native_sidecars, client.as_ref()).await;
+    let native = startup::native_sidecars(args.injection.native_sidecars, client.as_ref()).await;
     let settings = startup::settings(args, native, secret_key.clone());
     let lookups = lookup::Lookups::new(
         client.clone(),

@@ -27,7 +27,7 @@ pub fn settings(
     secret_key: Option<SecretKey>,
 ) -> Settings {
     Settings {
-        sidecar_image: args.sidecar_image.clone(),
+        sidecar_image: args.injection.sidecar_image.clone(),
         native_sidecars,
         own_namespace: args.namespace.clone(),
         version: crate::VERSION.to_owned(),

@@ -204,7 +204,7 @@ fn deployment_args_and_env_are_flags_serve_knows() {
         panic!("not serve")
     };
     assert_eq!(
-        serve.secret_hash_key_file.as_deref(),
+        serve.injection.secret_hash_key_file.as_deref(),
         Some(Path::new("/etc/reload-injector/hash-key/secret-hash.key"))
     );
 
