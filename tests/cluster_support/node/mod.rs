@@ -70,6 +70,7 @@ pub struct Node {
     pub started: StartTimes,
     kubelet: Mutex<Proc>,
     kubelet_args: Vec<String>,
+    cgroup_root: String,
     _containerd: Proc,
     _scheduler: Proc,
     _watchdog: ChildStdin,
@@ -176,16 +177,7 @@ impl Node {
         });
         images.import(&socket, SHIPPED_IMAGE);
 
-        let ports = config::KubeletPorts {
-            server: free_port(),
-            healthz: free_port(),
-        };
-        let kubelet_config = dir.join("kubelet.yaml");
-        std::fs::write(
-            &kubelet_config,
-            config::kubelet(&socket, &names.cgroup_root, &dir, &ports),
-        )
-        .unwrap();
+        let kubelet_config = write_kubelet_config(&dir, &socket, &names.cgroup_root);
         let root = dir.join("kubelet");
         let kubelet_args = vec![
             format!("--config={}", kubelet_config.display()),
@@ -218,6 +210,7 @@ impl Node {
             },
             kubelet: Mutex::new(kubelet),
             kubelet_args,
+            cgroup_root: names.cgroup_root,
             _containerd: containerd,
             _scheduler: scheduler,
             _watchdog: watchdog,
@@ -277,8 +270,11 @@ impl Node {
         self.kubelet.lock().unwrap().kill();
     }
 
-    /// Starts the kubelet again with the same flags and waits for the node to be Ready.
+    /// Starts the kubelet again with the same flags and waits for the node to be Ready. Its
+    /// ports are chosen again: the old ones were free while it was down, and any outgoing
+    /// connection of the machine may have taken one since.
     pub fn start_kubelet(&self) {
+        write_kubelet_config(&self.dir, &self.socket, &self.cgroup_root);
         *self.kubelet.lock().unwrap() = start_kubelet(self.cluster, &self.dir, &self.kubelet_args);
         self.wait_ready();
     }
@@ -287,6 +283,17 @@ impl Node {
     pub fn kubelet_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("kubelet.log")).unwrap_or_default()
     }
+}
+
+/// Writes `DIR/kubelet.yaml` with two free ports; returns its path.
+fn write_kubelet_config(dir: &Path, socket: &Path, cgroup_root: &str) -> PathBuf {
+    let ports = config::KubeletPorts {
+        server: free_port(),
+        healthz: free_port(),
+    };
+    let path = dir.join("kubelet.yaml");
+    std::fs::write(&path, config::kubelet(socket, cgroup_root, dir, &ports)).unwrap();
+    path
 }
 
 fn start_kubelet(cluster: &Cluster, dir: &Path, args: &[String]) -> Proc {
