@@ -8,11 +8,13 @@ use std::time::Duration;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 
 use super::limits::ConnectionLimit;
 use super::read_buffer::ReadBuffer;
@@ -61,108 +63,142 @@ pub async fn serve(
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
-    loop {
-        // A slot first: at the limit, new clients wait in the kernel's accept queue.
-        let slot = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            slot = limits.connections.acquire() => match slot {
-                Some(slot) => slot,
-                None => break,
-            },
-        };
-        let stream = tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
-                Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %err, "failed to accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
+    while let Some((slot, stream)) = accept(&listener, &limits, &mut shutdown).await {
         if let Err(err) = prepare_socket(&stream) {
             tracing::debug!(error = %err, "failed to set TCP_NODELAY; dropping the connection");
             continue;
         }
+        let connection = Connection {
+            acceptor: acceptor.clone(),
+            app: app.clone(),
+            limits: limits.clone(),
+        };
         let watcher = graceful.watcher();
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        let limits = limits.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let stream = ReadBuffer::new(stream, TLS_READ_BUFFER);
-            let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(err)) => {
-                    tracing::debug!(error = %err, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!("TLS handshake timed out");
-                    return;
-                }
-            };
-            // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
-            // connection is HTTP/1.1, whose header reads are time-limited.
-            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read)
-                .max_buf_size(H1_READ_BUFFER);
-            builder.http2().timer(TokioTimer::new());
-            let builder = if h2 {
-                builder.http2_only()
-            } else {
-                builder.http1_only()
-            };
-            // A connection must start its first request within the header-read timeout.
-            // HTTP/1.1 has that from hyper; this also covers an HTTP/2 client that sends
-            // nothing after the handshake.
-            let first = Arc::new(tokio::sync::Notify::new());
-            let service = TowerToHyperService::new(tower::ServiceExt::map_request(app, {
-                let first = first.clone();
-                move |request: http::Request<hyper::body::Incoming>| {
-                    first.notify_one();
-                    request
-                }
-            }));
-            let conn = watcher.watch(builder.serve_connection(TokioIo::new(tls), service));
-            tokio::pin!(conn);
-            let ended = tokio::select! {
-                ended = &mut conn => Some(ended),
-                started = tokio::time::timeout(limits.header_read, first.notified()) => {
-                    match started {
-                        Ok(()) => None,
-                        Err(_) => {
-                            tracing::debug!("no request within the header-read timeout; closing");
-                            return;
-                        }
-                    }
-                }
-            };
-            let ended = match ended {
-                Some(ended) => ended,
-                None => conn.await,
-            };
-            if let Err(err) = ended {
-                tracing::debug!(error = %err, "connection ended with an error");
-            }
+            connection.run(stream, watcher).await;
         });
     }
     drop(listener);
+    drain(graceful, limits.drain).await
+}
+
+/// The next connection with its slot, or `None` once `shutdown` completes. A slot comes first:
+/// at the limit, new clients wait in the kernel's accept queue.
+async fn accept(
+    listener: &TcpListener,
+    limits: &Limits,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Option<(OwnedSemaphorePermit, TcpStream)> {
+    let slot = tokio::select! {
+        biased;
+        () = shutdown.as_mut() => return None,
+        slot = limits.connections.acquire() => slot?,
+    };
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.as_mut() => return None,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => return Some((slot, stream)),
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %err, "failed to accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+}
+
+/// What one connection needs.
+struct Connection {
+    acceptor: TlsAcceptor,
+    app: Router,
+    limits: Limits,
+}
+
+impl Connection {
+    /// The TLS handshake, then HTTP until the client or the drain ends it.
+    async fn run(self, stream: TcpStream, watcher: Watcher) {
+        let Some(tls) = self.handshake(stream).await else {
+            return;
+        };
+        // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
+        // connection is HTTP/1.1, whose header reads are time-limited.
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let builder = http_builder(h2, &self.limits);
+        // A connection must start its first request within the header-read timeout. HTTP/1.1
+        // has that from hyper; this also covers an HTTP/2 client that sends nothing after the
+        // handshake.
+        let first = Arc::new(tokio::sync::Notify::new());
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(self.app, {
+            let first = first.clone();
+            move |request: http::Request<hyper::body::Incoming>| {
+                first.notify_one();
+                request
+            }
+        }));
+        let conn = watcher.watch(builder.serve_connection(TokioIo::new(tls), service));
+        tokio::pin!(conn);
+        let ended = tokio::select! {
+            ended = &mut conn => ended,
+            started = tokio::time::timeout(self.limits.header_read, first.notified()) => {
+                if started.is_err() {
+                    tracing::debug!("no request within the header-read timeout; closing");
+                    return;
+                }
+                conn.await
+            }
+        };
+        if let Err(err) = ended {
+            tracing::debug!(error = %err, "connection ended with an error");
+        }
+    }
+
+    /// The TLS handshake within its time limit (`None`: failed or too slow, logged at debug).
+    async fn handshake(&self, stream: TcpStream) -> Option<TlsStream<ReadBuffer<TcpStream>>> {
+        let stream = ReadBuffer::new(stream, TLS_READ_BUFFER);
+        match tokio::time::timeout(self.limits.handshake, self.acceptor.accept(stream)).await {
+            Ok(Ok(tls)) => Some(tls),
+            Ok(Err(err)) => {
+                tracing::debug!(error = %err, "TLS handshake failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!("TLS handshake timed out");
+                None
+            }
+        }
+    }
+}
+
+/// hyper's server for one protocol: HTTP/1.1 with the header-read timeout and the bounded read
+/// buffer, or HTTP/2.
+fn http_builder(h2: bool, limits: &Limits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .max_buf_size(H1_READ_BUFFER);
+    builder.http2().timer(TokioTimer::new());
+    if h2 {
+        builder.http2_only()
+    } else {
+        builder.http1_only()
+    }
+}
+
+/// Waits up to `limit` for the open connections to finish; `true` when they all did.
+async fn drain(graceful: GracefulShutdown, limit: Duration) -> bool {
     let open = graceful.count();
     tracing::info!(open, "stopped accepting; draining connections");
-    match tokio::time::timeout(limits.drain, graceful.shutdown()).await {
+    match tokio::time::timeout(limit, graceful.shutdown()).await {
         Ok(()) => true,
         Err(_) => {
             tracing::warn!(
-                drain_timeout = %humantime::format_duration(limits.drain),
+                drain_timeout = %humantime::format_duration(limit),
                 "connections still open after the drain timeout; exiting anyway"
             );
             false
