@@ -112,9 +112,10 @@ fi
 if [ -f "$dir/created-outside" ]; then
     while read -r path; do [ -n "$path" ] && rm -rf -- "$path"; done <"$dir/created-outside"
 fi
+# The run directory holds the kubelet's root (its pods and sockets) and containerd's socket.
 rm -rf -- "$RUN_DIR" "$STATE_DIR"
-# containerd's images and snapshots, and the kubelet's pods; the logs stay.
-rm -rf -- "$dir/containerd-root" "$dir/kubelet"
+# containerd's images and snapshots; the logs stay.
+rm -rf -- "$dir/containerd-root"
 
 # 8. Last, the bridge (the Pods' veths went with their network namespaces): a node that starts
 #    waits for it to be gone, so it finds the host as it was before this one.

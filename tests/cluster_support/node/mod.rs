@@ -178,7 +178,11 @@ impl Node {
         images.import(&socket, SHIPPED_IMAGE);
 
         let kubelet_config = write_kubelet_config(&dir, &socket, &names.cgroup_root);
-        let root = dir.join("kubelet");
+        // Under the short run directory: the kubelet makes Unix sockets below its root (its
+        // pod-resources socket has a random name), and a socket's path has at most 107 bytes;
+        // under `target/tmp/e2e/<test binary>-<hash>-<pid>/node` of a deep checkout it was
+        // longer, and the kubelet never came up.
+        let root = run.join("kubelet");
         let kubelet_args = vec![
             format!("--config={}", kubelet_config.display()),
             format!("--kubeconfig={}", cluster.kubeconfig.display()),
