@@ -6,7 +6,6 @@
 mod cluster_support;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use cluster_support::install::Install;
 use cluster_support::objects::{config_map, container, deployment, env_from_config_map};
@@ -159,7 +158,11 @@ fn status_reports_through_kubectl_on_a_real_api_server() {
 
     // No leader, and a stale hash: the only serve is gone and the config changed after.
     install.serve.kill();
-    std::thread::sleep(Duration::from_secs(7)); // the Lease (6 s) runs out
+    // status itself says when the Lease (6 s) has run out.
+    cluster.wait_for("status to find no controller", PATIENCE, || {
+        let (_, json, _) = status(cluster, &["deploy/web", "-n", &ns, "-o", "json"]);
+        codes(&json).iter().any(|c| c == "no-controller").then_some(())
+    });
     cluster.apply(&ns, &config_map("web-env", &[("UPSTREAM", "b:80")]));
     let (code, text, _) = status(cluster, &["deploy/web", "-n", &ns]);
     keep("stale-no-leader", &text);
