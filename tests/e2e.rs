@@ -271,7 +271,7 @@ fn an_env_key_edit_rolls_the_deployment_and_an_unread_key_does_not() {
     std::thread::sleep(QUIET);
     assert_eq!(
         hash_of(&cluster.get(&ns, "deployment", "web")),
-        Some(second)
+        Some(second.clone())
     );
     assert_eq!(replica_sets(cluster, &ns, "web"), 2);
     assert_eq!(cluster.config_changed_events(&ns).len(), 1);
