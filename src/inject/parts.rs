@@ -1,7 +1,7 @@
 //! Reading the few parts of an object the core needs straight from its raw JSON, in one pass:
-//! the object's namespace and owner, and at the pod (template) its owner, the
-//! `reload-injector.io/` entries of its annotations and labels, and its spec, read into the
-//! lean [`PodSpec`]. Nothing else of the object is built: `managedFields`, `status`, the other
+//! the object's namespace, owner and the `reload-injector.io/` entries of its labels, and at the
+//! pod (template) its owner, the `reload-injector.io/` entries of its annotations and labels, and
+//! its spec, read into the lean [`PodSpec`]. Nothing else of the object is built: `managedFields`, `status`, the other
 //! annotations and labels and the rest of `metadata` are scanned and dropped.
 //!
 //! A spec the lean read refuses fails that pass; [`read`] then reads the object again keeping
