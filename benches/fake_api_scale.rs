@@ -43,7 +43,8 @@ fn main() {
     }
     for i in 0..deployments {
         api.apply(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": format!("web-{i}"), "namespace": format!("ns-{}", i % 50)},
+            "metadata": {"name": format!("web-{i}"), "namespace": format!("ns-{}", i % 50),
+                "labels": {"reload-injector.io/managed": "true"}},
             "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
                 "metadata": {"labels": {"app": "web"}, "annotations": {"reload-injector.io/config-hash": "sha256:0"}},
                 "spec": {"containers": [{"name": "c", "image": "nginx",

@@ -180,7 +180,8 @@ fn waves(cluster: &Cluster) -> (Duration, Duration) {
     const PODS: usize = 8;
     cluster.put(&json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "waved", "namespace": NS, "uid": "waved-uid"},
+        "metadata": {"name": "waved", "namespace": NS, "uid": "waved-uid",
+            "labels": {"reload-injector.io/managed": "true"}},
         "spec": {"replicas": PODS, "selector": {"matchLabels": {"app": "waved"}}, "template": {
             "metadata": {"labels": {"app": "waved"}},
             "spec": {"containers": [{"name": "app", "image": "x"}]}
@@ -324,7 +325,7 @@ fn config_map(name: &str, version: &str, bytes: usize) -> Value {
 fn deployment(name: &str, cm: &str, secret: &str, hash: &str) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": NS, "labels": {"reload-injector.io/managed": "true"}},
         "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
             "metadata": {"labels": {"app": name}, "annotations": {"reload-injector.io/config-hash": hash}},
             "spec": {"containers": [{"name": "app", "image": "x", "env": [

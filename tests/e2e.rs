@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 const CONFIG_HASH: &str = "reload-injector.io/config-hash";
 const MOUNTED_HASH: &str = "reload-injector.io/mounted-config-hash";
+const MANAGED: &str = "reload-injector.io/managed";
 /// How long a test watches for a write that must not come (several `--rollout-delay`s).
 const QUIET: Duration = Duration::from_secs(4);
 
@@ -226,7 +227,10 @@ fn an_env_key_edit_rolls_the_deployment_and_an_unread_key_does_not() {
     );
     cluster.apply(&ns, &config_map("site", &[("site.conf", "server {}")]));
     assert!(cluster.apply(&ns, &web(1)).ok);
-    let first = hash_of(&cluster.get(&ns, "deployment", "web")).expect("stamped");
+    let applied = cluster.get(&ns, "deployment", "web");
+    let first = hash_of(&applied).expect("stamped");
+    // The webhook labels what it stamps: the controller's workload watch selects on it.
+    assert_eq!(applied["metadata"]["labels"][MANAGED], "true", "{applied}");
     cluster.wait_for("the first ReplicaSet", PATIENCE, || {
         (replica_sets(cluster, &ns, "web") == 1).then_some(())
     });
@@ -267,10 +271,16 @@ fn an_env_key_edit_rolls_the_deployment_and_an_unread_key_does_not() {
     std::thread::sleep(QUIET);
     assert_eq!(
         hash_of(&cluster.get(&ns, "deployment", "web")),
-        Some(second)
+        Some(second.clone())
     );
     assert_eq!(replica_sets(cluster, &ns, "web"), 2);
     assert_eq!(cluster.config_changed_events(&ns).len(), 1);
+
+    // Applied again as written (without the label): the live object keeps it and its hash.
+    assert!(cluster.apply(&ns, &web(1)).ok);
+    let again = cluster.get(&ns, "deployment", "web");
+    assert_eq!(again["metadata"]["labels"][MANAGED], "true", "{again}");
+    assert_eq!(hash_of(&again), Some(second));
 }
 
 #[test]

@@ -161,7 +161,10 @@ fn status_reports_through_kubectl_on_a_real_api_server() {
     // status itself says when the Lease (6 s) has run out.
     cluster.wait_for("status to find no controller", PATIENCE, || {
         let (_, json, _) = status(cluster, &["deploy/web", "-n", &ns, "-o", "json"]);
-        codes(&json).iter().any(|c| c == "no-controller").then_some(())
+        codes(&json)
+            .iter()
+            .any(|c| c == "no-controller")
+            .then_some(())
     });
     cluster.apply(&ns, &config_map("web-env", &[("UPSTREAM", "b:80")]));
     let (code, text, _) = status(cluster, &["deploy/web", "-n", &ns]);

@@ -8,7 +8,7 @@ mod webhook_support;
 use std::time::Duration;
 
 use kube_support::Matcher;
-use rollout_support::{Cluster, NS, PATIENCE, QUIET, env_deployment, wait_ready};
+use rollout_support::{Cluster, NS, PATIENCE, QUIET, env_deployment, managed, wait_ready};
 use serde_json::{Value, json};
 
 /// A cluster with ConfigMap `web-env` (`upstream`, `unused`) read by the stamped Deployment `web`.
@@ -580,13 +580,13 @@ fn a_mounted_change_refreshes_a_deployments_pods_in_waves_and_stops_when_one_goe
     let one = Cluster::config_map("site", &[("nginx.conf", "one")]);
     cluster.put(&one);
     // 4 replicas, maxUnavailable unset: 25%, one Pod per wave.
-    cluster.put(&json!({
+    cluster.put(&managed(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": NS, "uid": "web-uid"},
         "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}}, "template": {
             "metadata": {"labels": {"app": "web"}},
             "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}
-    }));
+    })));
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
     // The start-up check refreshes the stale Pods (a change made while no controller ran) in
@@ -681,6 +681,8 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade_but
         json!([{"name": "site", "configMap": {"name": "site"}}]);
     web["spec"]["template"]["metadata"]["annotations"] =
         json!({"reload-injector.io/config-hash": before});
+    // Labelled, as the webhook labels what it admits (an unlabelled one is not watched at all).
+    let web = managed(web);
     cluster.put(&web);
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
@@ -700,4 +702,64 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade_but
     cluster.wait_hash("web", &want, PATIENCE);
     std::thread::sleep(QUIET);
     assert_eq!(deployment_patches(&cluster), 1);
+}
+
+#[test]
+fn only_workloads_labelled_managed_are_watched_and_re_stamped() {
+    let (cluster, deployment, _) = env_cluster("managed-label");
+    // `inject` (the webhook's function) labels what it stamps.
+    let web = cluster.api.get("deployments", NS, "web").unwrap();
+    assert_eq!(
+        web["metadata"]["labels"]["reload-injector.io/managed"],
+        "true"
+    );
+    // Stamped by an earlier version, which did not label: not watched until it is next applied.
+    let mut old = env_deployment("old", "web-env", "upstream");
+    old = cluster.inject(
+        &old,
+        &[cluster.api.get("configmaps", NS, "web-env").unwrap()],
+    );
+    old["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("reload-injector.io/managed");
+    cluster.put(&old);
+    let old_hash = cluster.hash_of("old").expect("stamped");
+
+    let server = cluster.serve(&[]);
+    wait_ready(&server, true);
+    let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
+    cluster.put(&changed);
+    let want = cluster.expected_hash(&deployment, std::slice::from_ref(&changed));
+    cluster.wait_hash("web", &want, PATIENCE);
+    std::thread::sleep(QUIET);
+    assert_eq!(
+        cluster.hash_of("old"),
+        Some(old_hash),
+        "the unlabelled one was written"
+    );
+    let written: Vec<String> = cluster.patches().iter().map(|p| p.path.clone()).collect();
+    assert!(
+        written
+            .iter()
+            .all(|path| !path.ends_with("/deployments/old")),
+        "{written:?}"
+    );
+    // Every workload list and watch selected on the label.
+    let workload_reads: Vec<_> = cluster
+        .api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET" && r.resource() == Some("deployments"))
+        .collect();
+    assert!(!workload_reads.is_empty());
+    for read in workload_reads {
+        assert_eq!(
+            read.query_param("labelSelector").as_deref(),
+            Some("reload-injector.io/managed=true"),
+            "{}?{}",
+            read.path,
+            read.query
+        );
+    }
 }

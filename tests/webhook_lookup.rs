@@ -381,12 +381,14 @@ async fn concurrent_reviews_share_one_api_request_per_object() {
 }
 
 /// A Deployment UPDATE in `shop` whose template reads `web-settings`/`upstream` through env and
-/// carries `hash` (the controller's own PATCH, as the API server sends it for review).
+/// carries `hash` (the controller's own PATCH, as the API server sends it for review; the
+/// controller writes only to workloads the webhook labelled managed).
 fn update_review(uid: &str, old_hash: &str, hash: &str) -> Value {
     let deployment = |hash: &str| {
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "shop"},
+            "metadata": {"name": "web", "namespace": "shop",
+                "labels": {"reload-injector.io/managed": "true"}},
             "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
                 "metadata": {"labels": {"app": "web"}, "annotations": {"reload-injector.io/config-hash": hash}},
                 "spec": {"containers": [{"name": "app", "image": "x", "env": [

@@ -3,8 +3,8 @@
 //!
 //! Namespaces are watched metadata-only, cluster-wide; ConfigMaps and Secrets per opted-in
 //! namespace ([`super::scoped`]). Workloads and Pods are watched as untyped objects, so one
-//! malformed object is one log line, not a stuck watch; Pods are filtered on the server by the
-//! sidecar label.
+//! malformed object is one log line, not a stuck watch. Both are filtered on the server by a
+//! label the webhook sets: Pods by the sidecar label, workloads by the managed label.
 
 use std::collections::HashSet;
 
@@ -24,7 +24,7 @@ use super::store::{ConfigKey, Digests, Meta};
 use super::target::{Target, TargetKind};
 use super::waves::{self, Budget};
 use crate::hash::ConfigKind;
-use crate::inject::SIDECAR_LABEL;
+use crate::inject::{MANAGED_LABEL, SIDECAR_LABEL};
 
 /// Most events waiting for the loop. A full channel holds the watches back (they stop reading
 /// their list or watch response) instead of buffering a whole initial list in memory.
@@ -142,10 +142,11 @@ where
 async fn watch_targets(client: Client, kind: TargetKind, out: Sender<Watched>) {
     let api = Api::<DynamicObject>::all_with(client, &kind.api_resource());
     let config = Config::default().page_size(TARGET_PAGE);
-    let config = match kind {
-        TargetKind::Pod => config.labels(&format!("{SIDECAR_LABEL}=true")),
-        _ => config,
+    let label = match kind {
+        TargetKind::Pod => SIDECAR_LABEL,
+        _ => MANAGED_LABEL,
     };
+    let config = config.labels(&format!("{label}=true"));
     let events = watcher::watcher(api, config).default_backoff();
     let stream = Stream::Targets(kind);
     forward(events, stream, out, move |object: DynamicObject| {

@@ -68,6 +68,11 @@ pub const MOUNTED_CONFIG_HASH: &str = "reload-injector.io/mounted-config-hash";
 pub const MOUNTED_CONFIG_REFRESHED: &str = "reload-injector.io/mounted-config-refreshed";
 /// Label (`"true"`) on Pods that carry the sidecar, so the controller can watch only those.
 pub const SIDECAR_LABEL: &str = "reload-injector.io/sidecar";
+/// Label (`"true"`) set by the webhook on the workloads whose pod template reads config it
+/// manages — restart-only config (a `config-hash` is stamped) or config its sidecar Pods
+/// hot-reload — so the controller's workload watches select only those; removed when the
+/// template reads none any more.
+pub const MANAGED_LABEL: &str = "reload-injector.io/managed";
 /// Name of the injected container.
 pub const SIDECAR_NAME: &str = "config-reloader";
 /// Where the ServiceAccount admission plugin mounts a Pod's Kubernetes API token, into every

@@ -98,11 +98,21 @@ fn set_metadata_entry(pod: &mut Value, map: &str, key: &str, value: &str) {
 
 /// Removes `metadata.annotations[key]` if present.
 pub fn remove_annotation(pod: &mut Value, key: &str) {
-    if let Some(annotations) = pod
-        .pointer_mut("/metadata/annotations")
+    remove_metadata_entry(pod, "annotations", key);
+}
+
+/// Removes `metadata.labels[key]` if present.
+pub fn remove_label(object: &mut Value, key: &str) {
+    remove_metadata_entry(object, "labels", key);
+}
+
+fn remove_metadata_entry(object: &mut Value, map: &str, key: &str) {
+    if let Some(entries) = object
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut(map))
         .and_then(Value::as_object_mut)
     {
-        annotations.remove(key);
+        entries.remove(key);
     }
 }
 

@@ -1,7 +1,7 @@
 //! Reading the few parts of an object the core needs straight from its raw JSON, in one pass:
-//! the object's namespace and owner, and at the pod (template) its owner, the
-//! `reload-injector.io/` entries of its annotations and labels, and its spec, read into the
-//! lean [`PodSpec`]. Nothing else of the object is built: `managedFields`, `status`, the other
+//! the object's namespace, owner and the `reload-injector.io/` entries of its labels, and at the
+//! pod (template) its owner, the `reload-injector.io/` entries of its annotations and labels, and
+//! its spec, read into the lean [`PodSpec`]. Nothing else of the object is built: `managedFields`, `status`, the other
 //! annotations and labels and the rest of `metadata` are scanned and dropped.
 //!
 //! A spec the lean read refuses fails that pass; [`read`] then reads the object again keeping
@@ -33,6 +33,9 @@ pub struct ObjectParts<'a> {
     pub namespace: Option<String>,
     /// Whether `metadata.ownerReferences` names a controller.
     pub controlled: bool,
+    /// The object's own `metadata` as far as the core may edit it: the `reload-injector.io/`
+    /// entries of its `labels`, as sent (a Pod's are read at its pod, not here).
+    pub own: Meta,
     /// The pod (template) at the workload's pointer, when it is there and an object.
     pub pod: Option<PodParts<'a>>,
 }
@@ -177,14 +180,12 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
             lean: self.lean,
         }
         .deserialize(d)?;
-        let (namespace, controlled) = match node.top_meta {
-            Some(meta) => (meta.namespace(), meta.controlled()),
-            None => (None, false),
-        };
+        let meta = node.top_meta.unwrap_or_default();
         Ok(ObjectParts {
             is_null: node.is_null,
-            namespace,
-            controlled,
+            namespace: meta.namespace(),
+            controlled: meta.controlled(),
+            own: meta.labels_only(),
             pod: node.pod,
         })
     }
@@ -250,6 +251,34 @@ impl Meta {
                 Some(Value::Object(out))
             }
         }
+    }
+}
+
+impl Meta {
+    /// This `metadata` with its labels alone (what the core may edit of a workload's own).
+    fn labels_only(self) -> Meta {
+        match self {
+            Meta::Object { labels, .. } => Meta::Object {
+                namespace: None,
+                controlled: false,
+                annotations: Entries::Absent,
+                labels,
+            },
+            other => other,
+        }
+    }
+
+    /// Whether its labels can take an entry without replacing anything: `metadata` and its
+    /// `labels` are objects or absent.
+    pub fn labels_editable(&self) -> bool {
+        matches!(
+            self,
+            Meta::Absent
+                | Meta::Object {
+                    labels: Entries::Absent | Entries::Object(_),
+                    ..
+                }
+        )
     }
 }
 
@@ -442,6 +471,15 @@ pub fn at_pointer(pod: Value, pod_pointer: &str) -> Value {
         map.insert(key.to_owned(), inner);
         Value::Object(map)
     })
+}
+
+/// `view` (an object's editable view, see [`at_pointer`]) with the object's own editable
+/// `metadata` (`own`, see [`ObjectParts::own`]) at its top.
+pub fn with_own_meta(mut view: Value, own: &Meta) -> Value {
+    if let (Value::Object(map), Some(meta)) = (&mut view, own.editable()) {
+        map.insert("metadata".to_owned(), meta);
+    }
+    view
 }
 
 /// What one object (or a level of it on the way to the pod) yields.

@@ -18,8 +18,8 @@ use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
 use super::strategy;
 use super::{
-    ALLOW_SUBPATH, CONFIG_HASH, INJECTED, MOUNTED_CONFIG_HASH, ON_CHANGE, Object, Operation,
-    Outcome, PROCESS, RELOAD_URL, Request, ReviewError, SIDECAR_LABEL, SIGNAL, Settings,
+    ALLOW_SUBPATH, CONFIG_HASH, INJECTED, MANAGED_LABEL, MOUNTED_CONFIG_HASH, ON_CHANGE, Object,
+    Operation, Outcome, PROCESS, RELOAD_URL, Request, ReviewError, SIDECAR_LABEL, SIGNAL, Settings,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 use crate::policy;
@@ -71,6 +71,8 @@ struct Target<'a> {
     refs: BTreeSet<ConfigId>,
     /// On a workload UPDATE, the annotations of `oldObject`'s pod template, when readable.
     old_annotations: Option<BTreeMap<String, String>>,
+    /// The workload's own `metadata`, as far as it is edited (its labels).
+    own: Meta,
 }
 
 impl<'a> Plan<'a> {
@@ -168,6 +170,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         return Ok(None);
     }
     let controlled = object.controlled;
+    let own = object.own.clone();
     let pod = match object {
         Cow::Owned(object) => object.pod.map(Cow::Owned),
         Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
@@ -243,6 +246,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         policy,
         refs,
         old_annotations,
+        own,
     }))
 }
 
@@ -361,7 +365,10 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
 
     // Edit a copy of only what may change, and diff it against the same unedited view.
     let pointer = target.workload.pointer();
-    let original = parts::at_pointer(target.pod.editable(&target.spec), pointer);
+    let mut original = parts::at_pointer(target.pod.editable(&target.spec), pointer);
+    if on_template {
+        original = parts::with_own_meta(original, &target.own);
+    }
     let mut edited = original.clone();
     let Some(pod) = edited.pointer_mut(pointer) else {
         return Outcome::untouched();
@@ -393,10 +400,28 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
             stamp_mounted_hash(pod, &target.annotations, &mounted, configs, settings);
         }
     }
+    if on_template {
+        let stamped = super::string_map(pod, "annotations").contains_key(CONFIG_HASH);
+        let hot_reloads = plan.is_some() || analysis.has_sidecar;
+        mark_managed(&mut edited, &target.own, stamped || hot_reloads);
+    }
     let patch = json_patch::diff(&original, &edited);
     Outcome::Allowed {
         patch,
         warnings: warnings.into_list(settings.warning_chars),
+    }
+}
+
+/// Labels a workload [`MANAGED_LABEL`] when its template reads config the product acts on
+/// (`managed`), and unlabels it when not. Labels or a `metadata` that are not objects are left
+/// as they are: the workload stays unlabelled rather than have them replaced.
+fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
+    let current = own.string_map(MapField::Labels);
+    let labelled = current.get(MANAGED_LABEL).map(String::as_str);
+    if managed && labelled != Some("true") && own.labels_editable() {
+        object::set_label(object, MANAGED_LABEL, "true");
+    } else if !managed && labelled.is_some() {
+        object::remove_label(object, MANAGED_LABEL);
     }
 }
 
@@ -531,3 +556,6 @@ fn insert_sidecar(
         object::set_annotation(pod, INJECTED, &settings.version);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -34,6 +34,7 @@ pub const CODES: &[&str] = &[
     "webhook-no-ca-bundle",
     "no-controller",
     "not-stamped",
+    "not-watched",
     "subpath",
     "secret-not-hashed",
     "missing-config",

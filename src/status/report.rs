@@ -16,10 +16,10 @@ use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target::Kind;
 use crate::controller::waves::REFRESH_STOPPED;
 use crate::hash::ConfigKind;
-use crate::inject::CONFIG_HASH;
 use crate::inject::explain::{self, Explained};
 use crate::inject::pod::PodSpec;
 use crate::inject::string_map;
+use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
 
 /// The whole report on one workload. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]
@@ -199,6 +199,23 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
                         kind.short()
                     ),
                 },
+            ));
+        }
+        let watched = string_map(object, "labels")
+            .get(MANAGED_LABEL)
+            .map(String::as_str)
+            == Some("true");
+        if active && kind != Kind::Pod && stamped.is_some() && !watched {
+            findings.push(Finding::new(
+                "not-watched",
+                format!(
+                    "it carries a {CONFIG_HASH} but not the label {MANAGED_LABEL}=true (stamped by an \
+                     earlier version): the controller does not watch it, so a change of what it reads never rolls it"
+                ),
+                format!(
+                    "label it once (or re-apply it: the webhook labels it): kubectl label {}/{name} -n {namespace} {MANAGED_LABEL}=true",
+                    kind.short()
+                ),
             ));
         }
         hash = hash_check(snapshot, explained, configs, &key, stamped);

@@ -10,8 +10,8 @@ use base64::Engine;
 use http::{Request, Response, StatusCode, header};
 use reload_injector::hash::SecretKey;
 use reload_injector::inject::{
-    CONFIG_HASH, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, SIDECAR_NAME, Settings, TOKEN_MOUNT_PATH,
-    WARNING_PREFIX,
+    CONFIG_HASH, MANAGED_LABEL, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, SIDECAR_NAME, Settings,
+    TOKEN_MOUNT_PATH, WARNING_PREFIX,
 };
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
 use reload_injector::webhook::metrics::Metrics;
@@ -330,19 +330,31 @@ fn never_refuses_a_rollout(request: &Value, response: &Value) -> Result<(), Stri
     )
 }
 
-/// The webhook stamps only the hash into workload templates: with the hash annotation taken
-/// out (and an absent or `null` metadata read as empty), the patched object is the original.
+/// The webhook stamps only the hash into workload templates, and only the managed label onto the
+/// workload's own labels: with those taken out (and an absent or `null` metadata read as empty,
+/// absent labels as empty ones), the patched object is the original.
 fn only_hash_on_templates(kind: &Value, before: &Value, after: &Value) -> Result<(), String> {
     if kind == "Pod" {
         return Ok(());
     }
     ensure(without_hash(before) == without_hash(after), || {
-        format!("a workload patch changed more than the hash annotation: {after}")
+        format!("a workload patch changed more than the hash annotation and managed label: {after}")
     })
 }
 
 fn without_hash(object: &Value) -> Value {
     let mut object = object.clone();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(Value::Object(labels)) = metadata.get_mut("labels") {
+            labels.remove(MANAGED_LABEL);
+            if labels.is_empty() {
+                metadata.remove("labels");
+            }
+        }
+        if metadata.is_empty() {
+            object.as_object_mut().map(|o| o.remove("metadata"));
+        }
+    }
     for pointer in ["/spec/template", "/spec/jobTemplate/spec/template"] {
         let Some(pod) = object.pointer_mut(pointer).and_then(Value::as_object_mut) else {
             continue;

@@ -229,6 +229,14 @@ pub fn env_deployment(name: &str, config: &str, key: &str) -> Value {
     })
 }
 
+/// `workload` labelled `reload-injector.io/managed=true`, as the webhook labels the workloads it
+/// admits that read config (the controller watches only those): for workloads a test stores
+/// directly, standing for ones the webhook admitted.
+pub fn managed(mut workload: Value) -> Value {
+    workload["metadata"]["labels"]["reload-injector.io/managed"] = json!("true");
+    workload
+}
+
 /// Polls `check` every 20 ms until it returns `Some`, or panics with `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
