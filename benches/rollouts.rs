@@ -12,7 +12,7 @@
 //!
 //! `cargo bench --bench rollouts` measures (`ROLLOUTS_BENCH_PHASES=scale` stops after the first
 //! phase, `ROLLOUTS_BENCH_PHASES=waves` runs only the last); without `--bench` (as `cargo test --all-targets` runs it) every phase runs at a tiny
-//! size as a smoke test. The end-to-end freshness through nginx is `tests/rollouts_e2e.rs`, which
+//! size as a smoke test. The end-to-end freshness through nginx is `tests/fake_api_nginx_reload.rs`, which
 //! prints its times.
 
 #[path = "../tests/kube_support/mod.rs"]
