@@ -19,6 +19,7 @@ pub mod cli;
 pub mod controller;
 pub mod hash;
 pub mod inject;
+pub mod kinds;
 pub mod names;
 pub mod offline;
 pub mod policy;

@@ -20,6 +20,7 @@ use crate::inject::{
     MAX_WARNING_CHARS, Object, Operation, Outcome, Plan, Request, ReviewError, Settings,
     WARNING_PREFIX, Workload, quoted,
 };
+use crate::kinds::Kind;
 
 /// Why `inject` could not do its job.
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +220,7 @@ fn inject_object(
             out.warnings.push(format!("{label}: {}", fit(&said)));
             out.warnings.push(format!(
                 "{label}: {WARNING_PREFIX}kinds it checks: {}",
-                Workload::KNOWN.join(", ")
+                Workload::known().join(", ")
             ));
         }
         return Ok(());
@@ -292,13 +293,11 @@ fn fit(line: &str) -> String {
 
 /// Whether an object has a pod spec or pod template where workloads keep theirs.
 fn carries_pods(object: &Value) -> bool {
-    [
-        "/spec/containers",
-        "/spec/template/spec",
-        "/spec/jobTemplate/spec/template",
-    ]
-    .iter()
-    .any(|pointer| object.pointer(pointer).is_some())
+    let templates = Kind::ALL.iter().filter_map(|k| k.pod_pointer());
+    object.pointer("/spec/containers").is_some()
+        || templates
+            .filter(|pointer| !pointer.is_empty())
+            .any(|pointer| object.pointer(pointer).is_some())
 }
 
 /// What `--configs` says about each object the plan needs.

@@ -18,12 +18,13 @@ use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
 
 use super::watches::{self, Stream, Watched};
+use crate::backoff::Backoff;
 use crate::hash::ConfigKind;
 
 /// How often discovery is asked again, for kinds that appear or go.
 pub const RECHECK: Duration = Duration::from_secs(15);
-/// First and longest wait after a discovery request failed.
-const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
+/// The wait after a discovery request failed: 1 s, doubling, at most 30 s.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// A failed discovery request.
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +172,7 @@ pub async fn discover(client: &Client, known: &Served) -> Result<Served, Discove
 pub async fn run(client: Client, out: Sender<Watched>) {
     let mut kinds = Kinds::default();
     let mut tasks: HashMap<Stream, JoinHandle<()>> = HashMap::new();
-    let mut retry = RETRY.0;
+    let mut failures = 0;
     let mut first = true;
     let mut known = Served::new();
     loop {
@@ -185,12 +186,12 @@ pub async fn run(client: Client, out: Sender<Watched>) {
                     error = %crate::report::one_line(&err),
                     "failed to discover which kinds the API server serves; retrying"
                 );
-                tokio::time::sleep(retry).await;
-                retry = (retry * 2).min(RETRY.1);
+                failures += 1;
+                tokio::time::sleep(RETRY.delay(failures)).await;
                 continue;
             }
         };
-        retry = RETRY.0;
+        failures = 0;
         let changes = kinds.update(|stream| is_served(&served, stream));
         for &stream in &changes.missing {
             let (api_version, plural, kind) = resource_of(stream);

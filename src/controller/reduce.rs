@@ -97,10 +97,7 @@ pub fn workload(
     uid: &str,
     object: &Value,
 ) -> Result<Option<Consumer>, ReduceError> {
-    let pointer = match kind {
-        TargetKind::CronJob => "/spec/jobTemplate/spec/template",
-        _ => "/spec/template",
-    };
+    let pointer = kind.pod_pointer();
     let template = object.pointer(pointer).filter(|t| t.is_object());
     let template = match (template, kind) {
         (Some(template), _) => template,

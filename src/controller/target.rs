@@ -7,6 +7,7 @@ use std::sync::Arc;
 use kube::api::{ApiResource, GroupVersionKind};
 
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_REFRESHED};
+use crate::kinds::Kind;
 
 /// The kinds the controller writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -38,61 +39,45 @@ impl TargetKind {
         TargetKind::Rollout,
     ];
 
+    /// Its row in the table of kinds.
+    pub fn table(self) -> Kind {
+        match self {
+            TargetKind::Deployment => Kind::Deployment,
+            TargetKind::StatefulSet => Kind::StatefulSet,
+            TargetKind::DaemonSet => Kind::DaemonSet,
+            TargetKind::CronJob => Kind::CronJob,
+            TargetKind::Rollout => Kind::Rollout,
+            TargetKind::Pod => Kind::Pod,
+        }
+    }
+
     /// `kind`, as in the API.
     pub fn kind(self) -> &'static str {
-        match self {
-            TargetKind::Deployment => "Deployment",
-            TargetKind::StatefulSet => "StatefulSet",
-            TargetKind::DaemonSet => "DaemonSet",
-            TargetKind::CronJob => "CronJob",
-            TargetKind::Rollout => "Rollout",
-            TargetKind::Pod => "Pod",
-        }
+        self.table().name()
     }
 
     /// `apiVersion`, as in the API.
     pub fn api_version(self) -> &'static str {
-        match self {
-            TargetKind::Deployment | TargetKind::StatefulSet | TargetKind::DaemonSet => "apps/v1",
-            TargetKind::CronJob => "batch/v1",
-            TargetKind::Rollout => "argoproj.io/v1alpha1",
-            TargetKind::Pod => "v1",
-        }
+        self.table().api_version()
     }
 
     /// Plural name in URLs and RBAC rules.
     pub fn plural(self) -> &'static str {
-        match self {
-            TargetKind::Deployment => "deployments",
-            TargetKind::StatefulSet => "statefulsets",
-            TargetKind::DaemonSet => "daemonsets",
-            TargetKind::CronJob => "cronjobs",
-            TargetKind::Rollout => "rollouts",
-            TargetKind::Pod => "pods",
-        }
+        self.table().plural()
     }
 
-    /// How the API addresses the kind (built from the names above: a Rollout has no
-    /// k8s-openapi type to take them from).
+    /// How the API addresses the kind (a Rollout has no k8s-openapi type to take it from).
     pub fn api_resource(self) -> ApiResource {
-        let (group, version) = match self.api_version().split_once('/') {
-            Some((group, version)) => (group, version),
-            None => ("", self.api_version()),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, self.kind());
-        ApiResource::from_gvk_with_plural(&gvk, self.plural())
+        let kind = self.table();
+        let gvk = GroupVersionKind::gvk(kind.group(), kind.version(), kind.name());
+        ApiResource::from_gvk_with_plural(&gvk, kind.plural())
     }
 
-    /// Path (object keys) from the object to the metadata holding the annotation.
-    pub fn metadata_path(self) -> &'static [&'static str] {
-        match self {
-            TargetKind::Deployment
-            | TargetKind::StatefulSet
-            | TargetKind::DaemonSet
-            | TargetKind::Rollout => &["spec", "template", "metadata"],
-            TargetKind::CronJob => &["spec", "jobTemplate", "spec", "template", "metadata"],
-            TargetKind::Pod => &["metadata"],
-        }
+    /// JSON pointer of the pod template (`""` for a Pod), whose `metadata` holds the annotation.
+    pub fn pod_pointer(self) -> &'static str {
+        self.table()
+            .pod_pointer()
+            .expect("every kind the controller writes to has a pod (template)")
     }
 
     /// The annotation the controller keeps up to date on this kind.
@@ -236,8 +221,8 @@ mod tests {
         assert_eq!(resource.kind, "Rollout");
         assert_eq!(resource.plural, "rollouts");
         assert_eq!(
-            TargetKind::Rollout.metadata_path(),
-            TargetKind::Deployment.metadata_path()
+            TargetKind::Rollout.pod_pointer(),
+            TargetKind::Deployment.pod_pointer()
         );
         assert!(TargetKind::Rollout.is_workload());
         assert_eq!(TargetKind::Rollout.annotation(), CONFIG_HASH);

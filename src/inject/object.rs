@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::kinds::Kind;
+
 /// What kind of object is under review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workload {
@@ -20,29 +22,27 @@ pub enum Workload {
 }
 
 impl Workload {
-    /// The kinds the product handles; anything else is admitted untouched.
+    /// The kinds the product handles ([`crate::kinds`]); anything else is admitted untouched.
     pub fn classify(group: &str, kind: &str) -> Option<Self> {
-        match (group, kind) {
-            ("", "Pod") => Some(Workload::Pod),
-            ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
-            | ("batch", "Job") => Some(Workload::Template("/spec/template")),
-            ("batch", "CronJob") => Some(Workload::Template("/spec/jobTemplate/spec/template")),
-            ("argoproj.io", "Rollout") => Some(Workload::Rollout),
-            _ => None,
+        match Kind::of(group, kind)? {
+            Kind::Pod => Some(Workload::Pod),
+            Kind::Rollout => Some(Workload::Rollout),
+            kind => kind.pod_pointer().map(Workload::Template),
         }
     }
 
-    /// The kinds [`Workload::classify`] knows, for messages (their API groups are in the README).
-    pub const KNOWN: [&'static str; 8] = [
-        "Pod",
-        "Deployment",
-        "StatefulSet",
-        "DaemonSet",
-        "ReplicaSet",
-        "Job",
-        "CronJob",
-        "Rollout",
-    ];
+    /// The kinds [`Workload::classify`] knows, Pod first, for messages (their API groups are in
+    /// the README).
+    pub fn known() -> Vec<&'static str> {
+        let mut known = vec![Kind::Pod.name()];
+        known.extend(
+            Kind::ALL
+                .into_iter()
+                .filter(|k| *k != Kind::Pod && k.pod_pointer().is_some())
+                .map(Kind::name),
+        );
+        known
+    }
 
     /// JSON pointer of the pod (template) holding `metadata` and `spec`.
     pub fn pointer(self) -> &'static str {

@@ -10,18 +10,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::controller::metrics::ControllerMetrics;
-
-/// Kinds the webhook handles; anything else is counted as `other` so a client cannot grow the
-/// label set without bound.
-const KNOWN_KINDS: [&str; 7] = [
-    "Pod",
-    "Deployment",
-    "StatefulSet",
-    "DaemonSet",
-    "ReplicaSet",
-    "Job",
-    "CronJob",
-];
+use crate::kinds::Kind;
 
 /// Upper bounds of the latency histogram, in seconds: 50 µs … 1 s.
 const DURATION_BUCKETS: [f64; 14] = [
@@ -146,11 +135,12 @@ impl Metrics {
 
     /// Records one answered review.
     pub fn review(&self, kind: &str, operation: &str, outcome: &'static str, took: Duration) {
-        let kind = KNOWN_KINDS
-            .iter()
-            .find(|k| **k == kind)
-            .copied()
-            .unwrap_or("other");
+        // Kinds the webhook handles by name; anything else is `other`, so a client cannot grow
+        // the label set without bound.
+        let kind = Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == kind && k.pod_pointer().is_some())
+            .map_or("other", Kind::name);
         let operation = match operation {
             "CREATE" => "CREATE",
             "UPDATE" => "UPDATE",

@@ -87,16 +87,22 @@ fn skeleton(kind: TargetKind, annotation: &str, expected: Option<&str>) -> Value
         "annotations".to_owned(),
         Value::Object(annotations),
     )]));
-    for key in kind.metadata_path().iter().rev() {
-        node = Value::Object(Map::from_iter([((*key).to_owned(), node)]));
+    for key in metadata_path(kind).rev() {
+        node = Value::Object(Map::from_iter([(key.to_owned(), node)]));
     }
     node
 }
 
+/// The object keys from the object to the metadata that holds the annotation.
+fn metadata_path(kind: TargetKind) -> std::vec::IntoIter<&'static str> {
+    let pod = kind.pod_pointer().split('/').filter(|key| !key.is_empty());
+    pod.chain(["metadata"]).collect::<Vec<_>>().into_iter()
+}
+
 fn annotations_mut(object: &mut Value, kind: TargetKind) -> Option<&mut Map<String, Value>> {
     let mut node = object;
-    for key in kind.metadata_path() {
-        node = node.get_mut(*key)?;
+    for key in metadata_path(kind) {
+        node = node.get_mut(key)?;
     }
     node.get_mut("annotations")?.as_object_mut()
 }
