@@ -12,7 +12,7 @@ use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
 use super::messages::{Warnings, quoted};
 use super::object::{self, Workload};
-use super::parts::{self, Entries, MapField, Meta, PodParts};
+use super::parts::{self, Entries, MapField, Meta, ObjectParts, PodParts};
 use super::rollout::Unstamped;
 use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
@@ -120,71 +120,20 @@ impl<'a> Plan<'a> {
     }
 }
 
+/// The pod (template) of `req` to look at, or `None` when the request is none of the product's
+/// business: a kind, operation or namespace it does not handle, an opted-out template, or a
+/// workload a controller made.
 fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Target<'a>>, NoTarget> {
-    let Some(workload) = Workload::classify(req.group, req.kind) else {
+    let Some(workload) = handled(req, settings) else {
         return Ok(None);
     };
-    let handled_op = match workload {
-        Workload::Pod => req.operation == Operation::Create,
-        Workload::Template(_) | Workload::Rollout => {
-            matches!(req.operation, Operation::Create | Operation::Update)
-        }
-    };
-    if excluded(req.namespace, settings) {
-        return Ok(None);
-    }
-    if !handled_op {
-        return Ok(None);
-    }
-    let unreadable = |source| ReviewError::UnreadableObject {
-        kind: req.kind.to_owned(),
-        source,
-    };
-    let raw = match req.object {
-        Object::Raw(raw) => Some(raw),
-        Object::Read { .. } => None,
-    };
-    let object = match req.object {
-        Object::Raw(raw) if raw.get() != "null" => {
-            Cow::Owned(parts::read(raw, workload.pointer()).map_err(unreadable)?)
-        }
-        Object::Read { pointer, parts } if !parts.is_null => {
-            if pointer != workload.pointer() {
-                return Err(unreadable(serde::de::Error::custom(format!(
-                    "it was read for the pod at {pointer:?}, not at {:?}",
-                    workload.pointer()
-                )))
-                .into());
-            }
-            Cow::Borrowed(parts)
-        }
-        _ => {
-            return Err(ReviewError::MissingObject {
-                kind: req.kind.to_owned(),
-            }
-            .into());
-        }
-    };
+    let object = read_object(req, workload)?;
     // When the request names no namespace, the object's own says where it lives.
     if req.namespace.is_empty() && excluded(object.namespace.as_deref().unwrap_or(""), settings) {
         return Ok(None);
     }
-    let controlled = object.controlled;
-    let own = object.own.clone();
-    let pod = match object {
-        Cow::Owned(object) => object.pod.map(Cow::Owned),
-        Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
-    };
-    let Some(pod) = pod else {
-        if workload == Workload::Rollout {
-            return Err(NoTarget::Unstamped(Unstamped::without_template(raw)));
-        }
-        return Err(unreadable(serde::de::Error::custom(format!(
-            "{} is missing or not an object",
-            workload.pointer()
-        )))
-        .into());
-    };
+    let (controlled, own) = (object.controlled, object.own.clone());
+    let pod = pod_of(req, workload, object)?;
     let annotations = pod.meta.string_map(MapField::Annotations);
     let labels = pod.meta.string_map(MapField::Labels);
     if policy::opted_out(&labels, &annotations).is_some() {
@@ -207,36 +156,9 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         Cow::Borrowed(pod) => pod.spec(),
         Cow::Owned(pod) => pod.spec().map(|spec| Cow::Owned(spec.into_owned())),
     }
-    .map_err(unreadable)?;
+    .map_err(|source| unreadable(req, source))?;
     let policy = subpath_policy(req, workload, &pod, &annotations);
-    let analysis = analyse(&spec);
-    let outcome = rules::apply(&analysis, &policy);
-    let (choice, _) = strategy::choose(&annotations, &spec, &analysis);
-    let restart = choice.restart_uses(&analysis);
-    // A Pod's sidecar watches some of the volumes its apps mount as directories: their
-    // contents give its `mounted-config-hash`.
-    let watchable = match workload {
-        Workload::Pod => watchable_mounts(&spec, &analysis),
-        Workload::Template(_) | Workload::Rollout => Consumption::default(),
-    };
-    let refs = outcome
-        .uses
-        .iter()
-        .chain(&restart)
-        .map(|u| u.consumed.id())
-        .chain(watchable.ids())
-        .filter(|id| id.kind == ConfigKind::ConfigMap || settings.secret_key.is_some())
-        .cloned()
-        .collect();
-    let old_annotations = match (workload, req.operation, req.old_object) {
-        (Workload::Template(_) | Workload::Rollout, Operation::Update, Some(old)) => {
-            parts::read(old, workload.pointer())
-                .ok()
-                .and_then(|old| old.pod)
-                .map(|old| old.meta.string_map(MapField::Annotations))
-        }
-        _ => None,
-    };
+    let refs = config_refs(workload, &spec, &annotations, &policy, settings);
     Ok(Some(Target {
         workload,
         pod,
@@ -245,9 +167,132 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         spec,
         policy,
         refs,
-        old_annotations,
+        old_annotations: old_template_annotations(req, workload),
         own,
     }))
+}
+
+/// The kind under review, when the product handles it in this operation and namespace.
+fn handled(req: &Request<'_>, settings: &Settings) -> Option<Workload> {
+    let workload = Workload::classify(req.group, req.kind)?;
+    let handled_op = match workload {
+        Workload::Pod => req.operation == Operation::Create,
+        Workload::Template(_) | Workload::Rollout => {
+            matches!(req.operation, Operation::Create | Operation::Update)
+        }
+    };
+    (handled_op && !excluded(req.namespace, settings)).then_some(workload)
+}
+
+fn unreadable(req: &Request<'_>, source: serde_json::Error) -> ReviewError {
+    ReviewError::UnreadableObject {
+        kind: req.kind.to_owned(),
+        source,
+    }
+}
+
+/// The object as read for its pod (template): read now from the raw JSON, or as the envelope
+/// already read it in the same pass.
+fn read_object<'a>(
+    req: &Request<'a>,
+    workload: Workload,
+) -> Result<Cow<'a, ObjectParts<'a>>, NoTarget> {
+    match req.object {
+        Object::Raw(raw) if raw.get() != "null" => Ok(Cow::Owned(
+            parts::read(raw, workload.pointer()).map_err(|source| unreadable(req, source))?,
+        )),
+        Object::Read { pointer, parts } if !parts.is_null => {
+            if pointer != workload.pointer() {
+                return Err(unreadable(
+                    req,
+                    serde::de::Error::custom(format!(
+                        "it was read for the pod at {pointer:?}, not at {:?}",
+                        workload.pointer()
+                    )),
+                )
+                .into());
+            }
+            Ok(Cow::Borrowed(parts))
+        }
+        _ => Err(ReviewError::MissingObject {
+            kind: req.kind.to_owned(),
+        }
+        .into()),
+    }
+}
+
+/// The pod (template) of `object`; a workload without one is an error, a Rollout without one
+/// is admitted unchanged (it may run a Deployment's template).
+fn pod_of<'a>(
+    req: &Request<'a>,
+    workload: Workload,
+    object: Cow<'a, ObjectParts<'a>>,
+) -> Result<Cow<'a, PodParts<'a>>, NoTarget> {
+    let pod = match object {
+        Cow::Owned(object) => object.pod.map(Cow::Owned),
+        Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
+    };
+    pod.ok_or_else(|| match (workload, req.object) {
+        (Workload::Rollout, Object::Raw(raw)) => {
+            NoTarget::Unstamped(Unstamped::without_template(Some(raw)))
+        }
+        (Workload::Rollout, Object::Read { .. }) => {
+            NoTarget::Unstamped(Unstamped::without_template(None))
+        }
+        _ => unreadable(
+            req,
+            serde::de::Error::custom(format!(
+                "{} is missing or not an object",
+                workload.pointer()
+            )),
+        )
+        .into(),
+    })
+}
+
+/// What the config a pod (template) reads that the decision needs looked up: what is hashed,
+/// and, for a Pod, the directory mounts its sidecar will watch (their contents give its
+/// `mounted-config-hash`). Secrets only with a key to hash them.
+fn config_refs(
+    workload: Workload,
+    spec: &PodSpec,
+    annotations: &BTreeMap<String, String>,
+    policy: &SubPathPolicy,
+    settings: &Settings,
+) -> BTreeSet<ConfigId> {
+    let analysis = analyse(spec);
+    let outcome = rules::apply(&analysis, policy);
+    let (choice, _) = strategy::choose(annotations, spec, &analysis);
+    let restart = choice.restart_uses(&analysis);
+    let watchable = match workload {
+        Workload::Pod => watchable_mounts(spec, &analysis),
+        Workload::Template(_) | Workload::Rollout => Consumption::default(),
+    };
+    outcome
+        .uses
+        .iter()
+        .chain(&restart)
+        .map(|u| u.consumed.id())
+        .chain(watchable.ids())
+        .filter(|id| id.kind == ConfigKind::ConfigMap || settings.secret_key.is_some())
+        .cloned()
+        .collect()
+}
+
+/// On a workload UPDATE, the annotations of `oldObject`'s pod template, when readable.
+fn old_template_annotations(
+    req: &Request<'_>,
+    workload: Workload,
+) -> Option<BTreeMap<String, String>> {
+    match (workload, req.operation, req.old_object) {
+        (Workload::Template(_) | Workload::Rollout, Operation::Update, Some(old)) => {
+            parts::read(old, workload.pointer())
+                .ok()
+                .and_then(|old| old.pod)
+                .map(|old| old.meta.string_map(MapField::Annotations))
+        }
+        _ => None,
+    }
 }
 
 /// The part of a template's `metadata` that is neither an object nor `null`, if one is: the core
