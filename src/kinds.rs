@@ -32,7 +32,6 @@ pub enum Kind {
 /// One row of the table.
 #[derive(Debug)]
 struct Row {
-    kind: Kind,
     name: &'static str,
     group: &'static str,
     version: &'static str,
@@ -47,91 +46,22 @@ struct Row {
 
 const TEMPLATE: Option<&str> = Some("/spec/template");
 
+/// One row per kind, in the enum's order (a unit test checks it).
+#[rustfmt::skip]
 const TABLE: [Row; 10] = [
-    row(
-        Kind::Deployment,
-        "Deployment",
-        ("apps", "v1", "apps/v1"),
-        "deployments",
-        &["deploy"],
-        TEMPLATE,
-    ),
-    row(
-        Kind::StatefulSet,
-        "StatefulSet",
-        ("apps", "v1", "apps/v1"),
-        "statefulsets",
-        &["sts"],
-        TEMPLATE,
-    ),
-    row(
-        Kind::DaemonSet,
-        "DaemonSet",
-        ("apps", "v1", "apps/v1"),
-        "daemonsets",
-        &["ds"],
-        TEMPLATE,
-    ),
-    row(
-        Kind::ReplicaSet,
-        "ReplicaSet",
-        ("apps", "v1", "apps/v1"),
-        "replicasets",
-        &["rs"],
-        TEMPLATE,
-    ),
-    row(
-        Kind::Job,
-        "Job",
-        ("batch", "v1", "batch/v1"),
-        "jobs",
-        &["job"],
-        TEMPLATE,
-    ),
-    row(
-        Kind::CronJob,
-        "CronJob",
-        ("batch", "v1", "batch/v1"),
-        "cronjobs",
-        &["cronjob", "cj"],
-        Some("/spec/jobTemplate/spec/template"),
-    ),
-    row(
-        Kind::Rollout,
-        "Rollout",
-        ("argoproj.io", "v1alpha1", "argoproj.io/v1alpha1"),
-        "rollouts",
-        &["rollout", "ro"],
-        TEMPLATE,
-    ),
-    row(
-        Kind::Pod,
-        "Pod",
-        ("", "v1", "v1"),
-        "pods",
-        &["pod", "po"],
-        Some(""),
-    ),
-    row(
-        Kind::ConfigMap,
-        "ConfigMap",
-        ("", "v1", "v1"),
-        "configmaps",
-        &["cm"],
-        None,
-    ),
-    row(
-        Kind::Secret,
-        "Secret",
-        ("", "v1", "v1"),
-        "secrets",
-        &["secret"],
-        None,
-    ),
+    row("Deployment", ("apps", "v1", "apps/v1"), "deployments", &["deploy"], TEMPLATE),
+    row("StatefulSet", ("apps", "v1", "apps/v1"), "statefulsets", &["sts"], TEMPLATE),
+    row("DaemonSet", ("apps", "v1", "apps/v1"), "daemonsets", &["ds"], TEMPLATE),
+    row("ReplicaSet", ("apps", "v1", "apps/v1"), "replicasets", &["rs"], TEMPLATE),
+    row("Job", ("batch", "v1", "batch/v1"), "jobs", &["job"], TEMPLATE),
+    row("CronJob", ("batch", "v1", "batch/v1"), "cronjobs", &["cronjob", "cj"], Some("/spec/jobTemplate/spec/template")),
+    row("Rollout", ("argoproj.io", "v1alpha1", "argoproj.io/v1alpha1"), "rollouts", &["rollout", "ro"], TEMPLATE),
+    row("Pod", ("", "v1", "v1"), "pods", &["pod", "po"], Some("")),
+    row("ConfigMap", ("", "v1", "v1"), "configmaps", &["cm"], None),
+    row("Secret", ("", "v1", "v1"), "secrets", &["secret"], None),
 ];
 
 const fn row(
-    kind: Kind,
     name: &'static str,
     (group, version, api_version): (&'static str, &'static str, &'static str),
     plural: &'static str,
@@ -139,7 +69,6 @@ const fn row(
     pod: Option<&'static str>,
 ) -> Row {
     Row {
-        kind,
         name,
         group,
         version,
@@ -166,7 +95,6 @@ impl Kind {
     ];
 
     fn row(self) -> &'static Row {
-        // The table is in the enum's order (a unit test checks it).
         &TABLE[self as usize]
     }
 
@@ -208,10 +136,9 @@ impl Kind {
 
     /// The kind of an object of API group `group` and kind `kind`.
     pub fn of(group: &str, kind: &str) -> Option<Kind> {
-        TABLE
-            .iter()
-            .find(|r| r.group == group && r.name == kind)
-            .map(|r| r.kind)
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.group() == group && k.name() == kind)
     }
 
     /// The kind a kubectl spelling names (`deploy`, `deployment`, `deployments`,
@@ -222,13 +149,14 @@ impl Kind {
             Some((word, group)) => (word, Some(group)),
             None => (lower.as_str(), None),
         };
-        let row = TABLE.iter().find(|r| {
-            r.name.eq_ignore_ascii_case(word) || r.plural == word || r.short.contains(&word)
+        let kind = Kind::ALL.into_iter().find(|k| {
+            let row = k.row();
+            row.name.eq_ignore_ascii_case(word) || row.plural == word || row.short.contains(&word)
         })?;
         match group {
-            None => Some(row.kind),
-            Some(group) if group == row.group || (row.group.is_empty() && group == "v1") => {
-                Some(row.kind)
+            None => Some(kind),
+            Some(group) if group == kind.group() || (kind.group().is_empty() && group == "v1") => {
+                Some(kind)
             }
             Some(_) => None,
         }
@@ -248,7 +176,11 @@ mod tests {
     #[test]
     fn the_table_is_in_the_enums_order_and_every_kind_reads_back() {
         for (i, kind) in Kind::ALL.into_iter().enumerate() {
-            assert_eq!(TABLE[i].kind, kind);
+            assert_eq!(
+                TABLE[i].name,
+                format!("{kind:?}"),
+                "the table is in the enum's order"
+            );
             assert_eq!(Kind::of(kind.group(), kind.name()), Some(kind));
             assert_eq!(Kind::parse(kind.short()), Some(kind));
             assert_eq!(Kind::parse(kind.plural()), Some(kind));
