@@ -119,6 +119,20 @@ impl Install {
         );
     }
 
+    /// Starts the first `serve` again on its port if a test killed it, waits until it is ready,
+    /// and points the webhook back at it: what the next test of the binary expects.
+    pub fn revive_serve(&self) {
+        if self.serve.pid().is_none() {
+            let binary = super::product_binary();
+            let (name, ports) = (&self.serve.name, (self.serve.port, self.serve.metrics));
+            let fresh = self.start_binary(name, ports, &binary);
+            let proc = fresh.proc.lock().unwrap().take();
+            *self.serve.proc.lock().unwrap() = proc;
+            self.serve.wait_ready(self.cluster);
+        }
+        self.point_webhook_at(&self.serve);
+    }
+
     /// Starts another `serve` replica (its own ports; the webhook keeps calling the first).
     pub fn start_serve(&self, name: &str) -> Serve {
         self.start_serve_on(name, free_port())
@@ -126,15 +140,20 @@ impl Install {
 
     /// Starts a `serve` replica from another build of the binary (a bench compares two).
     pub fn start_serve_from(&self, name: &str, binary: &std::path::Path) -> Serve {
-        self.start_binary(name, free_port(), binary)
+        self.start_binary(name, (free_port(), free_port()), binary)
     }
 
     fn start_serve_on(&self, name: &str, port: u16) -> Serve {
-        self.start_binary(name, port, &super::product_binary())
+        self.start_binary(name, (port, free_port()), &super::product_binary())
     }
 
-    fn start_binary(&self, name: &str, port: u16, binary: &std::path::Path) -> Serve {
-        let metrics = free_port();
+    /// Starts `binary` as `serve` on `(https, metrics)` ports.
+    fn start_binary(
+        &self,
+        name: &str,
+        (port, metrics): (u16, u16),
+        binary: &std::path::Path,
+    ) -> Serve {
         let mut cmd = Command::new(binary);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .env("POD_NAME", name)
@@ -249,7 +268,7 @@ impl Serve {
 
     /// SIGKILL, as a crash would.
     pub fn kill(&self) {
-        if let Some(proc) = self.proc.lock().unwrap().as_mut() {
+        if let Some(mut proc) = self.proc.lock().unwrap().take() {
             proc.kill();
         }
     }
