@@ -14,7 +14,7 @@
 #
 # Each image is one uncompressed layer written deterministically (sorted, owner 0, mtime 0), so
 # its tag is its content: the first 16 hex digits of the layer's sha256. A tarball whose content
-# is already cached is not written again. Cache: $RELOAD_INJECTOR_KUBE_CACHE_ROOT (default
+# is already cached is not written again; the three newest of each image are kept. Cache: $RELOAD_INJECTOR_KUBE_CACHE_ROOT (default
 # ~/.cache/reload-injector)/images/.
 #
 #   scripts/build-test-images.sh [product|nginx|pause]...   # default: all three
@@ -80,8 +80,16 @@ pack() {
         (cd "$dir" && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out.tmp" oci-layout index.json blobs) \
             && mv "$out.tmp" "$out" || fail "write $out" "tar failed"
         say "$ref written to $out"
+        prune "$name"
     fi
     echo "$name $ref $out"
+}
+
+# Keeps the three newest tarballs of image NAME (each build of the product is a new one); a node
+# imports its images at start, so an older tarball is never read again.
+prune() {
+    find "$cache" -maxdepth 1 -regextype posix-extended -regex ".*/$1-[0-9a-f]{16}\.oci\.tar" -printf '%T@ %p\n' \
+        | sort -rn | tail -n +4 | cut -d' ' -f2- | while read -r old; do rm -f -- "$old"; done
 }
 
 # /etc/passwd and /etc/group as distroless has them (root, nobody, nonroot 65532).
