@@ -33,7 +33,8 @@ fn main() {
         workloads * 4,
         started.elapsed().as_secs_f64()
     );
-    let dir = std::env::temp_dir().join(format!("status-scale-{}", api.addr().port()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("status-scale-{}", api.addr().port()));
     let kubeconfig = api.write_kubeconfig(&dir);
     let mut worst = Duration::ZERO;
     for (what, args) in [

@@ -40,7 +40,8 @@ fn mode(path: &Path) -> u32 {
 
 #[test]
 fn writes_all_files_with_private_modes_into_a_new_directory() {
-    let out = scratch("fresh").join("nested/out");
+    let root = scratch("fresh");
+    let out = root.join("nested/out");
     let run = certs(&out, &["--namespace", "tools", "--ip", "127.0.0.1"]);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(

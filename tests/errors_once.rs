@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ri-errors-{name}-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ri-errors-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -202,7 +203,8 @@ fn watch_says_each_cause_once() {
 
 #[test]
 fn certs_says_each_cause_once() {
-    let dir = scratch("certs").join("out");
+    let root = scratch("certs");
+    let dir = root.join("out");
     let out = dir.to_str().unwrap();
     assert_eq!(run(&["certs", "--out", out]).0, 0);
     check(&["certs", "--out", out], &["--force"]);

@@ -53,7 +53,8 @@ fn the_server_and_the_kubelet_can_be_shared_across_threads() {
 #[tokio::test]
 async fn try_default_reads_the_kubeconfig_over_plain_http() {
     let api = FakeApi::start();
-    let dir = std::env::temp_dir().join(format!("fake-api-kc-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fake-api-kc-{}", std::process::id()));
     let path = api.write_kubeconfig(&dir);
     // SAFETY: no other test in this binary reads or writes KUBECONFIG.
     unsafe { std::env::set_var("KUBECONFIG", &path) };
@@ -694,7 +695,8 @@ async fn the_fake_kubelet_rewrites_on_a_pod_update_only() {
         "metadata": {"name": "p", "namespace": "app"},
         "spec": {"containers": []},
     }));
-    let dir = std::env::temp_dir().join(format!("fake-kubelet-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fake-kubelet-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let volume = dir.join("conf");
     let kubelet = FakeKubelet::start(

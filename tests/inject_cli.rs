@@ -239,7 +239,8 @@ fn native_sidecars_never_puts_the_watcher_in_containers() {
 
 #[test]
 fn secret_values_never_reach_the_output() {
-    let dir = std::env::temp_dir().join(format!("ri-inject-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ri-inject-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp");
     let configs = dir.join("configs.yaml");
     std::fs::write(

@@ -54,7 +54,8 @@ fn cluster(case: &str) -> (FakeApi, PathBuf) {
             log.as_str().unwrap_or_default(),
         );
     }
-    let dir = std::env::temp_dir().join(format!("status-cli-{}", api.addr().port()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("status-cli-{}", api.addr().port()));
     let kubeconfig = api.write_kubeconfig(&dir);
     (api, kubeconfig)
 }
@@ -422,7 +423,8 @@ fn every_golden_case_finds_the_same_against_the_api_server() {
 /// Installed as the kubectl plugin `kubectl-reload_injector`, usage shows how kubectl runs it.
 #[test]
 fn as_a_kubectl_plugin_usage_shows_kubectl_reload_injector() {
-    let dir = std::env::temp_dir().join(format!("status-plugin-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("status-plugin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let plugin = dir.join("kubectl-reload_injector");
     let _ = std::fs::remove_file(&plugin);

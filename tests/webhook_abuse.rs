@@ -9,7 +9,6 @@
 mod webhook_support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +19,7 @@ use tokio::task::JoinHandle;
 use webhook_support::client::{Conn, Proto, client_config, tls_stream};
 use webhook_support::load::{Steady, open_fds, raise_fd_limit, rss_kib, steady_client};
 use webhook_support::process::Server;
-use webhook_support::{bundle, scratch};
+use webhook_support::{Scratch, bundle, scratch};
 
 /// The webhook's timeout is 10 s; the steady client's p99 must stay well below it, even on a
 /// shared two-core machine running a debug build and the attacking client.
@@ -38,10 +37,11 @@ const SHORT_TIMEOUTS: [&str; 6] = [
 
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Starts `serve --no-kube` with `flags` (all the limits the test wants).
-fn start(name: &str, flags: &[&str]) -> (Server, String) {
+/// Starts `serve --no-kube` with `flags` (all the limits the test wants); its TLS files are in
+/// the scratch directory returned, removed when that is dropped.
+fn start(name: &str, flags: &[&str]) -> (Server, String, Scratch) {
     raise_fd_limit(8192);
-    let dir: PathBuf = scratch(name);
+    let dir = scratch(name);
     let b = bundle();
     std::fs::write(dir.join("tls.crt"), &b.cert_pem).unwrap();
     std::fs::write(dir.join("tls.key"), &b.key_pem).unwrap();
@@ -49,7 +49,7 @@ fn start(name: &str, flags: &[&str]) -> (Server, String) {
     all.extend_from_slice(flags);
     // Info level: a debug line per review would be the bottleneck, not the server.
     let server = Server::start_logging("info", &dir.join("tls.crt"), &dir.join("tls.key"), &all);
-    (server, b.ca_cert_pem)
+    (server, b.ca_cert_pem, dir)
 }
 
 /// The steady client, started before the abuse.
@@ -125,7 +125,7 @@ async fn closed_within<R: AsyncReadExt + Unpin>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_idle_connections_are_cut_off_by_the_handshake_timeout() {
     let _turn = TURN.lock().await;
-    let (server, ca) = start("abuse-idle", &SHORT_TIMEOUTS);
+    let (server, ca, _dir) = start("abuse-idle", &SHORT_TIMEOUTS);
     let pid = server.pid();
     let baseline_fds = open_fds(pid);
     let witness = Witness::start(server.addr, &ca).await;
@@ -162,7 +162,7 @@ async fn a_thousand_idle_connections_are_cut_off_by_the_handshake_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_connections_that_never_send_a_request_are_cut_off() {
     let _turn = TURN.lock().await;
-    let (server, ca) = start("abuse-idle-h2", &SHORT_TIMEOUTS);
+    let (server, ca, _dir) = start("abuse-idle-h2", &SHORT_TIMEOUTS);
     let (addr, pid) = (server.addr, server.pid());
     let baseline_fds = open_fds(pid);
     let witness = Witness::start(addr, &ca).await;
@@ -196,7 +196,7 @@ async fn http2_connections_that_never_send_a_request_are_cut_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_byte_per_second_headers_are_cut_off_by_the_header_timeout() {
     let _turn = TURN.lock().await;
-    let (server, ca) = start(
+    let (server, ca, _dir) = start(
         "abuse-slow-headers",
         &["--handshake-timeout", "2s", "--header-read-timeout", "4s"],
     );
@@ -272,7 +272,7 @@ async fn a_thousand_byte_per_second_headers_are_cut_off_by_the_header_timeout() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_flood_of_500_per_second_leaves_the_steady_client_alone() {
     let _turn = TURN.lock().await;
-    let (server, ca) = start("abuse-flood", &["--handshake-timeout", "3s"]);
+    let (server, ca, _dir) = start("abuse-flood", &["--handshake-timeout", "3s"]);
     let (addr, pid) = (server.addr, server.pid());
     let baseline_fds = open_fds(pid);
     let witness = Witness::start(addr, &ca).await;
@@ -340,7 +340,7 @@ async fn fifty_concurrent_6_mib_bodies_stay_within_the_body_budget() {
     // Long enough for a queued body to get its turn on a slow machine.
     flags[5] = "10s";
     flags.extend_from_slice(&["--max-inflight-body-bytes", &budget]);
-    let (server, ca) = start("abuse-bodies", &flags);
+    let (server, ca, _dir) = start("abuse-bodies", &flags);
     let (addr, pid) = (server.addr, server.pid());
     let (rss_before, _) = rss_kib(pid);
     let witness = Witness::start(addr, &ca).await;

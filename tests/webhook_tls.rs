@@ -3,7 +3,6 @@
 
 mod webhook_support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
@@ -12,10 +11,12 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use webhook_support::client::{Conn, Proto, client_config, tls_stream};
 use webhook_support::process::Server;
-use webhook_support::{apply_patch, bundle, check_answer, pod_review, pod_review_bytes, scratch};
+use webhook_support::{
+    Scratch, apply_patch, bundle, check_answer, pod_review, pod_review_bytes, scratch,
+};
 
 /// Writes a fresh bundle as plain files; returns (dir, CA PEM).
-fn plain_files(name: &str) -> (PathBuf, String) {
+fn plain_files(name: &str) -> (Scratch, String) {
     let dir = scratch(name);
     let b = bundle();
     std::fs::write(dir.join("tls.crt"), &b.cert_pem).unwrap();

@@ -129,7 +129,8 @@ impl FakeApi {
     /// A `kube::Client` for this server, built from the kubeconfig [`Self::write_kubeconfig`]
     /// writes (into a scratch directory named after the port).
     pub async fn client(&self) -> kube::Client {
-        let dir = std::env::temp_dir().join(format!("fake-api-{}", self.addr.port()));
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("fake-api-{}", self.addr.port()));
         let path = self.write_kubeconfig(&dir);
         let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("read kubeconfig");
         let config = kube::Config::from_custom_kubeconfig(

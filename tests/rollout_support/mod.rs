@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::kube_support::{FakeApi, Recorded};
 use crate::webhook_support::process::Server;
-use crate::webhook_support::{bundle, scratch};
+use crate::webhook_support::{Scratch, bundle, scratch};
 
 /// The opted-in namespace the tests use.
 pub const NS: &str = "shop";
@@ -26,7 +26,7 @@ pub const QUIET: Duration = Duration::from_millis(1500);
 pub struct Cluster {
     /// The fake API server.
     pub api: FakeApi,
-    dir: PathBuf,
+    dir: Scratch,
     kubeconfig: PathBuf,
 }
 

@@ -33,12 +33,42 @@ pub fn bundle() -> Bundle {
     .expect("certs::generate")
 }
 
-/// A scratch directory unique to this test, emptied first.
-pub fn scratch(name: &str) -> PathBuf {
+/// A scratch directory unique to this test, emptied first and removed when dropped.
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("ri-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+/// A test's scratch directory (a path), removed with everything in it on drop.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Writes the pair kubelet-style: `dir/..<stamp>/tls.{crt,key}`, `..data -> ..<stamp>`,
