@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use reload_injector::status::assemble::assemble;
 use reload_injector::status::findings::CODES;
 use reload_injector::status::target::{Kind, Target};
-use reload_injector::status::{readers, render, report, summary};
+use reload_injector::status::{config_report, render, summary, workload_report};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -51,7 +51,7 @@ fn run(case: &Case) -> (String, String, Vec<String>) {
             let target = Target::parse(target).expect("target parses");
             let ns = case.namespace.as_deref().unwrap_or("default");
             if matches!(target.kind, Kind::ConfigMap | Kind::Secret) {
-                let report = readers::config(&snapshot, target.kind, ns, &target.name)
+                let report = config_report::config(&snapshot, target.kind, ns, &target.name)
                     .expect("the target is among the objects");
                 let code = u8::from(!report.findings.is_empty());
                 let codes = report.findings.iter().map(|f| f.code.to_owned()).collect();
@@ -61,7 +61,7 @@ fn run(case: &Case) -> (String, String, Vec<String>) {
                     codes,
                 );
             }
-            let report = report::workload(&snapshot, target.kind, ns, &target.name)
+            let report = workload_report::workload(&snapshot, target.kind, ns, &target.name)
                 .expect("the target is among the objects");
             let code = u8::from(!report.findings.is_empty());
             let codes = report.findings.iter().map(|f| f.code.to_owned()).collect();
@@ -212,7 +212,7 @@ fn odd_objects_are_reported_never_panicked_on() {
             let snapshot =
                 assemble(now, &objects, &BTreeMap::new(), &BTreeMap::new()).expect("assembled");
             let kind = reload_injector::status::target::Kind::parse(kind).unwrap();
-            let report = report::workload(&snapshot, kind, "shop", "odd").expect("found");
+            let report = workload_report::workload(&snapshot, kind, "shop", "odd").expect("found");
             render::text(&report);
             render::json(&report, 1);
             let summary = summary::summary(&snapshot, None);

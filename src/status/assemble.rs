@@ -1,5 +1,5 @@
 //! A [`Snapshot`] from a flat list of objects, as a fixture or a saved `kubectl get -o json`
-//! holds them (pure): each object goes where [`super::read`] would have put it, and reads named
+//! holds them (pure): each object goes where [`super::collect`] would have put it, and reads named
 //! in `failed` count as failed with the reason given.
 
 use std::collections::BTreeMap;

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::common::{age, seconds_between};
 use super::findings::Finding;
-use super::report::seconds_between;
 use super::snapshot::{Fetched, INSTALL_NAME, Snapshot};
 use crate::policy::{self, INJECT, OPT_IN_VALUE};
 
@@ -49,14 +49,14 @@ pub struct Installation {
     pub lease_read: bool,
 }
 
-/// The opt-in part, adding its findings.
+/// The opt-in part, and its findings.
 pub fn opt_in(
     snapshot: &Snapshot,
     namespace: &str,
     annotations: &BTreeMap<String, String>,
     labels: &BTreeMap<String, String>,
-    findings: &mut Vec<Finding>,
-) -> OptIn {
+) -> (OptIn, Vec<Finding>) {
+    let mut findings = Vec::new();
     let opted_out_by = policy::opted_out(labels, annotations).map(policy::OptOut::as_str);
     let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
     let (namespace_read, namespace_label) = match &snapshot.namespaces {
@@ -96,21 +96,19 @@ pub fn opt_in(
             format!("remove the {by} {INJECT} from the pod template if it should reload"),
         ));
     }
-    OptIn {
+    let opt_in = OptIn {
         namespace_label,
         namespace_read,
         opted_in,
         excluded,
         opted_out_by,
-    }
+    };
+    (opt_in, findings)
 }
 
-/// The installation part, adding its findings and notes.
-pub fn installation(
-    snapshot: &Snapshot,
-    findings: &mut Vec<Finding>,
-    notes: &mut Vec<String>,
-) -> Installation {
+/// The installation part, its findings, and what could not be read of it.
+pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<String>) {
+    let (mut findings, mut notes) = (Vec::new(), Vec::new());
     let webhook_ns = snapshot.webhook_namespace.clone();
     let (webhook, ca_bundle) = match &snapshot.webhook {
         Fetched::Read(Some(config)) => {
@@ -184,7 +182,7 @@ pub fn installation(
                     }
                     (Some(_), Some(holder), Some(ago)) => format!(
                         "the Lease {webhook_ns}/{INSTALL_NAME} was last renewed {} ago by {holder:?} (it lasts {}s)",
-                        super::render::age(ago),
+                        age(ago),
                         out.lease_duration_seconds.unwrap_or(15)
                     ),
                     (Some(_), Some(holder), None) => format!(
@@ -202,5 +200,5 @@ pub fn installation(
             }
         }
     }
-    out
+    (out, findings, notes)
 }

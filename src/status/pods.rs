@@ -5,13 +5,13 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::Configs;
+use super::common::meta_str;
+use super::config_objects::Configs;
 use super::findings::{FIX_EPERM, Finding};
-use super::logs;
-use super::reads::KeyState;
-use super::report::meta_str;
+use super::hash_check::KeyState;
 use super::select::{matches, owned_by};
-use super::snapshot::Snapshot;
+use super::sidecar_log;
+use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
 use crate::hash::ConfigKind;
 use crate::inject::consumption;
@@ -62,7 +62,7 @@ pub struct PodLine {
     pub log_failed: Option<String>,
 }
 
-/// The Pods part for `object`, a `kind` workload, adding findings. `expect_sidecar`: the
+/// The Pods part for `object`, a `kind` workload, and its findings. `expect_sidecar`: the
 /// template's Pods should carry one.
 pub fn pods(
     snapshot: &Snapshot,
@@ -71,11 +71,11 @@ pub fn pods(
     configs: &Configs,
     key: KeyState<'_>,
     expect_sidecar: bool,
-    findings: &mut Vec<Finding>,
-) -> Pods {
+) -> (Pods, Vec<Finding>) {
     let Some(all) = snapshot.pods.ok() else {
-        return Pods::default();
+        return (Pods::default(), Vec::new());
     };
+    let mut findings = Vec::new();
     let namespace = meta_str(object, "namespace").unwrap_or_default();
     let owned: Vec<&Value> = owned_pods(snapshot, kind, object, namespace, all);
     let stamped = object
@@ -122,9 +122,9 @@ pub fn pods(
         ));
     }
     for line in &out.items {
-        line_findings(line, expect_sidecar, namespace, findings);
+        findings.extend(line_findings(line, expect_sidecar, namespace));
     }
-    out
+    (out, findings)
 }
 
 fn owned_pods<'a>(
@@ -259,19 +259,17 @@ fn pod_line(
         .find(|s| s.get("name").and_then(Value::as_str) == Some(SIDECAR_NAME))
         .and_then(|s| s.get("restartCount").and_then(Value::as_i64));
     match snapshot.logs.get(&format!("{namespace}/{name}")) {
-        Some(super::snapshot::Fetched::Read(text)) => line.reloads = logs::reload_lines(text, 3),
-        Some(super::snapshot::Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
+        Some(Fetched::Read(text)) => line.reloads = sidecar_log::reload_lines(text, 3),
+        Some(Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
         None => {}
     }
     line
 }
 
-fn line_findings(
-    line: &PodLine,
-    expect_sidecar: bool,
-    namespace: &str,
-    findings: &mut Vec<Finding>,
-) {
+/// The findings about one Pod: `no-sidecar`, `mounted-stale`, `sidecar-restarts`,
+/// `reload-failed`.
+fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<Finding> {
+    let mut findings = Vec::new();
     let pod = &line.name;
     if expect_sidecar && !line.sidecar {
         findings.push(Finding::new(
@@ -296,10 +294,10 @@ fn line_findings(
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME} --previous"),
         ));
     }
-    if let Some(last) = line.reloads.last().filter(|l| !logs::succeeded(l)) {
-        let fix = if logs::permission_denied(last) {
+    if let Some(last) = line.reloads.last().filter(|l| !sidecar_log::succeeded(l)) {
+        let fix = if sidecar_log::permission_denied(last) {
             FIX_EPERM.to_owned()
-        } else if logs::target_exited(last) {
+        } else if sidecar_log::target_exited(last) {
             "the app died of the reload signal: annotate the pod template reload-injector.io/on-change: restart, \
              or set reload-injector.io/signal (or reload-url) to what it reloads on"
                 .to_owned()
@@ -312,4 +310,5 @@ fn line_findings(
             fix,
         ));
     }
+    findings
 }

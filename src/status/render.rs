@@ -1,23 +1,16 @@
 //! Text and JSON forms of a report or summary (pure). The JSON form is the serialized
-//! [`Report`] / [`Summary`], with `exitCode`; its fields are documented in docs/status.md.
+//! [`Report`] / [`ConfigReport`] / [`Summary`], with `exitCode`; its fields are documented in docs/status.md.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::common::age;
+use super::config_report::ConfigReport;
 use super::findings::Finding;
-use super::report::{HashCheck, Report};
+use super::hash_check::HashCheck;
 use super::summary::Summary;
-
-/// `3s`, `5m`, `2h`, `4d`.
-pub fn age(seconds: i64) -> String {
-    match seconds {
-        s if s < 120 => format!("{s}s"),
-        s if s < 2 * 3600 => format!("{}m", s / 60),
-        s if s < 48 * 3600 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
-}
+use super::workload_report::Report;
 
 /// The report as JSON (pretty, with `exitCode`).
 pub fn json<T: Serialize>(value: &T, exit_code: u8) -> String {
@@ -276,7 +269,7 @@ pub fn summary_text(summary: &Summary) -> String {
 }
 
 /// A ConfigMap or Secret report as text.
-pub fn config_text(report: &super::readers::ConfigReport) -> String {
+pub fn config_text(report: &ConfigReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
     if let Some(written) = &report.written {

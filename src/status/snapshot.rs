@@ -133,6 +133,21 @@ impl Snapshot {
             logs: BTreeMap::new(),
         }
     }
+
+    /// The namespace-wide reads that failed, named (`could not read pods: forbidden: …`).
+    pub fn failed_reads(&self) -> Vec<String> {
+        [
+            ("namespaces", self.namespaces.failure()),
+            ("configmaps", self.config_maps.failure()),
+            ("secrets", self.secrets.failure()),
+            ("pods", self.pods.failure()),
+            ("events", self.events.failure()),
+            ("jobs", self.jobs.failure()),
+        ]
+        .into_iter()
+        .filter_map(|(what, reason)| Some(format!("could not read {what}: {}", reason?)))
+        .collect()
+    }
 }
 
 /// Where the shipped manifests install the webhook.

@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::config::Configs;
-use super::report::{self, meta_str};
+use super::common::meta_str;
+use super::config_objects::Configs;
 use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
+use super::workload_report;
 
 /// Every workload, problems first.
 #[derive(Debug, Clone, Serialize)]
@@ -56,7 +57,7 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
                     let configs = configs
                         .entry(ns.to_owned())
                         .or_insert_with(|| Configs::of(snapshot, ns));
-                    let report = report::report_with(snapshot, kind, object, configs);
+                    let report = workload_report::report_with(snapshot, kind, object, configs);
                     let mut codes = Vec::new();
                     for finding in &report.findings {
                         if !codes.contains(&finding.code) {
@@ -89,7 +90,8 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
     }
     let mut seen = BTreeSet::new();
     notes.extend(
-        report::failed_reads(snapshot)
+        snapshot
+            .failed_reads()
             .into_iter()
             .filter(|n| seen.insert(n.clone())),
     );

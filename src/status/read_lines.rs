@@ -4,10 +4,11 @@
 
 use serde::Serialize;
 
-use super::config::Configs;
+use super::config_objects::Configs;
 use super::findings::{FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
+use super::hash_check::KeyState;
 use super::target::Kind;
-use crate::hash::{ConfigKind, Consumed, SecretKey};
+use crate::hash::{ConfigKind, Consumed};
 use crate::inject::describe;
 use crate::inject::explain::{Explained, Mode, Via};
 
@@ -35,32 +36,6 @@ pub struct ReadLine {
     pub on_change: &'static str,
     /// Why, in a few words.
     pub detail: String,
-}
-
-/// What the hash key lets the report check.
-#[derive(Debug, Clone, Copy)]
-pub enum KeyState<'a> {
-    /// The webhook's key was read: Secrets are checked like the webhook hashes them.
-    Key(&'a SecretKey),
-    /// The webhook has no key: it hashes no Secret, and neither does the check.
-    NoKey,
-    /// The key could not be read: Secrets cannot be checked.
-    Unreadable,
-}
-
-impl KeyState<'_> {
-    /// Whether Secrets can enter a hash the way the webhook computes it.
-    pub fn checks_secrets(&self) -> bool {
-        !matches!(self, KeyState::Unreadable)
-    }
-
-    /// The key to hash with.
-    pub fn key(&self) -> Option<&SecretKey> {
-        match self {
-            KeyState::Key(key) => Some(key),
-            _ => None,
-        }
-    }
 }
 
 /// What a change does to a Secret read through env when the webhook has no hash key.
@@ -147,7 +122,10 @@ pub fn read_lines(
         .collect()
 }
 
-pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
+/// The findings about `reads`, once per object: `missing-config`, `subpath`,
+/// `secret-not-hashed`.
+pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
+    let mut findings = Vec::new();
     let mut said = std::collections::BTreeSet::new();
     for read in reads {
         let object = format!(
@@ -188,6 +166,7 @@ pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
             ));
         }
     }
+    findings
 }
 
 /// How the sidecar reloads: `SIGHUP to "nginx"`, `SIGHUP to each app container's main

@@ -10,12 +10,25 @@ use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::StatusError;
 use super::snapshot::{
     Fetched, HASH_KEY_FILE, HASH_KEY_SECRET, INSTALL_NAME, SecretSeen, Snapshot,
 };
 use super::target::Kind;
 use crate::hash::SecretKey;
+
+/// Why the reads could not make a snapshot at all (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    /// The API server could not be reached.
+    #[error("failed to reach the API server: {0}")]
+    Unreachable(String),
+    /// The API server refused the credentials.
+    #[error("failed to log in to the API server: {0}")]
+    Unauthorized(String),
+    /// The namespace does not exist.
+    #[error("namespace {0:?} not found")]
+    NamespaceNotFound(String),
+}
 
 /// Objects per page of a LIST.
 const PAGE: usize = 500;
@@ -47,7 +60,7 @@ impl Reader {
         namespace: Option<&str>,
         kinds: &[Kind],
         jobs: bool,
-    ) -> Result<Snapshot, StatusError> {
+    ) -> Result<Snapshot, CollectError> {
         let mut snapshot = Snapshot::empty(Timestamp::now());
         let webhook = self
             .get::<MutatingWebhookConfiguration>(&format!(
@@ -113,7 +126,7 @@ impl Reader {
                     .collect(),
             ),
             Got::NotFound => {
-                return Err(StatusError::NamespaceNotFound(
+                return Err(CollectError::NamespaceNotFound(
                     namespace.unwrap_or_default().to_owned(),
                 ));
             }
@@ -190,7 +203,7 @@ impl Reader {
 
     /// Reads the last [`LOG_TAIL_LINES`] lines of the `config-reloader` log of each Pod in
     /// `pods` (`namespace/name`) into `snapshot`.
-    pub async fn logs(&self, snapshot: &mut Snapshot, pods: &[String]) -> Result<(), StatusError> {
+    pub async fn logs(&self, snapshot: &mut Snapshot, pods: &[String]) -> Result<(), CollectError> {
         let reads = pods.iter().map(|key| async move {
             let (ns, name) = key.split_once('/').unwrap_or(("", key));
             let path = format!(
@@ -215,15 +228,15 @@ impl Reader {
         Ok(())
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Got<T>, StatusError> {
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Got<T>, CollectError> {
         let request = http::Request::get(path)
             .body(Vec::new())
-            .map_err(|e| StatusError::Unreachable(e.to_string()))?;
+            .map_err(|e| CollectError::Unreachable(e.to_string()))?;
         classify(self.client.request::<T>(request).await)
     }
 
     /// Every item of a collection, page by page.
-    async fn list<T: DeserializeOwned>(&self, path: &str) -> Result<Got<Vec<T>>, StatusError> {
+    async fn list<T: DeserializeOwned>(&self, path: &str) -> Result<Got<Vec<T>>, CollectError> {
         let mut items = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -265,12 +278,12 @@ struct ListMeta {
 
 /// Sorts a kube answer into found, not found, a failure the report names (forbidden, server
 /// errors), or an unreachable API server (the command cannot do its job).
-fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, StatusError> {
+fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, CollectError> {
     match result {
         Ok(value) => Ok(Got::Found(value)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(Got::NotFound),
         Err(kube::Error::Api(status)) if status.code == 401 => {
-            Err(StatusError::Unauthorized(first_line(&status.message)))
+            Err(CollectError::Unauthorized(first_line(&status.message)))
         }
         Err(kube::Error::Api(status)) => {
             let what = match status.code {
@@ -283,7 +296,7 @@ fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, StatusError> {
             )))
         }
         Err(kube::Error::SerdeError(e)) => Ok(Got::Failed(format!("unreadable answer: {e}"))),
-        Err(other) => Err(StatusError::Unreachable(crate::report::one_line(&other))),
+        Err(other) => Err(CollectError::Unreachable(crate::report::one_line(&other))),
     }
 }
 

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::config::{Configs, data_written};
+use super::common::meta_str;
+use super::config_objects::{Configs, Written, data_written};
 use super::findings::Finding;
-use super::report::{self, Written, meta_str, seconds_between};
 use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
+use super::workload_report;
 
 /// The report on one ConfigMap or Secret. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]
@@ -121,7 +122,7 @@ pub fn config(
             .iter()
             .filter(|o| meta_str(o, "namespace") == Some(namespace))
         {
-            let report = report::report_with(snapshot, workload_kind, object, &configs);
+            let report = workload_report::report_with(snapshot, workload_kind, object, &configs);
             let workload = format!("{}/{}", workload_kind.short(), report.name);
             let mut reads_it = false;
             for read in report
@@ -164,15 +165,9 @@ pub fn config(
             }
         }
     }
-    for note in report::failed_reads(snapshot) {
-        notes.push(note);
-    }
-    let written = data_written(&meta).map(|at| Written {
-        object_kind: object_kind.to_owned(),
-        object: name.to_owned(),
-        at: at.to_string(),
-        seconds_ago: seconds_between(at, snapshot.now),
-    });
+    notes.extend(snapshot.failed_reads());
+    let written = data_written(&meta)
+        .map(|at| Written::new(object_kind.to_owned(), name.to_owned(), at, snapshot.now));
     let ignored = configs
         .get(&match kind {
             Kind::Secret => crate::hash::ConfigId::secret(name),

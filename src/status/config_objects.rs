@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
+use serde::Serialize;
+
+use super::common::seconds_between;
 use super::snapshot::{Fetched, Snapshot};
 use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
 
@@ -111,6 +114,32 @@ impl Configs {
             data.insert(id.clone(), lookup);
         }
         data
+    }
+}
+
+/// When a consumed object's data was last written.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Written {
+    /// `ConfigMap` or `Secret`.
+    pub object_kind: String,
+    /// Its name.
+    pub object: String,
+    /// RFC 3339.
+    pub at: String,
+    /// Seconds before the report.
+    pub seconds_ago: i64,
+}
+
+impl Written {
+    /// The `object_kind` `object` written `at`, `now` being the report's time.
+    pub fn new(object_kind: String, object: String, at: Timestamp, now: Timestamp) -> Self {
+        Written {
+            object_kind,
+            object,
+            at: at.to_string(),
+            seconds_ago: seconds_between(at, now),
+        }
     }
 }
 
