@@ -54,7 +54,7 @@ fn run(case: &Case) -> (String, String, Vec<String>) {
                 let report = config_report::config(&snapshot, target.kind, ns, &target.name)
                     .expect("the target is among the objects");
                 let code = u8::from(!report.findings.is_empty());
-                let codes = report.findings.iter().map(|f| f.code.to_owned()).collect();
+                let codes = report.findings.iter().map(|f| f.code.to_string()).collect();
                 return (
                     render::config_text(&report),
                     render::json(&report, code),
@@ -64,7 +64,7 @@ fn run(case: &Case) -> (String, String, Vec<String>) {
             let report = workload_report::workload(&snapshot, target.kind, ns, &target.name)
                 .expect("the target is among the objects");
             let code = u8::from(!report.findings.is_empty());
-            let codes = report.findings.iter().map(|f| f.code.to_owned()).collect();
+            let codes = report.findings.iter().map(|f| f.code.to_string()).collect();
             (render::text(&report), render::json(&report, code), codes)
         }
         None => {
@@ -73,7 +73,7 @@ fn run(case: &Case) -> (String, String, Vec<String>) {
             let codes = summary
                 .workloads
                 .iter()
-                .flat_map(|w| w.findings.iter().map(|c| (*c).to_owned()))
+                .flat_map(|w| w.findings.iter().map(|c| c.to_string()))
                 .collect();
             (
                 render::summary_text(&summary),
@@ -131,7 +131,10 @@ fn every_case_matches_its_goldens() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    let unshown: Vec<&&str> = CODES.iter().filter(|c| !shown.contains(**c)).collect();
+    let unshown: Vec<_> = CODES
+        .iter()
+        .filter(|c| !shown.contains(c.as_str()))
+        .collect();
     assert!(unshown.is_empty(), "no case shows {unshown:?}");
 }
 

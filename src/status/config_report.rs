@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::common::meta_str;
 use super::config_objects::{Configs, Written, data_written};
 use super::findings::Finding;
+use super::read_lines::OnChange;
 use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
 use super::workload_report;
@@ -56,8 +57,8 @@ pub struct ReaderLine {
     pub container: String,
     /// `env`, `envFrom`, `subPath`, `initSubPath` or `directory`.
     pub via: &'static str,
-    /// `rollout`, `hotReload` or `nothing`.
-    pub on_change: &'static str,
+    /// What a change of it does.
+    pub on_change: OnChange,
     /// Why.
     pub detail: String,
 }

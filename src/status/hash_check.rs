@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::common::age;
 use super::config_objects::{Configs, Written};
-use super::findings::Finding;
+use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target::Kind;
 use crate::hash::{ConfigKind, SecretKey};
@@ -37,12 +37,29 @@ impl KeyState<'_> {
     }
 }
 
+/// A stamped hash against the live data's (`current`, `stale`, `notStamped`,
+/// `nothingToHash` or `unknown` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HashState {
+    /// They are equal.
+    Current,
+    /// They differ.
+    Stale,
+    /// Nothing is stamped.
+    NotStamped,
+    /// Nothing is read that a hash covers.
+    NothingToHash,
+    /// The live data's hash cannot be made.
+    Unknown,
+}
+
 /// The stamped `config-hash` against the hash of the live data.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashCheck {
-    /// `current`, `stale`, `notStamped`, `nothingToHash` or `unknown`.
-    pub state: &'static str,
+    /// Whether it is current.
+    pub state: HashState,
     /// The annotation on the pod template.
     pub stamped: Option<String>,
     /// The hash of the live data, by the webhook's own function.
@@ -57,7 +74,7 @@ impl HashCheck {
     /// The check before anything is known: state `unknown`.
     pub fn unknown(stamped: Option<String>, key: &KeyState<'_>) -> Self {
         HashCheck {
-            state: "unknown",
+            state: HashState::Unknown,
             stamped,
             live: None,
             secrets_checked: key.checks_secrets(),
@@ -151,12 +168,12 @@ pub fn hash_check(
         .collect();
     written.sort_by_key(|w| w.seconds_ago);
     let state = match (&stamped, &report.hash) {
-        _ if consumption.is_empty() => "nothingToHash",
-        (None, _) => "notStamped",
-        _ if secrets_read && !checks_secrets => "unknown",
-        (Some(_), None) => "unknown",
-        (Some(stamped), Some(live)) if stamped == live => "current",
-        (Some(_), Some(_)) => "stale",
+        _ if consumption.is_empty() => HashState::NothingToHash,
+        (None, _) => HashState::NotStamped,
+        _ if secrets_read && !checks_secrets => HashState::Unknown,
+        (Some(_), None) => HashState::Unknown,
+        (Some(stamped), Some(live)) if stamped == live => HashState::Current,
+        (Some(_), Some(_)) => HashState::Stale,
     };
     HashCheck {
         state,
@@ -208,5 +225,5 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
          start it (see no-controller)"
             .to_owned()
     };
-    Finding::new("stale", message, fix)
+    Finding::new(Code::Stale, message, fix)
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::common::{age, seconds_between};
-use super::findings::Finding;
+use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, INSTALL_NAME, Snapshot};
 use crate::policy::{self, INJECT, OPT_IN_VALUE};
 
@@ -27,12 +27,24 @@ pub struct OptIn {
     pub opted_out_by: Option<&'static str>,
 }
 
+/// The webhook configuration as read (`present`, `missing` or `unreadable` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WebhookState {
+    /// It exists.
+    Present,
+    /// It does not.
+    Missing,
+    /// It could not be read.
+    Unreadable,
+}
+
 /// The webhook configuration and the controller.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Installation {
-    /// `present`, `missing` or `unreadable`.
-    pub webhook: &'static str,
+    /// Whether the webhook configuration is there.
+    pub webhook: WebhookState,
     /// Whether every webhook in it has a CA bundle (`None` when not read).
     pub ca_bundle: Option<bool>,
     /// The webhook's namespace.
@@ -73,13 +85,13 @@ pub fn opt_in(
     let opted_in = !excluded && (labelled || !namespace_read);
     if excluded {
         findings.push(Finding::new(
-            "namespace-excluded",
+            Code::NamespaceExcluded,
             format!("namespace {namespace:?} is never mutated, whatever its labels say"),
             "run the workload in another namespace",
         ));
     } else if namespace_read && !labelled {
         findings.push(Finding::new(
-            "namespace-not-opted-in",
+            Code::NamespaceNotOptedIn,
             format!(
                 "namespace {namespace:?} is not opted in (label {INJECT}: {})",
                 namespace_label
@@ -91,7 +103,7 @@ pub fn opt_in(
     }
     if let Some(by) = opted_out_by {
         findings.push(Finding::new(
-            "opted-out",
+            Code::OptedOut,
             format!("the pod template opts out: {by} {INJECT}: \"false\""),
             format!("remove the {by} {INJECT} from the pod template if it should reload"),
         ));
@@ -120,24 +132,24 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
                         .as_ref()
                         .is_some_and(|b| !b.0.is_empty())
                 });
-            ("present", Some(all))
+            (WebhookState::Present, Some(all))
         }
-        Fetched::Read(None) => ("missing", None),
+        Fetched::Read(None) => (WebhookState::Missing, None),
         Fetched::Failed(reason) => {
             notes.push(format!(
                 "could not read mutatingwebhookconfiguration {INSTALL_NAME}: {reason}"
             ));
-            ("unreadable", None)
+            (WebhookState::Unreadable, None)
         }
     };
     match (webhook, ca_bundle) {
-        ("missing", _) => findings.push(Finding::new(
-            "webhook-missing",
+        (WebhookState::Missing, _) => findings.push(Finding::new(
+            Code::WebhookMissing,
             format!("the MutatingWebhookConfiguration {INSTALL_NAME:?} does not exist: nothing is injected or stamped"),
             "install reload-injector: kubectl apply -k manifests/ (docs/install.md)",
         )),
         (_, Some(false)) => findings.push(Finding::new(
-            "webhook-no-ca-bundle",
+            Code::WebhookNoCaBundle,
             format!("the MutatingWebhookConfiguration {INSTALL_NAME:?} has a webhook without a CA bundle: the API server cannot call it"),
             "use the cert-manager overlay, or set caBundle from `reload-injector certs` (ca-bundle.b64)",
         )),
@@ -190,7 +202,7 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
                     ),
                 };
                 findings.push(Finding::new(
-                    "no-controller",
+                    Code::NoController,
                     format!("no controller is running: {why}"),
                     format!(
                         "check the webhook's pods (kubectl -n {webhook_ns} get pods); the controller runs inside \

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::common::meta_str;
 use super::config_objects::Configs;
-use super::findings::{FIX_EPERM, Finding};
-use super::hash_check::KeyState;
+use super::findings::{Code, FIX_EPERM, Finding};
+use super::hash_check::{HashState, KeyState};
 use super::select::{matches, owned_by};
 use super::sidecar_log;
 use super::snapshot::{Fetched, Snapshot};
@@ -52,8 +52,8 @@ pub struct PodLine {
     pub mounted_stamped: Option<String>,
     /// The hash of the live data it mounts (`None`: not computable).
     pub mounted_live: Option<String>,
-    /// `current`, `stale`, `notStamped` or `unknown` (sidecar Pods only).
-    pub mounted_state: Option<&'static str>,
+    /// Its `mounted-config-hash` against the live data (sidecar Pods only).
+    pub mounted_state: Option<HashState>,
     /// Restarts of the `config-reloader` container.
     pub sidecar_restarts: Option<i64>,
     /// The last reload lines of its log, oldest first.
@@ -112,7 +112,7 @@ pub fn pods(
             message.push_str(&format!("{updated} of {wanted} replicas are updated"));
         }
         findings.push(Finding::new(
-            "pods-not-current",
+            Code::PodsNotCurrent,
             format!("{message}: a rolling update is in progress or stuck"),
             format!(
                 "kubectl rollout status {}/{} -n {namespace}",
@@ -247,10 +247,10 @@ fn pod_line(
         }
     }
     line.mounted_state = Some(match (&line.mounted_stamped, &line.mounted_live) {
-        (None, _) => "notStamped",
-        (Some(_), None) => "unknown",
-        (Some(s), Some(l)) if s == l => "current",
-        _ => "stale",
+        (None, _) => HashState::NotStamped,
+        (Some(_), None) => HashState::Unknown,
+        (Some(s), Some(l)) if s == l => HashState::Current,
+        _ => HashState::Stale,
     });
     line.sidecar_restarts = ["containerStatuses", "initContainerStatuses"]
         .iter()
@@ -273,14 +273,14 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     let pod = &line.name;
     if expect_sidecar && !line.sidecar {
         findings.push(Finding::new(
-            "no-sidecar",
+            Code::NoSidecar,
             format!("pod {pod:?} has no config-reloader sidecar: its mounted config is never reloaded"),
             "the Pod webhook (failurePolicy Ignore) was not reachable when it was created: recreate the pod",
         ));
     }
-    if line.mounted_state == Some("stale") {
+    if line.mounted_state == Some(HashState::Stale) {
         findings.push(Finding::new(
-            "mounted-stale",
+            Code::MountedStale,
             format!(
                 "pod {pod:?}: the mounted-config-hash is not the hash of the live data it mounts"
             ),
@@ -289,7 +289,7 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     }
     if let Some(restarts) = line.sidecar_restarts.filter(|r| *r > 0) {
         findings.push(Finding::new(
-            "sidecar-restarts",
+            Code::SidecarRestarts,
             format!("pod {pod:?}: the config-reloader container restarted {restarts} times"),
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME} --previous"),
         ));
@@ -305,7 +305,7 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME}")
         };
         findings.push(Finding::new(
-            "reload-failed",
+            Code::ReloadFailed,
             format!("pod {pod:?}: the last reload failed: {last}"),
             fix,
         ));

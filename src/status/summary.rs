@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::common::meta_str;
 use super::config_objects::Configs;
+use super::findings::Code;
 use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
 use super::workload_report;
@@ -34,7 +35,7 @@ pub struct Line {
     /// Its name.
     pub name: String,
     /// The codes of its findings (empty: all current).
-    pub findings: Vec<&'static str>,
+    pub findings: Vec<Code>,
 }
 
 /// The summary of every workload in `snapshot` (in `namespaces`, or everywhere).

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::common::{meta_str, seconds_between};
 use super::config_objects::Configs;
-use super::findings::Finding;
-use super::hash_check::{HashCheck, KeyState, hash_check, hash_key, stale_finding};
+use super::findings::{Code, Finding};
+use super::hash_check::{HashCheck, HashState, KeyState, hash_check, hash_key, stale_finding};
 use super::install::{self, Installation, OptIn};
 use super::pods::{self, Pods};
 use super::read_lines::{ReadLine, mode_text, read_findings, read_lines};
@@ -113,7 +113,7 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         None => Consumed::unknown(stamped, &key),
     };
     findings.extend(consumed.findings);
-    if consumed.hash.state == "stale" {
+    if consumed.hash.state == HashState::Stale {
         findings.push(stale_finding(
             kind,
             &consumed.hash,
@@ -226,7 +226,7 @@ impl<'a> Workload<'a> {
                      run status deploy/{deployment} for it"
                 )),
                 None => NotExplained::Unreadable(Finding::new(
-                    "unreadable-spec",
+                    Code::UnreadableSpec,
                     format!("no pod template at {}", self.kind.template_pointer()),
                     "nothing: reload-injector cannot act on it either",
                 )),
@@ -235,7 +235,7 @@ impl<'a> Workload<'a> {
         match PodSpec::deserialize(template.get("spec").unwrap_or(&Value::Null)) {
             Ok(spec) => Ok(explain::explain(&self.annotations, &spec, true)),
             Err(err) => Err(NotExplained::Unreadable(Finding::new(
-                "unreadable-spec",
+                Code::UnreadableSpec,
                 format!("the pod template cannot be read: {err}"),
                 "fix the pod spec; reload-injector cannot act on it either",
             ))),
@@ -271,7 +271,7 @@ impl<'a> Workload<'a> {
         let mut findings = Vec::new();
         if !stamped && !explained.restart_only.is_empty() {
             findings.push(Finding::new(
-                "not-stamped",
+                Code::NotStamped,
                 format!(
                     "the pod template has no {CONFIG_HASH}: a change of what it reads through env never rolls it"
                 ),
@@ -288,7 +288,7 @@ impl<'a> Workload<'a> {
         let watched = labels.get(MANAGED_LABEL).map(String::as_str) == Some("true");
         if kind != Kind::Pod && stamped && !watched {
             findings.push(Finding::new(
-                "not-watched",
+                Code::NotWatched,
                 format!(
                     "it carries a {CONFIG_HASH} but not the label {MANAGED_LABEL}=true (stamped by an \
                      earlier version): the controller does not watch it, so a change of what it reads never rolls it"
@@ -342,7 +342,7 @@ impl<'a> Workload<'a> {
             .filter(|e| e.message.contains(REFRESH_STOPPED))?;
         let namespace = self.namespace;
         Some(Finding::new(
-            "refresh-stopped",
+            Code::RefreshStopped,
             format!(
                 "{}/{}: the last refresh of its mounted config stopped: {}",
                 self.kind.short(),
