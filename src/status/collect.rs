@@ -1,12 +1,21 @@
-//! The thin kube I/O of `status`: one LIST per kind per namespace (paged), a few GETs of the
-//! installation, and the `config-reloader` log of at most a few Pods. A forbidden or unserved
-//! read becomes a [`Fetched::Failed`]; only an unreachable API server stops the command.
+//! The thin kube I/O of `status`, through `kube::Api`: one LIST per kind per namespace (paged
+//! by kube's `ListParams`), a few GETs of the installation, and the `config-reloader` log of at
+//! most a few Pods. A forbidden or unserved read becomes a [`Fetched::Failed`]; only an
+//! unreachable API server, refused credentials or a missing namespace stop the command.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
 
 use futures_util::future::join_all;
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, LogParams};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -30,19 +39,16 @@ pub enum CollectError {
     NamespaceNotFound(String),
 }
 
+/// What one read got: `Read(None)` when the object does not exist (or, for a LIST, its kind is
+/// not served).
+type Got<T> = Fetched<Option<T>>;
+
 /// Objects per page of a LIST.
-const PAGE: usize = 500;
+const PAGE: u32 = 500;
 /// Lines of a sidecar's log read (`tailLines`).
-pub const LOG_TAIL_LINES: usize = 200;
+pub const LOG_TAIL_LINES: i64 = 200;
 
-/// What one read got.
-enum Got<T> {
-    Found(T),
-    NotFound,
-    Failed(String),
-}
-
-/// Reads for a report: `namespace` (or every namespace), the workload kinds in `kinds`.
+/// Reads for a report: `namespace` (or every namespace), the workload kinds asked for.
 pub struct Reader {
     client: kube::Client,
 }
@@ -54,7 +60,7 @@ impl Reader {
     }
 
     /// Reads everything a report on `namespace` (`None`: every namespace) needs, with the
-    /// workloads of `kinds`.
+    /// workloads of `kinds` (and the Jobs, for a CronJob's Pods, when `jobs`).
     pub async fn snapshot(
         &self,
         namespace: Option<&str>,
@@ -62,226 +68,232 @@ impl Reader {
         jobs: bool,
     ) -> Result<Snapshot, CollectError> {
         let mut snapshot = Snapshot::empty(Timestamp::now());
-        let webhook = self
-            .get::<MutatingWebhookConfiguration>(&format!(
-                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{INSTALL_NAME}"
-            ))
+        self.read_webhook(&mut snapshot).await?;
+        self.read_installation(&mut snapshot, namespace).await?;
+        self.read_lists(&mut snapshot, namespace, kinds, jobs)
             .await?;
-        snapshot.webhook = match webhook {
-            Got::Found(config) => {
-                if let Some(ns) = config.webhooks.iter().flatten().find_map(|h| {
-                    h.client_config
-                        .service
-                        .as_ref()
-                        .map(|s| s.namespace.clone())
-                }) {
-                    snapshot.webhook_namespace = ns;
-                }
-                Fetched::Read(Some(config))
-            }
-            Got::NotFound => Fetched::Read(None),
-            Got::Failed(reason) => Fetched::Failed(reason),
-        };
-        let ns = snapshot.webhook_namespace.clone();
-        let lease_path =
-            format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{INSTALL_NAME}");
-        let key_path = format!("/api/v1/namespaces/{ns}/secrets/{HASH_KEY_SECRET}");
-        let namespaces_path = match namespace {
-            Some(name) => format!("/api/v1/namespaces/{name}"),
-            None => "/api/v1/namespaces".to_owned(),
-        };
+        Ok(snapshot)
+    }
+
+    /// The webhook configuration, and from its Service the namespace the webhook runs in.
+    async fn read_webhook(&self, snapshot: &mut Snapshot) -> Result<(), CollectError> {
+        let api = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
+        snapshot.webhook = classify(api.get(INSTALL_NAME).await)?;
+        let service = (snapshot.webhook.ok().and_then(Option::as_ref))
+            .and_then(|config| config.webhooks.as_ref())
+            .and_then(|hooks| hooks.iter().find_map(|h| h.client_config.service.as_ref()));
+        if let Some(service) = service {
+            snapshot.webhook_namespace = service.namespace.clone();
+        }
+        Ok(())
+    }
+
+    /// The Lease and the hash key in the webhook's namespace, and the namespace(s) reported on.
+    async fn read_installation(
+        &self,
+        snapshot: &mut Snapshot,
+        namespace: Option<&str>,
+    ) -> Result<(), CollectError> {
+        let webhook_namespace = Some(snapshot.webhook_namespace.as_str());
         let (lease, key, namespaces) = futures_util::join!(
-            self.get::<Lease>(&lease_path),
-            self.get::<Secret>(&key_path),
-            async {
-                match namespace {
-                    Some(_) => self
-                        .get::<Namespace>(&namespaces_path)
-                        .await
-                        .map(|g| match g {
-                            Got::Found(ns) => Got::Found(vec![ns]),
-                            Got::NotFound => Got::NotFound,
-                            Got::Failed(reason) => Got::Failed(reason),
-                        }),
-                    None => self.list::<Namespace>(&namespaces_path).await,
-                }
-            }
+            get(self.api::<Lease>(webhook_namespace), INSTALL_NAME),
+            get(self.api::<Secret>(webhook_namespace), HASH_KEY_SECRET),
+            self.namespaces(namespace),
         );
-        snapshot.lease = optional(lease?);
-        snapshot.hash_key = match key? {
-            Got::Found(secret) => Fetched::Read(
-                secret
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(HASH_KEY_FILE))
-                    .and_then(|v| SecretKey::new(&v.0)),
-            ),
-            Got::NotFound => Fetched::Read(None),
-            Got::Failed(reason) => Fetched::Failed(reason),
-        };
-        snapshot.namespaces = match namespaces? {
-            Got::Found(list) => Fetched::Read(
-                list.into_iter()
-                    .map(|ns| (ns.metadata.name.clone().unwrap_or_default(), ns))
-                    .collect(),
-            ),
-            Got::NotFound => {
-                return Err(CollectError::NamespaceNotFound(
-                    namespace.unwrap_or_default().to_owned(),
-                ));
-            }
-            Got::Failed(reason) => Fetched::Failed(reason),
-        };
-        let base = |group: &str, version: &str, plural: &str| {
-            let prefix = if group.is_empty() {
-                format!("/api/{version}")
-            } else {
-                format!("/apis/{group}/{version}")
-            };
-            match namespace {
-                Some(ns) => format!("{prefix}/namespaces/{ns}/{plural}"),
-                None => format!("{prefix}/{plural}"),
-            }
-        };
-        let workload_reads = kinds.iter().map(|kind| {
-            let (group, version, plural) = kind.resource();
-            let path = base(group, version, plural);
-            // Kubernetes before 1.21 serves CronJobs as batch/v1beta1 only.
-            let older = (*kind == Kind::CronJob).then(|| base(group, "v1beta1", plural));
-            async move {
-                let got = match (self.list::<Value>(&path).await, older) {
-                    (Ok(Got::NotFound), Some(older)) => self.list::<Value>(&older).await,
-                    (got, _) => got,
-                };
-                (*kind, got)
-            }
+        snapshot.lease = lease?;
+        snapshot.hash_key = key?.map(|secret| {
+            let data = secret?.data?;
+            SecretKey::new(&data.get(HASH_KEY_FILE)?.0)
         });
-        let (cm_path, secret_path) = (base("", "v1", "configmaps"), base("", "v1", "secrets"));
-        let (pod_path, event_path) = (base("", "v1", "pods"), base("", "v1", "events"));
-        let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
-            join_all(workload_reads),
-            self.list::<ConfigMap>(&cm_path),
-            self.list::<Secret>(&secret_path),
-            self.list::<Value>(&pod_path),
-            self.list::<Event>(&event_path),
-            async {
-                if jobs {
-                    Some(self.list::<Value>(&base("batch", "v1", "jobs")).await)
-                } else {
-                    None
-                }
+        snapshot.namespaces = namespaces?;
+        Ok(())
+    }
+
+    /// The namespace reported on (a missing one stops the command), or every namespace.
+    async fn namespaces(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Fetched<BTreeMap<String, Namespace>>, CollectError> {
+        let api = Api::<Namespace>::all(self.client.clone());
+        let got = match namespace {
+            Some(name) => get(api, name).await?.map(|ns| ns.map(|ns| vec![ns])),
+            None => list(api).await?,
+        };
+        if let Fetched::Read(None) = got {
+            let name = namespace.unwrap_or_default().to_owned();
+            return Err(CollectError::NamespaceNotFound(name));
+        }
+        Ok(got.map(|list| {
+            let list = list.unwrap_or_default().into_iter();
+            list.map(|ns| (ns.metadata.name.clone().unwrap_or_default(), ns))
+                .collect()
+        }))
+    }
+
+    /// One LIST per kind, all at once: the workloads of `kinds` (a kind not served is empty and
+    /// marked unserved), ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs
+    /// when `jobs`.
+    async fn read_lists(
+        &self,
+        snapshot: &mut Snapshot,
+        namespace: Option<&str>,
+        kinds: &[Kind],
+        jobs: bool,
+    ) -> Result<(), CollectError> {
+        let workloads = kinds.iter().map(|&kind| async move {
+            let got = self.list_json(kind, namespace).await;
+            (kind, got)
+        });
+        let job_list = async {
+            match jobs {
+                true => Some(self.list_json(Kind::Job, namespace).await),
+                false => None,
             }
+        };
+        let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
+            join_all(workloads),
+            list(self.api::<ConfigMap>(namespace)),
+            list(self.api::<Secret>(namespace)),
+            self.list_json(Kind::Pod, namespace),
+            list(self.api::<Event>(namespace)),
+            job_list,
         );
         for (kind, got) in workloads {
-            let fetched = match got? {
-                Got::Found(list) => Fetched::Read(list),
-                Got::NotFound => {
-                    snapshot.unserved.insert(kind);
-                    Fetched::Read(Vec::new())
-                }
-                Got::Failed(reason) => Fetched::Failed(reason),
-            };
-            snapshot.workloads.insert(kind, fetched);
+            let got = got?;
+            if let Fetched::Read(None) = got {
+                snapshot.unserved.insert(kind);
+            }
+            snapshot
+                .workloads
+                .insert(kind, got.map(Option::unwrap_or_default));
         }
         snapshot.config_maps = listed(config_maps?);
         let key = snapshot.hash_key.ok().cloned().flatten();
-        snapshot.secrets = match listed(secrets?) {
-            Fetched::Read(list) => Fetched::Read(
-                list.iter()
-                    .map(|s| SecretSeen::reduce(s, key.as_ref()))
-                    .collect(),
-            ),
-            Fetched::Failed(reason) => Fetched::Failed(reason),
-        };
+        snapshot.secrets = listed(secrets?).map(|list| {
+            let reduce = |secret: &Secret| SecretSeen::reduce(secret, key.as_ref());
+            list.iter().map(reduce).collect()
+        });
         snapshot.pods = listed(pods?);
         snapshot.events = listed(events?);
         if let Some(job_list) = job_list {
             snapshot.jobs = listed(job_list?);
         }
-        Ok(snapshot)
+        Ok(())
     }
 
     /// Reads the last [`LOG_TAIL_LINES`] lines of the `config-reloader` log of each Pod in
     /// `pods` (`namespace/name`) into `snapshot`.
     pub async fn logs(&self, snapshot: &mut Snapshot, pods: &[String]) -> Result<(), CollectError> {
+        let params = &LogParams {
+            container: Some(crate::inject::SIDECAR_NAME.to_owned()),
+            tail_lines: Some(LOG_TAIL_LINES),
+            ..LogParams::default()
+        };
         let reads = pods.iter().map(|key| async move {
-            let (ns, name) = key.split_once('/').unwrap_or(("", key));
-            let path = format!(
-                "/api/v1/namespaces/{ns}/pods/{name}/log?container={}&tailLines={LOG_TAIL_LINES}",
-                crate::inject::SIDECAR_NAME
-            );
-            let request = http::Request::get(path).body(Vec::new());
-            let got = match request {
-                Ok(request) => classify(self.client.request_text(request).await),
-                Err(e) => Ok(Got::Failed(e.to_string())),
-            };
-            (key.clone(), got)
+            let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+            let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
+            (key.clone(), classify(api.logs(name, params).await))
         });
         for (key, got) in join_all(reads).await {
             let fetched = match got? {
-                Got::Found(text) => Fetched::Read(text),
-                Got::NotFound => Fetched::Failed("not found".to_owned()),
-                Got::Failed(reason) => Fetched::Failed(reason),
+                Fetched::Read(Some(text)) => Fetched::Read(text),
+                Fetched::Read(None) => Fetched::Failed("not found".to_owned()),
+                Fetched::Failed(reason) => Fetched::Failed(reason),
             };
             snapshot.logs.insert(key, fetched);
         }
         Ok(())
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<Got<T>, CollectError> {
-        let request = http::Request::get(path)
-            .body(Vec::new())
-            .map_err(|e| CollectError::Unreachable(e.to_string()))?;
-        classify(self.client.request::<T>(request).await)
+    /// The typed API of a namespaced kind in `namespace`, or in every namespace.
+    fn api<K>(&self, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match namespace {
+            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
+            None => Api::all(self.client.clone()),
+        }
     }
 
-    /// Every item of a collection, page by page.
-    async fn list<T: DeserializeOwned>(&self, path: &str) -> Result<Got<Vec<T>>, CollectError> {
-        let mut items = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let mut url = format!("{path}?limit={PAGE}");
-            if let Some(token) = &token {
-                url.push_str("&continue=");
-                url.push_str(&percent(token));
-            }
-            let page = match self.get::<Page<T>>(&url).await? {
-                Got::Found(page) => page,
-                Got::NotFound => return Ok(Got::NotFound),
-                Got::Failed(reason) => return Ok(Got::Failed(reason)),
-            };
-            items.extend(page.items);
-            token = page
-                .metadata
-                .and_then(|m| m.continue_)
-                .filter(|t| !t.is_empty());
-            if token.is_none() {
-                return Ok(Got::Found(items));
-            }
+    /// Every object of `kind` as JSON. Workloads and Pods stay JSON for the report: an object
+    /// whose pod template cannot be read is one finding, not a failed LIST.
+    async fn list_json(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+    ) -> Result<Got<Vec<Value>>, CollectError> {
+        let resource = api_resource(kind);
+        let api = match namespace {
+            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let got = list::<DynamicObject>(api).await?;
+        Ok(got.map(|list| list.map(|objects| objects.into_iter().map(json).collect())))
+    }
+}
+
+/// The API resource of `kind`: from its k8s-openapi type, or for Argo's Rollout (which has
+/// none) from its group, version and plural.
+fn api_resource(kind: Kind) -> ApiResource {
+    match kind {
+        Kind::Deployment => ApiResource::erase::<Deployment>(&()),
+        Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+        Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+        Kind::CronJob => ApiResource::erase::<CronJob>(&()),
+        Kind::Job => ApiResource::erase::<Job>(&()),
+        Kind::Pod => ApiResource::erase::<Pod>(&()),
+        Kind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
+        Kind::Secret => ApiResource::erase::<Secret>(&()),
+        Kind::Rollout => {
+            let (group, version, plural) = kind.resource();
+            let gvk = GroupVersionKind::gvk(group, version, kind.name());
+            ApiResource::from_gvk_with_plural(&gvk, plural)
         }
     }
 }
 
-/// One page of a LIST.
-#[derive(serde::Deserialize)]
-struct Page<T> {
-    #[serde(default = "Vec::new")]
-    items: Vec<T>,
-    metadata: Option<ListMeta>,
+/// A listed object as the JSON the report reads.
+fn json(object: DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or_default()
 }
 
-#[derive(serde::Deserialize)]
-struct ListMeta {
-    #[serde(rename = "continue")]
-    continue_: Option<String>,
+/// One object by name.
+async fn get<K>(api: Api<K>, name: &str) -> Result<Got<K>, CollectError>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    classify(api.get(name).await)
+}
+
+/// Every object of a collection, page by page.
+async fn list<K>(api: Api<K>) -> Result<Got<Vec<K>>, CollectError>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    let mut items = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = match classify(api.list(&params).await)? {
+            Fetched::Read(Some(page)) => page,
+            Fetched::Read(None) => return Ok(Fetched::Read(None)),
+            Fetched::Failed(reason) => return Ok(Fetched::Failed(reason)),
+        };
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(Fetched::Read(Some(items))),
+        }
+    }
 }
 
 /// Sorts a kube answer into found, not found, a failure the report names (forbidden, server
-/// errors), or an unreachable API server (the command cannot do its job).
+/// errors), or an error that stops the command (unreachable, refused credentials).
 fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, CollectError> {
     match result {
-        Ok(value) => Ok(Got::Found(value)),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Got::NotFound),
+        Ok(value) => Ok(Fetched::Read(Some(value))),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Fetched::Read(None)),
         Err(kube::Error::Api(status)) if status.code == 401 => {
             Err(CollectError::Unauthorized(first_line(&status.message)))
         }
@@ -290,12 +302,10 @@ fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, CollectError> {
                 403 => "forbidden".to_owned(),
                 code => format!("HTTP {code}"),
             };
-            Ok(Got::Failed(format!(
-                "{what}: {}",
-                first_line(&status.message)
-            )))
+            let reason = format!("{what}: {}", first_line(&status.message));
+            Ok(Fetched::Failed(reason))
         }
-        Err(kube::Error::SerdeError(e)) => Ok(Got::Failed(format!("unreadable answer: {e}"))),
+        Err(kube::Error::SerdeError(e)) => Ok(Fetched::Failed(format!("unreadable answer: {e}"))),
         Err(other) => Err(CollectError::Unreachable(crate::report::one_line(&other))),
     }
 }
@@ -304,31 +314,11 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().trim().to_owned()
 }
 
-fn optional<T>(got: Got<T>) -> Fetched<Option<T>> {
-    match got {
-        Got::Found(value) => Fetched::Read(Some(value)),
-        Got::NotFound => Fetched::Read(None),
-        Got::Failed(reason) => Fetched::Failed(reason),
-    }
-}
-
+/// A LIST's answer: a kind not served is a failure here.
 fn listed<T>(got: Got<Vec<T>>) -> Fetched<Vec<T>> {
     match got {
-        Got::Found(list) => Fetched::Read(list),
-        Got::NotFound => Fetched::Failed("not served".to_owned()),
-        Got::Failed(reason) => Fetched::Failed(reason),
+        Fetched::Read(Some(list)) => Fetched::Read(list),
+        Fetched::Read(None) => Fetched::Failed("not served".to_owned()),
+        Fetched::Failed(reason) => Fetched::Failed(reason),
     }
-}
-
-/// Percent-encodes a continue token for a query.
-fn percent(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

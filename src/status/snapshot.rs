@@ -31,6 +31,14 @@ impl<T> Fetched<T> {
         }
     }
 
+    /// The value mapped by `f`; a failure stays one.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Fetched<U> {
+        match self {
+            Fetched::Read(value) => Fetched::Read(f(value)),
+            Fetched::Failed(reason) => Fetched::Failed(reason),
+        }
+    }
+
     /// The reason, if not read.
     pub fn failure(&self) -> Option<&str> {
         match self {
