@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
+use serde_json::Value;
 
 use super::common::meta_str;
 use super::config_objects::{Configs, Written, data_written};
@@ -12,6 +14,7 @@ use super::read_lines::OnChange;
 use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
 use super::workload_report;
+use crate::hash::ConfigId;
 
 /// The report on one ConfigMap or Secret. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]
@@ -64,125 +67,111 @@ pub struct ReaderLine {
 }
 
 /// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when it does
-/// not exist.
+/// not exist: its keys, then every workload in the namespace that reads it.
 pub fn config(
     snapshot: &Snapshot,
     kind: Kind,
     namespace: &str,
     name: &str,
 ) -> Option<ConfigReport> {
-    let in_namespace = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        meta.namespace.as_deref() == Some(namespace) && meta.name.as_deref() == Some(name)
-    };
-    let (meta, keys): (_, Vec<String>) = match kind {
-        Kind::ConfigMap => {
-            let cm = snapshot
-                .config_maps
-                .ok()?
-                .iter()
-                .find(|c| in_namespace(&c.metadata))?;
-            let keys = cm
-                .data
-                .iter()
-                .flat_map(|d| d.keys())
-                .chain(cm.binary_data.iter().flat_map(|d| d.keys()))
-                .cloned()
-                .collect();
-            (cm.metadata.clone(), keys)
-        }
-        Kind::Secret => {
-            let secret = snapshot
-                .secrets
-                .ok()?
-                .iter()
-                .find(|s| in_namespace(&s.metadata))?;
-            (secret.metadata.clone(), secret.keys.clone())
-        }
-        _ => return None,
-    };
-    let object_kind = kind.name();
+    let (meta, keys) = find(snapshot, kind, namespace, name)?;
     let configs = Configs::of(snapshot, namespace);
-    let mut lines: BTreeMap<String, KeyLine> = keys
-        .iter()
-        .map(|k| {
-            let line = KeyLine {
-                key: k.clone(),
-                exists: true,
-                readers: Vec::new(),
-            };
-            (k.clone(), line)
-        })
+    let mut lines: BTreeMap<String, KeyLine> = (keys.iter())
+        .map(|key| (key.clone(), KeyLine::new(key, true)))
         .collect();
     let mut findings = Vec::new();
-    let mut notes = Vec::new();
-    for workload_kind in Kind::WORKLOADS {
-        let Some(Fetched::Read(list)) = snapshot.workloads.get(&workload_kind) else {
-            continue;
-        };
-        for object in list
-            .iter()
-            .filter(|o| meta_str(o, "namespace") == Some(namespace))
-        {
-            let report = workload_report::report_with(snapshot, workload_kind, object, &configs);
-            let workload = format!("{}/{}", workload_kind.short(), report.name);
-            let mut reads_it = false;
-            for read in report
-                .reads
-                .iter()
-                .filter(|r| r.object_kind == object_kind && r.object == name)
-            {
-                reads_it = true;
-                let reader = ReaderLine {
-                    workload: workload.clone(),
-                    container: read.container.clone(),
-                    via: read.via,
-                    on_change: read.on_change,
-                    detail: read.detail.clone(),
-                };
-                let read_keys: Vec<String> = match &read.key {
-                    Some(key) => vec![key.clone()],
-                    None => keys.clone(),
-                };
-                for key in read_keys {
-                    lines
-                        .entry(key.clone())
-                        .or_insert_with(|| KeyLine {
-                            key,
-                            exists: false,
-                            readers: Vec::new(),
-                        })
-                        .readers
-                        .push(reader.clone());
-                }
-            }
-            if reads_it {
-                for finding in report.findings {
-                    findings.push(Finding::new(
-                        finding.code,
-                        format!("{workload}: {}", finding.message),
-                        finding.fix,
-                    ));
-                }
+    for (workload_kind, object) in workloads(snapshot, namespace) {
+        let report = workload_report::report_with(snapshot, workload_kind, object, &configs);
+        let workload = format!("{}/{}", workload_kind.short(), report.name);
+        let reads = report.reads.iter();
+        let reads: Vec<_> = reads
+            .filter(|r| r.object_kind == kind.name() && r.object == name)
+            .collect();
+        for read in &reads {
+            let reader = ReaderLine {
+                workload: workload.clone(),
+                container: read.container.clone(),
+                via: read.via,
+                on_change: read.on_change,
+                detail: read.detail.clone(),
+            };
+            for key in read.key.as_ref().map_or(&keys[..], std::slice::from_ref) {
+                let line = lines.entry(key.clone());
+                let line = line.or_insert_with(|| KeyLine::new(key, false));
+                line.readers.push(reader.clone());
             }
         }
+        if !reads.is_empty() {
+            findings.extend(report.findings.into_iter().map(|finding| {
+                let message = format!("{workload}: {}", finding.message);
+                Finding::new(finding.code, message, finding.fix)
+            }));
+        }
     }
-    notes.extend(snapshot.failed_reads());
-    let written = data_written(&meta)
-        .map(|at| Written::new(object_kind.to_owned(), name.to_owned(), at, snapshot.now));
-    let ignored = configs
-        .get(&match kind {
-            Kind::Secret => crate::hash::ConfigId::secret(name),
-            _ => crate::hash::ConfigId::config_map(name),
-        })
-        .is_some_and(|s| s.ignored);
+    let id = match kind {
+        Kind::Secret => ConfigId::secret(name),
+        _ => ConfigId::config_map(name),
+    };
     Some(ConfigReport {
         kind,
         namespace: namespace.to_owned(),
         name: name.to_owned(),
-        ignored,
-        written,
+        ignored: configs.get(&id).is_some_and(|s| s.ignored),
+        written: data_written(&meta)
+            .map(|at| Written::new(kind.name().to_owned(), name.to_owned(), at, snapshot.now)),
         keys: lines.into_values().collect(),
         findings,
-        notes,
+        notes: snapshot.failed_reads(),
+    })
+}
+
+impl KeyLine {
+    fn new(key: &str, exists: bool) -> Self {
+        KeyLine {
+            key: key.to_owned(),
+            exists,
+            readers: Vec::new(),
+        }
+    }
+}
+
+/// The ConfigMap or Secret's metadata and the names of its keys, if it was read and exists.
+fn find(
+    snapshot: &Snapshot,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Option<(ObjectMeta, Vec<String>)> {
+    let this = |meta: &ObjectMeta| {
+        meta.namespace.as_deref() == Some(namespace) && meta.name.as_deref() == Some(name)
+    };
+    match kind {
+        Kind::ConfigMap => {
+            let config_maps = snapshot.config_maps.ok()?;
+            let cm = config_maps.iter().find(|c| this(&c.metadata))?;
+            let data = cm.data.iter().flat_map(|d| d.keys());
+            let keys = data.chain(cm.binary_data.iter().flat_map(|d| d.keys()));
+            Some((cm.metadata.clone(), keys.cloned().collect()))
+        }
+        Kind::Secret => {
+            let secrets = snapshot.secrets.ok()?;
+            let secret = secrets.iter().find(|s| this(&s.metadata))?;
+            Some((secret.metadata.clone(), secret.keys.clone()))
+        }
+        _ => None,
+    }
+}
+
+/// Every workload read in `namespace`, with its kind.
+fn workloads<'a>(
+    snapshot: &'a Snapshot,
+    namespace: &'a str,
+) -> impl Iterator<Item = (Kind, &'a Value)> {
+    Kind::WORKLOADS.into_iter().flat_map(move |kind| {
+        let list = snapshot.workloads.get(&kind).and_then(Fetched::ok);
+        let in_namespace = list.into_iter().flatten();
+        in_namespace
+            .filter(move |o| meta_str(o, "namespace") == Some(namespace))
+            .map(move |o| (kind, o))
     })
 }

@@ -5,74 +5,65 @@ use std::fmt;
 
 use serde::Serialize;
 
-/// What a finding is about. Its text (`stale`, …) is the stable `code` of the `-o json` form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Code {
-    /// The namespace lacks the opt-in label.
-    NamespaceNotOptedIn,
-    /// A namespace the webhook never mutates.
-    NamespaceExcluded,
-    /// The pod template opts out.
-    OptedOut,
-    /// No MutatingWebhookConfiguration.
-    WebhookMissing,
-    /// A webhook without a CA bundle.
-    WebhookNoCaBundle,
-    /// No controller holds the Lease.
-    NoController,
-    /// Reads through env, but no `config-hash`.
-    NotStamped,
-    /// A `config-hash`, but not the managed label.
-    NotWatched,
-    /// A subPath mount: never updated in place.
-    Subpath,
-    /// A Secret read through env, and the webhook has no hash key.
-    SecretNotHashed,
-    /// A non-optional reference to an object that does not exist.
-    MissingConfig,
-    /// The stamped `config-hash` is not the live data's.
-    Stale,
-    /// Pods behind the template.
-    PodsNotCurrent,
-    /// A Pod lacks the sidecar its template calls for.
-    NoSidecar,
-    /// A sidecar Pod's `mounted-config-hash` is not the live data's.
-    MountedStale,
-    /// The `config-reloader` container restarted.
-    SidecarRestarts,
-    /// The last reload failed.
-    ReloadFailed,
-    /// A refresh in waves stopped.
-    RefreshStopped,
-    /// The pod template cannot be read.
-    UnreadableSpec,
+/// Declares [`Code`] from one table: each variant with its doc and its stable code.
+macro_rules! codes {
+    ($($(#[$doc:meta])* $variant:ident = $code:literal,)*) => {
+        /// What a finding is about. Its text (`stale`, …) is the stable `code` of the
+        /// `-o json` form.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum Code { $($(#[$doc])* $variant,)* }
+
+        impl Code {
+            /// Every code, in the order of the table.
+            pub const ALL: &[Code] = &[$(Code::$variant,)*];
+
+            /// The stable code.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $code,)* }
+            }
+        }
+    };
 }
 
-impl Code {
-    /// The stable code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::NamespaceNotOptedIn => "namespace-not-opted-in",
-            Code::NamespaceExcluded => "namespace-excluded",
-            Code::OptedOut => "opted-out",
-            Code::WebhookMissing => "webhook-missing",
-            Code::WebhookNoCaBundle => "webhook-no-ca-bundle",
-            Code::NoController => "no-controller",
-            Code::NotStamped => "not-stamped",
-            Code::NotWatched => "not-watched",
-            Code::Subpath => "subpath",
-            Code::SecretNotHashed => "secret-not-hashed",
-            Code::MissingConfig => "missing-config",
-            Code::Stale => "stale",
-            Code::PodsNotCurrent => "pods-not-current",
-            Code::NoSidecar => "no-sidecar",
-            Code::MountedStale => "mounted-stale",
-            Code::SidecarRestarts => "sidecar-restarts",
-            Code::ReloadFailed => "reload-failed",
-            Code::RefreshStopped => "refresh-stopped",
-            Code::UnreadableSpec => "unreadable-spec",
-        }
-    }
+codes! {
+    /// The namespace lacks the opt-in label.
+    NamespaceNotOptedIn = "namespace-not-opted-in",
+    /// A namespace the webhook never mutates.
+    NamespaceExcluded = "namespace-excluded",
+    /// The pod template opts out.
+    OptedOut = "opted-out",
+    /// No MutatingWebhookConfiguration.
+    WebhookMissing = "webhook-missing",
+    /// A webhook without a CA bundle.
+    WebhookNoCaBundle = "webhook-no-ca-bundle",
+    /// No controller holds the Lease.
+    NoController = "no-controller",
+    /// Reads through env, but no `config-hash`.
+    NotStamped = "not-stamped",
+    /// A `config-hash`, but not the managed label.
+    NotWatched = "not-watched",
+    /// A subPath mount: never updated in place.
+    Subpath = "subpath",
+    /// A Secret read through env, and the webhook has no hash key.
+    SecretNotHashed = "secret-not-hashed",
+    /// A non-optional reference to an object that does not exist.
+    MissingConfig = "missing-config",
+    /// The stamped `config-hash` is not the live data's.
+    Stale = "stale",
+    /// Pods behind the template.
+    PodsNotCurrent = "pods-not-current",
+    /// A Pod lacks the sidecar its template calls for.
+    NoSidecar = "no-sidecar",
+    /// A sidecar Pod's `mounted-config-hash` is not the live data's.
+    MountedStale = "mounted-stale",
+    /// The `config-reloader` container restarted.
+    SidecarRestarts = "sidecar-restarts",
+    /// The last reload failed.
+    ReloadFailed = "reload-failed",
+    /// A refresh in waves stopped.
+    RefreshStopped = "refresh-stopped",
+    /// The pod template cannot be read.
+    UnreadableSpec = "unreadable-spec",
 }
 
 impl fmt::Display for Code {
@@ -108,28 +99,6 @@ impl Finding {
         }
     }
 }
-
-/// Every finding code a golden case shows (all but `refresh-stopped`), for the tests.
-pub const CODES: &[Code] = &[
-    Code::NamespaceNotOptedIn,
-    Code::NamespaceExcluded,
-    Code::OptedOut,
-    Code::WebhookMissing,
-    Code::WebhookNoCaBundle,
-    Code::NoController,
-    Code::NotStamped,
-    Code::NotWatched,
-    Code::Subpath,
-    Code::SecretNotHashed,
-    Code::MissingConfig,
-    Code::Stale,
-    Code::PodsNotCurrent,
-    Code::NoSidecar,
-    Code::MountedStale,
-    Code::SidecarRestarts,
-    Code::ReloadFailed,
-    Code::UnreadableSpec,
-];
 
 /// The README's fix for a subPath mount.
 pub const FIX_SUBPATH: &str = "mount the directory to get hot reload";
