@@ -3,7 +3,6 @@
 //! most a few Pods. A forbidden or unserved read becomes a [`Fetched::Failed`]; only an
 //! unreachable API server, refused credentials or a missing namespace stop the command.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use futures_util::future::join_all;
@@ -19,11 +18,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, L
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::snapshot::{
-    Fetched, HASH_KEY_FILE, HASH_KEY_SECRET, INSTALL_NAME, SecretSeen, Snapshot,
-};
+use super::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
 use super::target::Kind;
-use crate::hash::SecretKey;
 
 /// Why the reads could not make a snapshot at all (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -78,13 +74,7 @@ impl Reader {
     /// The webhook configuration, and from its Service the namespace the webhook runs in.
     async fn read_webhook(&self, snapshot: &mut Snapshot) -> Result<(), CollectError> {
         let api = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
-        snapshot.webhook = classify(api.get(INSTALL_NAME).await)?;
-        let service = (snapshot.webhook.ok().and_then(Option::as_ref))
-            .and_then(|config| config.webhooks.as_ref())
-            .and_then(|hooks| hooks.iter().find_map(|h| h.client_config.service.as_ref()));
-        if let Some(service) = service {
-            snapshot.webhook_namespace = service.namespace.clone();
-        }
+        snapshot.set_webhook(classify(api.get(INSTALL_NAME).await)?);
         Ok(())
     }
 
@@ -101,11 +91,8 @@ impl Reader {
             self.namespaces(namespace),
         );
         snapshot.lease = lease?;
-        snapshot.hash_key = key?.map(|secret| {
-            let data = secret?.data?;
-            SecretKey::new(&data.get(HASH_KEY_FILE)?.0)
-        });
-        snapshot.namespaces = namespaces?;
+        snapshot.set_hash_key(key?);
+        snapshot.set_namespaces(namespaces?);
         Ok(())
     }
 
@@ -113,21 +100,19 @@ impl Reader {
     async fn namespaces(
         &self,
         namespace: Option<&str>,
-    ) -> Result<Fetched<BTreeMap<String, Namespace>>, CollectError> {
+    ) -> Result<Fetched<Vec<Namespace>>, CollectError> {
         let api = Api::<Namespace>::all(self.client.clone());
         let got = match namespace {
             Some(name) => get(api, name).await?.map(|ns| ns.map(|ns| vec![ns])),
             None => list(api).await?,
         };
-        if let Fetched::Read(None) = got {
-            let name = namespace.unwrap_or_default().to_owned();
-            return Err(CollectError::NamespaceNotFound(name));
+        match got {
+            Fetched::Read(None) => {
+                let name = namespace.unwrap_or_default().to_owned();
+                Err(CollectError::NamespaceNotFound(name))
+            }
+            got => Ok(got.map(Option::unwrap_or_default)),
         }
-        Ok(got.map(|list| {
-            let list = list.unwrap_or_default().into_iter();
-            list.map(|ns| (ns.metadata.name.clone().unwrap_or_default(), ns))
-                .collect()
-        }))
     }
 
     /// One LIST per kind, all at once: the workloads of `kinds` (a kind not served is empty and
@@ -168,11 +153,7 @@ impl Reader {
                 .insert(kind, got.map(Option::unwrap_or_default));
         }
         snapshot.config_maps = listed(config_maps?);
-        let key = snapshot.hash_key.ok().cloned().flatten();
-        snapshot.secrets = listed(secrets?).map(|list| {
-            let reduce = |secret: &Secret| SecretSeen::reduce(secret, key.as_ref());
-            list.iter().map(reduce).collect()
-        });
+        snapshot.set_secrets(listed(secrets?));
         snapshot.pods = listed(pods?);
         snapshot.events = listed(events?);
         if let Some(job_list) = job_list {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -69,7 +69,7 @@ pub struct SecretSeen {
 
 impl SecretSeen {
     /// Reduces `secret` at once: metadata, key names, and the digests under `key`.
-    pub fn reduce(secret: &k8s_openapi::api::core::v1::Secret, key: Option<&SecretKey>) -> Self {
+    pub fn reduce(secret: &Secret, key: Option<&SecretKey>) -> Self {
         let mut keys: Vec<String> = secret
             .data
             .iter()
@@ -140,6 +140,42 @@ impl Snapshot {
             events: Fetched::default(),
             logs: BTreeMap::new(),
         }
+    }
+
+    /// Keeps the webhook configuration as read; its Service names the webhook's namespace.
+    pub fn set_webhook(&mut self, webhook: Fetched<Option<MutatingWebhookConfiguration>>) {
+        let service = (webhook.ok().and_then(Option::as_ref))
+            .and_then(|config| config.webhooks.as_ref())
+            .and_then(|hooks| hooks.iter().find_map(|h| h.client_config.service.as_ref()));
+        if let Some(service) = service {
+            self.webhook_namespace = service.namespace.clone();
+        }
+        self.webhook = webhook;
+    }
+
+    /// Keeps the webhook's hash key from its Secret as read (`None`: no Secret, or no key).
+    pub fn set_hash_key(&mut self, secret: Fetched<Option<Secret>>) {
+        self.hash_key = secret.map(|secret| {
+            let data = secret?.data?;
+            SecretKey::new(&data.get(HASH_KEY_FILE)?.0)
+        });
+    }
+
+    /// Keeps the Namespaces as read, by name.
+    pub fn set_namespaces(&mut self, namespaces: Fetched<Vec<Namespace>>) {
+        self.namespaces = namespaces.map(|list| {
+            let by_name = |ns: Namespace| (ns.metadata.name.clone().unwrap_or_default(), ns);
+            list.into_iter().map(by_name).collect()
+        });
+    }
+
+    /// Keeps the Secrets as read, reduced at once under the hash key (kept first).
+    pub fn set_secrets(&mut self, secrets: Fetched<Vec<Secret>>) {
+        let key = self.hash_key.ok().cloned().flatten();
+        self.secrets = secrets.map(|list| {
+            let reduce = |secret: &Secret| SecretSeen::reduce(secret, key.as_ref());
+            list.iter().map(reduce).collect()
+        });
     }
 
     /// The namespace-wide reads that failed, named (`could not read pods: forbidden: …`).
