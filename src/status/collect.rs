@@ -85,13 +85,17 @@ impl Reader {
         namespace: Option<&str>,
     ) -> Result<(), CollectError> {
         let webhook_namespace = Some(snapshot.webhook_namespace.as_str());
+        let (leases, secrets) = (
+            self.api::<Lease>(webhook_namespace),
+            self.api(webhook_namespace),
+        );
         let (lease, key, namespaces) = futures_util::join!(
-            get(self.api::<Lease>(webhook_namespace), INSTALL_NAME),
-            get(self.api::<Secret>(webhook_namespace), HASH_KEY_SECRET),
+            leases.get(INSTALL_NAME),
+            secrets.get(HASH_KEY_SECRET),
             self.namespaces(namespace),
         );
-        snapshot.lease = lease?;
-        snapshot.set_hash_key(key?);
+        snapshot.lease = classify(lease)?;
+        snapshot.set_hash_key(classify(key)?);
         snapshot.set_namespaces(namespaces?);
         Ok(())
     }
@@ -103,7 +107,7 @@ impl Reader {
     ) -> Result<Fetched<Vec<Namespace>>, CollectError> {
         let api = Api::<Namespace>::all(self.client.clone());
         let got = match namespace {
-            Some(name) => get(api, name).await?.map(|ns| ns.map(|ns| vec![ns])),
+            Some(name) => classify(api.get(name).await)?.map(|ns| ns.map(|ns| vec![ns])),
             None => list(api).await?,
         };
         match got {
@@ -211,6 +215,7 @@ impl Reader {
             None => Api::all_with(self.client.clone(), &resource),
         };
         let got = list::<DynamicObject>(api).await?;
+        let json = |object| serde_json::to_value(object).unwrap_or_default();
         Ok(got.map(|list| list.map(|objects| objects.into_iter().map(json).collect())))
     }
 }
@@ -233,19 +238,6 @@ fn api_resource(kind: Kind) -> ApiResource {
             ApiResource::from_gvk_with_plural(&gvk, plural)
         }
     }
-}
-
-/// A listed object as the JSON the report reads.
-fn json(object: DynamicObject) -> Value {
-    serde_json::to_value(object).unwrap_or_default()
-}
-
-/// One object by name.
-async fn get<K>(api: Api<K>, name: &str) -> Result<Got<K>, CollectError>
-where
-    K: Clone + DeserializeOwned + Debug,
-{
-    classify(api.get(name).await)
 }
 
 /// Every object of a collection, page by page.

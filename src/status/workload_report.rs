@@ -90,7 +90,8 @@ pub fn report(snapshot: &Snapshot, kind: Kind, object: &Value) -> Report {
 /// lays them out once per namespace). The sections in the order the report reads.
 pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
     let workload = Workload::new(snapshot, kind, object, configs);
-    let (opt_in, mut findings) = workload.opt_in();
+    let (annotations, labels) = (&workload.annotations, &workload.labels);
+    let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, annotations, labels);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
     let explained = match workload.explain() {
@@ -199,16 +200,6 @@ impl<'a> Workload<'a> {
             annotations: map("annotations"),
             labels: map("labels"),
         }
-    }
-
-    /// 1. Opt-in, by the namespace's label and the template's opt-out.
-    fn opt_in(&self) -> (OptIn, Vec<Finding>) {
-        install::opt_in(
-            self.snapshot,
-            self.namespace,
-            &self.annotations,
-            &self.labels,
-        )
     }
 
     /// What the pod template reads and what the sidecar would do, by the webhook's own
