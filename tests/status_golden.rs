@@ -10,12 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::jiff::Timestamp;
-use reload_injector::status::assemble::assemble;
+mod status_support;
+
 use reload_injector::status::findings::Code;
 use reload_injector::status::target::{Kind, Target};
 use reload_injector::status::{config_report, render, summary, workload_report};
 use serde::Deserialize;
 use serde_json::Value;
+use status_support::assemble;
 
 const DIR: &str = "tests/fixtures/status";
 

@@ -6,8 +6,8 @@
 //! - [`target`] reads `TARGET` (`deploy/web`, `cm/app`, …); [`common`] holds the small helpers
 //!   every part shares;
 //! - collect: [`collect`] is the thin kube I/O that fills a [`snapshot::Snapshot`] with one LIST
-//!   per kind per namespace, a few GETs of the installation, and a few sidecar logs;
-//!   [`assemble`] builds the same snapshot from a flat list of objects (the goldens' input);
+//!   per kind per namespace, a few GETs of the installation, and a few sidecar logs (the
+//!   goldens build the same snapshot from their objects: `tests/status_support`);
 //! - judge (pure, reads a snapshot): [`workload_report`] is the report on one workload, made of
 //!   [`install`] (opt-in and installation), [`read_lines`] (what it reads and what a change
 //!   does), [`hash_check`] (is the stamped hash current), and [`pods`] (with [`select`] for
@@ -19,7 +19,6 @@
 //!
 //! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
 
-pub mod assemble;
 pub mod collect;
 pub mod common;
 pub mod config_objects;

@@ -1,6 +1,6 @@
-//! A [`Snapshot`] from a flat list of objects, as a fixture or a saved `kubectl get -o json`
-//! holds them (pure): each object goes where [`super::collect`] would have put it, and reads named
-//! in `failed` count as failed with the reason given.
+//! A status `Snapshot` from a flat list of objects, as a golden case holds them (pure): each
+//! object goes where `status::collect` would have put it, through the same `Snapshot` setters,
+//! and reads named in `failed` count as failed with the reason given.
 
 use std::collections::BTreeMap;
 
@@ -8,8 +8,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
-use super::target::Kind;
+use reload_injector::status::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
+use reload_injector::status::target::Kind;
 
 /// Names of reads for `failed`: `namespaces`, `webhook`, `lease`, `hashKey`, `configmaps`,
 /// `secrets`, `pods`, `jobs`, `events`, a workload plural (`deployments`), or `log:NS/POD`.
