@@ -5,13 +5,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
-use serde_json::Value;
 
-use super::common::meta_str;
 use super::config_objects::{Configs, Written, data_written};
 use super::findings::Finding;
 use super::read_lines::OnChange;
-use super::snapshot::{Fetched, Snapshot};
+use super::snapshot::Snapshot;
 use super::target::Kind;
 use super::workload_report;
 use crate::hash::ConfigId;
@@ -80,7 +78,7 @@ pub fn config(
         .map(|key| (key.clone(), KeyLine::new(key, true)))
         .collect();
     let mut findings = Vec::new();
-    for (workload_kind, object) in workloads(snapshot, namespace) {
+    for (workload_kind, object) in snapshot.workload_objects(Some(namespace)) {
         let report = workload_report::report_with(snapshot, workload_kind, object, &configs);
         let workload = format!("{}/{}", workload_kind.short(), report.name);
         let reads = report.reads.iter();
@@ -160,18 +158,4 @@ fn find(
         }
         _ => None,
     }
-}
-
-/// Every workload read in `namespace`, with its kind.
-fn workloads<'a>(
-    snapshot: &'a Snapshot,
-    namespace: &'a str,
-) -> impl Iterator<Item = (Kind, &'a Value)> {
-    Kind::WORKLOADS.into_iter().flat_map(move |kind| {
-        let list = snapshot.workloads.get(&kind).and_then(Fetched::ok);
-        let in_namespace = list.into_iter().flatten();
-        in_namespace
-            .filter(move |o| meta_str(o, "namespace") == Some(namespace))
-            .map(move |o| (kind, o))
-    })
 }

@@ -103,12 +103,7 @@ pub fn hash_key<'a>(
     };
     match &snapshot.hash_key {
         Fetched::Read(Some(key)) => (KeyState::Key(key), None),
-        Fetched::Failed(reason) => (
-            KeyState::Unreadable,
-            Some(format!(
-                "Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})"
-            )),
-        ),
+        Fetched::Failed(reason) => (KeyState::Unreadable, Some(key_unreadable(reason))),
         Fetched::Read(None) => {
             let Some(explained) = explained else {
                 return (KeyState::NoKey, None);
@@ -138,6 +133,11 @@ pub fn hash_key<'a>(
             (KeyState::Unreadable, Some(missing(why)))
         }
     }
+}
+
+/// The note when the webhook's Secret-hash key cannot be read.
+pub fn key_unreadable(reason: &str) -> String {
+    format!("Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})")
 }
 
 /// The stamped hash against the hash of the live data `explained` reads through env.

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use super::common::meta_str;
 use super::target::Kind;
 use crate::hash::{ConfigObject, SecretKey};
 
@@ -176,6 +177,21 @@ impl Snapshot {
             let reduce = |secret: &Secret| SecretSeen::reduce(secret, key.as_ref());
             list.iter().map(reduce).collect()
         });
+    }
+
+    /// Every workload read (in `namespace`, or everywhere), with its kind, in the order of
+    /// [`Kind::WORKLOADS`].
+    pub fn workload_objects<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = (Kind, &'a Value)> {
+        Kind::WORKLOADS.into_iter().flat_map(move |kind| {
+            let list = self.workloads.get(&kind).and_then(Fetched::ok);
+            let objects = list.into_iter().flatten();
+            objects
+                .filter(move |o| namespace.is_none_or(|ns| meta_str(o, "namespace") == Some(ns)))
+                .map(move |o| (kind, o))
+        })
     }
 
     /// The namespace-wide reads that failed, named (`could not read pods: forbidden: …`).
