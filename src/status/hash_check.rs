@@ -70,19 +70,6 @@ pub struct HashCheck {
     pub written: Vec<Written>,
 }
 
-impl HashCheck {
-    /// The check before anything is known: state `unknown`.
-    pub fn unknown(stamped: Option<String>, key: &KeyState<'_>) -> Self {
-        HashCheck {
-            state: HashState::Unknown,
-            stamped,
-            live: None,
-            secrets_checked: key.checks_secrets(),
-            written: Vec::new(),
-        }
-    }
-}
-
 /// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
 /// key's Secret is looked for where the shipped manifests keep it; when it is not there, the
 /// webhook is taken to have no key only if the stamped hash agrees (it is the hash without

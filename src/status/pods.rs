@@ -101,19 +101,17 @@ pub fn pods(
         .updated
         .is_some_and(|(updated, wanted)| updated < wanted);
     if behind || rolling {
-        let mut message = String::new();
-        if let Some(c) = out.current_hash.filter(|_| behind) {
-            message = format!("{} of {} pods carry the current config-hash", c, out.total);
-        }
-        if let Some((updated, wanted)) = out.updated.filter(|_| rolling) {
-            if !message.is_empty() {
-                message.push_str("; ");
-            }
-            message.push_str(&format!("{updated} of {wanted} replicas are updated"));
-        }
+        let current = (out.current_hash.filter(|_| behind))
+            .map(|c| format!("{c} of {} pods carry the current config-hash", out.total));
+        let updated = (out.updated.filter(|_| rolling))
+            .map(|(updated, wanted)| format!("{updated} of {wanted} replicas are updated"));
+        let message: Vec<String> = current.into_iter().chain(updated).collect();
         findings.push(Finding::new(
             Code::PodsNotCurrent,
-            format!("{message}: a rolling update is in progress or stuck"),
+            format!(
+                "{}: a rolling update is in progress or stuck",
+                message.join("; ")
+            ),
             format!(
                 "kubectl rollout status {}/{} -n {namespace}",
                 kind.short(),

@@ -179,7 +179,13 @@ impl Consumed {
         Consumed {
             reads: Vec::new(),
             reload: None,
-            hash: HashCheck::unknown(stamped, key),
+            hash: HashCheck {
+                state: HashState::Unknown,
+                stamped,
+                live: None,
+                secrets_checked: key.checks_secrets(),
+                written: Vec::new(),
+            },
             findings: Vec::new(),
         }
     }
