@@ -180,12 +180,7 @@ impl Reader {
             (key.clone(), classify(api.logs(name, params).await))
         });
         for (key, got) in join_all(reads).await {
-            let fetched = match got? {
-                Fetched::Read(Some(text)) => Fetched::Read(text),
-                Fetched::Read(None) => Fetched::Failed("not found".to_owned()),
-                Fetched::Failed(reason) => Fetched::Failed(reason),
-            };
-            snapshot.logs.insert(key, fetched);
+            snapshot.logs.insert(key, or_failed(got?, "not found"));
         }
         Ok(())
     }
@@ -289,9 +284,14 @@ fn first_line(text: &str) -> String {
 
 /// A LIST's answer: a kind not served is a failure here.
 fn listed<T>(got: Got<Vec<T>>) -> Fetched<Vec<T>> {
+    or_failed(got, "not served")
+}
+
+/// What was read, or `missing` as the failure when nothing was there.
+fn or_failed<T>(got: Got<T>, missing: &str) -> Fetched<T> {
     match got {
-        Fetched::Read(Some(list)) => Fetched::Read(list),
-        Fetched::Read(None) => Fetched::Failed("not served".to_owned()),
+        Fetched::Read(Some(value)) => Fetched::Read(value),
+        Fetched::Read(None) => Fetched::Failed(missing.to_owned()),
         Fetched::Failed(reason) => Fetched::Failed(reason),
     }
 }

@@ -242,6 +242,11 @@ fn findings_text(out: &mut String, findings: &[Finding], notes: &[String]) {
             let _ = writeln!(out, "      fix: {}", finding.fix);
         }
     }
+    notes_text(out, notes);
+}
+
+/// What could not be checked, if anything.
+fn notes_text(out: &mut String, notes: &[String]) {
     if !notes.is_empty() {
         out.push_str("\nNot checked:\n");
         for note in notes {
@@ -275,12 +280,7 @@ pub fn summary_text(summary: &Summary) -> String {
     if summary.has_findings() {
         out.push_str("\nThe report and fixes of one: status KIND/NAME -n NAMESPACE\n");
     }
-    if !summary.notes.is_empty() {
-        out.push_str("\nNot checked:\n");
-        for note in &summary.notes {
-            let _ = writeln!(out, "   {note}");
-        }
-    }
+    notes_text(&mut out, &summary.notes);
     out
 }
 

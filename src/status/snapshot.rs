@@ -89,7 +89,7 @@ impl SecretSeen {
 }
 
 /// Everything read for one report or summary.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// When the reads were made (ages are measured from it).
     pub now: Timestamp,
@@ -127,19 +127,8 @@ impl Snapshot {
     pub fn empty(now: Timestamp) -> Self {
         Snapshot {
             now,
-            namespaces: Fetched::default(),
-            webhook: Fetched::Read(None),
             webhook_namespace: DEFAULT_WEBHOOK_NAMESPACE.to_owned(),
-            lease: Fetched::Read(None),
-            hash_key: Fetched::Read(None),
-            workloads: BTreeMap::new(),
-            unserved: BTreeSet::new(),
-            config_maps: Fetched::default(),
-            secrets: Fetched::default(),
-            pods: Fetched::default(),
-            jobs: Fetched::default(),
-            events: Fetched::default(),
-            logs: BTreeMap::new(),
+            ..Snapshot::default()
         }
     }
 
