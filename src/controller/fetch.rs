@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use super::store::{ConfigKey, Fetched};
-use crate::hash::{ConfigKind, ConfigObject, SecretKey};
+use crate::hash::{ConfigId, ConfigKind, ConfigObject, SecretKey};
 
 /// Most GETs in flight at once.
 const CONCURRENCY: usize = 16;
@@ -85,48 +85,62 @@ struct Getter {
 
 impl Getter {
     async fn get(&self, key: &ConfigKey, sent: u64) -> Result<Fetched, String> {
-        let (namespace, name) = (&*key.namespace, key.id.name.as_str());
-        let found = match (key.id.kind, &self.secret_key) {
-            (ConfigKind::ConfigMap, _) => {
-                Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
-                    .get_opt(name)
-                    .await
-                    .map(|cm| {
-                        cm.map(|cm| {
-                            (
-                                cm.metadata.resource_version.clone(),
-                                ConfigObject::from_config_map(&cm),
-                            )
-                        })
-                    })
-            }
-            (ConfigKind::Secret, Some(secret_key)) => {
-                Api::<Secret>::namespaced(self.client.clone(), namespace)
-                    .get_opt(name)
-                    .await
-                    .map(|s| {
-                        s.map(|s| {
-                            (
-                                s.metadata.resource_version.clone(),
-                                ConfigObject::from_secret(&s, secret_key),
-                            )
-                        })
-                    })
-            }
-            (ConfigKind::Secret, None) => return Err("no secret hash key".to_owned()),
+        let secret_key = self.secret_key.as_ref();
+        let read = read_config(self.client.clone(), &key.namespace, &key.id, secret_key)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (resource_version, object) = match read {
+            Some((version, object)) => (version, Some(object.into())),
+            None => (None, None),
         };
-        match found {
-            Ok(Some((resource_version, object))) => Ok(Fetched {
-                resource_version,
-                object: Some(object.into()),
-                sent,
-            }),
-            Ok(None) => Ok(Fetched {
-                resource_version: None,
-                object: None,
-                sent,
-            }),
-            Err(err) => Err(err.to_string()),
-        }
+        Ok(Fetched {
+            resource_version,
+            object,
+            sent,
+        })
     }
+}
+
+/// Why a ConfigMap or Secret could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A Secret, and no key to hash its values with: it is never asked for.
+    #[error("no secret hash key")]
+    NoSecretKey,
+    /// The API answered with an error, or could not be reached.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+/// GETs the ConfigMap or Secret `id` in `namespace` and reduces it at once to its digests (a
+/// Secret's keyed by `secret_key`), with its resourceVersion; `None` when it does not exist.
+/// The webhook's lookups and the controller's fetches both read through it.
+pub async fn read_config(
+    client: Client,
+    namespace: &str,
+    id: &ConfigId,
+    secret_key: Option<&SecretKey>,
+) -> Result<Option<(Option<String>, ConfigObject)>, ReadError> {
+    let name = id.name.as_str();
+    Ok(match (id.kind, secret_key) {
+        (ConfigKind::ConfigMap, _) => Api::<ConfigMap>::namespaced(client, namespace)
+            .get_opt(name)
+            .await?
+            .map(|cm| {
+                (
+                    cm.metadata.resource_version.clone(),
+                    ConfigObject::from_config_map(&cm),
+                )
+            }),
+        (ConfigKind::Secret, Some(key)) => Api::<Secret>::namespaced(client, namespace)
+            .get_opt(name)
+            .await?
+            .map(|s| {
+                (
+                    s.metadata.resource_version.clone(),
+                    ConfigObject::from_secret(&s, key),
+                )
+            }),
+        (ConfigKind::Secret, None) => return Err(ReadError::NoSecretKey),
+    })
 }

@@ -1,13 +1,88 @@
 //! Findings: what keeps a change from reaching the pods, each with its fix, worded as the
 //! README's table of warnings words it. Their `code`s are part of the `-o json` form.
 
+use std::fmt;
+
 use serde::Serialize;
+
+/// Declares [`Code`] from one table: each variant with its doc and its stable code.
+macro_rules! codes {
+    ($($(#[$doc:meta])* $variant:ident = $code:literal,)*) => {
+        /// What a finding is about. Its text (`stale`, …) is the stable `code` of the
+        /// `-o json` form.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+        pub enum Code { $($(#[$doc])* $variant,)* }
+
+        impl Code {
+            /// Every code, in the order of the table.
+            pub const ALL: &[Code] = &[$(Code::$variant,)*];
+
+            /// The stable code.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $code,)* }
+            }
+        }
+    };
+}
+
+codes! {
+    /// The namespace lacks the opt-in label.
+    NamespaceNotOptedIn = "namespace-not-opted-in",
+    /// A namespace the webhook never mutates.
+    NamespaceExcluded = "namespace-excluded",
+    /// The pod template opts out.
+    OptedOut = "opted-out",
+    /// No MutatingWebhookConfiguration.
+    WebhookMissing = "webhook-missing",
+    /// A webhook without a CA bundle.
+    WebhookNoCaBundle = "webhook-no-ca-bundle",
+    /// No controller holds the Lease.
+    NoController = "no-controller",
+    /// Reads through env, but no `config-hash`.
+    NotStamped = "not-stamped",
+    /// A `config-hash`, but not the managed label.
+    NotWatched = "not-watched",
+    /// A subPath mount: never updated in place.
+    Subpath = "subpath",
+    /// A Secret read through env, and the webhook has no hash key.
+    SecretNotHashed = "secret-not-hashed",
+    /// A non-optional reference to an object that does not exist.
+    MissingConfig = "missing-config",
+    /// The stamped `config-hash` is not the live data's.
+    Stale = "stale",
+    /// Pods behind the template.
+    PodsNotCurrent = "pods-not-current",
+    /// A Pod lacks the sidecar its template calls for.
+    NoSidecar = "no-sidecar",
+    /// A sidecar Pod's `mounted-config-hash` is not the live data's.
+    MountedStale = "mounted-stale",
+    /// The `config-reloader` container restarted.
+    SidecarRestarts = "sidecar-restarts",
+    /// The last reload failed.
+    ReloadFailed = "reload-failed",
+    /// A refresh in waves stopped.
+    RefreshStopped = "refresh-stopped",
+    /// The pod template cannot be read.
+    UnreadableSpec = "unreadable-spec",
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// A stable identifier (`namespace-not-opted-in`, `stale`, …).
-    pub code: &'static str,
+    /// What it is about.
+    pub code: Code,
     /// What is wrong, in plain words.
     pub message: String,
     /// What to do.
@@ -16,7 +91,7 @@ pub struct Finding {
 
 impl Finding {
     /// A finding.
-    pub fn new(code: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub fn new(code: Code, message: impl Into<String>, fix: impl Into<String>) -> Self {
         Finding {
             code,
             message: message.into(),
@@ -24,28 +99,6 @@ impl Finding {
         }
     }
 }
-
-/// Every finding code, for the documentation and the tests.
-pub const CODES: &[&str] = &[
-    "namespace-not-opted-in",
-    "namespace-excluded",
-    "opted-out",
-    "webhook-missing",
-    "webhook-no-ca-bundle",
-    "no-controller",
-    "not-stamped",
-    "not-watched",
-    "subpath",
-    "secret-not-hashed",
-    "missing-config",
-    "stale",
-    "pods-not-current",
-    "no-sidecar",
-    "mounted-stale",
-    "sidecar-restarts",
-    "reload-failed",
-    "unreadable-spec",
-];
 
 /// The README's fix for a subPath mount.
 pub const FIX_SUBPATH: &str = "mount the directory to get hot reload";

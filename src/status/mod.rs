@@ -1,39 +1,47 @@
 //! `reload-injector status` (also the kubectl plugin `kubectl reload-injector`): answers "why
 //! didn't my pod reload?" from the live cluster.
 //!
-//! - [`target`] reads `TARGET` (`deploy/web`, `cm/app`, …);
-//! - [`read`] is the thin kube I/O: it fills a [`snapshot::Snapshot`] with one LIST per kind
-//!   per namespace, a few GETs of the installation, and a few sidecar logs;
-//! - [`report`] (with [`install`], [`reads`], [`config`], [`pods`], [`logs`], [`select`]) is
-//!   the pure report on one workload, [`readers`] the one on a ConfigMap or Secret, and
+//! Data flows one way: collect, then judge, then render.
+//!
+//! - [`target`] reads `TARGET` (`deploy/web`, `cm/app`, …); [`common`] holds the small helpers
+//!   every part shares;
+//! - collect: [`collect`] is the thin kube I/O that fills a [`snapshot::Snapshot`] with one LIST
+//!   per kind per namespace, a few GETs of the installation, and a few sidecar logs (the
+//!   goldens build the same snapshot from their objects: `tests/status_support`);
+//! - judge (pure, reads a snapshot): [`workload_report`] is the report on one workload, made of
+//!   [`install`] (opt-in and installation), [`read_lines`] (what it reads and what a change
+//!   does), [`hash_check`] (is the stamped hash current), and [`pods`] (with [`select`] for
+//!   which Pods and [`sidecar_log`] for their reload lines), over the ConfigMaps and Secrets
+//!   laid out by [`config_objects`]; [`config_report`] is the report on a ConfigMap or Secret,
 //!   [`summary`] the one-line-per-workload form, problems first; [`findings`] lists what they
-//!   can find; [`assemble`] builds a snapshot from a flat list of objects (the goldens' input);
-//! - [`render`] writes either as text or JSON.
+//!   can find;
+//! - render: [`render`] writes a report as text or JSON.
 //!
 //! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
 
-pub mod assemble;
-pub mod config;
+pub mod collect;
+pub mod common;
+pub mod config_objects;
+pub mod config_report;
 pub mod findings;
+pub mod hash_check;
 pub mod install;
-pub mod logs;
 pub mod pods;
-pub mod read;
-pub mod readers;
-pub mod reads;
+pub mod read_lines;
 pub mod render;
-pub mod report;
 pub mod select;
+pub mod sidecar_log;
 pub mod snapshot;
 pub mod summary;
 pub mod target;
+pub mod workload_report;
 
 use std::process::ExitCode;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::cli::{StatusArgs, StatusFormat};
-use read::Reader;
+use collect::Reader;
 use target::{Kind, Target};
 
 /// Sidecar Pods whose log is read per report, at most.
@@ -51,15 +59,9 @@ pub enum StatusError {
     /// No usable kubeconfig.
     #[error("failed to load the kubeconfig: {0}")]
     NoConfig(String),
-    /// The API server could not be reached.
-    #[error("failed to reach the API server: {0}")]
-    Unreachable(String),
-    /// The API server refused the credentials.
-    #[error("failed to log in to the API server: {0}")]
-    Unauthorized(String),
-    /// The namespace does not exist.
-    #[error("namespace {0:?} not found")]
-    NamespaceNotFound(String),
+    /// The reads could not be made (unreachable, unauthorized, no such namespace).
+    #[error(transparent)]
+    Collect(#[from] collect::CollectError),
     /// The target does not exist.
     #[error("{kind} {name:?} not found in namespace {namespace:?}")]
     NotFound {
@@ -163,7 +165,7 @@ async fn config_report(
     reader: &Reader,
     target: Target,
     namespace: String,
-) -> Result<readers::ConfigReport, StatusError> {
+) -> Result<config_report::ConfigReport, StatusError> {
     let snapshot = reader
         .snapshot(Some(&namespace), &Kind::WORKLOADS, false)
         .await?;
@@ -177,11 +179,13 @@ async fn config_report(
             reason: reason.to_owned(),
         });
     }
-    readers::config(&snapshot, target.kind, &namespace, &target.name).ok_or(StatusError::NotFound {
-        kind: target.kind.short(),
-        name: target.name,
-        namespace,
-    })
+    config_report::config(&snapshot, target.kind, &namespace, &target.name).ok_or(
+        StatusError::NotFound {
+            kind: target.kind.short(),
+            name: target.name,
+            namespace,
+        },
+    )
 }
 
 /// The report on a workload or Pod. Its sidecar Pods are known only once the report is made,
@@ -190,7 +194,7 @@ async fn workload_report(
     reader: &Reader,
     target: Target,
     namespace: String,
-) -> Result<report::Report, StatusError> {
+) -> Result<workload_report::Report, StatusError> {
     let kinds: &[Kind] = if target.kind == Kind::Pod {
         &[]
     } else {
@@ -200,7 +204,8 @@ async fn workload_report(
         .snapshot(Some(&namespace), kinds, target.kind == Kind::CronJob)
         .await?;
     target_readable(&snapshot, &target, &namespace)?;
-    let Some(first) = report::workload(&snapshot, target.kind, &namespace, &target.name) else {
+    let Some(first) = workload_report::workload(&snapshot, target.kind, &namespace, &target.name)
+    else {
         return Err(StatusError::NotFound {
             kind: target.kind.short(),
             name: target.name,
@@ -219,7 +224,10 @@ async fn workload_report(
         return Ok(first);
     }
     reader.logs(&mut snapshot, &sidecar_pods).await?;
-    Ok(report::workload(&snapshot, target.kind, &namespace, &target.name).unwrap_or(first))
+    Ok(
+        workload_report::workload(&snapshot, target.kind, &namespace, &target.name)
+            .unwrap_or(first),
+    )
 }
 
 /// Whether the target's kind (and, for a Pod, the Pods) could be read at all.

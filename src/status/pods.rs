@@ -5,13 +5,13 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::Configs;
-use super::findings::{FIX_EPERM, Finding};
-use super::logs;
-use super::reads::KeyState;
-use super::report::meta_str;
+use super::common::meta_str;
+use super::config_objects::Configs;
+use super::findings::{Code, FIX_EPERM, Finding};
+use super::hash_check::{HashState, KeyState};
 use super::select::{matches, owned_by};
-use super::snapshot::Snapshot;
+use super::sidecar_log;
+use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
 use crate::hash::ConfigKind;
 use crate::inject::consumption;
@@ -52,8 +52,8 @@ pub struct PodLine {
     pub mounted_stamped: Option<String>,
     /// The hash of the live data it mounts (`None`: not computable).
     pub mounted_live: Option<String>,
-    /// `current`, `stale`, `notStamped` or `unknown` (sidecar Pods only).
-    pub mounted_state: Option<&'static str>,
+    /// Its `mounted-config-hash` against the live data (sidecar Pods only).
+    pub mounted_state: Option<HashState>,
     /// Restarts of the `config-reloader` container.
     pub sidecar_restarts: Option<i64>,
     /// The last reload lines of its log, oldest first.
@@ -62,7 +62,7 @@ pub struct PodLine {
     pub log_failed: Option<String>,
 }
 
-/// The Pods part for `object`, a `kind` workload, adding findings. `expect_sidecar`: the
+/// The Pods part for `object`, a `kind` workload, and its findings. `expect_sidecar`: the
 /// template's Pods should carry one.
 pub fn pods(
     snapshot: &Snapshot,
@@ -71,11 +71,11 @@ pub fn pods(
     configs: &Configs,
     key: KeyState<'_>,
     expect_sidecar: bool,
-    findings: &mut Vec<Finding>,
-) -> Pods {
+) -> (Pods, Vec<Finding>) {
     let Some(all) = snapshot.pods.ok() else {
-        return Pods::default();
+        return (Pods::default(), Vec::new());
     };
+    let mut findings = Vec::new();
     let namespace = meta_str(object, "namespace").unwrap_or_default();
     let owned: Vec<&Value> = owned_pods(snapshot, kind, object, namespace, all);
     let stamped = object
@@ -101,19 +101,17 @@ pub fn pods(
         .updated
         .is_some_and(|(updated, wanted)| updated < wanted);
     if behind || rolling {
-        let mut message = String::new();
-        if let Some(c) = out.current_hash.filter(|_| behind) {
-            message = format!("{} of {} pods carry the current config-hash", c, out.total);
-        }
-        if let Some((updated, wanted)) = out.updated.filter(|_| rolling) {
-            if !message.is_empty() {
-                message.push_str("; ");
-            }
-            message.push_str(&format!("{updated} of {wanted} replicas are updated"));
-        }
+        let current = (out.current_hash.filter(|_| behind))
+            .map(|c| format!("{c} of {} pods carry the current config-hash", out.total));
+        let updated = (out.updated.filter(|_| rolling))
+            .map(|(updated, wanted)| format!("{updated} of {wanted} replicas are updated"));
+        let message: Vec<String> = current.into_iter().chain(updated).collect();
         findings.push(Finding::new(
-            "pods-not-current",
-            format!("{message}: a rolling update is in progress or stuck"),
+            Code::PodsNotCurrent,
+            format!(
+                "{}: a rolling update is in progress or stuck",
+                message.join("; ")
+            ),
             format!(
                 "kubectl rollout status {}/{} -n {namespace}",
                 kind.short(),
@@ -122,9 +120,9 @@ pub fn pods(
         ));
     }
     for line in &out.items {
-        line_findings(line, expect_sidecar, namespace, findings);
+        findings.extend(line_findings(line, expect_sidecar, namespace));
     }
-    out
+    (out, findings)
 }
 
 fn owned_pods<'a>(
@@ -247,10 +245,10 @@ fn pod_line(
         }
     }
     line.mounted_state = Some(match (&line.mounted_stamped, &line.mounted_live) {
-        (None, _) => "notStamped",
-        (Some(_), None) => "unknown",
-        (Some(s), Some(l)) if s == l => "current",
-        _ => "stale",
+        (None, _) => HashState::NotStamped,
+        (Some(_), None) => HashState::Unknown,
+        (Some(s), Some(l)) if s == l => HashState::Current,
+        _ => HashState::Stale,
     });
     line.sidecar_restarts = ["containerStatuses", "initContainerStatuses"]
         .iter()
@@ -259,30 +257,28 @@ fn pod_line(
         .find(|s| s.get("name").and_then(Value::as_str) == Some(SIDECAR_NAME))
         .and_then(|s| s.get("restartCount").and_then(Value::as_i64));
     match snapshot.logs.get(&format!("{namespace}/{name}")) {
-        Some(super::snapshot::Fetched::Read(text)) => line.reloads = logs::reload_lines(text, 3),
-        Some(super::snapshot::Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
+        Some(Fetched::Read(text)) => line.reloads = sidecar_log::reload_lines(text, 3),
+        Some(Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
         None => {}
     }
     line
 }
 
-fn line_findings(
-    line: &PodLine,
-    expect_sidecar: bool,
-    namespace: &str,
-    findings: &mut Vec<Finding>,
-) {
+/// The findings about one Pod: `no-sidecar`, `mounted-stale`, `sidecar-restarts`,
+/// `reload-failed`.
+fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<Finding> {
+    let mut findings = Vec::new();
     let pod = &line.name;
     if expect_sidecar && !line.sidecar {
         findings.push(Finding::new(
-            "no-sidecar",
+            Code::NoSidecar,
             format!("pod {pod:?} has no config-reloader sidecar: its mounted config is never reloaded"),
             "the Pod webhook (failurePolicy Ignore) was not reachable when it was created: recreate the pod",
         ));
     }
-    if line.mounted_state == Some("stale") {
+    if line.mounted_state == Some(HashState::Stale) {
         findings.push(Finding::new(
-            "mounted-stale",
+            Code::MountedStale,
             format!(
                 "pod {pod:?}: the mounted-config-hash is not the hash of the live data it mounts"
             ),
@@ -291,15 +287,15 @@ fn line_findings(
     }
     if let Some(restarts) = line.sidecar_restarts.filter(|r| *r > 0) {
         findings.push(Finding::new(
-            "sidecar-restarts",
+            Code::SidecarRestarts,
             format!("pod {pod:?}: the config-reloader container restarted {restarts} times"),
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME} --previous"),
         ));
     }
-    if let Some(last) = line.reloads.last().filter(|l| !logs::succeeded(l)) {
-        let fix = if logs::permission_denied(last) {
+    if let Some(last) = line.reloads.last().filter(|l| !sidecar_log::succeeded(l)) {
+        let fix = if sidecar_log::permission_denied(last) {
             FIX_EPERM.to_owned()
-        } else if logs::target_exited(last) {
+        } else if sidecar_log::target_exited(last) {
             "the app died of the reload signal: annotate the pod template reload-injector.io/on-change: restart, \
              or set reload-injector.io/signal (or reload-url) to what it reloads on"
                 .to_owned()
@@ -307,9 +303,10 @@ fn line_findings(
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME}")
         };
         findings.push(Finding::new(
-            "reload-failed",
+            Code::ReloadFailed,
             format!("pod {pod:?}: the last reload failed: {last}"),
             fix,
         ));
     }
+    findings
 }

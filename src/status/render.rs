@@ -1,23 +1,19 @@
 //! Text and JSON forms of a report or summary (pure). The JSON form is the serialized
-//! [`Report`] / [`Summary`], with `exitCode`; its fields are documented in docs/status.md.
+//! [`Report`] / [`ConfigReport`] / [`Summary`], with `exitCode`; its fields are documented in docs/status.md.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::common::age;
+use super::config_report::ConfigReport;
 use super::findings::Finding;
-use super::report::{HashCheck, Report};
+use super::hash_check::{HashCheck, HashState};
+use super::install::{Installation, OptIn, WebhookState};
+use super::pods::{PodLine, Pods};
+use super::read_lines::{OnChange, ReadLine};
 use super::summary::Summary;
-
-/// `3s`, `5m`, `2h`, `4d`.
-pub fn age(seconds: i64) -> String {
-    match seconds {
-        s if s < 120 => format!("{s}s"),
-        s if s < 2 * 3600 => format!("{}m", s / 60),
-        s if s < 48 * 3600 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
-}
+use super::workload_report::{EventLine, Report};
 
 /// The report as JSON (pretty, with `exitCode`).
 pub fn json<T: Serialize>(value: &T, exit_code: u8) -> String {
@@ -34,13 +30,22 @@ pub fn json<T: Serialize>(value: &T, exit_code: u8) -> String {
     text
 }
 
-/// The report as text, for a person.
+/// The report as text, for a person: its five sections, then the findings.
 pub fn text(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
+    let mut out = format!("{} {}/{}\n", report.kind, report.namespace, report.name);
+    opt_in_text(&mut out, &report.namespace, &report.opt_in);
+    installation_text(&mut out, &report.installation);
+    reads_text(&mut out, &report.reads, report.reload.as_deref());
+    out.push_str("\n4. Is it current?\n");
+    hash_text(&mut out, &report.hash);
+    events_text(&mut out, &report.events);
+    pods_text(&mut out, &report.pods);
+    findings_text(&mut out, &report.findings, &report.notes);
+    out
+}
+
+fn opt_in_text(out: &mut String, namespace: &str, opt: &OptIn) {
     out.push_str("\n1. Opt-in\n");
-    let opt = &report.opt_in;
-    let ns = &report.namespace;
     let label = match (&opt.namespace_label, opt.namespace_read) {
         (_, false) => "could not be read".to_owned(),
         (Some(v), true) => format!("label reload-injector.io/inject={v}"),
@@ -53,7 +58,7 @@ pub fn text(report: &Report) -> String {
     } else {
         "NOT opted in"
     };
-    let _ = writeln!(out, "   namespace {ns:?}: {verdict} ({label})");
+    let _ = writeln!(out, "   namespace {namespace:?}: {verdict} ({label})");
     match opt.opted_out_by {
         Some(by) => {
             let _ = writeln!(
@@ -63,33 +68,30 @@ pub fn text(report: &Report) -> String {
         }
         None => out.push_str("   pod template: not opted out\n"),
     }
+}
+
+fn installation_text(out: &mut String, inst: &Installation) {
     out.push_str("\n2. Installation\n");
-    let inst = &report.installation;
     let webhook = match (inst.webhook, inst.ca_bundle) {
-        ("present", Some(true)) => "present, CA bundle set",
-        ("present", _) => "present, CA bundle MISSING",
-        ("missing", _) => "MISSING",
-        _ => "could not be read",
+        (WebhookState::Present, Some(true)) => "present, CA bundle set",
+        (WebhookState::Present, _) => "present, CA bundle MISSING",
+        (WebhookState::Missing, _) => "MISSING",
+        (WebhookState::Unreadable, _) => "could not be read",
     };
     let _ = writeln!(
         out,
         "   MutatingWebhookConfiguration \"reload-injector\": {webhook}"
     );
-    let lease = match (
-        &inst.lease_holder,
-        inst.renewed_seconds_ago,
-        inst.lease_read,
-    ) {
-        (_, _, false) => "could not be read".to_owned(),
-        (Some(holder), Some(ago), true) => format!(
-            "held by {holder:?}, renewed {} ago ({})",
-            age(ago),
-            if inst.controller_running {
-                "running"
-            } else {
-                "EXPIRED: no controller is running"
-            }
-        ),
+    let running = if inst.controller_running {
+        "running"
+    } else {
+        "EXPIRED: no controller is running"
+    };
+    let lease = match (&inst.lease_holder, inst.renewed_seconds_ago) {
+        _ if !inst.lease_read => "could not be read".to_owned(),
+        (Some(holder), Some(ago)) => {
+            format!("held by {holder:?}, renewed {} ago ({running})", age(ago))
+        }
         _ => "no holder: no controller is running".to_owned(),
     };
     let _ = writeln!(
@@ -97,11 +99,14 @@ pub fn text(report: &Report) -> String {
         "   controller Lease {}/reload-injector: {lease}",
         inst.namespace
     );
+}
+
+fn reads_text(out: &mut String, reads: &[ReadLine], reload: Option<&str>) {
     out.push_str("\n3. What it reads, and what a change does\n");
-    if report.reads.is_empty() {
+    if reads.is_empty() {
         out.push_str("   no ConfigMap or Secret\n");
     }
-    for read in &report.reads {
+    for read in reads {
         let what = match &read.key {
             Some(key) => format!("{} {:?} key {key:?}", read.object_kind, read.object),
             None => format!("{} {:?} (every key)", read.object_kind, read.object),
@@ -110,105 +115,48 @@ pub fn text(report: &Report) -> String {
             Some(volume) => format!("{} (volume {volume:?})", read.via),
             None => read.via.to_owned(),
         };
-        let mut flags = String::new();
-        if read.optional {
-            flags.push_str(", optional");
-        }
-        match read.exists {
-            Some(false) => flags.push_str(", MISSING"),
-            None => flags.push_str(", existence unknown"),
-            Some(true) => {}
-        }
-        let change = match read.on_change {
-            "rollout" => "rollout",
-            "hotReload" => "hot reload",
-            _ => "nothing",
+        let optional = if read.optional { ", optional" } else { "" };
+        let exists = match read.exists {
+            Some(false) => ", MISSING",
+            None => ", existence unknown",
+            Some(true) => "",
         };
         let _ = writeln!(
             out,
-            "   container {:?}: {what} via {via}{flags} -> {change}: {}",
-            read.container, read.detail
+            "   container {:?}: {what} via {via}{optional}{exists} -> {}: {}",
+            read.container,
+            change_text(read.on_change),
+            read.detail
         );
     }
-    if let Some(reload) = &report.reload {
+    if let Some(reload) = reload {
         let _ = writeln!(out, "   the sidecar reloads with {reload}");
     }
-    out.push_str("\n4. Is it current?\n");
-    hash_text(&mut out, &report.hash);
-    if report.events.is_empty() {
-        out.push_str("   ConfigChanged events: none\n");
-    } else {
-        out.push_str("   ConfigChanged events, newest first:\n");
-        for event in &report.events {
-            let when = event
-                .seconds_ago
-                .map_or("at an unknown time".to_owned(), |s| {
-                    format!("{} ago", age(s))
-                });
-            let _ = writeln!(out, "     {when}: {}", event.message);
-        }
+}
+
+fn change_text(on_change: OnChange) -> &'static str {
+    match on_change {
+        OnChange::Rollout => "rollout",
+        OnChange::HotReload => "hot reload",
+        OnChange::Nothing => "nothing",
     }
-    out.push_str("\n5. Pods\n");
-    let pods = &report.pods;
-    let plural = if pods.total == 1 { "" } else { "s" };
-    let mut counts = format!("   {} pod{plural}", pods.total);
-    if let Some(current) = pods.current_hash {
-        let _ = write!(counts, ", {current} with the current config-hash");
-    }
-    if let Some((updated, wanted)) = pods.updated {
-        let _ = write!(counts, ", {updated} of {wanted} replicas updated");
-    }
-    let _ = writeln!(counts, ", {} with the sidecar", pods.with_sidecar);
-    out.push_str(&counts);
-    for pod in &pods.items {
-        let mut line = format!("   pod {}", pod.name);
-        if let Some(phase) = &pod.phase {
-            let _ = write!(line, " ({phase})");
-        }
-        if !pod.sidecar {
-            line.push_str(": no sidecar");
-        } else {
-            let _ = write!(
-                line,
-                ": sidecar, mounted-config-hash {}",
-                match pod.mounted_state {
-                    Some("current") => "current",
-                    Some("stale") => "STALE",
-                    Some("notStamped") => "not stamped",
-                    _ => "unknown",
-                }
-            );
-            if let Some(restarts) = pod.sidecar_restarts {
-                let _ = write!(line, ", {restarts} restarts");
-            }
-        }
-        let _ = writeln!(out, "{line}");
-        for reload in &pod.reloads {
-            let _ = writeln!(out, "     {reload}");
-        }
-        if let Some(reason) = &pod.log_failed {
-            let _ = writeln!(out, "     log not read: {reason}");
-        }
-    }
-    findings_text(&mut out, &report.findings, &report.notes);
-    out
 }
 
 fn hash_text(out: &mut String, hash: &HashCheck) {
     let short = |h: &Option<String>| h.clone().unwrap_or_else(|| "none".to_owned());
     let line = match hash.state {
-        "current" => format!("config-hash: current ({})", short(&hash.stamped)),
-        "stale" => format!(
+        HashState::Current => format!("config-hash: current ({})", short(&hash.stamped)),
+        HashState::Stale => format!(
             "config-hash: STALE (stamped {}, live data {})",
             short(&hash.stamped),
             short(&hash.live)
         ),
-        "notStamped" => "config-hash: not stamped".to_owned(),
-        "nothingToHash" => "config-hash: nothing read through env or subPath".to_owned(),
-        _ if !hash.secrets_checked => {
+        HashState::NotStamped => "config-hash: not stamped".to_owned(),
+        HashState::NothingToHash => "config-hash: nothing read through env or subPath".to_owned(),
+        HashState::Unknown if !hash.secrets_checked => {
             "config-hash: not checked (Secrets cannot be checked)".to_owned()
         }
-        _ => "config-hash: could not be computed".to_owned(),
+        HashState::Unknown => "config-hash: could not be computed".to_owned(),
     };
     let _ = writeln!(out, "   {line}");
     for written in &hash.written {
@@ -223,6 +171,66 @@ fn hash_text(out: &mut String, hash: &HashCheck) {
     }
 }
 
+fn events_text(out: &mut String, events: &[EventLine]) {
+    if events.is_empty() {
+        out.push_str("   ConfigChanged events: none\n");
+        return;
+    }
+    out.push_str("   ConfigChanged events, newest first:\n");
+    for event in events {
+        let when = event
+            .seconds_ago
+            .map_or("at an unknown time".to_owned(), |s| {
+                format!("{} ago", age(s))
+            });
+        let _ = writeln!(out, "     {when}: {}", event.message);
+    }
+}
+
+fn pods_text(out: &mut String, pods: &Pods) {
+    out.push_str("\n5. Pods\n");
+    let plural = if pods.total == 1 { "" } else { "s" };
+    let _ = write!(out, "   {} pod{plural}", pods.total);
+    if let Some(current) = pods.current_hash {
+        let _ = write!(out, ", {current} with the current config-hash");
+    }
+    if let Some((updated, wanted)) = pods.updated {
+        let _ = write!(out, ", {updated} of {wanted} replicas updated");
+    }
+    let _ = writeln!(out, ", {} with the sidecar", pods.with_sidecar);
+    for pod in &pods.items {
+        pod_text(out, pod);
+    }
+}
+
+fn pod_text(out: &mut String, pod: &PodLine) {
+    let _ = write!(out, "   pod {}", pod.name);
+    if let Some(phase) = &pod.phase {
+        let _ = write!(out, " ({phase})");
+    }
+    if pod.sidecar {
+        let mounted = match pod.mounted_state {
+            Some(HashState::Current) => "current",
+            Some(HashState::Stale) => "STALE",
+            Some(HashState::NotStamped) => "not stamped",
+            Some(HashState::Unknown | HashState::NothingToHash) | None => "unknown",
+        };
+        let _ = write!(out, ": sidecar, mounted-config-hash {mounted}");
+        if let Some(restarts) = pod.sidecar_restarts {
+            let _ = write!(out, ", {restarts} restarts");
+        }
+    } else {
+        out.push_str(": no sidecar");
+    }
+    out.push('\n');
+    for reload in &pod.reloads {
+        let _ = writeln!(out, "     {reload}");
+    }
+    if let Some(reason) = &pod.log_failed {
+        let _ = writeln!(out, "     log not read: {reason}");
+    }
+}
+
 /// The findings and what could not be checked, for a workload's or a config object's report.
 fn findings_text(out: &mut String, findings: &[Finding], notes: &[String]) {
     if findings.is_empty() {
@@ -234,6 +242,11 @@ fn findings_text(out: &mut String, findings: &[Finding], notes: &[String]) {
             let _ = writeln!(out, "      fix: {}", finding.fix);
         }
     }
+    notes_text(out, notes);
+}
+
+/// What could not be checked, if anything.
+fn notes_text(out: &mut String, notes: &[String]) {
     if !notes.is_empty() {
         out.push_str("\nNot checked:\n");
         for note in notes {
@@ -259,24 +272,20 @@ pub fn summary_text(summary: &Summary) -> String {
         let state = if line.findings.is_empty() {
             "ok".to_owned()
         } else {
-            line.findings.join(", ")
+            let codes: Vec<&str> = line.findings.iter().map(|c| c.as_str()).collect();
+            codes.join(", ")
         };
         let _ = writeln!(out, "{target:<width$}  {state}");
     }
     if summary.has_findings() {
         out.push_str("\nThe report and fixes of one: status KIND/NAME -n NAMESPACE\n");
     }
-    if !summary.notes.is_empty() {
-        out.push_str("\nNot checked:\n");
-        for note in &summary.notes {
-            let _ = writeln!(out, "   {note}");
-        }
-    }
+    notes_text(&mut out, &summary.notes);
     out
 }
 
 /// A ConfigMap or Secret report as text.
-pub fn config_text(report: &super::readers::ConfigReport) -> String {
+pub fn config_text(report: &ConfigReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
     if let Some(written) = &report.written {
@@ -304,15 +313,14 @@ pub fn config_text(report: &super::readers::ConfigReport) -> String {
         }
         let _ = writeln!(out, "   key {:?}{missing}:", line.key);
         for reader in &line.readers {
-            let change = match reader.on_change {
-                "rollout" => "rollout",
-                "hotReload" => "hot reload",
-                _ => "nothing",
-            };
             let _ = writeln!(
                 out,
-                "     {} container {:?} via {} -> {change}: {}",
-                reader.workload, reader.container, reader.via, reader.detail
+                "     {} container {:?} via {} -> {}: {}",
+                reader.workload,
+                reader.container,
+                reader.via,
+                change_text(reader.on_change),
+                reader.detail
             );
         }
     }

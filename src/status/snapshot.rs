@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use super::common::meta_str;
 use super::target::Kind;
 use crate::hash::{ConfigObject, SecretKey};
 
@@ -28,6 +29,14 @@ impl<T> Fetched<T> {
         match self {
             Fetched::Read(value) => Some(value),
             Fetched::Failed(_) => None,
+        }
+    }
+
+    /// The value mapped by `f`; a failure stays one.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Fetched<U> {
+        match self {
+            Fetched::Read(value) => Fetched::Read(f(value)),
+            Fetched::Failed(reason) => Fetched::Failed(reason),
         }
     }
 
@@ -61,7 +70,7 @@ pub struct SecretSeen {
 
 impl SecretSeen {
     /// Reduces `secret` at once: metadata, key names, and the digests under `key`.
-    pub fn reduce(secret: &k8s_openapi::api::core::v1::Secret, key: Option<&SecretKey>) -> Self {
+    pub fn reduce(secret: &Secret, key: Option<&SecretKey>) -> Self {
         let mut keys: Vec<String> = secret
             .data
             .iter()
@@ -80,7 +89,7 @@ impl SecretSeen {
 }
 
 /// Everything read for one report or summary.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// When the reads were made (ages are measured from it).
     pub now: Timestamp,
@@ -118,20 +127,75 @@ impl Snapshot {
     pub fn empty(now: Timestamp) -> Self {
         Snapshot {
             now,
-            namespaces: Fetched::default(),
-            webhook: Fetched::Read(None),
             webhook_namespace: DEFAULT_WEBHOOK_NAMESPACE.to_owned(),
-            lease: Fetched::Read(None),
-            hash_key: Fetched::Read(None),
-            workloads: BTreeMap::new(),
-            unserved: BTreeSet::new(),
-            config_maps: Fetched::default(),
-            secrets: Fetched::default(),
-            pods: Fetched::default(),
-            jobs: Fetched::default(),
-            events: Fetched::default(),
-            logs: BTreeMap::new(),
+            ..Snapshot::default()
         }
+    }
+
+    /// Keeps the webhook configuration as read; its Service names the webhook's namespace.
+    pub fn set_webhook(&mut self, webhook: Fetched<Option<MutatingWebhookConfiguration>>) {
+        let service = (webhook.ok().and_then(Option::as_ref))
+            .and_then(|config| config.webhooks.as_ref())
+            .and_then(|hooks| hooks.iter().find_map(|h| h.client_config.service.as_ref()));
+        if let Some(service) = service {
+            self.webhook_namespace = service.namespace.clone();
+        }
+        self.webhook = webhook;
+    }
+
+    /// Keeps the webhook's hash key from its Secret as read (`None`: no Secret, or no key).
+    pub fn set_hash_key(&mut self, secret: Fetched<Option<Secret>>) {
+        self.hash_key = secret.map(|secret| {
+            let data = secret?.data?;
+            SecretKey::new(&data.get(HASH_KEY_FILE)?.0)
+        });
+    }
+
+    /// Keeps the Namespaces as read, by name.
+    pub fn set_namespaces(&mut self, namespaces: Fetched<Vec<Namespace>>) {
+        self.namespaces = namespaces.map(|list| {
+            let by_name = |ns: Namespace| (ns.metadata.name.clone().unwrap_or_default(), ns);
+            list.into_iter().map(by_name).collect()
+        });
+    }
+
+    /// Keeps the Secrets as read, reduced at once under the hash key (kept first).
+    pub fn set_secrets(&mut self, secrets: Fetched<Vec<Secret>>) {
+        let key = self.hash_key.ok().cloned().flatten();
+        self.secrets = secrets.map(|list| {
+            let reduce = |secret: &Secret| SecretSeen::reduce(secret, key.as_ref());
+            list.iter().map(reduce).collect()
+        });
+    }
+
+    /// Every workload read (in `namespace`, or everywhere), with its kind, in the order of
+    /// [`Kind::WORKLOADS`].
+    pub fn workload_objects<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = (Kind, &'a Value)> {
+        Kind::WORKLOADS.into_iter().flat_map(move |kind| {
+            let list = self.workloads.get(&kind).and_then(Fetched::ok);
+            let objects = list.into_iter().flatten();
+            objects
+                .filter(move |o| namespace.is_none_or(|ns| meta_str(o, "namespace") == Some(ns)))
+                .map(move |o| (kind, o))
+        })
+    }
+
+    /// The namespace-wide reads that failed, named (`could not read pods: forbidden: …`).
+    pub fn failed_reads(&self) -> Vec<String> {
+        [
+            ("namespaces", self.namespaces.failure()),
+            ("configmaps", self.config_maps.failure()),
+            ("secrets", self.secrets.failure()),
+            ("pods", self.pods.failure()),
+            ("events", self.events.failure()),
+            ("jobs", self.jobs.failure()),
+        ]
+        .into_iter()
+        .filter_map(|(what, reason)| Some(format!("could not read {what}: {}", reason?)))
+        .collect()
     }
 }
 

@@ -1,14 +1,17 @@
 //! The one-line-per-workload summary (no TARGET, or `-A`), problems first (pure): each line
 //! is the full report of that workload, cut to its finding codes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::config::Configs;
-use super::report::{self, meta_str};
-use super::snapshot::{Fetched, Snapshot};
+use super::common::meta_str;
+use super::config_objects::Configs;
+use super::findings::Code;
+use super::hash_check::key_unreadable;
+use super::snapshot::Snapshot;
 use super::target::Kind;
+use super::workload_report;
 
 /// Every workload, problems first.
 #[derive(Debug, Clone, Serialize)]
@@ -33,66 +36,51 @@ pub struct Line {
     /// Its name.
     pub name: String,
     /// The codes of its findings (empty: all current).
-    pub findings: Vec<&'static str>,
+    pub findings: Vec<Code>,
 }
 
-/// The summary of every workload in `snapshot` (in `namespaces`, or everywhere).
+/// The summary of every workload in `snapshot` (in `namespace`, or everywhere).
 pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
-    let mut lines = Vec::new();
-    let mut configs: BTreeMap<String, Configs> = BTreeMap::new();
-    let mut notes = Vec::new();
-    for kind in Kind::WORKLOADS {
-        match snapshot.workloads.get(&kind) {
-            None => {}
-            Some(Fetched::Failed(reason)) => {
-                notes.push(format!("could not read {}: {reason}", kind.resource().2))
-            }
-            Some(Fetched::Read(list)) => {
-                for object in list {
-                    let ns = meta_str(object, "namespace").unwrap_or_default();
-                    if namespace.is_some_and(|n| n != ns) {
-                        continue;
-                    }
-                    let configs = configs
-                        .entry(ns.to_owned())
-                        .or_insert_with(|| Configs::of(snapshot, ns));
-                    let report = report::report_with(snapshot, kind, object, configs);
-                    let mut codes = Vec::new();
-                    for finding in &report.findings {
-                        if !codes.contains(&finding.code) {
-                            codes.push(finding.code);
-                        }
-                    }
-                    lines.push(Line {
-                        namespace: ns.to_owned(),
-                        kind,
-                        kind_short: kind.short(),
-                        name: meta_str(object, "name").unwrap_or_default().to_owned(),
-                        findings: codes,
-                    });
+    let mut configs: BTreeMap<&str, Configs> = BTreeMap::new();
+    let mut lines: Vec<Line> = (snapshot.workload_objects(namespace))
+        .map(|(kind, object)| {
+            let ns = meta_str(object, "namespace").unwrap_or_default();
+            let configs = configs
+                .entry(ns)
+                .or_insert_with(|| Configs::of(snapshot, ns));
+            let report = workload_report::report_with(snapshot, kind, object, configs);
+            let mut findings: Vec<Code> = Vec::new();
+            for finding in report.findings {
+                if !findings.contains(&finding.code) {
+                    findings.push(finding.code);
                 }
             }
-        }
-    }
+            let (namespace, name) = (report.namespace, report.name);
+            let kind_short = kind.short();
+            Line {
+                namespace,
+                kind,
+                kind_short,
+                name,
+                findings,
+            }
+        })
+        .collect();
     lines.sort_by(|a, b| {
-        a.findings
-            .is_empty()
-            .cmp(&b.findings.is_empty())
-            .then_with(|| a.namespace.cmp(&b.namespace))
-            .then_with(|| a.kind.cmp(&b.kind))
-            .then_with(|| a.name.cmp(&b.name))
+        (a.findings.is_empty(), &a.namespace, a.kind, &a.name).cmp(&(
+            b.findings.is_empty(),
+            &b.namespace,
+            b.kind,
+            &b.name,
+        ))
     });
-    if let Some(reason) = snapshot.hash_key.failure() {
-        notes.push(format!(
-            "Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})"
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    notes.extend(
-        report::failed_reads(snapshot)
-            .into_iter()
-            .filter(|n| seen.insert(n.clone())),
-    );
+    let failed = Kind::WORKLOADS.iter().filter_map(|kind| {
+        let reason = snapshot.workloads.get(kind)?.failure()?;
+        Some(format!("could not read {}: {reason}", kind.resource().2))
+    });
+    let mut notes: Vec<String> = failed.collect();
+    notes.extend(snapshot.hash_key.failure().map(key_unreadable));
+    notes.extend(snapshot.failed_reads());
     Summary {
         workloads: lines,
         notes,

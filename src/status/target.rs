@@ -5,6 +5,15 @@ use std::fmt;
 
 use crate::names::is_object_name;
 
+/// A kind's `kind`, API group, version, plural and kubectl short name.
+type Facts = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
 /// The kinds `status` reports on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Kind {
@@ -39,49 +48,35 @@ impl Kind {
         Kind::Rollout,
     ];
 
+    /// Its `kind`, API group, version and plural, and the short name kubectl prints.
+    fn facts(self) -> Facts {
+        match self {
+            Kind::Deployment => ("Deployment", "apps", "v1", "deployments", "deploy"),
+            Kind::StatefulSet => ("StatefulSet", "apps", "v1", "statefulsets", "sts"),
+            Kind::DaemonSet => ("DaemonSet", "apps", "v1", "daemonsets", "ds"),
+            Kind::CronJob => ("CronJob", "batch", "v1", "cronjobs", "cronjob"),
+            Kind::Job => ("Job", "batch", "v1", "jobs", "job"),
+            Kind::Rollout => ("Rollout", "argoproj.io", "v1alpha1", "rollouts", "rollout"),
+            Kind::Pod => ("Pod", "", "v1", "pods", "pod"),
+            Kind::ConfigMap => ("ConfigMap", "", "v1", "configmaps", "cm"),
+            Kind::Secret => ("Secret", "", "v1", "secrets", "secret"),
+        }
+    }
+
     /// `kind`, as in the API.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Deployment => "Deployment",
-            Kind::StatefulSet => "StatefulSet",
-            Kind::DaemonSet => "DaemonSet",
-            Kind::CronJob => "CronJob",
-            Kind::Job => "Job",
-            Kind::Rollout => "Rollout",
-            Kind::Pod => "Pod",
-            Kind::ConfigMap => "ConfigMap",
-            Kind::Secret => "Secret",
-        }
+        self.facts().0
     }
 
     /// API group, version and plural.
     pub fn resource(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Kind::Deployment => ("apps", "v1", "deployments"),
-            Kind::StatefulSet => ("apps", "v1", "statefulsets"),
-            Kind::DaemonSet => ("apps", "v1", "daemonsets"),
-            Kind::CronJob => ("batch", "v1", "cronjobs"),
-            Kind::Job => ("batch", "v1", "jobs"),
-            Kind::Rollout => ("argoproj.io", "v1alpha1", "rollouts"),
-            Kind::Pod => ("", "v1", "pods"),
-            Kind::ConfigMap => ("", "v1", "configmaps"),
-            Kind::Secret => ("", "v1", "secrets"),
-        }
+        let (_, group, version, plural, _) = self.facts();
+        (group, version, plural)
     }
 
     /// The short name kubectl prints (`deploy`), for `KIND/NAME`.
     pub fn short(self) -> &'static str {
-        match self {
-            Kind::Deployment => "deploy",
-            Kind::StatefulSet => "sts",
-            Kind::DaemonSet => "ds",
-            Kind::CronJob => "cronjob",
-            Kind::Job => "job",
-            Kind::Rollout => "rollout",
-            Kind::Pod => "pod",
-            Kind::ConfigMap => "cm",
-            Kind::Secret => "secret",
-        }
+        self.facts().4
     }
 
     /// Whether this kind has a pod template.

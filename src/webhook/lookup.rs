@@ -14,11 +14,9 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::Api;
-
+use crate::controller::fetch::{ReadError, read_config};
 use crate::controller::store::ConfigStore;
-use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup, SecretKey};
+use crate::hash::{ConfigData, ConfigId, ConfigKind, Lookup, SecretKey};
 use crate::names::is_object_name;
 use crate::webhook::metrics::Metrics;
 
@@ -308,21 +306,15 @@ async fn get(
     if !is_object_name(name) {
         return Lookup::NotFound;
     }
-    let result = match (kind, secret_key) {
-        (ConfigKind::ConfigMap, _) => Api::<ConfigMap>::namespaced(client, namespace)
-            .get_opt(name)
-            .await
-            .map(|o| o.map(|cm| ConfigObject::from_config_map(&cm))),
-        (ConfigKind::Secret, Some(key)) => Api::<Secret>::namespaced(client, namespace)
-            .get_opt(name)
-            .await
-            .map(|o| o.map(|s| ConfigObject::from_secret(&s, key))),
-        (ConfigKind::Secret, None) => return Lookup::Failed("no secret hash key".to_owned()),
+    let id = ConfigId {
+        kind: *kind,
+        name: name.clone(),
     };
-    match result {
-        Ok(Some(object)) => Lookup::Found(object),
+    match read_config(client, namespace, &id, secret_key).await {
+        Ok(Some((_, object))) => Lookup::Found(object),
         Ok(None) => Lookup::NotFound,
-        Err(err) => {
+        Err(err @ ReadError::NoSecretKey) => Lookup::Failed(err.to_string()),
+        Err(ReadError::Api(err)) => {
             tracing::debug!(%kind, namespace, name, error = %crate::report::one_line(&err), "config lookup failed");
             Lookup::Failed(short_reason(&err))
         }

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
-use super::snapshot::{Fetched, Snapshot};
+use serde::Serialize;
+
+use super::common::seconds_between;
+use super::snapshot::Snapshot;
 use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
 
 /// One object as seen.
@@ -34,44 +37,29 @@ impl Configs {
     /// The ConfigMaps and Secrets of `namespace` in `snapshot`.
     pub fn of(snapshot: &Snapshot, namespace: &str) -> Configs {
         let mut configs = Configs::default();
-        match &snapshot.config_maps {
-            Fetched::Read(list) => {
-                for cm in list
-                    .iter()
-                    .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
-                {
-                    let id = ConfigId::config_map(cm.metadata.name.clone().unwrap_or_default());
-                    configs.objects.insert(
-                        id,
-                        Seen {
-                            ignored: ignored(&cm.metadata),
-                            written: data_written(&cm.metadata),
-                            digests: Some(ConfigObject::from_config_map(cm)),
-                        },
-                    );
-                }
+        let mut add = |id: fn(String) -> ConfigId, meta: &ObjectMeta, digests| {
+            if meta.namespace.as_deref() == Some(namespace) {
+                let seen = Seen {
+                    ignored: ignored(meta),
+                    written: data_written(meta),
+                    digests,
+                };
+                let name = meta.name.clone().unwrap_or_default();
+                configs.objects.insert(id(name), seen);
             }
-            Fetched::Failed(reason) => configs.config_maps_failed = Some(reason.clone()),
+        };
+        for cm in snapshot.config_maps.ok().into_iter().flatten() {
+            add(
+                ConfigId::config_map,
+                &cm.metadata,
+                Some(ConfigObject::from_config_map(cm)),
+            );
         }
-        match &snapshot.secrets {
-            Fetched::Read(list) => {
-                for secret in list
-                    .iter()
-                    .filter(|s| s.metadata.namespace.as_deref() == Some(namespace))
-                {
-                    let id = ConfigId::secret(secret.metadata.name.clone().unwrap_or_default());
-                    configs.objects.insert(
-                        id,
-                        Seen {
-                            ignored: ignored(&secret.metadata),
-                            written: data_written(&secret.metadata),
-                            digests: secret.digests.clone(),
-                        },
-                    );
-                }
-            }
-            Fetched::Failed(reason) => configs.secrets_failed = Some(reason.clone()),
+        for secret in snapshot.secrets.ok().into_iter().flatten() {
+            add(ConfigId::secret, &secret.metadata, secret.digests.clone());
         }
+        configs.config_maps_failed = snapshot.config_maps.failure().map(str::to_owned);
+        configs.secrets_failed = snapshot.secrets.failure().map(str::to_owned);
         configs
     }
 
@@ -111,6 +99,32 @@ impl Configs {
             data.insert(id.clone(), lookup);
         }
         data
+    }
+}
+
+/// When a consumed object's data was last written.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Written {
+    /// `ConfigMap` or `Secret`.
+    pub object_kind: String,
+    /// Its name.
+    pub object: String,
+    /// RFC 3339.
+    pub at: String,
+    /// Seconds before the report.
+    pub seconds_ago: i64,
+}
+
+impl Written {
+    /// The `object_kind` `object` written `at`, `now` being the report's time.
+    pub fn new(object_kind: String, object: String, at: Timestamp, now: Timestamp) -> Self {
+        Written {
+            object_kind,
+            object,
+            at: at.to_string(),
+            seconds_ago: seconds_between(at, now),
+        }
     }
 }
 

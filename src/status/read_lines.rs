@@ -4,10 +4,11 @@
 
 use serde::Serialize;
 
-use super::config::Configs;
-use super::findings::{FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
+use super::config_objects::Configs;
+use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
+use super::hash_check::KeyState;
 use super::target::Kind;
-use crate::hash::{ConfigKind, Consumed, SecretKey};
+use crate::hash::{ConfigKind, Consumed};
 use crate::inject::describe;
 use crate::inject::explain::{Explained, Mode, Via};
 
@@ -31,36 +32,22 @@ pub struct ReadLine {
     pub optional: bool,
     /// Whether the object exists (`None`: could not be read).
     pub exists: Option<bool>,
-    /// `rollout`, `hotReload` or `nothing`.
-    pub on_change: &'static str,
+    /// What a change of it does.
+    pub on_change: OnChange,
     /// Why, in a few words.
     pub detail: String,
 }
 
-/// What the hash key lets the report check.
-#[derive(Debug, Clone, Copy)]
-pub enum KeyState<'a> {
-    /// The webhook's key was read: Secrets are checked like the webhook hashes them.
-    Key(&'a SecretKey),
-    /// The webhook has no key: it hashes no Secret, and neither does the check.
-    NoKey,
-    /// The key could not be read: Secrets cannot be checked.
-    Unreadable,
-}
-
-impl KeyState<'_> {
-    /// Whether Secrets can enter a hash the way the webhook computes it.
-    pub fn checks_secrets(&self) -> bool {
-        !matches!(self, KeyState::Unreadable)
-    }
-
-    /// The key to hash with.
-    pub fn key(&self) -> Option<&SecretKey> {
-        match self {
-            KeyState::Key(key) => Some(key),
-            _ => None,
-        }
-    }
+/// What a change of a read does (`rollout`, `hotReload` or `nothing` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OnChange {
+    /// The pods roll.
+    Rollout,
+    /// The sidecar reloads the app.
+    HotReload,
+    /// Nothing, and the detail says why.
+    Nothing,
 }
 
 /// What a change does to a Secret read through env when the webhook has no hash key.
@@ -88,7 +75,7 @@ pub fn read_lines(
             let seen = configs.get(id);
             let ignored = seen.is_some_and(|s| s.ignored);
             let (on_change, detail) = if !active {
-                ("nothing", "not opted in".to_owned())
+                (OnChange::Nothing, "not opted in".to_owned())
             } else {
                 match read.via {
                     Via::Directory => {
@@ -99,32 +86,29 @@ pub fn read_lines(
                                 .map(|w| mode_text(&w.mode))
                                 .unwrap_or_default();
                             if ignored {
-                                ("hotReload", format!("{how}, after the kubelet's periodic sync (ignored: no refresh)"))
+                                (OnChange::HotReload, format!("{how}, after the kubelet's periodic sync (ignored: no refresh)"))
                             } else {
-                                ("hotReload", how)
+                                (OnChange::HotReload, how)
                             }
                         } else {
-                            ("nothing", "not watched by the sidecar".to_owned())
+                            (OnChange::Nothing, "not watched by the sidecar".to_owned())
                         }
                     }
-                    _ if ignored => (
-                        "nothing",
+                    _ if ignored => (OnChange::Nothing,
                         format!("{} is annotated reload-injector.io/ignore", describe(id)),
                     ),
                     _ if id.kind == ConfigKind::Secret && matches!(key, KeyState::NoKey) => {
-                        ("nothing", UNKEYED_SECRET.to_owned())
+                        (OnChange::Nothing, UNKEYED_SECRET.to_owned())
                     }
-                    _ if !stamped => ("nothing", "not stamped".to_owned()),
-                    _ if kind == Kind::Pod => (
-                        "nothing",
+                    _ if !stamped => (OnChange::Nothing, "not stamped".to_owned()),
+                    _ if kind == Kind::Pod => (OnChange::Nothing,
                         "this Pod keeps it until replaced (its workload rolls)".to_owned(),
                     ),
-                    _ if !kind.restamped() => (
-                        "nothing",
+                    _ if !kind.restamped() => (OnChange::Nothing,
                         format!("a {kind}'s pods are never rolled"),
                     ),
-                    Via::SubPath => ("rollout", "subPath is never updated in place".to_owned()),
-                    _ => ("rollout", "read at container start".to_owned()),
+                    Via::SubPath => (OnChange::Rollout, "subPath is never updated in place".to_owned()),
+                    _ => (OnChange::Rollout, "read at container start".to_owned()),
                 }
             };
             let (key_name, object_kind) = match &read.consumed {
@@ -147,7 +131,10 @@ pub fn read_lines(
         .collect()
 }
 
-pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
+/// The findings about `reads`, once per object: `missing-config`, `subpath`,
+/// `secret-not-hashed`.
+pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
+    let mut findings = Vec::new();
     let mut said = std::collections::BTreeSet::new();
     for read in reads {
         let object = format!(
@@ -155,10 +142,12 @@ pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
             read.object_kind,
             crate::inject::quoted(&read.object)
         );
-        if read.exists == Some(false) && !read.optional && said.insert(("missing", object.clone()))
+        if read.exists == Some(false)
+            && !read.optional
+            && said.insert((Code::MissingConfig, object.clone()))
         {
             findings.push(Finding::new(
-                "missing-config",
+                Code::MissingConfig,
                 format!(
                     "container {} needs {object}, which does not exist: the pod cannot start until it does",
                     crate::inject::quoted(&read.container)
@@ -166,9 +155,9 @@ pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
                 FIX_MISSING,
             ));
         }
-        if read.via == "subPath" && said.insert(("subpath", object.clone())) {
+        if read.via == "subPath" && said.insert((Code::Subpath, object.clone())) {
             findings.push(Finding::new(
-                "subpath",
+                Code::Subpath,
                 format!(
                     "container {} mounts {object} via subPath (never updated); pods roll when it changes",
                     crate::inject::quoted(&read.container)
@@ -176,9 +165,9 @@ pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
                 FIX_SUBPATH,
             ));
         }
-        if read.detail == UNKEYED_SECRET && said.insert(("unkeyed", object.clone())) {
+        if read.detail == UNKEYED_SECRET && said.insert((Code::SecretNotHashed, object.clone())) {
             findings.push(Finding::new(
-                "secret-not-hashed",
+                Code::SecretNotHashed,
                 format!(
                     "container {} reads {object} via {}; no secret hash key, so no restart on change",
                     crate::inject::quoted(&read.container),
@@ -188,6 +177,7 @@ pub fn read_findings(reads: &[ReadLine], findings: &mut Vec<Finding>) {
             ));
         }
     }
+    findings
 }
 
 /// How the sidecar reloads: `SIGHUP to "nginx"`, `SIGHUP to each app container's main

@@ -1,6 +1,6 @@
-//! A [`Snapshot`] from a flat list of objects, as a fixture or a saved `kubectl get -o json`
-//! holds them (pure): each object goes where [`super::read`] would have put it, and reads named
-//! in `failed` count as failed with the reason given.
+//! A status `Snapshot` from a flat list of objects, as a golden case holds them (pure): each
+//! object goes where `status::collect` would have put it, through the same `Snapshot` setters,
+//! and reads named in `failed` count as failed with the reason given.
 
 use std::collections::BTreeMap;
 
@@ -8,11 +8,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::snapshot::{
-    Fetched, HASH_KEY_FILE, HASH_KEY_SECRET, INSTALL_NAME, SecretSeen, Snapshot,
-};
-use super::target::Kind;
-use crate::hash::SecretKey;
+use reload_injector::status::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
+use reload_injector::status::target::Kind;
 
 /// Names of reads for `failed`: `namespaces`, `webhook`, `lease`, `hashKey`, `configmaps`,
 /// `secrets`, `pods`, `jobs`, `events`, a workload plural (`deployments`), or `log:NS/POD`.
@@ -29,19 +26,7 @@ pub fn assemble(
         .find(|o| o["metadata"]["name"] == INSTALL_NAME)
         .map(typed)
         .transpose()?;
-    if let Some(ns) = webhook.as_ref().and_then(
-        |w: &k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration| {
-            w.webhooks.iter().flatten().find_map(|h| {
-                h.client_config
-                    .service
-                    .as_ref()
-                    .map(|s| s.namespace.clone())
-            })
-        },
-    ) {
-        snapshot.webhook_namespace = ns;
-    }
-    snapshot.webhook = fetched(failure("webhook"), webhook);
+    snapshot.set_webhook(fetched(failure("webhook"), webhook));
     let webhook_ns = snapshot.webhook_namespace.clone();
     let in_webhook_ns = |o: &&Value, name: &str| {
         o["metadata"]["name"] == name && o["metadata"]["namespace"] == webhook_ns.as_str()
@@ -51,48 +36,29 @@ pub fn assemble(
         .map(typed)
         .transpose()?;
     snapshot.lease = fetched(failure("lease"), lease);
-    let key_secret: Option<k8s_openapi::api::core::v1::Secret> = of_kind("Secret")
+    let key_secret = of_kind("Secret")
         .find(|o| in_webhook_ns(o, HASH_KEY_SECRET))
         .map(typed)
         .transpose()?;
-    let key = key_secret.and_then(|s| {
-        let data = s.data?;
-        SecretKey::new(&data.get(HASH_KEY_FILE)?.0)
-    });
-    snapshot.hash_key = fetched(failure("hashKey"), key.clone());
-    snapshot.namespaces = match failure("namespaces") {
-        Some(reason) => Fetched::Failed(reason),
-        None => Fetched::Read(
-            of_kind("Namespace")
-                .map(typed::<k8s_openapi::api::core::v1::Namespace>)
-                .map(|ns| ns.map(|ns| (ns.metadata.name.clone().unwrap_or_default(), ns)))
-                .collect::<Result<_, _>>()?,
-        ),
-    };
+    snapshot.set_hash_key(fetched(failure("hashKey"), key_secret));
+    let namespaces = of_kind("Namespace").map(typed).collect::<Result<_, _>>()?;
+    snapshot.set_namespaces(fetched(failure("namespaces"), namespaces));
     for kind in Kind::WORKLOADS {
         let plural = kind.resource().2;
         let list = of_kind(kind.name()).cloned().collect();
         snapshot
             .workloads
-            .insert(kind, list_or_failed(failure(plural), list));
+            .insert(kind, fetched(failure(plural), list));
     }
-    snapshot.config_maps = list_or_failed(
+    snapshot.config_maps = fetched(
         failure("configmaps"),
         of_kind("ConfigMap").map(typed).collect::<Result<_, _>>()?,
     );
-    let secrets: Vec<k8s_openapi::api::core::v1::Secret> =
-        of_kind("Secret").map(typed).collect::<Result<_, _>>()?;
-    let key_for_secrets = snapshot.hash_key.ok().cloned().flatten();
-    snapshot.secrets = list_or_failed(
-        failure("secrets"),
-        secrets
-            .iter()
-            .map(|s| SecretSeen::reduce(s, key_for_secrets.as_ref()))
-            .collect(),
-    );
-    snapshot.pods = list_or_failed(failure("pods"), of_kind("Pod").cloned().collect());
-    snapshot.jobs = list_or_failed(failure("jobs"), of_kind("Job").cloned().collect());
-    snapshot.events = list_or_failed(
+    let secrets = of_kind("Secret").map(typed).collect::<Result<_, _>>()?;
+    snapshot.set_secrets(fetched(failure("secrets"), secrets));
+    snapshot.pods = fetched(failure("pods"), of_kind("Pod").cloned().collect());
+    snapshot.jobs = fetched(failure("jobs"), of_kind("Job").cloned().collect());
+    snapshot.events = fetched(
         failure("events"),
         of_kind("Event").map(typed).collect::<Result<_, _>>()?,
     );
@@ -125,8 +91,4 @@ fn fetched<T>(failure: Option<String>, value: T) -> Fetched<T> {
         Some(reason) => Fetched::Failed(reason),
         None => Fetched::Read(value),
     }
-}
-
-fn list_or_failed<T>(failure: Option<String>, list: Vec<T>) -> Fetched<Vec<T>> {
-    fetched(failure, list)
 }

@@ -1,0 +1,297 @@
+//! The thin kube I/O of `status`, through `kube::Api`: one LIST per kind per namespace (paged
+//! by kube's `ListParams`), a few GETs of the installation, and the `config-reloader` log of at
+//! most a few Pods. A forbidden or unserved read becomes a [`Fetched::Failed`]; only an
+//! unreachable API server, refused credentials or a missing namespace stop the command.
+
+use std::fmt::Debug;
+
+use futures_util::future::join_all;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, LogParams};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
+use super::target::Kind;
+
+/// Why the reads could not make a snapshot at all (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    /// The API server could not be reached.
+    #[error("failed to reach the API server: {0}")]
+    Unreachable(String),
+    /// The API server refused the credentials.
+    #[error("failed to log in to the API server: {0}")]
+    Unauthorized(String),
+    /// The namespace does not exist.
+    #[error("namespace {0:?} not found")]
+    NamespaceNotFound(String),
+}
+
+/// What one read got: `Read(None)` when the object does not exist (or, for a LIST, its kind is
+/// not served).
+type Got<T> = Fetched<Option<T>>;
+
+/// Objects per page of a LIST.
+const PAGE: u32 = 500;
+/// Lines of a sidecar's log read (`tailLines`).
+pub const LOG_TAIL_LINES: i64 = 200;
+
+/// Reads for a report: `namespace` (or every namespace), the workload kinds asked for.
+pub struct Reader {
+    client: kube::Client,
+}
+
+impl Reader {
+    /// A reader over `client`.
+    pub fn new(client: kube::Client) -> Self {
+        Reader { client }
+    }
+
+    /// Reads everything a report on `namespace` (`None`: every namespace) needs, with the
+    /// workloads of `kinds` (and the Jobs, for a CronJob's Pods, when `jobs`).
+    pub async fn snapshot(
+        &self,
+        namespace: Option<&str>,
+        kinds: &[Kind],
+        jobs: bool,
+    ) -> Result<Snapshot, CollectError> {
+        let mut snapshot = Snapshot::empty(Timestamp::now());
+        self.read_webhook(&mut snapshot).await?;
+        self.read_installation(&mut snapshot, namespace).await?;
+        self.read_lists(&mut snapshot, namespace, kinds, jobs)
+            .await?;
+        Ok(snapshot)
+    }
+
+    /// The webhook configuration, and from its Service the namespace the webhook runs in.
+    async fn read_webhook(&self, snapshot: &mut Snapshot) -> Result<(), CollectError> {
+        let api = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
+        snapshot.set_webhook(classify(api.get(INSTALL_NAME).await)?);
+        Ok(())
+    }
+
+    /// The Lease and the hash key in the webhook's namespace, and the namespace(s) reported on.
+    async fn read_installation(
+        &self,
+        snapshot: &mut Snapshot,
+        namespace: Option<&str>,
+    ) -> Result<(), CollectError> {
+        let webhook_namespace = Some(snapshot.webhook_namespace.as_str());
+        let (leases, secrets) = (
+            self.api::<Lease>(webhook_namespace),
+            self.api(webhook_namespace),
+        );
+        let (lease, key, namespaces) = futures_util::join!(
+            leases.get(INSTALL_NAME),
+            secrets.get(HASH_KEY_SECRET),
+            self.namespaces(namespace),
+        );
+        snapshot.lease = classify(lease)?;
+        snapshot.set_hash_key(classify(key)?);
+        snapshot.set_namespaces(namespaces?);
+        Ok(())
+    }
+
+    /// The namespace reported on (a missing one stops the command), or every namespace.
+    async fn namespaces(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Fetched<Vec<Namespace>>, CollectError> {
+        let api = Api::<Namespace>::all(self.client.clone());
+        let got = match namespace {
+            Some(name) => classify(api.get(name).await)?.map(|ns| ns.map(|ns| vec![ns])),
+            None => list(api).await?,
+        };
+        match got {
+            Fetched::Read(None) => {
+                let name = namespace.unwrap_or_default().to_owned();
+                Err(CollectError::NamespaceNotFound(name))
+            }
+            got => Ok(got.map(Option::unwrap_or_default)),
+        }
+    }
+
+    /// One LIST per kind, all at once: the workloads of `kinds` (a kind not served is empty and
+    /// marked unserved), ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs
+    /// when `jobs`.
+    async fn read_lists(
+        &self,
+        snapshot: &mut Snapshot,
+        namespace: Option<&str>,
+        kinds: &[Kind],
+        jobs: bool,
+    ) -> Result<(), CollectError> {
+        let workloads = kinds.iter().map(|&kind| async move {
+            let got = self.list_json(kind, namespace).await;
+            (kind, got)
+        });
+        let job_list = async {
+            match jobs {
+                true => Some(self.list_json(Kind::Job, namespace).await),
+                false => None,
+            }
+        };
+        let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
+            join_all(workloads),
+            list(self.api::<ConfigMap>(namespace)),
+            list(self.api::<Secret>(namespace)),
+            self.list_json(Kind::Pod, namespace),
+            list(self.api::<Event>(namespace)),
+            job_list,
+        );
+        for (kind, got) in workloads {
+            let got = got?;
+            if let Fetched::Read(None) = got {
+                snapshot.unserved.insert(kind);
+            }
+            snapshot
+                .workloads
+                .insert(kind, got.map(Option::unwrap_or_default));
+        }
+        snapshot.config_maps = listed(config_maps?);
+        snapshot.set_secrets(listed(secrets?));
+        snapshot.pods = listed(pods?);
+        snapshot.events = listed(events?);
+        if let Some(job_list) = job_list {
+            snapshot.jobs = listed(job_list?);
+        }
+        Ok(())
+    }
+
+    /// Reads the last [`LOG_TAIL_LINES`] lines of the `config-reloader` log of each Pod in
+    /// `pods` (`namespace/name`) into `snapshot`.
+    pub async fn logs(&self, snapshot: &mut Snapshot, pods: &[String]) -> Result<(), CollectError> {
+        let params = &LogParams {
+            container: Some(crate::inject::SIDECAR_NAME.to_owned()),
+            tail_lines: Some(LOG_TAIL_LINES),
+            ..LogParams::default()
+        };
+        let reads = pods.iter().map(|key| async move {
+            let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+            let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
+            (key.clone(), classify(api.logs(name, params).await))
+        });
+        for (key, got) in join_all(reads).await {
+            snapshot.logs.insert(key, or_failed(got?, "not found"));
+        }
+        Ok(())
+    }
+
+    /// The typed API of a namespaced kind in `namespace`, or in every namespace.
+    fn api<K>(&self, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match namespace {
+            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    /// Every object of `kind` as JSON. Workloads and Pods stay JSON for the report: an object
+    /// whose pod template cannot be read is one finding, not a failed LIST.
+    async fn list_json(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+    ) -> Result<Got<Vec<Value>>, CollectError> {
+        let resource = api_resource(kind);
+        let api = match namespace {
+            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let got = list::<DynamicObject>(api).await?;
+        let json = |object| serde_json::to_value(object).unwrap_or_default();
+        Ok(got.map(|list| list.map(|objects| objects.into_iter().map(json).collect())))
+    }
+}
+
+/// The API resource of `kind`: from its k8s-openapi type, or for Argo's Rollout (which has
+/// none) from its group, version and plural.
+fn api_resource(kind: Kind) -> ApiResource {
+    match kind {
+        Kind::Deployment => ApiResource::erase::<Deployment>(&()),
+        Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
+        Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
+        Kind::CronJob => ApiResource::erase::<CronJob>(&()),
+        Kind::Job => ApiResource::erase::<Job>(&()),
+        Kind::Pod => ApiResource::erase::<Pod>(&()),
+        Kind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
+        Kind::Secret => ApiResource::erase::<Secret>(&()),
+        Kind::Rollout => {
+            let (group, version, plural) = kind.resource();
+            let gvk = GroupVersionKind::gvk(group, version, kind.name());
+            ApiResource::from_gvk_with_plural(&gvk, plural)
+        }
+    }
+}
+
+/// Every object of a collection, page by page.
+async fn list<K>(api: Api<K>) -> Result<Got<Vec<K>>, CollectError>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    let mut items = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = match classify(api.list(&params).await)? {
+            Fetched::Read(Some(page)) => page,
+            Fetched::Read(None) => return Ok(Fetched::Read(None)),
+            Fetched::Failed(reason) => return Ok(Fetched::Failed(reason)),
+        };
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(Fetched::Read(Some(items))),
+        }
+    }
+}
+
+/// Sorts a kube answer into found, not found, a failure the report names (forbidden, server
+/// errors), or an error that stops the command (unreachable, refused credentials).
+fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, CollectError> {
+    match result {
+        Ok(value) => Ok(Fetched::Read(Some(value))),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Fetched::Read(None)),
+        Err(kube::Error::Api(status)) if status.code == 401 => {
+            Err(CollectError::Unauthorized(first_line(&status.message)))
+        }
+        Err(kube::Error::Api(status)) => {
+            let what = match status.code {
+                403 => "forbidden".to_owned(),
+                code => format!("HTTP {code}"),
+            };
+            let reason = format!("{what}: {}", first_line(&status.message));
+            Ok(Fetched::Failed(reason))
+        }
+        Err(kube::Error::SerdeError(e)) => Ok(Fetched::Failed(format!("unreadable answer: {e}"))),
+        Err(other) => Err(CollectError::Unreachable(crate::report::one_line(&other))),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+/// A LIST's answer: a kind not served is a failure here.
+fn listed<T>(got: Got<Vec<T>>) -> Fetched<Vec<T>> {
+    or_failed(got, "not served")
+}
+
+/// What was read, or `missing` as the failure when nothing was there.
+fn or_failed<T>(got: Got<T>, missing: &str) -> Fetched<T> {
+    match got {
+        Fetched::Read(Some(value)) => Fetched::Read(value),
+        Fetched::Read(None) => Fetched::Failed(missing.to_owned()),
+        Fetched::Failed(reason) => Fetched::Failed(reason),
+    }
+}

@@ -1,0 +1,161 @@
+//! The report on a ConfigMap or Secret (pure): who reads it, how, and what a change of each key
+//! would do, from the reports of every workload in its namespace.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+
+use super::config_objects::{Configs, Written, data_written};
+use super::findings::Finding;
+use super::read_lines::OnChange;
+use super::snapshot::Snapshot;
+use super::target::Kind;
+use super::workload_report;
+use crate::hash::ConfigId;
+
+/// The report on one ConfigMap or Secret. Field names are the stable `-o json` form.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigReport {
+    /// `ConfigMap` or `Secret`.
+    pub kind: Kind,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Annotated `reload-injector.io/ignore: "true"`: its changes never cause a write.
+    pub ignored: bool,
+    /// When its data was last written.
+    pub written: Option<Written>,
+    /// One entry per key it has or that something reads, sorted.
+    pub keys: Vec<KeyLine>,
+    /// The findings of the workloads that read it, each naming the workload.
+    pub findings: Vec<Finding>,
+    /// What could not be read.
+    pub notes: Vec<String>,
+}
+
+/// One key and what a change of it does.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyLine {
+    /// The key.
+    pub key: String,
+    /// Whether the object has it.
+    pub exists: bool,
+    /// Who reads it; empty: a change does nothing.
+    pub readers: Vec<ReaderLine>,
+}
+
+/// One container that reads a key.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReaderLine {
+    /// `deploy/web`.
+    pub workload: String,
+    /// Container name.
+    pub container: String,
+    /// `env`, `envFrom`, `subPath`, `initSubPath` or `directory`.
+    pub via: &'static str,
+    /// What a change of it does.
+    pub on_change: OnChange,
+    /// Why.
+    pub detail: String,
+}
+
+/// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when it does
+/// not exist: its keys, then every workload in the namespace that reads it.
+pub fn config(
+    snapshot: &Snapshot,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Option<ConfigReport> {
+    let (meta, keys) = find(snapshot, kind, namespace, name)?;
+    let configs = Configs::of(snapshot, namespace);
+    let mut lines: BTreeMap<String, KeyLine> = (keys.iter())
+        .map(|key| (key.clone(), KeyLine::new(key, true)))
+        .collect();
+    let mut findings = Vec::new();
+    for (workload_kind, object) in snapshot.workload_objects(Some(namespace)) {
+        let report = workload_report::report_with(snapshot, workload_kind, object, &configs);
+        let workload = format!("{}/{}", workload_kind.short(), report.name);
+        let reads = report.reads.iter();
+        let reads: Vec<_> = reads
+            .filter(|r| r.object_kind == kind.name() && r.object == name)
+            .collect();
+        for read in &reads {
+            let reader = ReaderLine {
+                workload: workload.clone(),
+                container: read.container.clone(),
+                via: read.via,
+                on_change: read.on_change,
+                detail: read.detail.clone(),
+            };
+            for key in read.key.as_ref().map_or(&keys[..], std::slice::from_ref) {
+                let line = lines.entry(key.clone());
+                let line = line.or_insert_with(|| KeyLine::new(key, false));
+                line.readers.push(reader.clone());
+            }
+        }
+        if !reads.is_empty() {
+            findings.extend(report.findings.into_iter().map(|finding| {
+                let message = format!("{workload}: {}", finding.message);
+                Finding::new(finding.code, message, finding.fix)
+            }));
+        }
+    }
+    let id = match kind {
+        Kind::Secret => ConfigId::secret(name),
+        _ => ConfigId::config_map(name),
+    };
+    Some(ConfigReport {
+        kind,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        ignored: configs.get(&id).is_some_and(|s| s.ignored),
+        written: data_written(&meta)
+            .map(|at| Written::new(kind.name().to_owned(), name.to_owned(), at, snapshot.now)),
+        keys: lines.into_values().collect(),
+        findings,
+        notes: snapshot.failed_reads(),
+    })
+}
+
+impl KeyLine {
+    fn new(key: &str, exists: bool) -> Self {
+        KeyLine {
+            key: key.to_owned(),
+            exists,
+            readers: Vec::new(),
+        }
+    }
+}
+
+/// The ConfigMap or Secret's metadata and the names of its keys, if it was read and exists.
+fn find(
+    snapshot: &Snapshot,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> Option<(ObjectMeta, Vec<String>)> {
+    let this = |meta: &ObjectMeta| {
+        meta.namespace.as_deref() == Some(namespace) && meta.name.as_deref() == Some(name)
+    };
+    match kind {
+        Kind::ConfigMap => {
+            let config_maps = snapshot.config_maps.ok()?;
+            let cm = config_maps.iter().find(|c| this(&c.metadata))?;
+            let data = cm.data.iter().flat_map(|d| d.keys());
+            let keys = data.chain(cm.binary_data.iter().flat_map(|d| d.keys()));
+            Some((cm.metadata.clone(), keys.cloned().collect()))
+        }
+        Kind::Secret => {
+            let secrets = snapshot.secrets.ok()?;
+            let secret = secrets.iter().find(|s| this(&s.metadata))?;
+            Some((secret.metadata.clone(), secret.keys.clone()))
+        }
+        _ => None,
+    }
+}

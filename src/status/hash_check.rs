@@ -1,0 +1,216 @@
+//! Is the stamped `config-hash` the hash of the live data? (pure): what the webhook's
+//! Secret-hash key lets the report check, the check itself, and the `stale` finding.
+
+use serde::Serialize;
+
+use super::common::age;
+use super::config_objects::{Configs, Written};
+use super::findings::{Code, Finding};
+use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
+use super::target::Kind;
+use crate::hash::{ConfigKind, SecretKey};
+use crate::inject::explain::Explained;
+
+/// What the hash key lets the report check.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyState<'a> {
+    /// The webhook's key was read: Secrets are checked like the webhook hashes them.
+    Key(&'a SecretKey),
+    /// The webhook has no key: it hashes no Secret, and neither does the check.
+    NoKey,
+    /// The key could not be read: Secrets cannot be checked.
+    Unreadable,
+}
+
+impl KeyState<'_> {
+    /// Whether Secrets can enter a hash the way the webhook computes it.
+    pub fn checks_secrets(&self) -> bool {
+        !matches!(self, KeyState::Unreadable)
+    }
+
+    /// The key to hash with.
+    pub fn key(&self) -> Option<&SecretKey> {
+        match self {
+            KeyState::Key(key) => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// A stamped hash against the live data's (`current`, `stale`, `notStamped`,
+/// `nothingToHash` or `unknown` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HashState {
+    /// They are equal.
+    Current,
+    /// They differ.
+    Stale,
+    /// Nothing is stamped.
+    NotStamped,
+    /// Nothing is read that a hash covers.
+    NothingToHash,
+    /// The live data's hash cannot be made.
+    Unknown,
+}
+
+/// The stamped `config-hash` against the hash of the live data.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HashCheck {
+    /// Whether it is current.
+    pub state: HashState,
+    /// The annotation on the pod template.
+    pub stamped: Option<String>,
+    /// The hash of the live data, by the webhook's own function.
+    pub live: Option<String>,
+    /// Whether Secrets entered the check (the hash key was readable, or the webhook has none).
+    pub secrets_checked: bool,
+    /// The consumed objects with the time their data was last written, newest first.
+    pub written: Vec<Written>,
+}
+
+/// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
+/// key's Secret is looked for where the shipped manifests keep it; when it is not there, the
+/// webhook is taken to have no key only if the stamped hash agrees (it is the hash without
+/// Secrets): an install that keeps its key elsewhere must not be told its Secrets are not
+/// hashed.
+pub fn hash_key<'a>(
+    snapshot: &'a Snapshot,
+    explained: Option<&Explained>,
+    configs: &Configs,
+    stamped: Option<&str>,
+) -> (KeyState<'a>, Option<String>) {
+    let missing = |why: &str| {
+        format!(
+            "Secrets cannot be checked: there is no Secret {}/{HASH_KEY_SECRET} (where the \
+             shipped manifests keep the webhook's key), and {why}",
+            snapshot.webhook_namespace
+        )
+    };
+    match &snapshot.hash_key {
+        Fetched::Read(Some(key)) => (KeyState::Key(key), None),
+        Fetched::Failed(reason) => (KeyState::Unreadable, Some(key_unreadable(reason))),
+        Fetched::Read(None) => {
+            let Some(explained) = explained else {
+                return (KeyState::NoKey, None);
+            };
+            let ids = explained.restart_only.ids();
+            if !ids.iter().any(|id| id.kind == ConfigKind::Secret) {
+                // Nothing read through env tells whether the webhook has a key: that matters
+                // only if the sidecar watches a Secret (its hash is keyed when there is one).
+                let mounts_secret = explained.watcher.as_ref().is_some_and(|w| {
+                    w.consumption
+                        .ids()
+                        .iter()
+                        .any(|id| id.kind == ConfigKind::Secret)
+                });
+                if !mounts_secret {
+                    return (KeyState::NoKey, None);
+                }
+                let why = "nothing read through env shows whether the webhook has one";
+                return (KeyState::Unreadable, Some(missing(why)));
+            }
+            let data = configs.data(ids.iter().copied());
+            let without_key = explained.restart_only.hash(&data, None);
+            if stamped.is_some() && without_key.hash.as_deref() == stamped {
+                return (KeyState::NoKey, None);
+            }
+            let why = "the stamped hash is not the one without Secrets";
+            (KeyState::Unreadable, Some(missing(why)))
+        }
+    }
+}
+
+/// The note when the webhook's Secret-hash key cannot be read.
+pub fn key_unreadable(reason: &str) -> String {
+    format!("Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})")
+}
+
+/// The stamped hash against the hash of the live data `explained` reads through env.
+pub fn hash_check(
+    snapshot: &Snapshot,
+    explained: &Explained,
+    configs: &Configs,
+    key: &KeyState<'_>,
+    stamped: Option<String>,
+) -> HashCheck {
+    let consumption = &explained.restart_only;
+    let ids = consumption.ids();
+    let data = configs.data(ids.iter().copied());
+    let report = consumption.hash(&data, key.key());
+    let secrets_read = ids.iter().any(|id| id.kind == ConfigKind::Secret);
+    let checks_secrets = key.checks_secrets();
+    let mut written: Vec<Written> = ids
+        .iter()
+        .filter_map(|id| {
+            let at = configs.get(id)?.written?;
+            Some(Written::new(
+                id.kind.to_string(),
+                id.name.clone(),
+                at,
+                snapshot.now,
+            ))
+        })
+        .collect();
+    written.sort_by_key(|w| w.seconds_ago);
+    let state = match (&stamped, &report.hash) {
+        _ if consumption.is_empty() => HashState::NothingToHash,
+        (None, _) => HashState::NotStamped,
+        _ if secrets_read && !checks_secrets => HashState::Unknown,
+        (Some(_), None) => HashState::Unknown,
+        (Some(stamped), Some(live)) if stamped == live => HashState::Current,
+        (Some(_), Some(_)) => HashState::Stale,
+    };
+    HashCheck {
+        state,
+        stamped,
+        live: report.hash,
+        secrets_checked: checks_secrets || !secrets_read,
+        written,
+    }
+}
+
+/// A data write this recent may not have been re-stamped yet (`--rollout-delay` plus the
+/// controller's rate limit).
+const RECENT_SECONDS: i64 = 5;
+
+/// The `stale` finding on a `kind` workload, its fix depending on whether a controller runs.
+pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> Finding {
+    let newest = hash.written.first().map(|w| {
+        format!(
+            "; the newest data write: {} {} {} ago",
+            w.object_kind,
+            crate::inject::quoted(&w.object),
+            age(w.seconds_ago)
+        )
+    });
+    let message = format!(
+        "the stamped config-hash is not the hash of the live data: a consumed key changed since it was stamped{} \
+         (the hash cannot tell which key)",
+        newest.unwrap_or_default()
+    );
+    let recent = hash
+        .written
+        .first()
+        .is_some_and(|w| w.seconds_ago <= RECENT_SECONDS);
+    let fix = if kind == Kind::Pod {
+        "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
+            .to_owned()
+    } else if !kind.restamped() {
+        format!("a {kind} is never re-stamped: recreate it to read the new config")
+    } else if controller_running && recent {
+        "the change is seconds old: the controller re-stamps within --rollout-delay (1s by default) \
+         and a leader is running; run status again in a few seconds"
+            .to_owned()
+    } else if controller_running {
+        "the controller re-stamps within --rollout-delay (1s by default) of a change and a leader is running: \
+         check its log for errors"
+            .to_owned()
+    } else {
+        "the controller re-stamps within --rollout-delay (1s by default) of a change, but none is running: \
+         start it (see no-controller)"
+            .to_owned()
+    };
+    Finding::new(Code::Stale, message, fix)
+}

@@ -1,0 +1,354 @@
+//! The report on one workload (pure): from the objects read to what a change of each consumed
+//! key does, whether the stamped hash is current, and how its Pods are doing. It asks each part
+//! in the order the report reads ([`super::install`], [`super::read_lines`],
+//! [`super::hash_check`], [`super::pods`]); each returns its findings. The text and JSON forms
+//! are rendered from [`Report`] ([`super::render`]).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::common::{meta_str, seconds_between};
+use super::config_objects::Configs;
+use super::findings::{Code, Finding};
+use super::hash_check::{HashCheck, HashState, KeyState, hash_check, hash_key, stale_finding};
+use super::install::{self, Installation, OptIn};
+use super::pods::{self, Pods};
+use super::read_lines::{ReadLine, mode_text, read_findings, read_lines};
+use super::snapshot::Snapshot;
+use super::target::Kind;
+use crate::controller::waves::REFRESH_STOPPED;
+use crate::inject::explain::{self, Explained};
+use crate::inject::pod::PodSpec;
+use crate::inject::string_map;
+use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
+
+/// The whole report on one workload. Field names are the stable `-o json` form.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// `Deployment`, `StatefulSet`, …
+    pub kind: Kind,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// 1. Opt-in.
+    pub opt_in: OptIn,
+    /// 2. The installation.
+    pub installation: Installation,
+    /// 3. What is consumed, and what a change of each does.
+    pub reads: Vec<ReadLine>,
+    /// How the sidecar reloads the app, when one would be injected.
+    pub reload: Option<String>,
+    /// 4. Is the stamped hash current?
+    pub hash: HashCheck,
+    /// The last `ConfigChanged` Events on it, newest first.
+    pub events: Vec<EventLine>,
+    /// 5. Its Pods.
+    pub pods: Pods,
+    /// What keeps changes from reaching the pods; empty when all is well.
+    pub findings: Vec<Finding>,
+    /// What could not be checked, and why (reads that failed, Secrets without the key).
+    pub notes: Vec<String>,
+}
+
+/// One `ConfigChanged` Event.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventLine {
+    /// Last seen, RFC 3339.
+    pub at: Option<String>,
+    /// Seconds before the report.
+    pub seconds_ago: Option<i64>,
+    /// The message (names objects and keys, never a value).
+    pub message: String,
+}
+
+/// The report on the workload (or Pod) `kind`/`name` in `namespace`, or `None` when the
+/// snapshot does not hold it. A Pod is reported like a workload whose template is the Pod.
+pub fn workload(snapshot: &Snapshot, kind: Kind, namespace: &str, name: &str) -> Option<Report> {
+    let objects = match kind {
+        Kind::Pod => snapshot.pods.ok()?,
+        _ => snapshot.workloads.get(&kind)?.ok()?,
+    };
+    let object = objects.iter().find(|o| {
+        meta_str(o, "namespace") == Some(namespace) && meta_str(o, "name") == Some(name)
+    })?;
+    Some(report(snapshot, kind, object))
+}
+
+/// The report on `object`, a workload of `kind`.
+pub fn report(snapshot: &Snapshot, kind: Kind, object: &Value) -> Report {
+    let namespace = meta_str(object, "namespace").unwrap_or_default();
+    report_with(snapshot, kind, object, &Configs::of(snapshot, namespace))
+}
+
+/// [`report`] with the ConfigMaps and Secrets of its namespace already laid out (a summary
+/// lays them out once per namespace). The sections in the order the report reads.
+pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
+    let workload = Workload::new(snapshot, kind, object, configs);
+    let (annotations, labels) = (&workload.annotations, &workload.labels);
+    let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, annotations, labels);
+    let (installation, install_findings, mut notes) = install::installation(snapshot);
+    findings.extend(install_findings);
+    let explained = match workload.explain() {
+        Ok(explained) => Some(explained),
+        Err(NotExplained::Elsewhere(note)) => {
+            notes.push(note);
+            None
+        }
+        Err(NotExplained::Unreadable(finding)) => {
+            findings.push(finding);
+            None
+        }
+    };
+    let stamped = workload.annotations.get(CONFIG_HASH).cloned();
+    let (key, key_note) = hash_key(snapshot, explained.as_ref(), configs, stamped.as_deref());
+    notes.extend(key_note);
+    let active = opt_in.opted_in && opt_in.opted_out_by.is_none();
+    let consumed = match &explained {
+        Some(explained) => workload.consumed(explained, &key, stamped, active),
+        None => Consumed::unknown(stamped, &key),
+    };
+    findings.extend(consumed.findings);
+    if consumed.hash.state == HashState::Stale {
+        findings.push(stale_finding(
+            kind,
+            &consumed.hash,
+            installation.controller_running,
+        ));
+    }
+    let events = workload.events();
+    findings.extend(workload.refresh_stopped(&events));
+    let sidecar = explained.as_ref().is_some_and(|e| e.watcher.is_some()) && active;
+    let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, sidecar);
+    findings.extend(pod_findings);
+    notes.extend(snapshot.failed_reads());
+    Report {
+        kind,
+        namespace: workload.namespace.to_owned(),
+        name: workload.name.to_owned(),
+        opt_in,
+        installation,
+        reads: consumed.reads,
+        reload: consumed.reload,
+        hash: consumed.hash,
+        events,
+        pods,
+        findings,
+        notes,
+    }
+}
+
+/// The workload being judged, with its pod template's labels and annotations.
+struct Workload<'a> {
+    snapshot: &'a Snapshot,
+    kind: Kind,
+    object: &'a Value,
+    configs: &'a Configs,
+    namespace: &'a str,
+    name: &'a str,
+    template: Option<&'a Value>,
+    annotations: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
+}
+
+/// Why a workload's template was not explained.
+enum NotExplained {
+    /// It lives in another object (a Rollout's `workloadRef`): a note.
+    Elsewhere(String),
+    /// It cannot be read: a finding.
+    Unreadable(Finding),
+}
+
+/// Sections 3 and 4: what the template reads, how the sidecar reloads, and the hash check,
+/// with their findings (all but `stale`, whose fix depends on the installation).
+struct Consumed {
+    reads: Vec<ReadLine>,
+    reload: Option<String>,
+    hash: HashCheck,
+    findings: Vec<Finding>,
+}
+
+impl Consumed {
+    /// Nothing known: the template could not be explained.
+    fn unknown(stamped: Option<String>, key: &KeyState<'_>) -> Self {
+        Consumed {
+            reads: Vec::new(),
+            reload: None,
+            hash: HashCheck {
+                state: HashState::Unknown,
+                stamped,
+                live: None,
+                secrets_checked: key.checks_secrets(),
+                written: Vec::new(),
+            },
+            findings: Vec::new(),
+        }
+    }
+}
+
+impl<'a> Workload<'a> {
+    fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
+        let template = object.pointer(kind.template_pointer());
+        let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
+        Workload {
+            snapshot,
+            kind,
+            object,
+            configs,
+            namespace: meta_str(object, "namespace").unwrap_or_default(),
+            name: meta_str(object, "name").unwrap_or_default(),
+            template,
+            annotations: map("annotations"),
+            labels: map("labels"),
+        }
+    }
+
+    /// What the pod template reads and what the sidecar would do, by the webhook's own
+    /// [`explain::explain`].
+    fn explain(&self) -> Result<Explained, NotExplained> {
+        let Some(template) = self.template else {
+            let workload_ref = self
+                .object
+                .pointer("/spec/workloadRef/name")
+                .and_then(Value::as_str)
+                .filter(|_| self.kind == Kind::Rollout);
+            return Err(match workload_ref {
+                Some(deployment) => NotExplained::Elsewhere(format!(
+                    "its pod template is Deployment {deployment:?}'s (workloadRef): reload-injector stamps that one; \
+                     run status deploy/{deployment} for it"
+                )),
+                None => NotExplained::Unreadable(Finding::new(
+                    Code::UnreadableSpec,
+                    format!("no pod template at {}", self.kind.template_pointer()),
+                    "nothing: reload-injector cannot act on it either",
+                )),
+            });
+        };
+        match PodSpec::deserialize(template.get("spec").unwrap_or(&Value::Null)) {
+            Ok(spec) => Ok(explain::explain(&self.annotations, &spec, true)),
+            Err(err) => Err(NotExplained::Unreadable(Finding::new(
+                Code::UnreadableSpec,
+                format!("the pod template cannot be read: {err}"),
+                "fix the pod spec; reload-injector cannot act on it either",
+            ))),
+        }
+    }
+
+    /// 3. and 4.: the read lines and their findings, the stamp's findings, the hash check.
+    fn consumed(
+        &self,
+        explained: &Explained,
+        key: &KeyState<'_>,
+        stamped: Option<String>,
+        active: bool,
+    ) -> Consumed {
+        let is_stamped = stamped.is_some();
+        let reads = read_lines(self.kind, explained, self.configs, key, is_stamped, active);
+        let mut findings = read_findings(&reads);
+        if active {
+            findings.extend(self.stamp_findings(explained, is_stamped));
+        }
+        Consumed {
+            reload: explained.watcher.as_ref().map(|w| mode_text(&w.mode)),
+            hash: hash_check(self.snapshot, explained, self.configs, key, stamped),
+            reads,
+            findings,
+        }
+    }
+
+    /// `not-stamped` (env reads but no hash) and `not-watched` (a hash but not the label the
+    /// controller watches by), for an active workload.
+    fn stamp_findings(&self, explained: &Explained, stamped: bool) -> Vec<Finding> {
+        let (kind, name, namespace) = (self.kind, self.name, self.namespace);
+        let mut findings = Vec::new();
+        if !stamped && !explained.restart_only.is_empty() {
+            findings.push(Finding::new(
+                Code::NotStamped,
+                format!(
+                    "the pod template has no {CONFIG_HASH}: a change of what it reads through env never rolls it"
+                ),
+                match kind {
+                    Kind::Pod => "recreate it (through its workload) in an opted-in namespace".to_owned(),
+                    _ => format!(
+                        "send it through the webhook once: kubectl rollout restart {}/{name} -n {namespace}",
+                        kind.short()
+                    ),
+                },
+            ));
+        }
+        let labels = string_map(self.object, "labels");
+        let watched = labels.get(MANAGED_LABEL).map(String::as_str) == Some("true");
+        if kind != Kind::Pod && stamped && !watched {
+            findings.push(Finding::new(
+                Code::NotWatched,
+                format!(
+                    "it carries a {CONFIG_HASH} but not the label {MANAGED_LABEL}=true (stamped by an \
+                     earlier version): the controller does not watch it, so a change of what it reads never rolls it"
+                ),
+                format!(
+                    "label it once (or re-apply it: the webhook labels it): kubectl label {}/{name} -n {namespace} {MANAGED_LABEL}=true",
+                    kind.short()
+                ),
+            ));
+        }
+        findings
+    }
+
+    /// The last three `ConfigChanged` Events on it, newest first.
+    fn events(&self) -> Vec<EventLine> {
+        let Some(list) = self.snapshot.events.ok() else {
+            return Vec::new();
+        };
+        let now = self.snapshot.now;
+        let mut events: Vec<(Option<Timestamp>, EventLine)> = list
+            .iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("ConfigChanged")
+                    && e.involved_object.kind.as_deref() == Some(self.kind.name())
+                    && e.involved_object.name.as_deref() == Some(self.name)
+                    && e.metadata.namespace.as_deref() == Some(self.namespace)
+            })
+            .map(|e| {
+                let at = e
+                    .last_timestamp
+                    .as_ref()
+                    .map(|t| t.0)
+                    .or_else(|| e.event_time.as_ref().map(|t| t.0))
+                    .or_else(|| e.first_timestamp.as_ref().map(|t| t.0));
+                let line = EventLine {
+                    at: at.map(|t| t.to_string()),
+                    seconds_ago: at.map(|t| seconds_between(t, now)),
+                    message: e.message.clone().unwrap_or_default(),
+                };
+                (at, line)
+            })
+            .collect();
+        events.sort_by_key(|e| std::cmp::Reverse(e.0));
+        events.into_iter().take(3).map(|(_, line)| line).collect()
+    }
+
+    /// `refresh-stopped` when the newest Event says a refresh in waves stopped.
+    fn refresh_stopped(&self, events: &[EventLine]) -> Option<Finding> {
+        let stop = events
+            .first()
+            .filter(|e| e.message.contains(REFRESH_STOPPED))?;
+        let namespace = self.namespace;
+        Some(Finding::new(
+            Code::RefreshStopped,
+            format!(
+                "{}/{}: the last refresh of its mounted config stopped: {}",
+                self.kind.short(),
+                self.name,
+                stop.message
+            ),
+            format!(
+                "check why the pod went unready (kubectl describe pod -n {namespace}); the next config change refreshes the rest"
+            ),
+        ))
+    }
+}
