@@ -66,11 +66,9 @@ impl TargetKind {
         self.table().plural()
     }
 
-    /// How the API addresses the kind (a Rollout has no k8s-openapi type to take it from).
+    /// How the API addresses the kind.
     pub fn api_resource(self) -> ApiResource {
-        let kind = self.table();
-        let gvk = GroupVersionKind::gvk(kind.group(), kind.version(), kind.name());
-        ApiResource::from_gvk_with_plural(&gvk, kind.plural())
+        api_resource(self.table())
     }
 
     /// JSON pointer of the pod template (`""` for a Pod), whose `metadata` holds the annotation.
@@ -92,6 +90,13 @@ impl TargetKind {
     pub fn is_workload(self) -> bool {
         self != TargetKind::Pod
     }
+}
+
+/// How the API addresses `kind`, from the table of kinds (a Rollout has no k8s-openapi type to
+/// take it from).
+pub fn api_resource(kind: Kind) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(kind.group(), kind.version(), kind.name());
+    ApiResource::from_gvk_with_plural(&gvk, kind.plural())
 }
 
 /// One object the controller may write to.

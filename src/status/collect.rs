@@ -8,18 +8,17 @@ use std::fmt::Debug;
 use futures_util::future::join_all;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, LogParams};
+use kube::api::{Api, DynamicObject, ListParams, LogParams};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
 use super::target::Kind;
+use crate::controller::target::api_resource;
 
 /// Why the reads could not make a snapshot at all (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -212,26 +211,6 @@ impl Reader {
         let got = list::<DynamicObject>(api).await?;
         let json = |object| serde_json::to_value(object).unwrap_or_default();
         Ok(got.map(|list| list.map(|objects| objects.into_iter().map(json).collect())))
-    }
-}
-
-/// The API resource of `kind`: from its k8s-openapi type, or for Argo's Rollout (which has
-/// none) from its group, version and plural.
-fn api_resource(kind: Kind) -> ApiResource {
-    match kind {
-        Kind::Deployment => ApiResource::erase::<Deployment>(&()),
-        Kind::StatefulSet => ApiResource::erase::<StatefulSet>(&()),
-        Kind::DaemonSet => ApiResource::erase::<DaemonSet>(&()),
-        Kind::CronJob => ApiResource::erase::<CronJob>(&()),
-        Kind::Job => ApiResource::erase::<Job>(&()),
-        Kind::Pod => ApiResource::erase::<Pod>(&()),
-        Kind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
-        Kind::Secret => ApiResource::erase::<Secret>(&()),
-        Kind::Rollout => {
-            let (group, version, plural) = kind.resource();
-            let gvk = GroupVersionKind::gvk(group, version, kind.name());
-            ApiResource::from_gvk_with_plural(&gvk, plural)
-        }
     }
 }
 

@@ -197,7 +197,7 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
     let fix = if kind == Kind::Pod {
         "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
             .to_owned()
-    } else if !kind.restamped() {
+    } else if !super::target::restamped(kind) {
         format!("a {kind} is never re-stamped: recreate it to read the new config")
     } else if controller_running && recent {
         "the change is seconds old: the controller re-stamps within --rollout-delay (1s by default) \

@@ -122,7 +122,7 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     match target {
         None => {
             let scope = (!args.all_namespaces).then_some(namespace.as_str());
-            let snapshot = reader.snapshot(scope, &Kind::WORKLOADS, true).await?;
+            let snapshot = reader.snapshot(scope, &target::WORKLOADS, true).await?;
             let summary = summary::summary(&snapshot, scope);
             Ok(output(
                 json,
@@ -167,7 +167,7 @@ async fn config_report(
     namespace: String,
 ) -> Result<config_report::ConfigReport, StatusError> {
     let snapshot = reader
-        .snapshot(Some(&namespace), &Kind::WORKLOADS, false)
+        .snapshot(Some(&namespace), &target::WORKLOADS, false)
         .await?;
     let failed = match target.kind {
         Kind::Secret => snapshot.secrets.failure(),
@@ -175,7 +175,7 @@ async fn config_report(
     };
     if let Some(reason) = failed {
         return Err(StatusError::TargetUnreadable {
-            what: format!("{} in {namespace:?}", target.kind.resource().2),
+            what: format!("{} in {namespace:?}", target.kind.plural()),
             reason: reason.to_owned(),
         });
     }
@@ -237,7 +237,11 @@ fn target_readable(
     namespace: &str,
 ) -> Result<(), StatusError> {
     if snapshot.unserved.contains(&target.kind) {
-        let (group, version, plural) = target.kind.resource();
+        let (group, version, plural) = (
+            target.kind.group(),
+            target.kind.version(),
+            target.kind.plural(),
+        );
         return Err(StatusError::TargetUnreadable {
             what: format!("{}/{}", target.kind.short(), target.name),
             reason: format!("the server does not serve {group}/{version} {plural}"),
@@ -245,7 +249,7 @@ fn target_readable(
     }
     if let Some(snapshot::Fetched::Failed(reason)) = snapshot.workloads.get(&target.kind) {
         return Err(StatusError::TargetUnreadable {
-            what: format!("{} in {namespace:?}", target.kind.resource().2),
+            what: format!("{} in {namespace:?}", target.kind.plural()),
             reason: reason.clone(),
         });
     }

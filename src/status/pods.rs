@@ -79,7 +79,7 @@ pub fn pods(
     let namespace = meta_str(object, "namespace").unwrap_or_default();
     let owned: Vec<&Value> = owned_pods(snapshot, kind, object, namespace, all);
     let stamped = object
-        .pointer(kind.template_pointer())
+        .pointer(super::target::template_pointer(kind))
         .map(|t| string_map(t, "annotations"))
         .and_then(|a| a.get(CONFIG_HASH).cloned());
     let mut out = Pods {

@@ -104,7 +104,7 @@ pub fn read_lines(
                     _ if kind == Kind::Pod => (OnChange::Nothing,
                         "this Pod keeps it until replaced (its workload rolls)".to_owned(),
                     ),
-                    _ if !kind.restamped() => (OnChange::Nothing,
+                    _ if !super::target::restamped(kind) => (OnChange::Nothing,
                         format!("a {kind}'s pods are never rolled"),
                     ),
                     Via::SubPath => (OnChange::Rollout, "subPath is never updated in place".to_owned()),

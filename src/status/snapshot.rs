@@ -169,12 +169,12 @@ impl Snapshot {
     }
 
     /// Every workload read (in `namespace`, or everywhere), with its kind, in the order of
-    /// [`Kind::WORKLOADS`].
+    /// [`super::target::WORKLOADS`].
     pub fn workload_objects<'a>(
         &'a self,
         namespace: Option<&'a str>,
     ) -> impl Iterator<Item = (Kind, &'a Value)> {
-        Kind::WORKLOADS.into_iter().flat_map(move |kind| {
+        super::target::WORKLOADS.into_iter().flat_map(move |kind| {
             let list = self.workloads.get(&kind).and_then(Fetched::ok);
             let objects = list.into_iter().flatten();
             objects

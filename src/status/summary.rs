@@ -74,9 +74,9 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
             &b.name,
         ))
     });
-    let failed = Kind::WORKLOADS.iter().filter_map(|kind| {
+    let failed = super::target::WORKLOADS.iter().filter_map(|kind| {
         let reason = snapshot.workloads.get(kind)?.failure()?;
-        Some(format!("could not read {}: {reason}", kind.resource().2))
+        Some(format!("could not read {}: {reason}", kind.plural()))
     });
     let mut notes: Vec<String> = failed.collect();
     notes.extend(snapshot.hash_key.failure().map(key_unreadable));

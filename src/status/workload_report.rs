@@ -193,7 +193,7 @@ impl Consumed {
 
 impl<'a> Workload<'a> {
     fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
-        let template = object.pointer(kind.template_pointer());
+        let template = object.pointer(super::target::template_pointer(kind));
         let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
         Workload {
             snapshot,
@@ -224,7 +224,10 @@ impl<'a> Workload<'a> {
                 )),
                 None => NotExplained::Unreadable(Finding::new(
                     Code::UnreadableSpec,
-                    format!("no pod template at {}", self.kind.template_pointer()),
+                    format!(
+                        "no pod template at {}",
+                        super::target::template_pointer(self.kind)
+                    ),
                     "nothing: reload-injector cannot act on it either",
                 )),
             });

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use reload_injector::status::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
-use reload_injector::status::target::Kind;
+use reload_injector::status::target;
 
 /// Names of reads for `failed`: `namespaces`, `webhook`, `lease`, `hashKey`, `configmaps`,
 /// `secrets`, `pods`, `jobs`, `events`, a workload plural (`deployments`), or `log:NS/POD`.
@@ -43,8 +43,8 @@ pub fn assemble(
     snapshot.set_hash_key(fetched(failure("hashKey"), key_secret));
     let namespaces = of_kind("Namespace").map(typed).collect::<Result<_, _>>()?;
     snapshot.set_namespaces(fetched(failure("namespaces"), namespaces));
-    for kind in Kind::WORKLOADS {
-        let plural = kind.resource().2;
+    for kind in target::WORKLOADS {
+        let plural = kind.plural();
         let list = of_kind(kind.name()).cloned().collect();
         snapshot
             .workloads
