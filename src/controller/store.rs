@@ -224,11 +224,6 @@ impl ConfigStore {
         self.synced = synced;
     }
 
-    /// Whether every watch has delivered its first list.
-    pub fn is_synced(&self) -> bool {
-        self.synced
-    }
-
     /// The webhook's answer for `id` in `namespace` from the view, when the view has it fresh:
     /// synced, not being listed, and fetched at the watched resourceVersion.
     pub fn lookup(&self, namespace: &str, id: &ConfigId) -> Option<Lookup> {

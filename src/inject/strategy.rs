@@ -278,11 +278,6 @@ struct Asked {
     process: Option<String>,
 }
 
-/// Reads the choosing annotations; the first value the sidecar would refuse is an error.
-pub fn check_values(annotations: &BTreeMap<String, String>) -> Result<(), ValueError> {
-    asked(annotations).map(drop)
-}
-
 fn asked(annotations: &BTreeMap<String, String>) -> Result<Asked, ValueError> {
     let on_change = annotations
         .get(ON_CHANGE)
