@@ -77,7 +77,7 @@ pub enum Outcome {
 pub type Count = Arc<dyn Fn(TargetKind) + Send + Sync>;
 
 /// A metrics callback, called with how many writes the writer holds (queued, in flight or
-/// waiting to be retried or sent again).
+/// waiting to be retried or sent again, and Events being recorded).
 pub type Held = Arc<dyn Fn(usize) + Send + Sync>;
 
 /// Callbacks for metrics, so the writer does not depend on the metrics module.
@@ -274,7 +274,7 @@ impl Task {
     ) {
         let mut leader_open = true;
         loop {
-            (self.counters.held)(self.entries.len());
+            (self.counters.held)(self.held());
             let leading = leader_open && *leader.borrow();
             let token_at = if leading { self.dispatch() } else { None };
             let wake = match (token_at, self.delayed.keys().next()) {
@@ -464,10 +464,15 @@ impl Task {
         }
     }
 
+    /// Writes queued, in flight or waiting (a retry, a second nudge), and Events being recorded.
+    fn held(&self) -> usize {
+        self.entries.len() + self.events.len()
+    }
+
     /// Sends `outcome` to the loop, having said first how many writes are held (so that a write
     /// that follows this one, such as a second nudge, is never out of the count).
     fn report(&self, outcome: Outcome) {
-        (self.counters.held)(self.entries.len());
+        (self.counters.held)(self.held());
         let _ = self.outcomes.send(outcome);
     }
 

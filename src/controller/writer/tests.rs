@@ -912,7 +912,7 @@ async fn a_pod_write_is_held_until_its_second_nudge_is_sent() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_workload_write_is_held_until_its_outcome() {
+async fn a_workload_write_and_its_event_are_let_go_once_done() {
     let mut h = start(patches(&[]), 20.0, true);
     h.writer.submit(write(
         TargetKind::Deployment,
@@ -921,5 +921,7 @@ async fn a_workload_write_is_held_until_its_outcome() {
         "sha256:b",
     ));
     h.outcome().await;
+    settle(Duration::from_secs(1)).await;
+    assert_eq!(h.requests().len(), 2, "the PATCH and the Event");
     assert_eq!(h.held.load(Ordering::SeqCst), 0);
 }
