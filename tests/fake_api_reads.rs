@@ -280,14 +280,21 @@ fn refused_namespace(paged: bool) {
     wait_ready(&server, true);
     cluster.put(&config("web-env", NS, "http://b"));
     wait_restamped(&cluster, NS, "web");
-    // Long enough for the watcher to have retried the refused list a few times.
-    std::thread::sleep(Duration::from_secs(4));
-    let refused_lists = cluster
-        .api
-        .requests()
-        .iter()
-        .filter(|r| r.resource() == Some("configmaps") && r.path.contains("/namespaces/locked/"))
-        .count();
+    // The refused list retried twice: a third request is sent only after the second answer
+    // was handled (and would have been said again).
+    let locked_requests = || {
+        cluster
+            .api
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.resource() == Some("configmaps") && r.path.contains("/namespaces/locked/")
+            })
+            .count()
+    };
+    let refused_lists = wait_for("the refused list to be retried twice", PATIENCE, || {
+        Some(locked_requests()).filter(|n| *n >= 3)
+    });
     assert!(refused_lists >= 2, "retried ({refused_lists} requests)");
     let said: Vec<String> = server
         .log()
