@@ -5,8 +5,6 @@
 
 mod cluster_support;
 
-use std::time::Duration;
-
 use cluster_support::install::{Install, OWN, WEBHOOK, local_webhook};
 use cluster_support::objects::{
     b64, config_map, container, deployment, env_from_config_map, env_from_secret, secret,
@@ -19,7 +17,6 @@ const CONFIG_HASH: &str = "reload-injector.io/config-hash";
 const MOUNTED_HASH: &str = "reload-injector.io/mounted-config-hash";
 const MANAGED: &str = "reload-injector.io/managed";
 /// How long a test watches for a write that must not come (several `--rollout-delay`s).
-const QUIET: Duration = Duration::from_secs(4);
 
 #[test]
 fn the_shipped_manifests_are_accepted_by_the_real_api_server() {
@@ -264,11 +261,14 @@ fn an_env_key_edit_rolls_the_deployment_and_an_unread_key_does_not() {
     assert!(listed.contains("ConfigChanged"), "{listed}");
 
     // A key nobody reads: nothing is written.
+    let since = install.serve.log_lines().len();
     cluster.apply(
         &ns,
         &config_map("web-env", &[("UPSTREAM", "b:80"), ("OTHER", "y")]),
     );
-    std::thread::sleep(QUIET);
+    install
+        .serve
+        .wait_change_handled(cluster, since, &ns, "web-env");
     assert_eq!(
         hash_of(&cluster.get(&ns, "deployment", "web")),
         Some(second.clone())
@@ -315,7 +315,7 @@ fn a_mounted_config_map_edit_refreshes_the_pods_and_rolls_nothing() {
         let hashes: Vec<String> = pods.iter().filter_map(mounted).collect();
         (hashes.len() == 2 && hashes.iter().all(|h| !before.contains(h))).then_some(())
     });
-    std::thread::sleep(QUIET);
+    install.serve.wait_caught_up(cluster);
     assert_eq!(
         hash_of(&cluster.get(&ns, "deployment", "web")),
         hash,

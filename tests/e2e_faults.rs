@@ -14,7 +14,6 @@ use cluster_support::{Cluster, PATIENCE};
 use serde_json::{Value, json};
 
 const CONFIG_HASH: &str = "reload-injector.io/config-hash";
-const QUIET: Duration = Duration::from_secs(4);
 
 static TURNS: Mutex<()> = Mutex::new(());
 
@@ -52,8 +51,9 @@ fn rollouts_recorded(cluster: &Cluster, ns: &str) -> u64 {
 }
 
 /// Edits the env key and checks the change lands once: one new template generation, one
-/// re-stamp, one Event.
-fn change_lands_once(cluster: &Cluster, ns: &str, value: &str) {
+/// re-stamp, one Event. Once the replicas that run have nothing pending, no second write can
+/// come.
+fn change_lands_once(cluster: &Cluster, ns: &str, value: &str, replicas: &[&Serve]) {
     let (hash, template, recorded) = (
         hash_of(cluster, ns),
         generation(cluster, ns),
@@ -67,7 +67,9 @@ fn change_lands_once(cluster: &Cluster, ns: &str, value: &str) {
     cluster.wait_for("its ConfigChanged Event", PATIENCE, || {
         (rollouts_recorded(cluster, ns) > recorded).then_some(())
     });
-    std::thread::sleep(QUIET);
+    for serve in replicas {
+        serve.wait_caught_up(cluster);
+    }
     assert_eq!(
         generation(cluster, ns),
         template + 1,
@@ -95,15 +97,17 @@ fn watches_recover_after_the_api_server_restarts_and_a_change_lands_once() {
     let install = Install::shared();
     let cluster = install.cluster;
     let ns = stamped_namespace(cluster, "restart");
-    change_lands_once(cluster, &ns, "b:80");
+    change_lands_once(cluster, &ns, "b:80", &[&install.serve]);
 
     cluster.kill_apiserver();
+    // The outage itself (a fault's length, not a wait for an event): serve's watches fail and
+    // retry meanwhile.
     std::thread::sleep(Duration::from_secs(3));
     cluster.start_apiserver();
     install.serve.wait_ready(cluster);
-    change_lands_once(cluster, &ns, "c:80");
+    change_lands_once(cluster, &ns, "c:80", &[&install.serve]);
     // And a change made while the API server was away from serve's watches lands too.
-    change_lands_once(cluster, &ns, "d:80");
+    change_lands_once(cluster, &ns, "d:80", &[&install.serve]);
 }
 
 fn is_leader(serve: &Serve) -> bool {
@@ -135,7 +139,7 @@ fn with_two_replicas_one_holds_the_lease_and_the_other_takes_over() {
         "the Lease names {leader}: {}",
         holder(cluster)
     );
-    change_lands_once(cluster, &ns, "b:80");
+    change_lands_once(cluster, &ns, "b:80", &replicas);
 
     let (gone, survivor) = if leader == install.serve.name {
         (&install.serve, &second)
@@ -156,7 +160,7 @@ fn with_two_replicas_one_holds_the_lease_and_the_other_takes_over() {
         "take-over took {took:?}: more than the lease duration plus 5 s"
     );
     assert!(holder(cluster).starts_with(&format!("{}-", survivor.name)));
-    change_lands_once(cluster, &ns, "c:80");
+    change_lands_once(cluster, &ns, "c:80", &[survivor]);
     // The next test (in any order) finds the first serve running and the webhook calling it.
     drop(second);
     install.revive_serve();
@@ -218,6 +222,6 @@ fn a_missing_permission_is_one_clear_log_line_and_the_write_lands_once_granted()
         PATIENCE,
         || (hash_of(cluster, &ns) != hash).then_some(()),
     );
-    std::thread::sleep(QUIET);
+    install.serve.wait_caught_up(cluster);
     assert_eq!(rollouts_recorded(cluster, &ns), recorded + 1, "one Event");
 }

@@ -10,7 +10,9 @@ mod webhook_support;
 use std::time::Duration;
 
 use kube_support::{Matcher, Recorded};
-use rollout_support::{Cluster, NS, PATIENCE, env_deployment, template_hash, wait_for, wait_ready};
+use rollout_support::{
+    Cluster, NS, PATIENCE, env_deployment, template_hash, wait_caught_up, wait_for, wait_ready,
+};
 use serde_json::{Value, json};
 use webhook_support::apply_patch;
 use webhook_support::client::{Conn, Proto};
@@ -114,7 +116,9 @@ fn a_namespace_that_opts_in_while_serve_runs_is_acted_on_without_a_restart() {
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
     cluster.put(&config("web-env", "late", "http://b"));
-    std::thread::sleep(Duration::from_millis(1500));
+    // Its config is not watched (checked below), so no event can come of the edit: once
+    // nothing is pending, nothing will be written.
+    wait_caught_up(&server, 0.0);
     assert!(
         cluster
             .patches()
@@ -276,14 +280,21 @@ fn refused_namespace(paged: bool) {
     wait_ready(&server, true);
     cluster.put(&config("web-env", NS, "http://b"));
     wait_restamped(&cluster, NS, "web");
-    // Long enough for the watcher to have retried the refused list a few times.
-    std::thread::sleep(Duration::from_secs(4));
-    let refused_lists = cluster
-        .api
-        .requests()
-        .iter()
-        .filter(|r| r.resource() == Some("configmaps") && r.path.contains("/namespaces/locked/"))
-        .count();
+    // The refused list retried twice: a third request is sent only after the second answer
+    // was handled (and would have been said again).
+    let locked_requests = || {
+        cluster
+            .api
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.resource() == Some("configmaps") && r.path.contains("/namespaces/locked/")
+            })
+            .count()
+    };
+    let refused_lists = wait_for("the refused list to be retried twice", PATIENCE, || {
+        Some(locked_requests()).filter(|n| *n >= 3)
+    });
     assert!(refused_lists >= 2, "retried ({refused_lists} requests)");
     let said: Vec<String> = server
         .log()

@@ -8,7 +8,9 @@ mod webhook_support;
 use std::time::Duration;
 
 use kube_support::Matcher;
-use rollout_support::{Cluster, NS, PATIENCE, QUIET, env_deployment, managed, wait_ready};
+use rollout_support::{
+    Cluster, NS, PATIENCE, config_events, env_deployment, managed, wait_caught_up, wait_ready,
+};
 use serde_json::{Value, json};
 
 /// A cluster with ConfigMap `web-env` (`upstream`, `unused`) read by the stamped Deployment `web`.
@@ -34,13 +36,14 @@ fn an_env_key_change_rolls_the_workload_once_with_the_hash_inject_computes() {
     let (cluster, deployment, _) = env_cluster("env-change");
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, 0.0);
     assert!(cluster.patches().is_empty(), "start-up writes nothing");
 
+    let seen = config_events(&server);
     let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
     cluster.put(&changed);
     cluster.wait_patches(1);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, seen + 1.0);
     let patches: Vec<_> = cluster.patches();
     assert_eq!(patches.len(), 1, "exactly one write");
     let patch = &patches[0];
@@ -77,6 +80,7 @@ fn an_unread_key_a_label_edit_or_the_same_data_again_write_nothing() {
     let (cluster, _, _) = env_cluster("no-change");
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
+    let seen = config_events(&server);
     cluster.put(&Cluster::config_map(
         "web-env",
         &[("upstream", "http://a"), ("unused", "2")],
@@ -91,7 +95,7 @@ fn an_unread_key_a_label_edit_or_the_same_data_again_write_nothing() {
         "web-env",
         &[("upstream", "http://a"), ("unused", "2")],
     ));
-    std::thread::sleep(QUIET * 2);
+    wait_caught_up(&server, seen + 3.0);
     assert!(cluster.patches().is_empty(), "{:?}", cluster.patches());
     assert!(cluster.events().is_empty());
 }
@@ -116,6 +120,7 @@ fn three_changes_close_together_become_one_patch_per_workload() {
     cluster.put(&cluster.inject(&deployment, &configs));
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
+    let seen = config_events(&server);
     let changed: Vec<Value> = ["one", "two", "three"]
         .iter()
         .map(|n| Cluster::config_map(n, &[("k", "v2")]))
@@ -125,7 +130,7 @@ fn three_changes_close_together_become_one_patch_per_workload() {
         std::thread::sleep(Duration::from_millis(30));
     }
     cluster.wait_patches(1);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, seen + 3.0);
     assert_eq!(deployment_patches(&cluster), 1, "{:?}", cluster.patches());
     assert_eq!(
         cluster.hash_of("multi"),
@@ -146,10 +151,11 @@ fn a_secret_change_is_hashed_and_its_value_is_never_sent_logged_or_exported() {
     cluster.put(&cluster.inject(&deployment, std::slice::from_ref(&secret)));
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
+    let seen = config_events(&server);
     let changed = Cluster::secret("db", &[("password", NEW_VALUE)]);
     cluster.put(&changed);
     cluster.wait_patches(1);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, seen + 1.0);
     assert_eq!(
         cluster.hash_of("api"),
         Some(cluster.expected_hash(&deployment, &[changed]))
@@ -204,9 +210,10 @@ fn a_mounted_config_change_refreshes_the_pod_and_rolls_nothing() {
     );
     let first = mounted_hash(&cluster);
     assert_eq!(refreshed(&cluster), first);
+    let seen = config_events(&server);
     cluster.put(&Cluster::config_map("site", &[("nginx.conf", "two")]));
     let patches = cluster.wait_patches(4);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, seen + 1.0);
     assert!(
         patches.iter().all(|p| p.resource() == Some("pods")),
         "{patches:?}"
@@ -255,13 +262,15 @@ fn opted_out_not_opted_in_ignored_and_unstamped_are_never_written() {
 
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
+    let seen = config_events(&server);
     cluster.put(&Cluster::config_map("web-env", &[("upstream", "http://b")]));
     elsewhere_cm["data"]["upstream"] = json!("http://b");
     cluster.put(&elsewhere_cm);
     ignored_cm["data"]["k"] = json!("2");
     cluster.put(&ignored_cm);
     // The one that may be written: `web` itself is not stored, so no write at all is expected.
-    std::thread::sleep(QUIET * 2);
+    // Two events: `elsewhere` is not opted in, so its config is not watched at all.
+    wait_caught_up(&server, seen + 2.0);
     assert!(cluster.patches().is_empty(), "{:?}", cluster.patches());
 }
 
@@ -285,13 +294,15 @@ fn a_conflict_a_server_error_and_an_outage_still_land_the_change_exactly_once() 
 
     // The API goes away for a while; a change made meanwhile lands once it is back, even
     // though the history the watches would resume from is gone by then (410 Gone: relist).
+    let seen = config_events(&server);
     cluster.api.set_unreachable(Duration::from_secs(10));
     let again = Cluster::config_map("web-env", &[("upstream", "http://d"), ("unused", "1")]);
     cluster.put(&again);
     cluster.api.compact();
     let want = cluster.expected_hash(&deployment, std::slice::from_ref(&again));
     cluster.wait_hash("web", &want, Duration::from_secs(60));
-    std::thread::sleep(QUIET);
+    // At least the relist's event of web-env (the edit's own was compacted away).
+    wait_caught_up(&server, seen + 1.0);
     let successful = cluster.patches().iter().filter(|p| p.status == 200).count();
     assert_eq!(successful, 2, "{:?}", cluster.patches());
     assert!(
@@ -355,7 +366,7 @@ fn a_restart_with_nothing_changed_writes_nothing() {
     cluster.api.clear_requests();
     let restarted = cluster.serve(&[]);
     wait_ready(&restarted, true);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&restarted, 0.0);
     assert!(cluster.patches().is_empty(), "{:?}", cluster.patches());
 }
 
@@ -367,10 +378,12 @@ fn only_the_lease_holder_writes_and_the_other_takes_over_when_it_dies() {
     let second = cluster.serve(&[]);
     wait_ready(&second, false);
     assert!(!second.wait_metric("reload_injector_leader", 1.0, Duration::from_millis(500)));
+    let (seen_first, seen_second) = (config_events(&first), config_events(&second));
     let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
     cluster.put(&changed);
     cluster.wait_patches(1);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&first, seen_first + 1.0);
+    wait_caught_up(&second, seen_second + 1.0);
     assert_eq!(deployment_patches(&cluster), 1, "only the holder writes");
 
     drop(first); // killed, not terminated: no hand-over
@@ -379,11 +392,12 @@ fn only_the_lease_holder_writes_and_the_other_takes_over_when_it_dies() {
         "the other replica never took over:\n{}",
         second.log().join("\n")
     );
+    let seen = config_events(&second);
     let again = Cluster::config_map("web-env", &[("upstream", "http://c"), ("unused", "1")]);
     cluster.put(&again);
     let want = cluster.expected_hash(&deployment, std::slice::from_ref(&again));
     cluster.wait_hash("web", &want, PATIENCE);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&second, seen + 1.0);
     assert_eq!(deployment_patches(&cluster), 2);
 }
 
@@ -475,8 +489,16 @@ fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
     cluster.put(&Cluster::secret("db", &[("password", "y")]));
     cluster.put(&Cluster::config_map("site", &[("a", "2")]));
     cluster.wait_patches(7);
-    // Long enough for the Lease to be renewed (every third of 3 s).
-    std::thread::sleep(Duration::from_millis(2500));
+    // Every Event recorded, and the Lease renewed once (every third of 3 s).
+    wait_caught_up(&server, 0.0);
+    rollout_support::wait_for("a renewal of the Lease", PATIENCE, || {
+        cluster
+            .api
+            .requests()
+            .iter()
+            .any(|r| r.method == "PUT" && r.resource() == Some("leases"))
+            .then_some(())
+    });
     server.terminate();
 
     let needs: Vec<_> = cluster
@@ -508,11 +530,14 @@ fn a_canary_rollouts_template_is_restamped_with_an_event_on_the_rollout() {
     cluster.put(&cluster.inject(&rollout, std::slice::from_ref(&cm)));
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, 0.0);
     assert!(cluster.patches().is_empty(), "start-up writes nothing");
+    let seen = config_events(&server);
     let changed = Cluster::config_map("web-env", &[("upstream", "http://b")]);
     cluster.put(&changed);
     let patches = cluster.wait_patches(1);
+    // Its Event is recorded after the PATCH.
+    wait_caught_up(&server, seen + 1.0);
     assert_eq!(patches[0].resource(), Some("rollouts"));
     let want = cluster.expected_hash(&rollout, &[changed]);
     let stored = cluster
@@ -608,7 +633,20 @@ fn a_mounted_change_refreshes_a_deployments_pods_in_waves_and_stops_when_one_goe
     let mut unready = cluster.api.get("pods", NS, &first).unwrap();
     unready["status"]["conditions"][0]["status"] = json!("False");
     cluster.put(&unready);
-    std::thread::sleep(Duration::from_secs(5));
+    // The stop says so in an Event; the Pods left are then dropped (nothing pending): without
+    // the stop, the next wave would be pending, then written once the first settled.
+    rollout_support::wait_for("the Event saying the refresh stopped", PATIENCE, || {
+        cluster
+            .events()
+            .iter()
+            .any(|e| {
+                e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("refresh of mounted config stopped"))
+            })
+            .then_some(())
+    });
+    wait_caught_up(&server, 0.0);
     assert_eq!(
         pod_patches(&cluster).len(),
         start + 1,
@@ -686,7 +724,7 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade_but
     cluster.put(&web);
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, 0.0);
     assert!(
         cluster.patches().is_empty(),
         "upgrading rolled: {:?}",
@@ -694,13 +732,14 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade_but
     );
 
     // A change of the mounted ConfigMap now rolls the JVM (it gets no signal).
+    let seen = config_events(&server);
     let site2 = Cluster::config_map("site", &[("app.yaml", "two")]);
     cluster.put(&site2);
     let mut stamped = web.clone();
     stamped["spec"]["template"]["metadata"]["annotations"] = json!({});
     let want = cluster.expected_hash(&stamped, &[env, site2]);
     cluster.wait_hash("web", &want, PATIENCE);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, seen + 1.0);
     assert_eq!(deployment_patches(&cluster), 1);
 }
 
@@ -728,11 +767,12 @@ fn only_workloads_labelled_managed_are_watched_and_re_stamped() {
 
     let server = cluster.serve(&[]);
     wait_ready(&server, true);
+    let seen = config_events(&server);
     let changed = Cluster::config_map("web-env", &[("upstream", "http://b"), ("unused", "1")]);
     cluster.put(&changed);
     let want = cluster.expected_hash(&deployment, std::slice::from_ref(&changed));
     cluster.wait_hash("web", &want, PATIENCE);
-    std::thread::sleep(QUIET);
+    wait_caught_up(&server, seen + 1.0);
     assert_eq!(
         cluster.hash_of("old"),
         Some(old_hash),

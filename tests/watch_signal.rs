@@ -207,9 +207,9 @@ fn permission_denied_is_one_clear_line_and_the_watcher_keeps_running() {
     ] {
         assert!(text.contains(needle), "{needle:?} missing: {text}");
     }
-    // Not retried for the same content (one line), still running, tried again on the next
-    // change.
-    std::thread::sleep(Duration::from_millis(1000));
+    // Not retried for the same content (one line; a retry would keep the watcher busy),
+    // still running, tried again on the next change.
+    watcher.wait_idle_after(0.0);
     assert_eq!(denied(&watcher).len(), 1, "{}", watcher.log_text());
     assert!(watcher.is_running());
     config.update(&[("app.conf", "three")]);

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::fetch::{FetchDone, Fetcher};
 use super::intern::Interner;
-use super::metrics::ControllerMetrics;
+use super::metrics::{ControllerMetrics, PendingShare};
 use super::reconcile::{self, Causes, Verdict};
 use super::scoped::{Scope, ScopedWatches};
 use super::store::{Changes, ConfigKey, ConfigStore, Fetched};
@@ -74,6 +74,10 @@ pub struct Loop {
     secret_key: Option<SecretKey>,
     rollout_delay: Duration,
     metrics: ControllerMetrics,
+    /// The loop's part of `pending_writes`.
+    pending_share: PendingShare,
+    /// ConfigMap/Secret watch events handled and not yet counted in the metrics.
+    config_events: u64,
     leader: bool,
     synced: watch::Sender<bool>,
     /// The streams discovery started: the view has synced once each has listed.
@@ -143,7 +147,9 @@ impl Loop {
             writer: parts.writer,
             secret_key: parts.secret_key,
             rollout_delay: parts.rollout_delay,
+            pending_share: parts.metrics.pending_share(),
             metrics: parts.metrics,
+            config_events: 0,
             leader: false,
             synced: parts.synced,
             served: HashSet::new(),
@@ -186,7 +192,24 @@ impl Loop {
             self.run_due();
             self.step_waves();
             self.release_spare();
+            self.publish_progress();
         }
+    }
+
+    /// Says how many writes are pending, then counts the config events handled: a scrape that
+    /// sees an event counted (the counter is exported first) sees the writes it scheduled.
+    fn publish_progress(&mut self) {
+        self.pending_share.set(self.pending_writes());
+        if self.config_events > 0 {
+            self.metrics
+                .config_events(std::mem::take(&mut self.config_events));
+        }
+    }
+
+    /// Targets due or waiting for a fetch, and writes submitted (or queued in waves) whose
+    /// outcome is not known yet.
+    fn pending_writes(&self) -> usize {
+        self.pending.len() + self.writing.len()
     }
 
     /// Gives back the room the work maps kept after a burst (the initial sync schedules every
@@ -216,6 +239,7 @@ impl Loop {
             }
             Watched::Apply(stream, item) => {
                 if let Item::Config { key, .. } = &item {
+                    self.config_events += 1;
                     let scope = scope_of(key);
                     if let Some(ScopeState::Listing(listed)) = self.scopes.get_mut(&scope) {
                         listed.insert(key.id.name.clone());
@@ -227,6 +251,9 @@ impl Loop {
                 self.apply(item);
             }
             Watched::Delete(_, item) => {
+                if matches!(item, Item::Config { .. }) {
+                    self.config_events += 1;
+                }
                 let item = self.shared(item);
                 self.delete(item);
             }
@@ -545,6 +572,7 @@ impl Loop {
         for target in targets {
             self.track(&target);
         }
+        self.pending_share.set(self.pending_writes());
     }
 
     /// A target's hash or consumption changed (or it became relevant): make sure its digests
@@ -816,9 +844,13 @@ impl Loop {
                  current config until the config changes again",
                 waves::REFRESH_STOPPED,
                 quoted(&stopped.unready.name),
-                stopped.left
+                stopped.left.len()
             );
-            tracing::warn!(object = %stopped.workload, pod = %stopped.unready, left = stopped.left, "{message}");
+            tracing::warn!(object = %stopped.workload, pod = %stopped.unready, left = stopped.left.len(), "{message}");
+            // Their writes are dropped: no outcome will come for them.
+            for pod in &stopped.left {
+                self.writing.remove(pod);
+            }
             let uid = self
                 .view
                 .budget(&stopped.workload)
@@ -869,7 +901,6 @@ impl Loop {
             return;
         }
         self.leader = leader;
-        self.metrics.set_leader(leader);
         tracing::info!(leader, "leadership changed");
         self.pending.clear();
         self.queue.clear();
@@ -883,6 +914,9 @@ impl Loop {
                 self.track(&target);
             }
         }
+        // The checks the new leader owes are pending before it says it leads.
+        self.pending_share.set(self.pending_writes());
+        self.metrics.set_leader(leader);
     }
 
     fn update_gauges(&mut self) {

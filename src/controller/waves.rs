@@ -167,8 +167,8 @@ pub struct Stopped {
     pub workload: Target,
     /// The Pod that went unready.
     pub unready: Target,
-    /// How many Pods were left unrefreshed.
-    pub left: usize,
+    /// The Pods left unrefreshed.
+    pub left: Vec<Target>,
 }
 
 /// What [`Waves::step`] says to do.
@@ -241,7 +241,7 @@ impl Waves {
                 step.stopped.push(Stopped {
                     workload: workload.clone(),
                     unready: unready.clone(),
-                    left: group.queue.len(),
+                    left: group.queue.iter().map(|w| w.target.clone()).collect(),
                 });
                 group.stopped = group.queue.drain(..).map(|w| w.desired).collect();
                 group.wave.clear();

@@ -76,6 +76,10 @@ pub enum Outcome {
 /// A metrics callback, called with the kind written.
 pub type Count = Arc<dyn Fn(TargetKind) + Send + Sync>;
 
+/// A metrics callback, called with how many writes the writer holds (queued, in flight or
+/// waiting to be retried or sent again, and Events being recorded).
+pub type Held = Arc<dyn Fn(usize) + Send + Sync>;
+
 /// Callbacks for metrics, so the writer does not depend on the metrics module.
 #[derive(Clone)]
 pub struct Counters {
@@ -83,6 +87,9 @@ pub struct Counters {
     pub rollout: Count,
     /// A Pod's `mounted-config-hash` was written (a kubelet refresh).
     pub pod_refresh: Count,
+    /// The writes held changed; said before any [`Outcome`] is sent, so a write is counted
+    /// until the loop has learnt its outcome.
+    pub held: Held,
 }
 
 impl Default for Counters {
@@ -90,6 +97,7 @@ impl Default for Counters {
         Counters {
             rollout: Arc::new(|_| {}),
             pod_refresh: Arc::new(|_| {}),
+            held: Arc::new(|_| {}),
         }
     }
 }
@@ -266,6 +274,7 @@ impl Task {
     ) {
         let mut leader_open = true;
         loop {
+            (self.counters.held)(self.held());
             let leading = leader_open && *leader.borrow();
             let token_at = if leading { self.dispatch() } else { None };
             let wake = match (token_at, self.delayed.keys().next()) {
@@ -425,34 +434,46 @@ impl Task {
                 if let Some(again) = write.again() {
                     self.queue(again, Some(NUDGE_AGAIN_AFTER));
                 }
-                let _ = self.outcomes.send(Outcome::Written(target, write.desired));
                 if let Some(next) = next {
                     self.submit(next);
                 }
+                self.report(Outcome::Written(target, write.desired));
             }
             Sent::Unchanged => {
                 self.entries.remove(&slot);
                 tracing::debug!(object = %target, "already holds the value; nothing sent");
-                let _ = self.outcomes.send(Outcome::Written(target, write.desired));
                 if let Some(next) = next {
                     self.submit(next);
                 }
+                self.report(Outcome::Written(target, write.desired));
             }
             Sent::Conflict(code) => {
                 self.entries.remove(&slot);
                 tracing::info!(object = %target, status = code, "the object changed since the view; not written");
-                let _ = self.outcomes.send(Outcome::Conflict(target));
                 if let Some(next) = next {
                     self.submit(next);
                 }
+                self.report(Outcome::Conflict(target));
             }
             Sent::Gone => {
                 self.entries.remove(&slot);
                 tracing::info!(object = %target, "the object is gone; not written");
-                let _ = self.outcomes.send(Outcome::Gone(target));
+                self.report(Outcome::Gone(target));
             }
             Sent::Retry { error, refused } => self.retry(slot, write, next, error, refused),
         }
+    }
+
+    /// Writes queued, in flight or waiting (a retry, a second nudge), and Events being recorded.
+    fn held(&self) -> usize {
+        self.entries.len() + self.events.len()
+    }
+
+    /// Sends `outcome` to the loop, having said first how many writes are held (so that a write
+    /// that follows this one, such as a second nudge, is never out of the count).
+    fn report(&self, outcome: Outcome) {
+        (self.counters.held)(self.held());
+        let _ = self.outcomes.send(outcome);
     }
 
     /// The end of a second nudge ([`Write::again`]): nothing for the reconciler to learn.

@@ -50,6 +50,9 @@ pub struct Metrics {
     /// `reload_failures_total`: signalled processes that exited within the grace window
     /// (they died of the signal instead of reloading).
     pub reload_failures: Counter,
+    /// `reload_pending`: 1 while the watcher has work left (events being debounced, a reload
+    /// wanted, running, being judged or waiting to be retried), 0 when it is idle.
+    pub reload_pending: Gauge,
 }
 
 impl Metrics {
@@ -98,6 +101,14 @@ impl Metrics {
             "watch_errors",
             "Errors while watching or reading the watched directories",
             self.errors.clone(),
+        );
+        // After `watch_events`, which is counted after it is set: a scrape that sees events
+        // counted sees the work they caused.
+        registry.register(
+            "reload_pending",
+            "1 while the watcher has work left (events being debounced, a reload wanted, \
+             running, judged or waiting to be retried), 0 when it is idle",
+            self.reload_pending.clone(),
         );
         registry
     }
@@ -193,6 +204,7 @@ mod tests {
             "config_info{dir=\"/etc/nginx\",hash=\"sha256:bb\"} 1",
             "watch_events_total 1",
             "watch_errors_total 0",
+            "reload_pending 0",
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }
@@ -200,5 +212,17 @@ mod tests {
             !text.contains("sha256:aa"),
             "old hash still exported:\n{text}"
         );
+    }
+
+    #[test]
+    fn reload_pending_is_exported_after_the_events_it_answers_for() {
+        let metrics = Metrics::default();
+        metrics.reload_pending.set(1);
+        let mut text = String::new();
+        encode(&mut text, &metrics.registry()).unwrap();
+        assert!(text.contains("reload_pending 1"), "{text}");
+        let events = text.find("watch_events_total ").unwrap();
+        let pending = text.find("reload_pending ").unwrap();
+        assert!(events < pending, "{text}");
     }
 }

@@ -95,6 +95,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     drop_code_pages(code_pages.as_ref());
     loop {
         let now = Instant::now();
+        // Counted at the end of the turn, once `reload_pending` says what they caused.
+        let mut events_read = 0;
         let wake = [
             debouncer.deadline(),
             state.delivery.next_attempt_at(now.into_std()),
@@ -120,7 +122,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             }
             batch = watches.next_batch() => match batch {
                 Ok((count, effect)) => {
-                    state.metrics.events.inc_by(count);
+                    events_read = count;
                     if effect.rewatch {
                         report_watch_errors(&state.metrics, watches.rearm());
                     }
@@ -174,6 +176,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             state.config.action.forget_exited_targets();
             drop_code_pages(code_pages.as_ref());
         }
+        let busy = in_flight.is_some()
+            || !judging.is_empty()
+            || debouncer.deadline().is_some()
+            || state.delivery.next_attempt_at(now).is_some();
+        state.metrics.reload_pending.set(i64::from(busy));
+        state.metrics.events.inc_by(events_read);
     }
     info!("stopping");
     Ok(())

@@ -247,6 +247,52 @@ impl Serve {
             .unwrap_or(0.0)
     }
 
+    /// Its controller's `reload_injector_pending_writes` now; `None` when it does not answer.
+    pub fn pending_writes(&self) -> Option<f64> {
+        self.get("/metrics").1.lines().find_map(|l| {
+            l.strip_prefix("reload_injector_pending_writes ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
+
+    /// Waits until its controller has no write pending: whatever it has handled so far has
+    /// been written by then, Events and second nudges included.
+    pub fn wait_caught_up(&self, cluster: &Cluster) {
+        cluster.wait_for(
+            &format!("{} to have no write pending", self.name),
+            PATIENCE,
+            || (self.pending_writes() == Some(0.0)).then_some(()),
+        );
+    }
+
+    /// Waits until its controller has logged, after its first `since` log lines, that the data
+    /// of ConfigMap `namespace/name` changed, and then has no write pending: whatever that
+    /// change causes has been done. (Tests running at once share one `serve`, so its count of
+    /// config events is not one test's alone; the log line names the object.)
+    pub fn wait_change_handled(
+        &self,
+        cluster: &Cluster,
+        since: usize,
+        namespace: &str,
+        name: &str,
+    ) {
+        let object = format!("ConfigMap {namespace}/{name}");
+        cluster.wait_for(
+            &format!("{} to log the change of {object}", self.name),
+            PATIENCE,
+            || {
+                self.log_lines()
+                    .iter()
+                    .skip(since)
+                    .any(|l| l["message"] == "config data changed" && l["object"] == object)
+                    .then_some(())
+            },
+        );
+        self.wait_caught_up(cluster);
+    }
+
     /// Its log lines so far, parsed.
     pub fn log_lines(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)

@@ -201,6 +201,38 @@ pub fn wait_ready(server: &Server, leader: bool) {
     }
 }
 
+/// The ConfigMap/Secret watch events `server`'s controller has handled so far
+/// (`reload_injector_config_events_total`).
+pub fn config_events(server: &Server) -> f64 {
+    let (_, text) = server.side_get("/metrics").expect("/metrics answers");
+    series(&text, "reload_injector_config_events_total").unwrap_or(0.0)
+}
+
+/// Waits until `server`'s controller has handled at least `events` ConfigMap/Secret watch events
+/// and has no write pending (`reload_injector_pending_writes` 0, read in the same scrape): every
+/// write those events cause has been done by then, Events and second nudges included. A test
+/// that expects no (further) write notes [`config_events`] before its edits, makes them, and
+/// waits for that count plus the number of edits; with `0.0` it waits for the start-up checks
+/// of a replica that leads.
+pub fn wait_caught_up(server: &Server, events: f64) {
+    wait_for(
+        &format!("the controller to handle {events} config events and finish its writes"),
+        PATIENCE,
+        || {
+            let (_, text) = server.side_get("/metrics").ok()?;
+            let handled = series(&text, "reload_injector_config_events_total").unwrap_or(0.0);
+            let pending = series(&text, "reload_injector_pending_writes")?;
+            (handled >= events && pending == 0.0).then_some(())
+        },
+    );
+}
+
+/// The value of the sample `name` (without labels) on a `/metrics` page.
+fn series(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 /// The pod template's `config-hash` of a workload object.
 pub fn template_hash(object: &Value) -> Option<String> {
     let template = object

@@ -150,6 +150,22 @@ impl Watcher {
         });
     }
 
+    /// Waits until `watch_events_total` passed `events` and `reload_pending` is 0 in the same
+    /// page: the watcher read the events of a change made after `events` was noted, and did
+    /// all they cause (debounced, looked, reloaded or found nothing to do).
+    pub fn wait_idle_after(&self, events: f64) {
+        wait_for(
+            &format!("the watcher to read events past {events} and go idle"),
+            PATIENCE,
+            || {
+                let page = self.metrics_page();
+                let read = super::metric(&page, "watch_events_total")?;
+                let pending = super::metric(&page, "reload_pending")?;
+                (read > events && pending == 0.0).then_some(())
+            },
+        );
+    }
+
     /// PID of the process started (`nsenter` when started in a namespace).
     pub fn launcher_pid(&self) -> u32 {
         self.proc.id()

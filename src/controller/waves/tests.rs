@@ -171,7 +171,7 @@ fn a_wave_gone_unready_stops_the_refresh_until_the_config_changes_again() {
         [Stopped {
             workload: web(),
             unready: pod("a"),
-            left: 3
+            left: vec![pod("b"), pod("c"), pod("d")]
         }]
     );
     // The same value is not written again (a later check of b would want it)...

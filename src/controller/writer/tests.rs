@@ -2,6 +2,7 @@
 //! and leadership. Time is paused, so delays are measured on tokio's clock.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -131,6 +132,8 @@ struct Harness {
     outcomes: mpsc::UnboundedReceiver<Outcome>,
     leader: watch::Sender<bool>,
     counted: Arc<Mutex<Vec<(&'static str, TargetKind)>>>,
+    /// The writes held, as last said.
+    held: Arc<AtomicUsize>,
 }
 
 impl Harness {
@@ -164,9 +167,12 @@ fn start(answer: Answer, rate: f64, leading: bool) -> Harness {
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let counted = Arc::new(Mutex::new(Vec::new()));
     let (rollouts, refreshes) = (counted.clone(), counted.clone());
+    let held = Arc::new(AtomicUsize::new(0));
+    let holding = held.clone();
     let counters = Counters {
         rollout: Arc::new(move |kind| rollouts.lock().unwrap().push(("rollout", kind))),
         pod_refresh: Arc::new(move |kind| refreshes.lock().unwrap().push(("refresh", kind))),
+        held: Arc::new(move |count| holding.store(count, Ordering::SeqCst)),
     };
     let config = WriterConfig {
         max_writes_per_second: rate,
@@ -179,6 +185,7 @@ fn start(answer: Answer, rate: f64, leading: bool) -> Harness {
         outcomes,
         leader,
         counted,
+        held,
     }
 }
 
@@ -882,4 +889,39 @@ fn guarded(patch: AnnotationPatch) -> json_patch::Patch {
         AnnotationPatch::Guarded(patch) => patch,
         other => panic!("expected a guarded JSON patch, got {other:?}"),
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_write_is_held_until_its_second_nudge_is_sent() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Pod,
+        "web-0",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    assert_eq!(
+        h.outcome().await,
+        Outcome::Written(target(TargetKind::Pod, "web-0"), "sha256:b".into())
+    );
+    // Said before the outcome: the second nudge is still to come.
+    assert_eq!(h.held.load(Ordering::SeqCst), 1);
+    settle(NUDGE_AGAIN_AFTER + Duration::from_secs(1)).await;
+    assert_eq!(h.patches().len(), 2);
+    assert_eq!(h.held.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workload_write_and_its_event_are_let_go_once_done() {
+    let mut h = start(patches(&[]), 20.0, true);
+    h.writer.submit(write(
+        TargetKind::Deployment,
+        "web",
+        Some("sha256:a"),
+        "sha256:b",
+    ));
+    h.outcome().await;
+    settle(Duration::from_secs(1)).await;
+    assert_eq!(h.requests().len(), 2, "the PATCH and the Event");
+    assert_eq!(h.held.load(Ordering::SeqCst), 0);
 }
