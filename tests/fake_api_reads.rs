@@ -230,9 +230,11 @@ fn while_a_namespace_lists_again_after_410_the_webhook_reads_the_api_not_the_sta
     let changed = config("web-env", NS, "http://changed");
     cluster.put(&changed);
     cluster.api.compact();
+    // The watch resumes, is held, gets 410, backs off and lists again: kube's watcher backoff
+    // grows with each error, so this can take well over PATIENCE on a loaded machine.
     wait_for(
         "the ConfigMap watch's relist to reach the API",
-        PATIENCE,
+        PATIENCE * 3,
         || (cluster.api.held_requests() >= 2).then_some(()),
     );
     assert!(cluster.api.expired_watches() > expired, "a watch got 410");
