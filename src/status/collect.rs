@@ -10,6 +10,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams, LogParams};
@@ -197,21 +198,34 @@ impl Reader {
     }
 
     /// Every object of `kind` as JSON. Workloads and Pods stay JSON for the report: an object
-    /// whose pod template cannot be read is one finding, not a failed LIST.
+    /// whose pod template cannot be read is one finding, not a failed LIST. (Read straight into
+    /// JSON: through `DynamicObject` each object was parsed and serialized again.)
     async fn list_json(
         &self,
         kind: Kind,
         namespace: Option<&str>,
     ) -> Result<Got<Vec<Value>>, CollectError> {
-        let resource = api_resource(kind);
-        let api = match namespace {
-            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
-        };
-        let got = list::<DynamicObject>(api).await?;
-        let json = |object| serde_json::to_value(object).unwrap_or_default();
-        Ok(got.map(|list| list.map(|objects| objects.into_iter().map(json).collect())))
+        let path = DynamicObject::url_path(&api_resource(kind), namespace);
+        pages(|params| {
+            let request = kube::core::Request::new(&path)
+                .list(&params)
+                .map_err(kube::Error::BuildRequest);
+            async move {
+                let page: JsonPage = self.client.request(request?).await?;
+                Ok((page.items, page.metadata.continue_))
+            }
+        })
+        .await
     }
+}
+
+/// One page of a list, its objects kept as JSON.
+#[derive(serde::Deserialize)]
+struct JsonPage {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<Value>,
 }
 
 /// Every object of a collection, page by page.
@@ -219,16 +233,32 @@ async fn list<K>(api: Api<K>) -> Result<Got<Vec<K>>, CollectError>
 where
     K: Clone + DeserializeOwned + Debug,
 {
+    pages(|params| {
+        let api = &api;
+        async move {
+            let page = api.list(&params).await?;
+            Ok((page.items, page.metadata.continue_))
+        }
+    })
+    .await
+}
+
+/// The items of every page `fetch` gets, following the continue token.
+async fn pages<T, F, Fut>(mut fetch: F) -> Result<Got<Vec<T>>, CollectError>
+where
+    F: FnMut(ListParams) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), kube::Error>>,
+{
     let mut items = Vec::new();
     let mut params = ListParams::default().limit(PAGE);
     loop {
-        let page = match classify(api.list(&params).await)? {
+        let (page, token) = match classify(fetch(params.clone()).await)? {
             Fetched::Read(Some(page)) => page,
             Fetched::Read(None) => return Ok(Fetched::Read(None)),
             Fetched::Failed(reason) => return Ok(Fetched::Failed(reason)),
         };
-        items.extend(page.items);
-        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+        items.extend(page);
+        match token.filter(|token| !token.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(Fetched::Read(Some(items))),
         }
