@@ -63,6 +63,7 @@ impl PidNamespace {
     /// Creates the namespace with a SIGHUP-counting pause process as PID 1.
     pub fn new(pid1: &Counter) -> PidNamespace {
         super::require_root();
+        hup_not_ignored();
         let unshare = Command::new("unshare")
             .args([
                 "--pid",
@@ -138,4 +139,21 @@ pub fn child_of(parent: u32) -> Option<u32> {
         let ppid: u32 = after.split_whitespace().nth(1)?.parse().ok()?;
         (ppid == parent).then_some(pid)
     })
+}
+
+/// Makes SIGHUP's disposition the default again if this process ignores it (as under `nohup`,
+/// which a CI runner may use): an ignored disposition passes to every child through exec, and
+/// bash cannot trap a signal that was ignored when it started, so the counting apps would never
+/// count. A container's processes start with the default, as they do then.
+fn hup_not_ignored() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: only the default disposition is installed here, never a handler, so no code runs
+    // in signal context; a handler found installed is put back at once.
+    unsafe {
+        if let Ok(previous) = signal(Signal::SIGHUP, SigHandler::SigDfl)
+            && !matches!(previous, SigHandler::SigIgn | SigHandler::SigDfl)
+        {
+            let _ = signal(Signal::SIGHUP, previous);
+        }
+    }
 }
