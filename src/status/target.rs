@@ -126,5 +126,10 @@ mod tests {
             "{err}"
         );
         assert!(Target::parse("deployments.batch/web").is_err());
+        // The table knows ReplicaSets; status reports on their Deployment, not on them.
+        assert!(matches!(
+            Target::parse("rs/web-5d8f"),
+            Err(TargetError::UnknownKind { .. })
+        ));
     }
 }
