@@ -33,8 +33,6 @@ pub enum Kind {
 #[derive(Debug)]
 struct Row {
     name: &'static str,
-    group: &'static str,
-    version: &'static str,
     /// `group/version` (`version` alone for the core group).
     api_version: &'static str,
     plural: &'static str,
@@ -49,29 +47,27 @@ const TEMPLATE: Option<&str> = Some("/spec/template");
 /// One row per kind, in the enum's order (a unit test checks it).
 #[rustfmt::skip]
 const TABLE: [Row; 10] = [
-    row("Deployment", ("apps", "v1", "apps/v1"), "deployments", &["deploy"], TEMPLATE),
-    row("StatefulSet", ("apps", "v1", "apps/v1"), "statefulsets", &["sts"], TEMPLATE),
-    row("DaemonSet", ("apps", "v1", "apps/v1"), "daemonsets", &["ds"], TEMPLATE),
-    row("ReplicaSet", ("apps", "v1", "apps/v1"), "replicasets", &["rs"], TEMPLATE),
-    row("Job", ("batch", "v1", "batch/v1"), "jobs", &["job"], TEMPLATE),
-    row("CronJob", ("batch", "v1", "batch/v1"), "cronjobs", &["cronjob", "cj"], Some("/spec/jobTemplate/spec/template")),
-    row("Rollout", ("argoproj.io", "v1alpha1", "argoproj.io/v1alpha1"), "rollouts", &["rollout", "ro"], TEMPLATE),
-    row("Pod", ("", "v1", "v1"), "pods", &["pod", "po"], Some("")),
-    row("ConfigMap", ("", "v1", "v1"), "configmaps", &["cm"], None),
-    row("Secret", ("", "v1", "v1"), "secrets", &["secret"], None),
+    row("Deployment", "apps/v1", "deployments", &["deploy"], TEMPLATE),
+    row("StatefulSet", "apps/v1", "statefulsets", &["sts"], TEMPLATE),
+    row("DaemonSet", "apps/v1", "daemonsets", &["ds"], TEMPLATE),
+    row("ReplicaSet", "apps/v1", "replicasets", &["rs"], TEMPLATE),
+    row("Job", "batch/v1", "jobs", &["job"], TEMPLATE),
+    row("CronJob", "batch/v1", "cronjobs", &["cronjob", "cj"], Some("/spec/jobTemplate/spec/template")),
+    row("Rollout", "argoproj.io/v1alpha1", "rollouts", &["rollout", "ro"], TEMPLATE),
+    row("Pod", "v1", "pods", &["pod", "po"], Some("")),
+    row("ConfigMap", "v1", "configmaps", &["cm"], None),
+    row("Secret", "v1", "secrets", &["secret"], None),
 ];
 
 const fn row(
     name: &'static str,
-    (group, version, api_version): (&'static str, &'static str, &'static str),
+    api_version: &'static str,
     plural: &'static str,
     short: &'static [&'static str],
     pod: Option<&'static str>,
 ) -> Row {
     Row {
         name,
-        group,
-        version,
         api_version,
         plural,
         short,
@@ -105,12 +101,17 @@ impl Kind {
 
     /// API group (`""` for the core group).
     pub fn group(self) -> &'static str {
-        self.row().group
+        self.api_version()
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
     }
 
     /// API version within the group.
     pub fn version(self) -> &'static str {
-        self.row().version
+        let api_version = self.api_version();
+        api_version
+            .rsplit_once('/')
+            .map_or(api_version, |(_, version)| version)
     }
 
     /// `apiVersion`, as in the API (`apps/v1`, `v1`).
@@ -197,6 +198,11 @@ mod tests {
         assert_eq!(Kind::Deployment.api_version(), "apps/v1");
         assert_eq!(Kind::Pod.api_version(), "v1");
         assert_eq!(Kind::Rollout.api_version(), "argoproj.io/v1alpha1");
+        assert_eq!((Kind::Pod.group(), Kind::Pod.version()), ("", "v1"));
+        assert_eq!(
+            (Kind::Rollout.group(), Kind::Rollout.version()),
+            ("argoproj.io", "v1alpha1")
+        );
         assert_eq!(
             Kind::CronJob.pod_pointer(),
             Some("/spec/jobTemplate/spec/template")
