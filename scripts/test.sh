@@ -18,18 +18,56 @@ timed scripts/install-test-deps.sh
 
 timed cargo fmt --check
 timed cargo clippy --all-targets --locked -- -D warnings
+# Every target is built first; then two lanes run at once (most tests wait on a server, a
+# process or the clock, not the CPU):
+# - the node lane, one target after another: the release image (tests/dockerfile.rs,
+#   tests/node_images.rs), the real node's targets (only one node can run on a machine) and
+#   tests/e2e_outage.rs (most of its minute is waiting for a CronJob to fire);
+# - every other target, then the end-to-end targets again on the oldest version the README
+#   claims (the node's excepted: a kubelet is built for the current version only).
 # --no-fail-fast: one failing test target never hides the results of the others.
-status=0
-timed cargo test --all-targets --locked --no-fail-fast || status=$?
-
-floor=$(sed -n 's/^floor=//p' scripts/install-kube-test-binaries.sh)
-e2e=()
-for f in tests/e2e*.rs; do
-    # The node (kubelet, containerd) runs on the current version only.
-    case "$f" in tests/e2e_node*) continue ;; esac
-    e2e+=(--test "$(basename "$f" .rs)")
+timed cargo test --all-targets --locked --no-run
+node_lane=(dockerfile node_images e2e_node e2e_node_faults e2e_node_scenarios e2e_outage)
+in_node_lane() { local t; for t in "${node_lane[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
+others=(--lib --bins --examples --benches)
+floor_e2e=()
+for f in tests/*.rs; do
+    name=$(basename "$f" .rs)
+    in_node_lane "$name" || others+=(--test "$name")
+    case "$name" in e2e_node*) ;; e2e*) floor_e2e+=(--test "$name") ;; esac
 done
-echo "test.sh: the end-to-end targets again, on Kubernetes v$floor" >&2
-RELOAD_INJECTOR_KUBE_VERSION=$floor timed cargo test --locked --no-fail-fast "${e2e[@]}" || status=$?
+node_args=()
+for t in "${node_lane[@]}"; do node_args+=(--test "$t"); done
+floor=$(sed -n 's/^floor=//p' scripts/install-kube-test-binaries.sh)
+
+# A lane's lines carry its name; its exit status is written where the script reads it back.
+lane_dir=$(mktemp -d)
+trap 'rm -rf "$lane_dir"' EXIT
+lane() {
+    local name=$1 rc=0
+    shift
+    "$@" > >(sed -u "s/^/[$name] /") 2>&1 || rc=$?
+    echo "$rc" > "$lane_dir/$name"
+}
+node_lane_run() {
+    timed cargo test --locked --no-fail-fast "${node_args[@]}"
+}
+other_lane_run() {
+    local rc=0
+    timed cargo test --locked --no-fail-fast "${others[@]}" || rc=$?
+    echo "test.sh: the end-to-end targets again, on Kubernetes v$floor" >&2
+    RELOAD_INJECTOR_KUBE_VERSION=$floor timed cargo test --locked --no-fail-fast "${floor_e2e[@]}" || rc=$?
+    return "$rc"
+}
+lane node node_lane_run &
+node_pid=$!
+lane other other_lane_run
+wait "$node_pid"
+status=0
+for name in node other; do
+    rc=$(cat "$lane_dir/$name" 2>/dev/null || echo 1)
+    echo "test.sh: lane $name exited $rc" >&2
+    [ "$rc" -eq 0 ] || status=1
+done
 echo "test.sh: everything took $SECONDS s" >&2
 exit "$status"
