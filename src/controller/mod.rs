@@ -17,6 +17,8 @@ pub mod fetch;
 pub mod intern;
 pub mod leader;
 pub mod metrics;
+#[cfg(test)]
+mod mock_api;
 pub mod rate;
 pub mod reconcile;
 pub mod reduce;

@@ -27,36 +27,15 @@ pub enum AnnotationPatch {
     Unchanged,
 }
 
-/// The PATCH that moves `kind`'s annotation from `expected` to `desired`, made by editing a
-/// copy of a skeleton (and, with `expected`, diffing the two).
-pub fn annotation_patch(
-    kind: TargetKind,
-    expected: Option<&str>,
-    desired: &str,
-) -> AnnotationPatch {
-    patch_of(kind, kind.annotation(), expected, desired)
-}
-
-/// The PATCH of `write`: its annotation from `expected` to `desired`.
+/// The PATCH of `write`: its annotation from `expected` to `desired`, made by editing a copy of
+/// a skeleton (and, with `expected`, diffing the two).
 pub fn write_patch(write: &Write) -> AnnotationPatch {
-    patch_of(
-        write.target.kind,
-        write.annotation,
-        write.expected.as_deref(),
-        &write.desired,
-    )
-}
-
-fn patch_of(
-    kind: TargetKind,
-    annotation: &str,
-    expected: Option<&str>,
-    desired: &str,
-) -> AnnotationPatch {
+    let (kind, annotation) = (write.target.kind, write.annotation);
+    let expected = write.expected.as_deref();
     let before = skeleton(kind, annotation, expected);
     let mut after = before.clone();
     if let Some(annotations) = annotations_mut(&mut after, kind) {
-        annotations.insert(annotation.to_owned(), Value::from(desired));
+        annotations.insert(annotation.to_owned(), Value::from(write.desired.as_str()));
     }
     let Some(expected) = expected else {
         return AnnotationPatch::Add(after);
@@ -66,9 +45,9 @@ fn patch_of(
         return AnnotationPatch::Unchanged;
     }
     let mut ops = Vec::with_capacity(changes.0.len() + 1);
-    if let Some(path) = changes.0.first().map(op_path) {
+    if let Some(path) = changes.0.first().map(|op| op.path().to_buf()) {
         ops.push(PatchOperation::Test(TestOperation {
-            path: path.clone(),
+            path,
             value: Value::from(expected),
         }));
     }
@@ -105,17 +84,6 @@ fn annotations_mut(object: &mut Value, kind: TargetKind) -> Option<&mut Map<Stri
         node = node.get_mut(key)?;
     }
     node.get_mut("annotations")?.as_object_mut()
-}
-
-fn op_path(op: &PatchOperation) -> &json_patch::jsonptr::PointerBuf {
-    match op {
-        PatchOperation::Add(op) => &op.path,
-        PatchOperation::Remove(op) => &op.path,
-        PatchOperation::Replace(op) => &op.path,
-        PatchOperation::Move(op) => &op.path,
-        PatchOperation::Copy(op) => &op.path,
-        PatchOperation::Test(op) => &op.path,
-    }
 }
 
 /// The `ConfigChanged` Event recording `write` (with message `message`) at `now`.
