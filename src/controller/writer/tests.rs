@@ -149,6 +149,15 @@ impl Harness {
             .collect()
     }
 
+    /// Waits for the next outcome and checks it is `expected`.
+    async fn expect(&mut self, expected: Outcome) {
+        assert_eq!(self.outcome().await, expected);
+    }
+
+    fn counted(&self) -> Vec<(&'static str, TargetKind)> {
+        self.counted.lock().unwrap().clone()
+    }
+
     async fn outcome(&mut self) -> Outcome {
         tokio::time::timeout(Duration::from_secs(600), self.outcomes.recv())
             .await
@@ -320,7 +329,7 @@ fn backoff_doubles_from_200_ms_to_30_s_and_jitter_scales_it() {
 async fn template_write(kind: TargetKind) -> (Harness, Vec<Seen>) {
     let mut h = start(patches(&[]), 20.0, true);
     h.submit(kind, "web", Some("sha256:old"), "sha256:new");
-    assert_eq!(h.outcome().await, written(kind, "web", "sha256:new"));
+    h.expect(written(kind, "web", "sha256:new")).await;
     settle(Duration::from_secs(1)).await;
     let requests = h.requests();
     assert_eq!(requests.len(), 2, "{requests:#?}");
@@ -372,10 +381,7 @@ async fn a_deployment_write_is_one_json_patch_then_one_event() {
     );
     assert!(body["firstTimestamp"].is_string());
     assert_eq!(body["firstTimestamp"], body["lastTimestamp"]);
-    assert_eq!(
-        *h.counted.lock().unwrap(),
-        vec![("rollout", TargetKind::Deployment)]
-    );
+    assert_eq!(h.counted(), [("rollout", TargetKind::Deployment)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -417,20 +423,15 @@ async fn a_rollout_write_patches_its_template_then_records_the_event_on_it() {
                "name": "web", "uid": "uid-web"})
     );
     assert_eq!(event.body["reason"], "ConfigChanged");
-    assert_eq!(
-        *h.counted.lock().unwrap(),
-        vec![("rollout", TargetKind::Rollout)]
-    );
+    assert_eq!(h.counted(), [("rollout", TargetKind::Rollout)]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_pod_write_is_one_patch_and_no_event() {
     let mut h = start(patches(&[]), 20.0, true);
     h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
-    assert_eq!(
-        h.outcome().await,
-        written(TargetKind::Pod, "web-0", "sha256:b")
-    );
+    h.expect(written(TargetKind::Pod, "web-0", "sha256:b"))
+        .await;
     settle(Duration::from_secs(1)).await;
     let requests = h.requests();
     assert_eq!(requests.len(), 1, "{requests:#?}");
@@ -440,10 +441,7 @@ async fn a_pod_write_is_one_patch_and_no_event() {
         requests[0].body,
         test_then_replace(MOUNTED_PATH, "sha256:a", "sha256:b")
     );
-    assert_eq!(
-        *h.counted.lock().unwrap(),
-        vec![("refresh", TargetKind::Pod)]
-    );
+    assert_eq!(h.counted(), [("refresh", TargetKind::Pod)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -456,13 +454,11 @@ async fn conflict_and_failed_test_are_conflicts_without_retry_or_event() {
             Some("sha256:old"),
             "sha256:new",
         );
-        assert_eq!(
-            h.outcome().await,
-            Outcome::Conflict(target(TargetKind::Deployment, "web"))
-        );
+        h.expect(Outcome::Conflict(target(TargetKind::Deployment, "web")))
+            .await;
         settle(Duration::from_secs(120)).await;
         assert_eq!(h.requests().len(), 1, "status {code}");
-        assert!(h.counted.lock().unwrap().is_empty());
+        assert!(h.counted().is_empty());
     }
 }
 
@@ -470,10 +466,8 @@ async fn conflict_and_failed_test_are_conflicts_without_retry_or_event() {
 async fn not_found_is_gone() {
     let mut h = start(always(404), 20.0, true);
     h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Gone(target(TargetKind::Pod, "web-0"))
-    );
+    h.expect(Outcome::Gone(target(TargetKind::Pod, "web-0")))
+        .await;
     settle(Duration::from_secs(120)).await;
     assert_eq!(h.requests().len(), 1);
 }
@@ -610,8 +604,8 @@ async fn a_write_submitted_while_one_is_in_flight_follows_it() {
     h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
     tokio::task::yield_now().await;
     h.submit(TargetKind::Pod, "a", Some("sha256:1"), "sha256:2");
-    assert_eq!(h.outcome().await, written(TargetKind::Pod, "a", "sha256:1"));
-    assert_eq!(h.outcome().await, written(TargetKind::Pod, "a", "sha256:2"));
+    h.expect(written(TargetKind::Pod, "a", "sha256:1")).await;
+    h.expect(written(TargetKind::Pod, "a", "sha256:2")).await;
     assert_eq!(h.patches().len(), 2);
 }
 
@@ -622,7 +616,7 @@ async fn a_newer_write_replaces_the_one_waiting_to_retry() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(h.patches().len(), 1);
     h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:2");
-    assert_eq!(h.outcome().await, written(TargetKind::Pod, "a", "sha256:2"));
+    h.expect(written(TargetKind::Pod, "a", "sha256:2")).await;
     settle(Duration::from_secs(60)).await;
     let patches = h.hash_patches();
     assert_eq!(patches.len(), 2);
@@ -634,7 +628,7 @@ async fn a_pods_landed_refresh_is_nudged_again_with_a_distinct_change_retried_un
     // The hash PATCH lands; the second nudge is refused twice before it lands.
     let mut h = start(patches(&[200, 503, 500]), 20.0, true);
     h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
-    assert_eq!(h.outcome().await, written(TargetKind::Pod, "a", "sha256:1"));
+    h.expect(written(TargetKind::Pod, "a", "sha256:1")).await;
     let first_at = h.patches()[0].at;
     settle(Duration::from_secs(60)).await;
     let patches = h.patches();
@@ -655,17 +649,15 @@ async fn a_pods_landed_refresh_is_nudged_again_with_a_distinct_change_retried_un
     );
     // Nothing more for the reconciler: the second nudge is not a refresh of its own.
     assert!(h.outcomes.try_recv().is_err());
-    assert_eq!(h.counted.lock().unwrap().len(), 1);
+    assert_eq!(h.counted().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_value_already_there_or_a_conflict_or_a_rollout_is_not_nudged_again() {
     let mut h = start(patches(&[409]), 20.0, true);
     h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Conflict(target(TargetKind::Pod, "a"))
-    );
+    h.expect(Outcome::Conflict(target(TargetKind::Pod, "a")))
+        .await;
     h.submit(TargetKind::Pod, "b", Some("sha256:1"), "sha256:1");
     h.submit(TargetKind::Deployment, "web", Some("sha256:0"), "sha256:1");
     for _ in 0..2 {
@@ -706,7 +698,7 @@ async fn losing_the_lease_drops_the_queue() {
     assert!(h.outcomes.try_recv().is_err());
     // Leading again, new writes go out.
     h.submit(TargetKind::Pod, "d", Some("sha256:0"), "sha256:1");
-    assert_eq!(h.outcome().await, written(TargetKind::Pod, "d", "sha256:1"));
+    h.expect(written(TargetKind::Pod, "d", "sha256:1")).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -728,13 +720,11 @@ async fn a_failing_event_is_tried_a_few_times_then_given_up() {
 async fn a_write_of_the_value_already_there_sends_nothing() {
     let mut h = start(patches(&[]), 20.0, true);
     h.submit(TargetKind::Deployment, "web", Some("sha256:a"), "sha256:a");
-    assert_eq!(
-        h.outcome().await,
-        written(TargetKind::Deployment, "web", "sha256:a")
-    );
+    h.expect(written(TargetKind::Deployment, "web", "sha256:a"))
+        .await;
     settle(Duration::from_secs(1)).await;
     assert!(h.requests().is_empty(), "{:#?}", h.requests());
-    assert!(h.counted.lock().unwrap().is_empty());
+    assert!(h.counted().is_empty());
 }
 
 /// The JSON patch of a guarded write.
@@ -749,10 +739,8 @@ fn guarded(patch: AnnotationPatch) -> json_patch::Patch {
 async fn a_pod_write_is_held_until_its_second_nudge_is_sent() {
     let mut h = start(patches(&[]), 20.0, true);
     h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
-    assert_eq!(
-        h.outcome().await,
-        written(TargetKind::Pod, "web-0", "sha256:b")
-    );
+    h.expect(written(TargetKind::Pod, "web-0", "sha256:b"))
+        .await;
     // Said before the outcome: the second nudge is still to come.
     assert_eq!(h.held.load(Ordering::SeqCst), 1);
     settle(NUDGE_AGAIN_AFTER + Duration::from_secs(1)).await;
