@@ -20,7 +20,7 @@ pub struct Tracked {
 }
 
 /// Namespaces, consumers and the reverse index.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct View {
     own_namespace: String,
     opted_in: BTreeSet<String>,
@@ -39,11 +39,7 @@ impl View {
     pub fn new(own_namespace: &str) -> Self {
         Self {
             own_namespace: own_namespace.to_owned(),
-            opted_in: BTreeSet::new(),
-            consumers: HashMap::new(),
-            by_config: HashMap::new(),
-            budgets: HashMap::new(),
-            tick: 0,
+            ..Self::default()
         }
     }
 
