@@ -413,8 +413,12 @@ fn rival(store: &Shared, holder: &'static str) -> JoinHandle<()> {
     })
 }
 
-fn rv(value: &Value) -> &str {
-    value["metadata"]["resourceVersion"].as_str().unwrap_or("")
+/// The resourceVersion a written body carries.
+fn rv(value: &Value) -> u64 {
+    value["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a numeric resourceVersion")
 }
 
 #[tokio::test(start_paused = true)]
@@ -449,10 +453,7 @@ async fn creates_the_missing_lease_then_renews_it() {
     assert_eq!(puts.len(), 12, "renewals in 60 s");
     for pair in puts.windows(2) {
         assert_eq!(pair[1].at - pair[0].at, secs(5));
-        assert_eq!(
-            rv(&pair[1].body).parse::<u64>().unwrap(),
-            rv(&pair[0].body).parse::<u64>().unwrap() + 1
-        );
+        assert_eq!(rv(&pair[1].body), rv(&pair[0].body) + 1);
     }
     assert!(puts[0].at - start <= secs(5));
     let first = &calls[1].body["spec"];
@@ -503,7 +504,7 @@ async fn an_expired_lease_is_taken_over_with_the_version_read() {
         waited >= D && waited <= D + secs(4),
         "took over after {waited:?}"
     );
-    assert_eq!(rv(&put.body), "1");
+    assert_eq!(rv(&put.body), 1);
     assert_eq!(put.code, 200);
     assert_eq!(put.body["spec"]["holderIdentity"], me.identity.as_str());
     assert_eq!(put.body["spec"]["leaseTransitions"], 4);
@@ -600,10 +601,7 @@ async fn shutdown_publishes_false_then_releases() {
         "false is published before the release is sent"
     );
     assert_eq!(release.code, 200);
-    assert_eq!(
-        rv(&release.body).parse::<u64>().unwrap(),
-        rv(&renewal.body).parse::<u64>().unwrap() + 1
-    );
+    assert_eq!(rv(&release.body), rv(&renewal.body) + 1);
     assert_eq!(release.body["spec"]["holderIdentity"], Value::Null);
     assert_eq!(release.body["spec"]["leaseDurationSeconds"], 1);
     assert_eq!(release.body["spec"]["leaseTransitions"], 0);
