@@ -64,33 +64,16 @@ pub enum Outcome {
     Gone(Target),
 }
 
-/// A metrics callback, called with the kind written.
-pub type Count = Arc<dyn Fn(TargetKind) + Send + Sync>;
-
-/// A metrics callback, called with how many writes the writer holds (queued, in flight or
-/// waiting to be retried or sent again, and Events being recorded).
-pub type Held = Arc<dyn Fn(usize) + Send + Sync>;
-
 /// Callbacks for metrics, so the writer does not depend on the metrics module.
 #[derive(Clone)]
 pub struct Counters {
-    /// A workload's `config-hash` was written (a rollout starts).
-    pub rollout: Count,
-    /// A Pod's `mounted-config-hash` was written (a kubelet refresh).
-    pub pod_refresh: Count,
-    /// The writes held changed; said before any [`Outcome`] is sent, so a write is counted
-    /// until the loop has learnt its outcome.
-    pub held: Held,
-}
-
-impl Counters {
-    fn written(&self, kind: TargetKind) {
-        if kind.is_workload() {
-            (self.rollout)(kind)
-        } else {
-            (self.pod_refresh)(kind)
-        }
-    }
+    /// A hash annotation of this kind was written: a workload's `config-hash` (a rollout
+    /// starts) or a Pod's `mounted-config-hash` (a kubelet refresh).
+    pub written: Arc<dyn Fn(TargetKind) + Send + Sync>,
+    /// How many writes the writer holds (queued, in flight or waiting to be retried or sent
+    /// again, and Events being recorded); said before any [`Outcome`] is sent, so a write is
+    /// counted until the loop has learnt its outcome.
+    pub held: Arc<dyn Fn(usize) + Send + Sync>,
 }
 
 /// Why a request failed (logged; the writer retries or reports an [`Outcome`]).
@@ -409,7 +392,7 @@ impl Task {
                     to = %write.desired,
                     "wrote {}", target.kind.annotation()
                 );
-                self.counters.written(target.kind);
+                (self.counters.written)(target.kind);
                 self.note(&write);
                 if let Some(again) = write.again() {
                     self.queue(again, Some(NUDGE_AGAIN_AFTER));

@@ -122,7 +122,8 @@ struct Harness {
     seen: Arc<Mutex<Vec<Seen>>>,
     outcomes: mpsc::UnboundedReceiver<Outcome>,
     leader: watch::Sender<bool>,
-    counted: Arc<Mutex<Vec<(&'static str, TargetKind)>>>,
+    /// The kinds counted as written.
+    counted: Arc<Mutex<Vec<TargetKind>>>,
     /// The writes held, as last said.
     held: Arc<AtomicUsize>,
 }
@@ -154,7 +155,7 @@ impl Harness {
         assert_eq!(self.outcome().await, expected);
     }
 
-    fn counted(&self) -> Vec<(&'static str, TargetKind)> {
+    fn counted(&self) -> Vec<TargetKind> {
         self.counted.lock().unwrap().clone()
     }
 
@@ -171,12 +172,10 @@ fn start(answer: Answer, rate: f64, leading: bool) -> Harness {
     let (leader, leader_rx) = watch::channel(leading);
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let counted = Arc::new(Mutex::new(Vec::new()));
-    let (rollouts, refreshes) = (counted.clone(), counted.clone());
-    let held = Arc::new(AtomicUsize::new(0));
+    let (counting, held) = (counted.clone(), Arc::new(AtomicUsize::new(0)));
     let holding = held.clone();
     let counters = Counters {
-        rollout: Arc::new(move |kind| rollouts.lock().unwrap().push(("rollout", kind))),
-        pod_refresh: Arc::new(move |kind| refreshes.lock().unwrap().push(("refresh", kind))),
+        written: Arc::new(move |kind| counting.lock().unwrap().push(kind)),
         held: Arc::new(move |count| holding.store(count, Ordering::SeqCst)),
     };
     let config = WriterConfig {
@@ -381,7 +380,7 @@ async fn a_deployment_write_is_one_json_patch_then_one_event() {
     );
     assert!(body["firstTimestamp"].is_string());
     assert_eq!(body["firstTimestamp"], body["lastTimestamp"]);
-    assert_eq!(h.counted(), [("rollout", TargetKind::Deployment)]);
+    assert_eq!(h.counted(), [TargetKind::Deployment]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -423,7 +422,7 @@ async fn a_rollout_write_patches_its_template_then_records_the_event_on_it() {
                "name": "web", "uid": "uid-web"})
     );
     assert_eq!(event.body["reason"], "ConfigChanged");
-    assert_eq!(h.counted(), [("rollout", TargetKind::Rollout)]);
+    assert_eq!(h.counted(), [TargetKind::Rollout]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -441,7 +440,7 @@ async fn a_pod_write_is_one_patch_and_no_event() {
         requests[0].body,
         test_then_replace(MOUNTED_PATH, "sha256:a", "sha256:b")
     );
-    assert_eq!(h.counted(), [("refresh", TargetKind::Pod)]);
+    assert_eq!(h.counted(), [TargetKind::Pod]);
 }
 
 #[tokio::test(start_paused = true)]
