@@ -181,10 +181,7 @@ fn observe(previous: Option<&Observation>, lease: Lease, now: Instant) -> Observ
 
 /// `lease_duration` in whole seconds, rounded up, at least 1.
 fn lease_seconds(lease_duration: Duration) -> i32 {
-    let mut seconds = lease_duration.as_secs();
-    if lease_duration.subsec_nanos() > 0 {
-        seconds += 1;
-    }
+    let seconds = lease_duration.as_nanos().div_ceil(1_000_000_000);
     i32::try_from(seconds.max(1)).unwrap_or(i32::MAX)
 }
 

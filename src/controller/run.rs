@@ -200,7 +200,8 @@ impl Loop {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let sleep = tokio::time::sleep_until(next_due.unwrap_or_else(far_future));
+            // Without a due time the branch is disabled: its sleep is never polled.
+            let sleep = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now));
             tokio::select! {
                 Some(watched) = inputs.watched.recv() => self.on_watched(watched),
                 Some(done) = inputs.fetched.recv() => self.on_fetched(done),
@@ -943,10 +944,6 @@ fn scope_of(key: &ConfigKey) -> Scope {
 
 fn target_name(target: &Target) -> String {
     format!("{}/{}", target.namespace, target.name)
-}
-
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
 }
 
 fn read(store: &RwLock<ConfigStore>) -> std::sync::RwLockReadGuard<'_, ConfigStore> {

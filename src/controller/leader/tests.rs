@@ -548,16 +548,9 @@ async fn steps_down_on(fault: Fault) -> (Duration, Running, Shared) {
     tokio::time::sleep(secs(7)).await;
     store.lock().unwrap().fault = Some(fault);
     until(secs(20), || !me.is_leading()).await;
-    let guard = store.lock().unwrap();
-    let last_ok = guard
-        .calls_from("a")
-        .iter()
-        .filter(|c| c.code == 200 || c.code == 201)
-        .map(|c| c.at)
-        .next_back()
-        .unwrap();
-    let stepped_down = me.first(false).unwrap() - last_ok;
-    drop(guard);
+    let calls = store.lock().unwrap().calls_from("a");
+    let ok = calls.iter().filter(|c| c.code == 200 || c.code == 201);
+    let stepped_down = me.first(false).unwrap() - ok.map(|c| c.at).next_back().unwrap();
     (stepped_down, me, store)
 }
 

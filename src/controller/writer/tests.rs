@@ -1,7 +1,6 @@
 //! The writer against a tower-test mock API: exact requests, outcomes, retries, rate, dedupe
 //! and leadership. Time is paused, so delays are measured on tokio's clock.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +17,7 @@ use crate::controller::mock_api;
 struct Seen {
     method: String,
     path: String,
-    query: HashMap<String, String>,
+    query: String,
     content_type: String,
     body: Value,
     at: Instant,
@@ -47,7 +46,9 @@ impl Seen {
     }
 
     fn field_manager(&self) -> Option<&str> {
-        self.query.get("fieldManager").map(String::as_str)
+        self.query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("fieldManager="))
     }
 }
 
@@ -63,11 +64,7 @@ fn mock(mut answer: Answer) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
         let request = Seen {
             method: parts.method.to_string(),
             path: parts.uri.path().to_owned(),
-            query: parts
-                .uri
-                .query()
-                .map(form_urlencoded_pairs)
-                .unwrap_or_default(),
+            query: parts.uri.query().unwrap_or_default().to_owned(),
             content_type: parts
                 .headers
                 .get("content-type")
@@ -88,17 +85,6 @@ fn mock(mut answer: Answer) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
         code.map(|code| (code, reply))
     });
     (client, seen)
-}
-
-fn form_urlencoded_pairs(query: &str) -> HashMap<String, String> {
-    query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (key.to_owned(), value.to_owned())
-        })
-        .collect()
 }
 
 fn always(code: u16) -> Answer {
