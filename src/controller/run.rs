@@ -196,10 +196,7 @@ impl Loop {
         let mut gauges = tokio::time::interval(Duration::from_secs(1));
         loop {
             let queued = self.queue.peek().map(|Reverse((due, _))| *due);
-            let next_due = match (queued, self.wave_wake) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let next_due = queued.into_iter().chain(self.wave_wake).min();
             // Without a due time the branch is disabled: its sleep is never polled.
             let sleep = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now));
             tokio::select! {

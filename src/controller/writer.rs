@@ -241,10 +241,8 @@ impl Task {
             (self.counters.held)(self.held());
             let leading = leader_open && *leader.borrow();
             let token_at = if leading { self.dispatch() } else { None };
-            let wake = match (token_at, self.delayed.keys().next()) {
-                (Some(a), Some((b, _))) => Some(a.min(*b)),
-                (a, b) => a.or(b.map(|(at, _)| *at)),
-            };
+            let retry_at = self.delayed.keys().next().map(|(at, _)| *at);
+            let wake = token_at.into_iter().chain(retry_at).min();
             tokio::select! {
                 biased;
                 changed = leader.changed(), if leader_open => {
