@@ -69,7 +69,7 @@ impl Budget {
                 object
                     .pointer("/spec/replicas")
                     .and_then(Value::as_u64)
-                    .map_or(1, |r| u32::try_from(r).unwrap_or(u32::MAX)),
+                    .map_or(1, clamp),
             ),
         };
         let max_unavailable = object.pointer(pointer).and_then(|v| match v {

@@ -390,6 +390,14 @@ fn shared(lease: Option<Lease>) -> Shared {
     Arc::new(Mutex::new(store))
 }
 
+/// A store without a Lease, and elector `a` leading once it has created it.
+async fn leading() -> (Shared, Running) {
+    let store = shared(None);
+    let me = Running::start(&store, "a");
+    until(secs(1), || me.is_leading()).await;
+    (store, me)
+}
+
 /// Waits (on the paused clock) until `check` holds, for at most `limit`.
 async fn until(limit: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -542,9 +550,7 @@ async fn losing_the_takeover_race_keeps_a_follower() {
 
 /// Acquires, then sets `fault`: leadership must end at once or by the renew deadline.
 async fn steps_down_on(fault: Fault) -> (Duration, Running, Shared) {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     tokio::time::sleep(secs(7)).await;
     store.lock().unwrap().fault = Some(fault);
     until(secs(20), || !me.is_leading()).await;
@@ -578,9 +584,7 @@ async fn an_unanswered_renewal_ends_leadership_by_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_publishes_false_then_releases() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     tokio::time::sleep(secs(12)).await;
     let log = me.log.clone();
     let identity = me.identity.clone();
@@ -605,9 +609,7 @@ async fn shutdown_publishes_false_then_releases() {
 
 #[tokio::test(start_paused = true)]
 async fn a_released_lease_passes_to_the_follower_at_once() {
-    let store = shared(None);
-    let first = Running::start(&store, "a");
-    until(secs(1), || first.is_leading()).await;
+    let (store, first) = leading().await;
     let second = Running::start(&store, "b");
     tokio::time::sleep(secs(40)).await;
     assert!(
@@ -631,9 +633,7 @@ async fn a_released_lease_passes_to_the_follower_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_deleted_lease_is_created_again() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     store.lock().unwrap().lease = None;
     until(secs(10), || !me.is_leading()).await;
     until(secs(10), || me.is_leading()).await;
@@ -653,9 +653,7 @@ fn a_zero_duration_does_not_spin() {
 
 #[tokio::test(start_paused = true)]
 async fn a_release_after_a_landed_renewal_reads_again() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     // A renewal the elector no longer knows of (as if cut short by the shutdown) landed.
     store.lock().unwrap().renew_as(&me.identity);
     me.shutdown().await;
@@ -674,9 +672,7 @@ async fn a_release_after_a_landed_renewal_reads_again() {
 
 #[tokio::test(start_paused = true)]
 async fn a_release_taken_by_another_is_left_alone() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     store.lock().unwrap().renew_as("thief");
     me.shutdown().await;
     let calls = store.lock().unwrap().calls_from("a");
