@@ -124,6 +124,11 @@ impl World {
     fn evaluate(&self, target: &Target, causes: &Causes) -> Verdict {
         evaluate(&self.view, &self.store, target, causes, None)
     }
+
+    /// The verdict on `target` with no change behind it (start-up, a new leader, its update).
+    fn check(&self, target: &Target) -> Verdict {
+        self.evaluate(target, &Causes::new())
+    }
 }
 
 fn changed(name: &str, keys: &[&str]) -> Causes {
@@ -135,10 +140,7 @@ fn a_hash_that_matches_the_data_is_left_alone() {
     let mut world = World::new();
     world.consumer(&deployment(), Some(&hash_of(&["env"], "1")), &["env"]);
     world.config("env", "10", "1");
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
 }
 
 #[test]
@@ -147,7 +149,7 @@ fn digests_not_fetched_yet_are_fetched_first() {
     world.consumer(&deployment(), Some("sha256:old"), &["env", "more"]);
     world.config("env", "10", "1");
     assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
+        world.check(&deployment()),
         Verdict::Fetch(vec![key("more")])
     );
 }
@@ -193,15 +195,12 @@ fn data_older_than_the_hash_seen_is_fetched_again_before_any_write() {
     // Another replica's webhook stamped a hash from newer data than this view holds.
     world.consumer(&deployment(), Some(&hash_of(&["env"], "2")), &["env"]);
     assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
+        world.check(&deployment()),
         Verdict::Fetch(vec![key("env")]),
         "the view's older data must not undo the newer hash"
     );
     world.config("env", "12", "2");
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
 }
 
 #[test]
@@ -209,7 +208,7 @@ fn a_pod_without_a_mounted_hash_waits_for_a_change_and_gets_no_event() {
     let mut world = World::new();
     world.consumer(&pod(), None, &["conf"]);
     world.config("conf", "5", "1");
-    assert_eq!(world.evaluate(&pod(), &Causes::new()), Verdict::Nothing);
+    assert_eq!(world.check(&pod()), Verdict::Nothing);
     let write = write_of(world.evaluate(&pod(), &changed("conf", &["a"])));
     assert_eq!(write.expected, None);
     assert_eq!(
@@ -224,20 +223,11 @@ fn ignored_objects_and_namespaces_not_opted_in_cause_nothing() {
     world.consumer(&deployment(), Some("sha256:stale"), &["env"]);
     world.config("env", "10", "1");
     world.store.set_meta(key("env"), meta("10", true));
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
     world.store.set_meta(key("env"), meta("10", false));
-    assert!(matches!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Write(_)
-    ));
+    assert!(matches!(world.check(&deployment()), Verdict::Write(_)));
     world.view.set_namespace(NS, false);
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
 }
 
 #[test]
@@ -267,7 +257,7 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade() {
     world.config("env", "10", "1");
     world.config("conf", "10", "1");
     assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
+        world.check(&deployment()),
         Verdict::Nothing,
         "start-up, config unchanged"
     );
@@ -277,8 +267,5 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade() {
     assert_eq!(write.desired, hash_over(&[("env", "1"), ("conf", "2")]));
     // And a change while no controller ran is still found at start.
     world.config("env", "12", "3");
-    assert!(matches!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Write(_)
-    ));
+    assert!(matches!(world.check(&deployment()), Verdict::Write(_)));
 }
