@@ -231,19 +231,16 @@ enum Error {
 }
 
 impl Error {
-    fn status(&self) -> Option<&kube::core::Status> {
+    /// Another writer got there first (409): re-read at once.
+    fn lost_race(&self) -> bool {
         match self {
             Error::Read(_, kube::Error::Api(status))
             | Error::Create(_, kube::Error::Api(status))
-            | Error::Update(_, kube::Error::Api(status)) => Some(status),
-            _ => None,
+            | Error::Update(_, kube::Error::Api(status)) => {
+                status.is_conflict() || status.is_already_exists()
+            }
+            _ => false,
         }
-    }
-
-    /// Another writer got there first (409): re-read at once.
-    fn lost_race(&self) -> bool {
-        self.status()
-            .is_some_and(|status| status.is_conflict() || status.is_already_exists())
     }
 }
 

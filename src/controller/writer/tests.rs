@@ -504,11 +504,8 @@ async fn a_hanging_request_times_out_and_is_retried() {
     assert!(matches!(h.outcome().await, Outcome::Written(..)));
     let at: Vec<Instant> = h.requests().iter().map(|r| r.at).collect();
     assert_eq!(at.len(), 2);
-    assert!(
-        at[1] - at[0] >= Duration::from_millis(5100),
-        "{:?}",
-        at[1] - at[0]
-    );
+    let gap = at[1] - at[0];
+    assert!(gap >= Duration::from_millis(5100), "{gap:?}");
 }
 
 #[tokio::test(start_paused = true)]
