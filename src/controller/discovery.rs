@@ -299,33 +299,17 @@ mod tests {
 
     #[test]
     fn served_means_listed_with_list_and_watch() {
-        let mut served = Served::new();
-        served.insert(
-            "batch/v1",
-            Some(list("batch/v1", &[("jobs", &["list", "watch"])])),
-        );
-        assert!(!is_served(&served, CRONJOBS), "batch/v1 without cronjobs");
-        served.insert(
-            "batch/v1",
-            Some(list(
-                "batch/v1",
-                &[
-                    ("cronjobs/status", &["get"]),
-                    ("cronjobs", &["get", "list"]),
-                ],
-            )),
-        );
-        assert!(!is_served(&served, CRONJOBS), "no watch verb");
-        served.insert(
-            "batch/v1",
-            Some(list(
-                "batch/v1",
-                &[("cronjobs", &["list", "watch", "patch"])],
-            )),
-        );
-        assert!(is_served(&served, CRONJOBS));
-        served.insert("batch/v1", None);
-        assert!(!is_served(&served, CRONJOBS), "group version not served");
+        let cronjobs = |list: Option<APIResourceList>| {
+            is_served(&Served::from([("batch/v1", list)]), CRONJOBS)
+        };
+        let jobs = list("batch/v1", &[("jobs", &["list", "watch"])]);
+        assert!(!cronjobs(Some(jobs)), "batch/v1 without cronjobs");
+        let status: (&str, &[&str]) = ("cronjobs/status", &["get"]);
+        let no_watch = list("batch/v1", &[status, ("cronjobs", &["get", "list"])]);
+        assert!(!cronjobs(Some(no_watch)), "no watch verb");
+        let watched = list("batch/v1", &[("cronjobs", &["list", "watch", "patch"])]);
+        assert!(cronjobs(Some(watched)));
+        assert!(!cronjobs(None), "group version not served");
         assert!(
             !is_served(&Served::new(), Stream::Namespaces),
             "never asked"

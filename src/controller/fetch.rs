@@ -89,10 +89,9 @@ impl Getter {
         let read = read_config(self.client.clone(), &key.namespace, &key.id, secret_key)
             .await
             .map_err(|e| e.to_string())?;
-        let (resource_version, object) = match read {
-            Some((version, object)) => (version, Some(object.into())),
-            None => (None, None),
-        };
+        let (resource_version, object) = read.map_or((None, None), |(version, object)| {
+            (version, Some(object.into()))
+        });
         Ok(Fetched {
             resource_version,
             object,

@@ -181,10 +181,7 @@ fn observe(previous: Option<&Observation>, lease: Lease, now: Instant) -> Observ
 
 /// `lease_duration` in whole seconds, rounded up, at least 1.
 fn lease_seconds(lease_duration: Duration) -> i32 {
-    let mut seconds = lease_duration.as_secs();
-    if lease_duration.subsec_nanos() > 0 {
-        seconds += 1;
-    }
+    let seconds = lease_duration.as_nanos().div_ceil(1_000_000_000);
     i32::try_from(seconds.max(1)).unwrap_or(i32::MAX)
 }
 
@@ -234,30 +231,17 @@ enum Error {
 }
 
 impl Error {
-    fn status(&self) -> Option<&kube::core::Status> {
+    /// Another writer got there first (409): re-read at once.
+    fn lost_race(&self) -> bool {
         match self {
             Error::Read(_, kube::Error::Api(status))
             | Error::Create(_, kube::Error::Api(status))
-            | Error::Update(_, kube::Error::Api(status)) => Some(status),
-            _ => None,
+            | Error::Update(_, kube::Error::Api(status)) => {
+                status.is_conflict() || status.is_already_exists()
+            }
+            _ => false,
         }
     }
-
-    /// Another writer got there first (409): re-read at once.
-    fn lost_race(&self) -> bool {
-        self.status()
-            .is_some_and(|status| status.is_conflict() || status.is_already_exists())
-    }
-}
-
-/// What is known of the Lease.
-enum View {
-    /// Never read.
-    Unknown,
-    /// Read, and it does not exist.
-    Absent,
-    /// Read or written: kept across re-reads, so an unchanged record keeps its change time.
-    Seen(Box<Observation>),
 }
 
 /// The I/O around [`decide`].
@@ -265,8 +249,10 @@ struct Elector {
     api: Api<Lease>,
     config: LeaseConfig,
     timing: Timing,
-    view: View,
-    /// Whether the view must be read before the next decision.
+    /// The Lease last read or written (`None`: never read, or absent); kept across re-reads,
+    /// so an unchanged record keeps its change time.
+    seen: Option<Observation>,
+    /// Whether the Lease must be read before the next decision.
     stale: bool,
     /// When this process stops leading unless it renews (`Some` while leading).
     deadline: Option<Instant>,
@@ -281,7 +267,7 @@ impl Elector {
             api: Api::namespaced(client, &config.namespace),
             timing: Timing::new(config.lease_duration),
             config,
-            view: View::Unknown,
+            seen: None,
             stale: true,
             deadline: None,
             leader,
@@ -309,9 +295,9 @@ impl Elector {
                 self.failed(error).await;
                 continue;
             }
-            let (lease, changed_at) = match &self.view {
-                View::Seen(seen) => (Some(&seen.lease), seen.changed_at),
-                _ => (None, Instant::now()),
+            let (lease, changed_at) = match &self.seen {
+                Some(seen) => (Some(&seen.lease), seen.changed_at),
+                None => (None, Instant::now()),
             };
             let action = decide(
                 lease,
@@ -341,36 +327,21 @@ impl Elector {
         }
     }
 
-    /// Reads the Lease into the view.
+    /// Reads the Lease.
     async fn read(&mut self) -> Result<(), Error> {
-        let name = self.lease_name();
         let call = self.api.get_opt(&self.config.name);
-        let found = self
-            .bounded(call, None)
-            .await
-            .ok_or_else(|| Error::TimedOut(name.clone(), self.timing.call_timeout))?
-            .map_err(|error| Error::Read(name, error))?;
+        let found = self.call(call, None, Error::Read).await?;
         self.recovered();
         self.stale = false;
         let now = Instant::now();
-        self.view = match (found, &self.view) {
-            (None, _) => View::Absent,
-            (Some(lease), View::Seen(seen)) => {
-                View::Seen(Box::new(observe(Some(seen), lease, now)))
-            }
-            (Some(lease), _) => View::Seen(Box::new(observe(None, lease, now))),
-        };
+        self.seen = found.map(|lease| observe(self.seen.as_ref(), lease, now));
         Ok(())
     }
 
     /// Creates, renews or takes over the Lease; leads from the moment the call was sent.
     async fn write(&mut self, action: &Action) -> Result<(), Error> {
-        let name = self.lease_name();
         let start = Instant::now();
-        let current = match &self.view {
-            View::Seen(seen) => Some(&seen.lease),
-            _ => None,
-        };
+        let current = self.seen.as_ref().map(|seen| &seen.lease);
         let spec = held_spec(
             current.and_then(|lease| lease.spec.as_ref()),
             &self.config.identity,
@@ -391,22 +362,16 @@ impl Elector {
         let params = PostParams::default();
         let written = if let Action::Create = action {
             let call = self.api.create(&params, &lease);
-            self.bounded(call, self.deadline)
-                .await
-                .ok_or_else(|| Error::TimedOut(name.clone(), self.timing.call_timeout))?
-                .map_err(|error| Error::Create(name, error))?
+            self.call(call, self.deadline, Error::Create).await?
         } else {
             let call = self.api.replace(&self.config.name, &params, &lease);
-            self.bounded(call, self.deadline)
-                .await
-                .ok_or_else(|| Error::TimedOut(name.clone(), self.timing.call_timeout))?
-                .map_err(|error| Error::Update(name, error))?
+            self.call(call, self.deadline, Error::Update).await?
         };
         self.recovered();
-        self.view = View::Seen(Box::new(Observation {
+        self.seen = Some(Observation {
             lease: written,
             changed_at: start,
-        }));
+        });
         self.stale = false;
         self.deadline = Some(start + self.timing.renew_deadline);
         self.publish(true, "");
@@ -426,12 +391,26 @@ impl Elector {
         tokio::time::timeout_at(until, call).await.ok()
     }
 
+    /// [`Elector::bounded`], its failure named by `failed` (or [`Error::TimedOut`]).
+    async fn call<T>(
+        &self,
+        call: impl Future<Output = Result<T, kube::Error>>,
+        deadline: Option<Instant>,
+        failed: fn(String, kube::Error) -> Error,
+    ) -> Result<T, Error> {
+        let name = self.lease_name();
+        self.bounded(call, deadline)
+            .await
+            .ok_or_else(|| Error::TimedOut(name.clone(), self.timing.call_timeout))?
+            .map_err(|error| failed(name, error))
+    }
+
     /// Hands the Lease over if the last record read or written names this process.
     async fn release(&mut self) {
         // A renewal cut short by the shutdown may still have landed: after a conflict, read
         // once more and release again if the record still names this process.
         for attempt in 0..2 {
-            let View::Seen(seen) = &self.view else {
+            let Some(seen) = &self.seen else {
                 return;
             };
             let Some(spec) = &seen.lease.spec else {

@@ -91,16 +91,13 @@ impl ControllerMetrics {
 
     /// Counts one written hash.
     pub fn written(&self, kind: TargetKind) {
-        match kind {
-            TargetKind::Pod => {
-                self.pod_refreshes.inc();
-            }
-            _ => {
-                self.rollouts
-                    .get_or_create(&KindLabel { kind: kind.kind() })
-                    .inc();
-            }
-        }
+        let counter = match kind {
+            TargetKind::Pod => &self.pod_refreshes,
+            _ => &*self
+                .rollouts
+                .get_or_create(&KindLabel { kind: kind.kind() }),
+        };
+        counter.inc();
     }
 
     /// Counts one data change of a consumed object.

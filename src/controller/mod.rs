@@ -17,6 +17,8 @@ pub mod fetch;
 pub mod intern;
 pub mod leader;
 pub mod metrics;
+#[cfg(test)]
+mod mock_api;
 pub mod rate;
 pub mod reconcile;
 pub mod reduce;
@@ -128,11 +130,9 @@ pub fn start(
 /// The writer's counters feed the controller's metrics (its held writes are its part of
 /// `pending_writes`).
 fn writer_counters(metrics: &ControllerMetrics) -> writer::Counters {
-    let (rollouts, refreshes) = (metrics.clone(), metrics.clone());
-    let held = metrics.pending_share();
+    let (written, held) = (metrics.clone(), metrics.pending_share());
     writer::Counters {
-        rollout: Arc::new(move |kind| rollouts.written(kind)),
-        pod_refresh: Arc::new(move |kind| refreshes.written(kind)),
+        written: Arc::new(move |kind| written.written(kind)),
         held: Arc::new(move |count| held.set(count)),
     }
 }

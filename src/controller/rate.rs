@@ -17,11 +17,9 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket at `now`. A rate that is not a positive finite number is read as 1 per second.
     pub fn new(rate: f64, now: Instant) -> TokenBucket {
-        let rate = if rate.is_finite() && rate > 0.0 {
-            rate
-        } else {
-            1.0
-        };
+        let rate = Some(rate)
+            .filter(|rate| rate.is_finite() && *rate > 0.0)
+            .unwrap_or(1.0);
         let burst = rate.max(1.0);
         TokenBucket {
             rate,

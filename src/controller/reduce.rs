@@ -181,23 +181,17 @@ mod tests {
     #[test]
     fn unstamped_or_opted_out_workloads_are_never_kept() {
         let unstamped = deployment(json!({}), json!({}));
-        assert_eq!(
-            workload(TargetKind::Deployment, "u", &unstamped).unwrap(),
-            None
-        );
         let by_label = deployment(json!({CONFIG_HASH: "sha256:1"}), json!({INJECT: "false"}));
-        assert_eq!(
-            workload(TargetKind::Deployment, "u", &by_label).unwrap(),
-            None
-        );
-        let by_annotation = deployment(
-            json!({CONFIG_HASH: "sha256:1", INJECT: " False "}),
-            json!({}),
-        );
-        assert_eq!(
-            workload(TargetKind::Deployment, "u", &by_annotation).unwrap(),
-            None
-        );
+        let annotations = json!({CONFIG_HASH: "sha256:1", INJECT: " False "});
+        let by_annotation = deployment(annotations, json!({}));
+        for (case, object) in [
+            ("unstamped", unstamped),
+            ("opted out by label", by_label),
+            ("opted out by annotation", by_annotation),
+        ] {
+            let kept = workload(TargetKind::Deployment, "u", &object).unwrap();
+            assert_eq!(kept, None, "{case}");
+        }
     }
 
     #[test]

@@ -26,6 +26,19 @@ use crate::backoff::Backoff;
 use crate::hash::{ConfigKind, Consumed, SecretKey};
 use crate::inject::quoted;
 
+/// Capacity a work map keeps however empty it is.
+const SPARE: usize = 64;
+
+/// Shrinks each work map (or set, or queue) that is less than a quarter full, down to its
+/// length (those within [`SPARE`] keep their room).
+macro_rules! shrink {
+    ($($work:expr),*) => {$(
+        if $work.len() * 4 < $work.capacity() && $work.capacity() > SPARE {
+            $work.shrink_to_fit();
+        }
+    )*};
+}
+
 /// A workload's changes are merged for at most this many `--rollout-delay`s.
 const MAX_DELAYS: u32 = 10;
 /// After a conflict, the target is checked again this late if no watch event came first.
@@ -42,6 +55,17 @@ struct Pending {
     first: Instant,
     /// The changes merged into it.
     causes: Causes,
+}
+
+impl Pending {
+    /// Not due yet, first seen `now`.
+    fn new(now: Instant) -> Self {
+        Pending {
+            due: None,
+            first: now,
+            causes: Causes::new(),
+        }
+    }
 }
 
 /// Where one namespace's ConfigMap or Secret watch stands.
@@ -172,11 +196,9 @@ impl Loop {
         let mut gauges = tokio::time::interval(Duration::from_secs(1));
         loop {
             let queued = self.queue.peek().map(|Reverse((due, _))| *due);
-            let next_due = match (queued, self.wave_wake) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let sleep = tokio::time::sleep_until(next_due.unwrap_or_else(far_future));
+            let next_due = queued.into_iter().chain(self.wave_wake).min();
+            // Without a due time the branch is disabled: its sleep is never polled.
+            let sleep = tokio::time::sleep_until(next_due.unwrap_or_else(Instant::now));
             tokio::select! {
                 Some(watched) = inputs.watched.recv() => self.on_watched(watched),
                 Some(done) = inputs.fetched.recv() => self.on_fetched(done),
@@ -216,15 +238,15 @@ impl Loop {
     /// target and fetches every consumed object at once). A map is shrunk only once it is a
     /// quarter full, so a steady load does not make it grow and shrink over and over.
     fn release_spare(&mut self) {
-        shrink(&mut self.pending);
-        shrink(&mut self.inflight);
-        shrink(&mut self.last_written);
-        shrink(&mut self.writing);
-        shrink(&mut self.failures);
-        shrink_set(&mut self.again);
-        if self.queue.len() * 4 < self.queue.capacity() && self.queue.capacity() > SPARE {
-            self.queue.shrink_to_fit();
-        }
+        shrink!(
+            self.pending,
+            self.inflight,
+            self.last_written,
+            self.writing,
+            self.failures,
+            self.again,
+            self.queue
+        );
     }
 
     fn on_watched(&mut self, watched: Watched) {
@@ -315,7 +337,7 @@ impl Loop {
         // Only now is what the view holds there as new as the cluster.
         write(&self.store).set_listing(&scope.namespace, scope.kind, false);
         self.check_synced();
-        self.track_namespace(&scope.namespace);
+        self.track_where(|t| t.namespace == scope.namespace);
     }
 
     /// Records a namespace's opt-in label: its config watches start or stop with it.
@@ -328,7 +350,7 @@ impl Loop {
             if self.targets_listed {
                 self.scoped.start(&shared);
             }
-            self.track_namespace(&shared);
+            self.track_where(|t| t.namespace == shared);
         } else {
             self.scoped.stop(name);
             self.scopes.retain(|scope, _| *scope.namespace != *name);
@@ -337,12 +359,12 @@ impl Loop {
         }
     }
 
-    /// Tracks every target in `namespace`.
-    fn track_namespace(&mut self, namespace: &str) {
+    /// Tracks every target `tracked` picks.
+    fn track_where(&mut self, tracked: impl Fn(&Target) -> bool) {
         let targets: Vec<Target> = self
             .view
             .targets()
-            .filter(|t| *t.namespace == *namespace)
+            .filter(|t| tracked(t))
             .cloned()
             .collect();
         for target in targets {
@@ -357,30 +379,13 @@ impl Loop {
     }
 
     /// The item with its namespace's shared name.
-    fn shared(&mut self, item: Item) -> Item {
-        match item {
-            Item::Config {
-                mut key,
-                meta,
-                digests,
-            } => {
-                key.namespace = self.names.intern(&key.namespace);
-                Item::Config { key, meta, digests }
-            }
-            Item::Target {
-                mut target,
-                reduced,
-                budget,
-            } => {
-                target.namespace = self.names.intern(&target.namespace);
-                Item::Target {
-                    target,
-                    reduced,
-                    budget,
-                }
-            }
-            namespace @ Item::Namespace { .. } => namespace,
+    fn shared(&mut self, mut item: Item) -> Item {
+        match &mut item {
+            Item::Config { key, .. } => key.namespace = self.names.intern(&key.namespace),
+            Item::Target { target, .. } => target.namespace = self.names.intern(&target.namespace),
+            Item::Namespace { .. } => {}
         }
+        item
     }
 
     fn apply(&mut self, item: Item) {
@@ -568,10 +573,7 @@ impl Loop {
             targets = self.view.targets().count(),
             "the controller's view has synced"
         );
-        let targets: Vec<Target> = self.view.targets().cloned().collect();
-        for target in targets {
-            self.track(&target);
-        }
+        self.track_where(|_| true);
         self.pending_share.set(self.pending_writes());
     }
 
@@ -662,26 +664,20 @@ impl Loop {
     fn record(&mut self, key: ConfigKey, fetched: Fetched, ignore: bool) {
         let changes = write(&self.store).set_fetched(key.clone(), fetched);
         let consumers: Vec<Target> = self.view.consumers_of(&key).cloned().collect();
-        match changes {
-            Some(changes) if !ignore && self.view.is_opted_in(&key.namespace) => {
-                self.metrics.config_change(key.id.kind);
-                tracing::info!(object = %key, keys = changes.keys.len(), consumers = consumers.len(), "config data changed");
-                for target in consumers {
-                    if self.reads_changed(&target, &key, &changes) {
-                        self.schedule(&target, Some((&key, &changes)));
-                    } else if self.waiting(&target) {
-                        self.schedule(&target, None);
-                    }
+        // First digests, or a change that causes nothing by itself, make due only the
+        // consumers waiting for these digests.
+        let changes = changes.filter(|_| !ignore && self.view.is_opted_in(&key.namespace));
+        if let Some(changes) = &changes {
+            self.metrics.config_change(key.id.kind);
+            tracing::info!(object = %key, keys = changes.keys.len(), consumers = consumers.len(), "config data changed");
+        }
+        for target in consumers {
+            match &changes {
+                Some(changes) if self.reads_changed(&target, &key, changes) => {
+                    self.schedule(&target, Some((&key, changes)));
                 }
-            }
-            // First digests, or a change that causes nothing by itself: consumers waiting for
-            // these digests are checked now.
-            _ => {
-                for target in consumers {
-                    if self.waiting(&target) {
-                        self.schedule(&target, None);
-                    }
-                }
+                _ if self.waiting(&target) => self.schedule(&target, None),
+                _ => {}
             }
         }
     }
@@ -711,11 +707,10 @@ impl Loop {
     /// workloads (merging changes that come close together).
     fn schedule(&mut self, target: &Target, cause: Option<(&ConfigKey, &Changes)>) {
         let now = Instant::now();
-        let pending = self.pending.entry(target.clone()).or_insert(Pending {
-            due: None,
-            first: now,
-            causes: Causes::new(),
-        });
+        let pending = self
+            .pending
+            .entry(target.clone())
+            .or_insert(Pending::new(now));
         let due = match cause {
             Some((key, changes)) => {
                 let keys = if changes.existence {
@@ -877,12 +872,12 @@ impl Loop {
                 // object's newer version, or after a while if no event brings one.
                 self.last_written.remove(&target);
                 let causes = self.writing.remove(&target).unwrap_or_default();
-                let due = Instant::now() + CONFLICT_RECHECK;
-                let pending = self.pending.entry(target.clone()).or_insert(Pending {
-                    due: None,
-                    first: Instant::now(),
-                    causes: Causes::new(),
-                });
+                let now = Instant::now();
+                let due = now + CONFLICT_RECHECK;
+                let pending = self
+                    .pending
+                    .entry(target.clone())
+                    .or_insert(Pending::new(now));
                 for (key, keys) in causes {
                     pending.causes.entry(key).or_default().extend(keys);
                 }
@@ -909,10 +904,7 @@ impl Loop {
         self.waves.clear();
         self.wave_wake = None;
         if leader {
-            let targets: Vec<Target> = self.view.targets().cloned().collect();
-            for target in targets {
-                self.track(&target);
-            }
+            self.track_where(|_| true);
         }
         // The checks the new leader owes are pending before it says it leads.
         self.pending_share.set(self.pending_writes());
@@ -935,13 +927,9 @@ impl Loop {
 fn item_name(item: &Item) -> String {
     match item {
         Item::Namespace { name, .. } => name.clone(),
-        Item::Config { key, .. } => config_name(key),
+        Item::Config { key, .. } => format!("{}/{}", key.namespace, key.id.name),
         Item::Target { target, .. } => target_name(target),
     }
-}
-
-fn config_name(key: &ConfigKey) -> String {
-    format!("{}/{}", key.namespace, key.id.name)
 }
 
 fn scope_of(key: &ConfigKey) -> Scope {
@@ -953,25 +941,6 @@ fn scope_of(key: &ConfigKey) -> Scope {
 
 fn target_name(target: &Target) -> String {
     format!("{}/{}", target.namespace, target.name)
-}
-
-/// Capacity a work map keeps however empty it is.
-const SPARE: usize = 64;
-
-fn shrink<K: Eq + std::hash::Hash, V>(map: &mut HashMap<K, V>) {
-    if map.len() * 4 < map.capacity() && map.capacity() > SPARE {
-        map.shrink_to_fit();
-    }
-}
-
-fn shrink_set<K: Eq + std::hash::Hash>(set: &mut HashSet<K>) {
-    if set.len() * 4 < set.capacity() && set.capacity() > SPARE {
-        set.shrink_to_fit();
-    }
-}
-
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
 }
 
 fn read(store: &RwLock<ConfigStore>) -> std::sync::RwLockReadGuard<'_, ConfigStore> {

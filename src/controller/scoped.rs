@@ -55,24 +55,23 @@ impl std::fmt::Display for Scope {
 
 /// The running per-namespace watches.
 pub struct ScopedWatches {
-    client: Client,
-    out: Sender<Watched>,
-    secret_key: Option<SecretKey>,
-    /// Cleared (for every watch) the first time the API server refuses a streaming list.
-    streaming: Arc<AtomicBool>,
-    lists: Arc<Semaphore>,
+    /// What each watch is started with.
+    task: Task,
     tasks: HashMap<Arc<str>, Vec<JoinHandle<()>>>,
 }
 
 impl ScopedWatches {
     /// No watch yet; each sends what it sees to `out`.
     pub fn new(client: Client, out: Sender<Watched>, secret_key: Option<SecretKey>) -> Self {
-        Self {
+        let task = Task {
             client,
             out,
             secret_key,
             streaming: Arc::new(AtomicBool::new(true)),
             lists: Arc::new(Semaphore::new(LISTS)),
+        };
+        Self {
+            task,
             tasks: HashMap::new(),
         }
     }
@@ -89,14 +88,7 @@ impl ScopedWatches {
                     kind,
                     namespace: namespace.clone(),
                 };
-                let task = Task {
-                    client: self.client.clone(),
-                    out: self.out.clone(),
-                    secret_key: self.secret_key.clone(),
-                    streaming: self.streaming.clone(),
-                    lists: self.lists.clone(),
-                };
-                tokio::spawn(task.run(scope))
+                tokio::spawn(self.task.clone().run(scope))
             })
             .collect();
         self.tasks.insert(namespace.clone(), tasks);
@@ -119,10 +111,12 @@ impl Drop for ScopedWatches {
 }
 
 /// What one watch needs.
+#[derive(Clone)]
 struct Task {
     client: Client,
     out: Sender<Watched>,
     secret_key: Option<SecretKey>,
+    /// Cleared (for every watch) the first time the API server refuses a streaming list.
     streaming: Arc<AtomicBool>,
     lists: Arc<Semaphore>,
 }

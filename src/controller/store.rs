@@ -243,14 +243,11 @@ impl ConfigStore {
 
     /// How many objects of each kind the watch knows: (ConfigMaps, Secrets).
     pub fn counts(&self) -> (usize, usize) {
-        let (mut config_maps, mut secrets) = (0, 0);
-        for key in self.keys() {
-            match key.id.kind {
-                crate::hash::ConfigKind::ConfigMap => config_maps += 1,
-                crate::hash::ConfigKind::Secret => secrets += 1,
-            }
-        }
-        (config_maps, secrets)
+        self.keys()
+            .fold((0, 0), |(maps, secrets), key| match key.id.kind {
+                ConfigKind::ConfigMap => (maps + 1, secrets),
+                ConfigKind::Secret => (maps, secrets + 1),
+            })
     }
 }
 
@@ -268,23 +265,17 @@ fn diff(old: Option<&Digests>, new: Option<&Digests>) -> Changes {
                 keys,
             }
         }
-        (Some(old), Some(new)) => {
-            let mut keys = BTreeSet::new();
-            for (k, v) in old.0.iter() {
-                if new.get(k) != Some(v) {
-                    keys.insert(k.to_string());
-                }
-            }
-            for k in new.keys() {
-                if old.get(k).is_none() {
-                    keys.insert(k.to_owned());
-                }
-            }
-            Changes {
-                existence: false,
-                keys,
-            }
-        }
+        (Some(old), Some(new)) => Changes {
+            existence: false,
+            keys: old
+                .0
+                .iter()
+                .filter(|(k, v)| new.get(k) != Some(v))
+                .map(|(k, _)| &**k)
+                .chain(new.keys().filter(|k| old.get(k).is_none()))
+                .map(str::to_owned)
+                .collect(),
+        },
     }
 }
 
@@ -293,9 +284,13 @@ mod tests {
     use super::*;
 
     fn key() -> ConfigKey {
+        key_in("shop", "web")
+    }
+
+    fn key_in(namespace: &str, name: &str) -> ConfigKey {
         ConfigKey {
-            namespace: "shop".into(),
-            id: ConfigId::config_map("web"),
+            namespace: namespace.into(),
+            id: ConfigId::config_map(name),
         }
     }
 
@@ -385,10 +380,7 @@ mod tests {
         store.set_meta(key(), meta("1"));
         store.set_fetched(key(), fetched("1", &[("a", "1")], 7));
         assert_eq!(store.sent(&key()), Some(7));
-        let other = ConfigKey {
-            namespace: "other".into(),
-            id: ConfigId::config_map("web"),
-        };
+        let other = key_in("other", "web");
         store.set_meta(other.clone(), meta("1"));
         store.forget_namespace("shop");
         assert_eq!(store.sent(&key()), None);
@@ -402,10 +394,7 @@ mod tests {
         let mut store = ConfigStore::default();
         store.set_meta(key(), meta("1"));
         store.set_fetched(key(), fetched("1", &[("a", "1")], 1));
-        let gone = ConfigKey {
-            namespace: "shop".into(),
-            id: ConfigId::config_map("absent"),
-        };
+        let gone = key_in("shop", "absent");
         store.set_fetched(gone.clone(), fetched("1", &[], 2));
         store.retain_digests(|_| false);
         assert_eq!(store.counts(), (1, 0), "the metadata stays");

@@ -165,12 +165,10 @@ impl Write {
     pub fn again(&self) -> Option<Write> {
         (self.target.kind == TargetKind::Pod && self.annotation == MOUNTED_CONFIG_HASH).then(|| {
             Write {
-                target: self.target.clone(),
-                uid: self.uid.clone(),
                 expected: None,
-                desired: self.desired.clone(),
                 event: None,
                 annotation: MOUNTED_CONFIG_REFRESHED,
+                ..self.clone()
             }
         })
     }

@@ -20,7 +20,7 @@ pub struct Tracked {
 }
 
 /// Namespaces, consumers and the reverse index.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct View {
     own_namespace: String,
     opted_in: BTreeSet<String>,
@@ -39,11 +39,7 @@ impl View {
     pub fn new(own_namespace: &str) -> Self {
         Self {
             own_namespace: own_namespace.to_owned(),
-            opted_in: BTreeSet::new(),
-            consumers: HashMap::new(),
-            by_config: HashMap::new(),
-            budgets: HashMap::new(),
-            tick: 0,
+            ..Self::default()
         }
     }
 
@@ -79,21 +75,17 @@ impl View {
         let old = match consumer {
             None => self.consumers.remove(target),
             Some(consumer) => {
-                let unchanged = self.consumers.get(target).is_some_and(|t| {
-                    t.consumer.hash == consumer.hash
-                        && t.consumer.consumption == consumer.consumption
-                });
-                if unchanged {
-                    if let Some(tracked) = self.consumers.get_mut(target) {
-                        tracked.consumer.uid = consumer.uid;
-                        tracked.consumer.owner = consumer.owner;
-                        tracked.consumer.ready = consumer.ready;
-                    }
+                if let Some(tracked) = self.consumers.get_mut(target)
+                    && tracked.consumer.hash == consumer.hash
+                    && tracked.consumer.consumption == consumer.consumption
+                {
+                    tracked.consumer.uid = consumer.uid;
+                    tracked.consumer.owner = consumer.owner;
+                    tracked.consumer.ready = consumer.ready;
                     return false;
                 }
                 let seen = self.tick();
-                let keys = config_keys(target, &consumer);
-                for key in keys {
+                for key in config_keys(target, &consumer) {
                     self.by_config
                         .entry(key)
                         .or_default()
@@ -104,11 +96,7 @@ impl View {
             }
         };
         if let Some(old) = &old {
-            let still: BTreeSet<ConfigKey> = self
-                .consumers
-                .get(target)
-                .map(|t| config_keys(target, &t.consumer))
-                .unwrap_or_default();
+            let still = self.keys_of(target);
             for key in config_keys(target, &old.consumer) {
                 if still.contains(&key) {
                     continue;

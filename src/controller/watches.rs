@@ -10,11 +10,11 @@ use std::collections::HashSet;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Config, Event};
-use kube::{Client, Resource};
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
 
@@ -117,7 +117,7 @@ pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHand
     let (client, out) = (client.clone(), out.clone());
     tokio::spawn(async move {
         match stream {
-            Stream::Namespaces => watch_meta::<Namespace>(client, stream, out).await,
+            Stream::Namespaces => watch_namespaces(client, out).await,
             // Watched per namespace by `scoped`.
             Stream::Config(_) => {}
             Stream::Targets(kind) => watch_targets(client, kind, out).await,
@@ -125,17 +125,21 @@ pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHand
     })
 }
 
-async fn watch_meta<K>(client: Client, stream: Stream, out: Sender<Watched>)
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    K: Send + Sync + 'static,
-{
+async fn watch_namespaces(client: Client, out: Sender<Watched>) {
     // An `Api` of `PartialObjectMeta` asks the API server for metadata only.
-    let api = Api::<PartialObjectMeta<K>>::all(client);
+    let api = Api::<PartialObjectMeta<Namespace>>::all(client);
     let events = watcher::watcher(api, Config::default()).default_backoff();
-    forward(events, stream, out, move |object: PartialObjectMeta<K>| {
-        meta_item(stream, &object)
-    })
+    forward(
+        events,
+        Stream::Namespaces,
+        out,
+        |object: PartialObjectMeta<Namespace>| {
+            Some(Item::Namespace {
+                labelled: crate::policy::labelled_in(object.metadata.labels.as_ref()),
+                name: object.metadata.name?,
+            })
+        },
+    )
     .await;
 }
 
@@ -188,19 +192,6 @@ async fn forward<K, S>(
         {
             return;
         }
-    }
-}
-
-fn meta_item<K>(stream: Stream, object: &PartialObjectMeta<K>) -> Option<Item> {
-    let metadata = &object.metadata;
-    let name = metadata.name.clone()?;
-    let labels = metadata.labels.as_ref();
-    match stream {
-        Stream::Namespaces => Some(Item::Namespace {
-            labelled: crate::policy::labelled_in(labels),
-            name,
-        }),
-        Stream::Config(_) | Stream::Targets(_) => None,
     }
 }
 

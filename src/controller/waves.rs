@@ -69,7 +69,7 @@ impl Budget {
                 object
                     .pointer("/spec/replicas")
                     .and_then(Value::as_u64)
-                    .map_or(1, |r| u32::try_from(r).unwrap_or(u32::MAX)),
+                    .map_or(1, clamp),
             ),
         };
         let max_unavailable = object.pointer(pointer).and_then(|v| match v {
@@ -122,7 +122,7 @@ pub fn owner_of(namespace: &Arc<str>, meta: &ObjectMeta) -> Option<Target> {
         .iter()
         .find(|r| r.controller == Some(true))?;
     let name = owner.name.as_str();
-    let kind = match owner.kind.as_str() {
+    let (kind, name) = match owner.kind.as_str() {
         "ReplicaSet" => {
             // Argo Rollouts labels its ReplicaSets' Pods `rollouts-pod-template-hash`.
             let labels = meta.labels.as_ref()?;
@@ -130,15 +130,10 @@ pub fn owner_of(namespace: &Arc<str>, meta: &ObjectMeta) -> Option<Target> {
                 Some(hash) => (TargetKind::Rollout, hash),
                 None => (TargetKind::Deployment, labels.get("pod-template-hash")?),
             };
-            let workload = name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
-            return Some(Target {
-                kind,
-                namespace: namespace.clone(),
-                name: workload.into(),
-            });
+            (kind, name.strip_suffix(hash.as_str())?.strip_suffix('-')?)
         }
-        "StatefulSet" => TargetKind::StatefulSet,
-        "DaemonSet" => TargetKind::DaemonSet,
+        "StatefulSet" => (TargetKind::StatefulSet, name),
+        "DaemonSet" => (TargetKind::DaemonSet, name),
         _ => return None,
     };
     Some(Target {

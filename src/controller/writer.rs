@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-pub use body::{AnnotationPatch, COMPONENT, REASON, annotation_patch, event, write_patch};
+pub use body::{AnnotationPatch, COMPONENT, REASON, event, write_patch};
 
 use super::rate::TokenBucket;
 use super::target::{Target, TargetKind, Write};
@@ -52,15 +52,6 @@ pub struct WriterConfig {
     pub request_timeout: Duration,
 }
 
-impl Default for WriterConfig {
-    fn default() -> Self {
-        WriterConfig {
-            max_writes_per_second: 20.0,
-            request_timeout: Duration::from_secs(10),
-        }
-    }
-}
-
 /// What became of a write, sent back to the reconciler.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -73,43 +64,16 @@ pub enum Outcome {
     Gone(Target),
 }
 
-/// A metrics callback, called with the kind written.
-pub type Count = Arc<dyn Fn(TargetKind) + Send + Sync>;
-
-/// A metrics callback, called with how many writes the writer holds (queued, in flight or
-/// waiting to be retried or sent again, and Events being recorded).
-pub type Held = Arc<dyn Fn(usize) + Send + Sync>;
-
 /// Callbacks for metrics, so the writer does not depend on the metrics module.
 #[derive(Clone)]
 pub struct Counters {
-    /// A workload's `config-hash` was written (a rollout starts).
-    pub rollout: Count,
-    /// A Pod's `mounted-config-hash` was written (a kubelet refresh).
-    pub pod_refresh: Count,
-    /// The writes held changed; said before any [`Outcome`] is sent, so a write is counted
-    /// until the loop has learnt its outcome.
-    pub held: Held,
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        Counters {
-            rollout: Arc::new(|_| {}),
-            pod_refresh: Arc::new(|_| {}),
-            held: Arc::new(|_| {}),
-        }
-    }
-}
-
-impl Counters {
-    fn written(&self, kind: TargetKind) {
-        if kind.is_workload() {
-            (self.rollout)(kind)
-        } else {
-            (self.pod_refresh)(kind)
-        }
-    }
+    /// A hash annotation of this kind was written: a workload's `config-hash` (a rollout
+    /// starts) or a Pod's `mounted-config-hash` (a kubelet refresh).
+    pub written: Arc<dyn Fn(TargetKind) + Send + Sync>,
+    /// How many writes the writer holds (queued, in flight or waiting to be retried or sent
+    /// again, and Events being recorded); said before any [`Outcome`] is sent, so a write is
+    /// counted until the loop has learnt its outcome.
+    pub held: Arc<dyn Fn(usize) + Send + Sync>,
 }
 
 /// Why a request failed (logged; the writer retries or reports an [`Outcome`]).
@@ -277,10 +241,8 @@ impl Task {
             (self.counters.held)(self.held());
             let leading = leader_open && *leader.borrow();
             let token_at = if leading { self.dispatch() } else { None };
-            let wake = match (token_at, self.delayed.keys().next()) {
-                (Some(a), Some((b, _))) => Some(a.min(*b)),
-                (a, b) => a.or(b.map(|(at, _)| *at)),
-            };
+            let retry_at = self.delayed.keys().next().map(|(at, _)| *at);
+            let wake = token_at.into_iter().chain(retry_at).min();
             tokio::select! {
                 biased;
                 changed = leader.changed(), if leader_open => {
@@ -292,8 +254,8 @@ impl Task {
                     }
                 }
                 job = submits.recv() => match job {
-                    Some(Job::Write(write)) if leading => self.submit(write),
-                    Some(Job::Note(note)) if leading => self.note(note),
+                    Some(Job::Write(write)) if leading => self.queue(write, None),
+                    Some(Job::Note(note)) if leading => self.note(&note),
                     Some(Job::Write(write) | Job::Note(write)) => tracing::debug!(object = %write.target, "not the leader: write not queued"),
                     None => return,
                 },
@@ -308,19 +270,16 @@ impl Task {
         }
     }
 
-    fn note(&mut self, note: Write) {
-        let Some(message) = &note.event else {
+    /// Records `write.event`, if any, as an Event on `write.target`.
+    fn note(&mut self, write: &Write) {
+        let Some(message) = &write.event else {
             return;
         };
-        let event = event(&note, message, k8s_openapi::jiff::Timestamp::now());
+        let event = event(write, message, k8s_openapi::jiff::Timestamp::now());
         let (client, bucket, timeout) = (self.client.clone(), self.bucket.clone(), self.timeout);
-        let target = note.target.clone();
+        let target = write.target.clone();
         self.events
             .spawn(async move { record_event(client, bucket, timeout, target, event).await });
-    }
-
-    fn submit(&mut self, write: Write) {
-        self.queue(write, None);
     }
 
     /// Queues `write` to be sent now (`after` `None`) or after a delay; a write already queued
@@ -408,59 +367,51 @@ impl Task {
         };
         let write = entry.write.clone();
         let target = slot.0.clone();
-        if write.annotation != target.kind.annotation() {
-            self.finish_again(slot, write, next, sent);
-            return;
-        }
-        match sent {
-            Sent::Written => {
+        // The end of a second nudge ([`Write::again`]): nothing for the reconciler to learn.
+        let second = write.annotation != target.kind.annotation();
+        let outcome = match sent {
+            Sent::Retry { error, refused } => return self.retry(slot, write, next, error, refused),
+            Sent::Gone => {
                 self.entries.remove(&slot);
+                if !second {
+                    tracing::info!(object = %target, "the object is gone; not written");
+                    self.report(Outcome::Gone(target));
+                }
+                return;
+            }
+            _ if second => {
+                tracing::info!(object = %target, to = %write.desired, "wrote {} (the second nudge)", write.annotation);
+                None
+            }
+            Sent::Written => {
                 tracing::info!(
                     object = %target,
                     from = write.expected.as_deref().unwrap_or("none"),
                     to = %write.desired,
                     "wrote {}", target.kind.annotation()
                 );
-                self.counters.written(target.kind);
-                if let Some(message) = &write.event {
-                    let event = event(&write, message, k8s_openapi::jiff::Timestamp::now());
-                    let (client, bucket, timeout) =
-                        (self.client.clone(), self.bucket.clone(), self.timeout);
-                    let target = target.clone();
-                    self.events.spawn(async move {
-                        record_event(client, bucket, timeout, target, event).await
-                    });
-                }
+                (self.counters.written)(target.kind);
+                self.note(&write);
                 if let Some(again) = write.again() {
                     self.queue(again, Some(NUDGE_AGAIN_AFTER));
                 }
-                if let Some(next) = next {
-                    self.submit(next);
-                }
-                self.report(Outcome::Written(target, write.desired));
+                Some(Outcome::Written(target, write.desired))
             }
             Sent::Unchanged => {
-                self.entries.remove(&slot);
                 tracing::debug!(object = %target, "already holds the value; nothing sent");
-                if let Some(next) = next {
-                    self.submit(next);
-                }
-                self.report(Outcome::Written(target, write.desired));
+                Some(Outcome::Written(target, write.desired))
             }
             Sent::Conflict(code) => {
-                self.entries.remove(&slot);
                 tracing::info!(object = %target, status = code, "the object changed since the view; not written");
-                if let Some(next) = next {
-                    self.submit(next);
-                }
-                self.report(Outcome::Conflict(target));
+                Some(Outcome::Conflict(target))
             }
-            Sent::Gone => {
-                self.entries.remove(&slot);
-                tracing::info!(object = %target, "the object is gone; not written");
-                self.report(Outcome::Gone(target));
-            }
-            Sent::Retry { error, refused } => self.retry(slot, write, next, error, refused),
+        };
+        self.entries.remove(&slot);
+        if let Some(next) = next {
+            self.queue(next, None);
+        }
+        if let Some(outcome) = outcome {
+            self.report(outcome);
         }
     }
 
@@ -474,24 +425,6 @@ impl Task {
     fn report(&self, outcome: Outcome) {
         (self.counters.held)(self.held());
         let _ = self.outcomes.send(outcome);
-    }
-
-    /// The end of a second nudge ([`Write::again`]): nothing for the reconciler to learn.
-    fn finish_again(&mut self, slot: Slot, write: Write, next: Option<Write>, sent: Sent) {
-        let target = slot.0.clone();
-        match sent {
-            Sent::Written | Sent::Unchanged | Sent::Conflict(_) => {
-                self.entries.remove(&slot);
-                tracing::info!(object = %target, to = %write.desired, "wrote {} (the second nudge)", write.annotation);
-                if let Some(next) = next {
-                    self.submit(next);
-                }
-            }
-            Sent::Gone => {
-                self.entries.remove(&slot);
-            }
-            Sent::Retry { error, refused } => self.retry(slot, write, next, error, refused),
-        }
     }
 
     fn retry(

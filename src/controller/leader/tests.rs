@@ -3,14 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use http::{Method, Request, Response};
-use http_body_util::BodyExt;
-use kube::client::Body;
-use serde_json::{Value, json};
+use http::Method;
+use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::*;
+use crate::controller::mock_api::{self, status};
 
 const D: Duration = Duration::from_secs(15);
 const NS: &str = "reload-injector";
@@ -51,103 +50,54 @@ fn timing_derives_from_the_lease_duration() {
 }
 
 #[test]
-fn no_lease_means_create() {
-    let t0 = Instant::now();
-    assert_eq!(
-        decide(None, "me", t0, t0 + secs(100), &Timing::new(D)),
-        Action::Create
-    );
-}
-
-#[test]
-fn the_holder_waits_then_renews_even_late() {
+fn the_decision_follows_the_lease_and_the_local_clock() {
     let (t0, timing) = (Instant::now(), Timing::new(D));
-    let mine = lease(Some("me"), Some(15));
-    let until = t0 + secs(5);
     assert_eq!(
-        decide(Some(&mine), "me", t0, t0, &timing),
-        Action::Wait { until }
+        decide(None, "me", t0, t0 + secs(100), &timing),
+        Action::Create,
+        "no lease means create"
     );
-    assert_eq!(
-        decide(
-            Some(&mine),
-            "me",
-            t0,
-            until - Duration::from_nanos(1),
-            &timing
-        ),
-        Action::Wait { until }
-    );
-    assert_eq!(decide(Some(&mine), "me", t0, until, &timing), Action::Renew);
-    // Past its expiry the record still names us: renewing with its resourceVersion is safe.
-    assert_eq!(
-        decide(Some(&mine), "me", t0, t0 + secs(60), &timing),
-        Action::Renew
-    );
-}
-
-#[test]
-fn another_holder_is_followed_until_unchanged_for_its_duration() {
-    let (t0, timing) = (Instant::now(), Timing::new(D));
-    let theirs = lease(Some("them"), Some(15));
-    let expires = t0 + secs(15);
-    let follow = Action::Follow {
-        holder: "them".into(),
-        expires,
-    };
-    assert_eq!(decide(Some(&theirs), "me", t0, t0, &timing), follow);
-    assert_eq!(
-        decide(
-            Some(&theirs),
-            "me",
-            t0,
-            expires - Duration::from_nanos(1),
-            &timing
-        ),
-        follow
-    );
-    assert_eq!(
-        decide(Some(&theirs), "me", t0, expires, &timing),
-        Action::TakeOver
-    );
-    assert_eq!(
-        decide(Some(&theirs), "me", t0, t0 + secs(99), &timing),
-        Action::TakeOver
-    );
-}
-
-#[test]
-fn the_record_duration_wins_over_ours_when_set() {
-    let (t0, timing) = (Instant::now(), Timing::new(D));
+    let (mine, theirs) = (lease(Some("me"), Some(15)), lease(Some("them"), Some(15)));
     let long = lease(Some("them"), Some(40));
-    assert!(matches!(
-        decide(Some(&long), "me", t0, t0 + secs(39), &timing),
-        Action::Follow { expires, .. } if expires == t0 + secs(40)
-    ));
-    assert_eq!(
-        decide(Some(&long), "me", t0, t0 + secs(40), &timing),
-        Action::TakeOver
-    );
-    for unset in [None, Some(0), Some(-5)] {
-        let theirs = lease(Some("them"), unset);
-        assert!(matches!(
-            decide(Some(&theirs), "me", t0, t0 + secs(14), &timing),
-            Action::Follow { expires, .. } if expires == t0 + D
-        ));
-        assert_eq!(
-            decide(Some(&theirs), "me", t0, t0 + D, &timing),
-            Action::TakeOver
-        );
-    }
-}
-
-#[test]
-fn a_free_lease_is_taken_at_once() {
-    let (t0, timing) = (Instant::now(), Timing::new(D));
+    let unset = [None, Some(0), Some(-5)].map(|seconds| lease(Some("them"), seconds));
+    let (released, blank) = (lease(None, Some(1)), lease(Some(""), Some(15)));
     let mut no_spec = lease(None, None);
     no_spec.spec = None;
-    for free in [lease(None, Some(1)), lease(Some(""), Some(15)), no_spec] {
-        assert_eq!(decide(Some(&free), "me", t0, t0, &timing), Action::TakeOver);
+    let wait = Action::Wait {
+        until: t0 + secs(5),
+    };
+    let follow = |seconds| Action::Follow {
+        holder: "them".into(),
+        expires: t0 + secs(seconds),
+    };
+    let ns = Duration::from_nanos(1);
+    let cases = [
+        ("mine: waits", &mine, secs(0), wait.clone()),
+        ("mine: waits until due", &mine, secs(5) - ns, wait),
+        ("mine: renews when due", &mine, secs(5), Action::Renew),
+        // Past its expiry the record still names us: renewing with its resourceVersion is safe.
+        ("mine: renews even late", &mine, secs(60), Action::Renew),
+        ("theirs: followed", &theirs, secs(0), follow(15)),
+        ("theirs: until expiry", &theirs, secs(15) - ns, follow(15)),
+        ("theirs: expired", &theirs, secs(15), Action::TakeOver),
+        ("theirs: long expired", &theirs, secs(99), Action::TakeOver),
+        // The record's own duration wins over ours when set.
+        ("own duration", &long, secs(39), follow(40)),
+        ("own duration, expired", &long, secs(40), Action::TakeOver),
+        ("no duration", &unset[0], secs(14), follow(15)),
+        ("no duration, expired", &unset[0], D, Action::TakeOver),
+        ("zero", &unset[1], secs(14), follow(15)),
+        ("zero, expired", &unset[1], D, Action::TakeOver),
+        ("negative", &unset[2], secs(14), follow(15)),
+        ("negative, expired", &unset[2], D, Action::TakeOver),
+        // A free Lease is taken at once.
+        ("free: released", &released, secs(0), Action::TakeOver),
+        ("free: blank holder", &blank, secs(0), Action::TakeOver),
+        ("free: no spec", &no_spec, secs(0), Action::TakeOver),
+    ];
+    for (case, lease, after, expected) in cases {
+        let action = decide(Some(lease), "me", t0, t0 + after, &timing);
+        assert_eq!(action, expected, "{case}");
     }
 }
 
@@ -237,10 +187,9 @@ fn identity_is_pod_or_host_and_a_suffix() {
 
 // ---- the I/O loop against a mock Lease API ----
 
-/// How the mock answers.
+/// How the mock fails.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fault {
-    None,
     /// Every request fails with this status.
     Status(u16),
     /// No request is answered.
@@ -301,11 +250,6 @@ impl Store {
     }
 }
 
-fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "message": reason, "reason": reason, "code": code})
-}
-
 fn answer(store: &mut Store, method: &Method, path: &str, body: &Value) -> (u16, Value) {
     let collection = format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases");
     let item = format!("{collection}/{NAME}");
@@ -345,44 +289,29 @@ fn answer(store: &mut Store, method: &Method, path: &str, body: &Value) -> (u16,
 /// A kube client named `name` whose requests the shared store answers; `leading` is the
 /// sender's published leadership, recorded with each request.
 fn mock_client(store: &Shared, name: &'static str, leading: watch::Receiver<bool>) -> kube::Client {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let store = store.clone();
-    tokio::spawn(async move {
-        let mut hanging = Vec::new();
-        while let Some((request, send)) = handle.next_request().await {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect().await.unwrap().to_bytes();
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let mut guard = store.lock().unwrap();
-            let mut call = Call {
-                method: parts.method.clone(),
-                at: Instant::now(),
-                client: name,
-                body: body.clone(),
-                leading: *leading.borrow(),
-                code: 0,
-            };
-            let (code, reply) = match guard.fault.unwrap_or(Fault::None) {
-                Fault::Hang => {
-                    guard.calls.push(call);
-                    hanging.push(send);
-                    continue;
-                }
-                Fault::Status(code) => (code, status(code, "InternalError")),
-                Fault::None => answer(&mut guard, &parts.method, parts.uri.path(), &body),
-            };
-            call.code = code;
-            guard.calls.push(call);
-            drop(guard);
-            let response = Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
-                .unwrap();
-            send.send_response(response);
-        }
-    });
-    kube::Client::new(service, "default")
+    mock_api::client(move |parts, body| {
+        let mut store = store.lock().unwrap();
+        let mut call = Call {
+            method: parts.method.clone(),
+            at: Instant::now(),
+            client: name,
+            body: body.clone(),
+            leading: *leading.borrow(),
+            code: 0,
+        };
+        let (code, reply) = match store.fault {
+            Some(Fault::Hang) => {
+                store.calls.push(call);
+                return None;
+            }
+            Some(Fault::Status(code)) => (code, status(code, "InternalError")),
+            None => answer(&mut store, &parts.method, parts.uri.path(), &body),
+        };
+        call.code = code;
+        store.calls.push(call);
+        Some((code, reply))
+    })
 }
 
 /// A running elector: its identity, its leadership log, and how to stop it.
@@ -461,6 +390,14 @@ fn shared(lease: Option<Lease>) -> Shared {
     Arc::new(Mutex::new(store))
 }
 
+/// A store without a Lease, and elector `a` leading once it has created it.
+async fn leading() -> (Shared, Running) {
+    let store = shared(None);
+    let me = Running::start(&store, "a");
+    until(secs(1), || me.is_leading()).await;
+    (store, me)
+}
+
 /// Waits (on the paused clock) until `check` holds, for at most `limit`.
 async fn until(limit: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -484,8 +421,12 @@ fn rival(store: &Shared, holder: &'static str) -> JoinHandle<()> {
     })
 }
 
-fn rv(value: &Value) -> &str {
-    value["metadata"]["resourceVersion"].as_str().unwrap_or("")
+/// The resourceVersion a written body carries.
+fn rv(value: &Value) -> u64 {
+    value["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a numeric resourceVersion")
 }
 
 #[tokio::test(start_paused = true)]
@@ -520,10 +461,7 @@ async fn creates_the_missing_lease_then_renews_it() {
     assert_eq!(puts.len(), 12, "renewals in 60 s");
     for pair in puts.windows(2) {
         assert_eq!(pair[1].at - pair[0].at, secs(5));
-        assert_eq!(
-            rv(&pair[1].body).parse::<u64>().unwrap(),
-            rv(&pair[0].body).parse::<u64>().unwrap() + 1
-        );
+        assert_eq!(rv(&pair[1].body), rv(&pair[0].body) + 1);
     }
     assert!(puts[0].at - start <= secs(5));
     let first = &calls[1].body["spec"];
@@ -574,7 +512,7 @@ async fn an_expired_lease_is_taken_over_with_the_version_read() {
         waited >= D && waited <= D + secs(4),
         "took over after {waited:?}"
     );
-    assert_eq!(rv(&put.body), "1");
+    assert_eq!(rv(&put.body), 1);
     assert_eq!(put.code, 200);
     assert_eq!(put.body["spec"]["holderIdentity"], me.identity.as_str());
     assert_eq!(put.body["spec"]["leaseTransitions"], 4);
@@ -612,22 +550,13 @@ async fn losing_the_takeover_race_keeps_a_follower() {
 
 /// Acquires, then sets `fault`: leadership must end at once or by the renew deadline.
 async fn steps_down_on(fault: Fault) -> (Duration, Running, Shared) {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     tokio::time::sleep(secs(7)).await;
     store.lock().unwrap().fault = Some(fault);
     until(secs(20), || !me.is_leading()).await;
-    let guard = store.lock().unwrap();
-    let last_ok = guard
-        .calls_from("a")
-        .iter()
-        .filter(|c| c.code == 200 || c.code == 201)
-        .map(|c| c.at)
-        .next_back()
-        .unwrap();
-    let stepped_down = me.first(false).unwrap() - last_ok;
-    drop(guard);
+    let calls = store.lock().unwrap().calls_from("a");
+    let ok = calls.iter().filter(|c| c.code == 200 || c.code == 201);
+    let stepped_down = me.first(false).unwrap() - ok.map(|c| c.at).next_back().unwrap();
     (stepped_down, me, store)
 }
 
@@ -655,9 +584,7 @@ async fn an_unanswered_renewal_ends_leadership_by_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_publishes_false_then_releases() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     tokio::time::sleep(secs(12)).await;
     let log = me.log.clone();
     let identity = me.identity.clone();
@@ -671,10 +598,7 @@ async fn shutdown_publishes_false_then_releases() {
         "false is published before the release is sent"
     );
     assert_eq!(release.code, 200);
-    assert_eq!(
-        rv(&release.body).parse::<u64>().unwrap(),
-        rv(&renewal.body).parse::<u64>().unwrap() + 1
-    );
+    assert_eq!(rv(&release.body), rv(&renewal.body) + 1);
     assert_eq!(release.body["spec"]["holderIdentity"], Value::Null);
     assert_eq!(release.body["spec"]["leaseDurationSeconds"], 1);
     assert_eq!(release.body["spec"]["leaseTransitions"], 0);
@@ -685,9 +609,7 @@ async fn shutdown_publishes_false_then_releases() {
 
 #[tokio::test(start_paused = true)]
 async fn a_released_lease_passes_to_the_follower_at_once() {
-    let store = shared(None);
-    let first = Running::start(&store, "a");
-    until(secs(1), || first.is_leading()).await;
+    let (store, first) = leading().await;
     let second = Running::start(&store, "b");
     tokio::time::sleep(secs(40)).await;
     assert!(
@@ -711,9 +633,7 @@ async fn a_released_lease_passes_to_the_follower_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_deleted_lease_is_created_again() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     store.lock().unwrap().lease = None;
     until(secs(10), || !me.is_leading()).await;
     until(secs(10), || me.is_leading()).await;
@@ -733,9 +653,7 @@ fn a_zero_duration_does_not_spin() {
 
 #[tokio::test(start_paused = true)]
 async fn a_release_after_a_landed_renewal_reads_again() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     // A renewal the elector no longer knows of (as if cut short by the shutdown) landed.
     store.lock().unwrap().renew_as(&me.identity);
     me.shutdown().await;
@@ -754,9 +672,7 @@ async fn a_release_after_a_landed_renewal_reads_again() {
 
 #[tokio::test(start_paused = true)]
 async fn a_release_taken_by_another_is_left_alone() {
-    let store = shared(None);
-    let me = Running::start(&store, "a");
-    until(secs(1), || me.is_leading()).await;
+    let (store, me) = leading().await;
     store.lock().unwrap().renew_as("thief");
     me.shutdown().await;
     let calls = store.lock().unwrap().calls_from("a");

@@ -16,20 +16,20 @@ fn key(name: &str) -> ConfigKey {
     }
 }
 
-fn deployment() -> Target {
+fn target(kind: TargetKind, name: &str) -> Target {
     Target {
-        kind: TargetKind::Deployment,
+        kind,
         namespace: NS.into(),
-        name: "web".into(),
+        name: name.into(),
     }
 }
 
+fn deployment() -> Target {
+    target(TargetKind::Deployment, "web")
+}
+
 fn pod() -> Target {
-    Target {
-        kind: TargetKind::Pod,
-        namespace: NS.into(),
-        name: "web-1".into(),
-    }
+    target(TargetKind::Pod, "web-1")
 }
 
 fn reads(names: &[&str]) -> Consumption {
@@ -44,13 +44,46 @@ fn reads(names: &[&str]) -> Consumption {
 
 /// The hash a consumer of `names` (key `a`) gets when each holds `a = value`.
 fn hash_of(names: &[&str], value: &str) -> String {
+    let values: Vec<_> = names.iter().map(|name| (*name, value)).collect();
+    hash_over(&values)
+}
+
+/// The hash a consumer gets of each named object's key `a` holding its value.
+fn hash_over(values: &[(&str, &str)]) -> String {
     let mut data = ConfigData::new();
-    for name in names {
+    for (name, value) in values {
         let id = ConfigId::config_map(*name);
         let object = ConfigObject::from_values(&id, [("a", value.as_bytes())], None).unwrap();
         data.insert(id, Lookup::Found(object));
     }
-    reads(names).hash(&data, None).hash.unwrap()
+    let names: Vec<&str> = values.iter().map(|(name, _)| *name).collect();
+    reads(&names).hash(&data, None).hash.unwrap()
+}
+
+fn consumer(hash: Option<&str>, names: &[&str]) -> Consumer {
+    Consumer {
+        uid: "uid-1".into(),
+        hash: hash.map(str::to_owned),
+        consumption: reads(names).into(),
+        earlier: None,
+        owner: None,
+        ready: None,
+    }
+}
+
+fn meta(rv: &str, ignore: bool) -> Meta {
+    Meta {
+        resource_version: rv.into(),
+        ignore,
+    }
+}
+
+/// The write `verdict` says to make.
+fn write_of(verdict: Verdict) -> Write {
+    match verdict {
+        Verdict::Write(write) => write,
+        other => panic!("expected a write, got {other:?}"),
+    }
 }
 
 struct World {
@@ -69,25 +102,13 @@ impl World {
     }
 
     fn consumer(&mut self, target: &Target, hash: Option<&str>, names: &[&str]) {
-        let consumer = Consumer {
-            uid: "uid-1".into(),
-            hash: hash.map(str::to_owned),
-            consumption: reads(names).into(),
-            earlier: None,
-            owner: None,
-            ready: None,
-        };
-        self.view.set_consumer(target, Some(consumer));
+        self.view.set_consumer(target, Some(consumer(hash, names)));
     }
 
     /// The watch saw `name` at `rv`, and its digests (`a = value`) were fetched after everything
     /// the view has seen so far.
     fn config(&mut self, name: &str, rv: &str, value: &str) {
-        let meta = Meta {
-            resource_version: rv.into(),
-            ignore: false,
-        };
-        self.store.set_meta(key(name), meta);
+        self.store.set_meta(key(name), meta(rv, false));
         let id = ConfigId::config_map(name);
         let object =
             ConfigObject::from_values(&id, [("a", value.as_bytes())], None).map(Into::into);
@@ -103,6 +124,11 @@ impl World {
     fn evaluate(&self, target: &Target, causes: &Causes) -> Verdict {
         evaluate(&self.view, &self.store, target, causes, None)
     }
+
+    /// The verdict on `target` with no change behind it (start-up, a new leader, its update).
+    fn check(&self, target: &Target) -> Verdict {
+        self.evaluate(target, &Causes::new())
+    }
 }
 
 fn changed(name: &str, keys: &[&str]) -> Causes {
@@ -114,10 +140,7 @@ fn a_hash_that_matches_the_data_is_left_alone() {
     let mut world = World::new();
     world.consumer(&deployment(), Some(&hash_of(&["env"], "1")), &["env"]);
     world.config("env", "10", "1");
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
 }
 
 #[test]
@@ -126,7 +149,7 @@ fn digests_not_fetched_yet_are_fetched_first() {
     world.consumer(&deployment(), Some("sha256:old"), &["env", "more"]);
     world.config("env", "10", "1");
     assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
+        world.check(&deployment()),
         Verdict::Fetch(vec![key("more")])
     );
 }
@@ -136,9 +159,7 @@ fn a_data_change_rewrites_the_hash_with_an_event_naming_object_and_key() {
     let mut world = World::new();
     world.consumer(&deployment(), Some(&hash_of(&["env"], "1")), &["env"]);
     world.config("env", "11", "2");
-    let Verdict::Write(write) = world.evaluate(&deployment(), &changed("env", &["a"])) else {
-        panic!("expected a write");
-    };
+    let write = write_of(world.evaluate(&deployment(), &changed("env", &["a"])));
     assert_eq!(write.desired, hash_of(&["env"], "2"));
     assert_eq!(write.expected, Some(hash_of(&["env"], "1")));
     assert_eq!(write.uid, "uid-1");
@@ -152,17 +173,11 @@ fn a_data_change_rewrites_the_hash_with_an_event_naming_object_and_key() {
 
 #[test]
 fn a_rollout_is_rewritten_with_an_event_as_a_deployment_is() {
-    let rollout = Target {
-        kind: TargetKind::Rollout,
-        namespace: NS.into(),
-        name: "web".into(),
-    };
+    let rollout = target(TargetKind::Rollout, "web");
     let mut world = World::new();
     world.consumer(&rollout, Some(&hash_of(&["env"], "1")), &["env"]);
     world.config("env", "11", "2");
-    let Verdict::Write(write) = world.evaluate(&rollout, &changed("env", &["a"])) else {
-        panic!("expected a write");
-    };
+    let write = write_of(world.evaluate(&rollout, &changed("env", &["a"])));
     assert_eq!(write.target, rollout);
     assert_eq!(write.desired, hash_of(&["env"], "2"));
     assert_eq!(write.expected, Some(hash_of(&["env"], "1")));
@@ -180,15 +195,12 @@ fn data_older_than_the_hash_seen_is_fetched_again_before_any_write() {
     // Another replica's webhook stamped a hash from newer data than this view holds.
     world.consumer(&deployment(), Some(&hash_of(&["env"], "2")), &["env"]);
     assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
+        world.check(&deployment()),
         Verdict::Fetch(vec![key("env")]),
         "the view's older data must not undo the newer hash"
     );
     world.config("env", "12", "2");
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
 }
 
 #[test]
@@ -196,10 +208,8 @@ fn a_pod_without_a_mounted_hash_waits_for_a_change_and_gets_no_event() {
     let mut world = World::new();
     world.consumer(&pod(), None, &["conf"]);
     world.config("conf", "5", "1");
-    assert_eq!(world.evaluate(&pod(), &Causes::new()), Verdict::Nothing);
-    let Verdict::Write(write) = world.evaluate(&pod(), &changed("conf", &["a"])) else {
-        panic!("expected a write");
-    };
+    assert_eq!(world.check(&pod()), Verdict::Nothing);
+    let write = write_of(world.evaluate(&pod(), &changed("conf", &["a"])));
     assert_eq!(write.expected, None);
     assert_eq!(
         write.event, None,
@@ -212,31 +222,12 @@ fn ignored_objects_and_namespaces_not_opted_in_cause_nothing() {
     let mut world = World::new();
     world.consumer(&deployment(), Some("sha256:stale"), &["env"]);
     world.config("env", "10", "1");
-    let ignore = Meta {
-        resource_version: "10".into(),
-        ignore: true,
-    };
-    world.store.set_meta(key("env"), ignore);
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
-    world.store.set_meta(
-        key("env"),
-        Meta {
-            resource_version: "10".into(),
-            ignore: false,
-        },
-    );
-    assert!(matches!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Write(_)
-    ));
+    world.store.set_meta(key("env"), meta("10", true));
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
+    world.store.set_meta(key("env"), meta("10", false));
+    assert!(matches!(world.check(&deployment()), Verdict::Write(_)));
     world.view.set_namespace(NS, false);
-    assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Nothing
-    );
+    assert_eq!(world.check(&deployment()), Verdict::Nothing);
 }
 
 #[test]
@@ -259,40 +250,22 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade() {
     // container whose strategy is now restart, so the hash is now over both.
     let mut world = World::new();
     let consumer = Consumer {
-        uid: "uid-1".into(),
-        hash: Some(hash_of(&["env"], "1")),
-        consumption: reads(&["env", "conf"]).into(),
         earlier: Some(reads(&["env"]).into()),
-        owner: None,
-        ready: None,
+        ..consumer(Some(&hash_of(&["env"], "1")), &["env", "conf"])
     };
     world.view.set_consumer(&deployment(), Some(consumer));
     world.config("env", "10", "1");
     world.config("conf", "10", "1");
     assert_eq!(
-        world.evaluate(&deployment(), &Causes::new()),
+        world.check(&deployment()),
         Verdict::Nothing,
         "start-up, config unchanged"
     );
     // A change of the mounted config rolls, with the hash over both.
     world.config("conf", "11", "2");
-    let Verdict::Write(write) = world.evaluate(&deployment(), &changed("conf", &["a"])) else {
-        panic!("expected a write");
-    };
-    let mut data = ConfigData::new();
-    for (name, value) in [("env", "1"), ("conf", "2")] {
-        let id = ConfigId::config_map(name);
-        let object = ConfigObject::from_values(&id, [("a", value.as_bytes())], None).unwrap();
-        data.insert(id, Lookup::Found(object));
-    }
-    assert_eq!(
-        write.desired,
-        reads(&["env", "conf"]).hash(&data, None).hash.unwrap()
-    );
+    let write = write_of(world.evaluate(&deployment(), &changed("conf", &["a"])));
+    assert_eq!(write.desired, hash_over(&[("env", "1"), ("conf", "2")]));
     // And a change while no controller ran is still found at start.
     world.config("env", "12", "3");
-    assert!(matches!(
-        world.evaluate(&deployment(), &Causes::new()),
-        Verdict::Write(_)
-    ));
+    assert!(matches!(world.check(&deployment()), Verdict::Write(_)));
 }

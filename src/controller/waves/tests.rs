@@ -36,36 +36,22 @@ fn names(writes: &[Write]) -> Vec<String> {
 
 #[test]
 fn budgets_follow_the_workloads_own_max_unavailable() {
-    let deployment = |strategy: Value, replicas: u64| json!({"spec": {"replicas": replicas, "strategy": strategy}});
     let of = |kind, object: &Value| Budget::of(kind, "u", object).unwrap();
+    // The wave size of a Deployment of `replicas` Pods, all to refresh, with `strategy`.
+    let deployment = |strategy: Value, replicas: u64| {
+        let object = json!({"spec": {"replicas": replicas, "strategy": strategy}});
+        of(TargetKind::Deployment, &object).wave_size(replicas as usize)
+    };
     // Unset: 25% of the replicas, rounded down, at least one.
-    assert_eq!(
-        of(TargetKind::Deployment, &deployment(json!({}), 8)).wave_size(8),
-        2
-    );
-    assert_eq!(
-        of(TargetKind::Deployment, &deployment(json!({}), 3)).wave_size(3),
-        1
-    );
-    assert_eq!(
-        of(TargetKind::Deployment, &deployment(json!({}), 1)).wave_size(1),
-        1
-    );
+    assert_eq!(deployment(json!({}), 8), 2);
+    assert_eq!(deployment(json!({}), 3), 1);
+    assert_eq!(deployment(json!({}), 1), 1);
     let pct = json!({"rollingUpdate": {"maxUnavailable": "50%"}});
-    assert_eq!(
-        of(TargetKind::Deployment, &deployment(pct, 10)).wave_size(10),
-        5
-    );
+    assert_eq!(deployment(pct, 10), 5);
     let count = json!({"rollingUpdate": {"maxUnavailable": 3}});
-    assert_eq!(
-        of(TargetKind::Deployment, &deployment(count, 10)).wave_size(10),
-        3
-    );
+    assert_eq!(deployment(count, 10), 3);
     let zero = json!({"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}});
-    assert_eq!(
-        of(TargetKind::Deployment, &deployment(zero, 10)).wave_size(10),
-        1
-    );
+    assert_eq!(deployment(zero, 10), 1);
     // A StatefulSet or DaemonSet rolls one Pod at a time unless told otherwise.
     let sts = json!({"spec": {"replicas": 6}});
     assert_eq!(of(TargetKind::StatefulSet, &sts).wave_size(6), 1);

@@ -4,9 +4,9 @@ use json_patch::{Patch, PatchOperation, TestOperation};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
-use crate::controller::target::{TargetKind, Write};
+use crate::controller::target::Write;
 
 /// The component name on Events and the field manager on patches.
 pub const COMPONENT: &str = "reload-injector";
@@ -27,36 +27,15 @@ pub enum AnnotationPatch {
     Unchanged,
 }
 
-/// The PATCH that moves `kind`'s annotation from `expected` to `desired`, made by editing a
-/// copy of a skeleton (and, with `expected`, diffing the two).
-pub fn annotation_patch(
-    kind: TargetKind,
-    expected: Option<&str>,
-    desired: &str,
-) -> AnnotationPatch {
-    patch_of(kind, kind.annotation(), expected, desired)
-}
-
-/// The PATCH of `write`: its annotation from `expected` to `desired`.
+/// The PATCH of `write`: its annotation from `expected` to `desired`, made by editing a copy of
+/// a skeleton (and, with `expected`, diffing the two).
 pub fn write_patch(write: &Write) -> AnnotationPatch {
-    patch_of(
-        write.target.kind,
-        write.annotation,
-        write.expected.as_deref(),
-        &write.desired,
-    )
-}
-
-fn patch_of(
-    kind: TargetKind,
-    annotation: &str,
-    expected: Option<&str>,
-    desired: &str,
-) -> AnnotationPatch {
-    let before = skeleton(kind, annotation, expected);
+    let (annotation, expected) = (write.annotation, write.expected.as_deref());
+    let pointer = format!("{}/metadata/annotations", write.target.kind.pod_pointer());
+    let before = skeleton(&pointer, annotation, expected);
     let mut after = before.clone();
-    if let Some(annotations) = annotations_mut(&mut after, kind) {
-        annotations.insert(annotation.to_owned(), Value::from(desired));
+    if let Some(annotations) = after.pointer_mut(&pointer).and_then(Value::as_object_mut) {
+        annotations.insert(annotation.to_owned(), Value::from(write.desired.as_str()));
     }
     let Some(expected) = expected else {
         return AnnotationPatch::Add(after);
@@ -66,9 +45,9 @@ fn patch_of(
         return AnnotationPatch::Unchanged;
     }
     let mut ops = Vec::with_capacity(changes.0.len() + 1);
-    if let Some(path) = changes.0.first().map(op_path) {
+    if let Some(path) = changes.0.first().map(|op| op.path().to_buf()) {
         ops.push(PatchOperation::Test(TestOperation {
-            path: path.clone(),
+            path,
             value: Value::from(expected),
         }));
     }
@@ -76,46 +55,15 @@ fn patch_of(
     AnnotationPatch::Guarded(Patch(ops))
 }
 
-/// An object holding only the path to `kind`'s metadata and, in it, an annotations map with
-/// `annotation` set to `expected` (empty when `None`).
-fn skeleton(kind: TargetKind, annotation: &str, expected: Option<&str>) -> Value {
-    let mut annotations = Map::new();
-    if let Some(value) = expected {
-        annotations.insert(annotation.to_owned(), Value::from(value));
-    }
-    let mut node = Value::Object(Map::from_iter([(
-        "annotations".to_owned(),
-        Value::Object(annotations),
-    )]));
-    for key in metadata_path(kind).rev() {
-        node = Value::Object(Map::from_iter([(key.to_owned(), node)]));
-    }
-    node
-}
-
-/// The object keys from the object to the metadata that holds the annotation.
-fn metadata_path(kind: TargetKind) -> std::vec::IntoIter<&'static str> {
-    let pod = kind.pod_pointer().split('/').filter(|key| !key.is_empty());
-    pod.chain(["metadata"]).collect::<Vec<_>>().into_iter()
-}
-
-fn annotations_mut(object: &mut Value, kind: TargetKind) -> Option<&mut Map<String, Value>> {
-    let mut node = object;
-    for key in metadata_path(kind) {
-        node = node.get_mut(key)?;
-    }
-    node.get_mut("annotations")?.as_object_mut()
-}
-
-fn op_path(op: &PatchOperation) -> &json_patch::jsonptr::PointerBuf {
-    match op {
-        PatchOperation::Add(op) => &op.path,
-        PatchOperation::Remove(op) => &op.path,
-        PatchOperation::Replace(op) => &op.path,
-        PatchOperation::Move(op) => &op.path,
-        PatchOperation::Copy(op) => &op.path,
-        PatchOperation::Test(op) => &op.path,
-    }
+/// An object holding only the path to the annotations map at `pointer`, with `annotation` set
+/// to `expected` in it (empty when `None`).
+fn skeleton(pointer: &str, annotation: &str, expected: Option<&str>) -> Value {
+    let annotations: Map<String, Value> = expected
+        .map(|value| (annotation.to_owned(), Value::from(value)))
+        .into_iter()
+        .collect();
+    let keys = pointer.rsplit('/').filter(|key| !key.is_empty());
+    keys.fold(Value::Object(annotations), |node, key| json!({ key: node }))
 }
 
 /// The `ConfigChanged` Event recording `write` (with message `message`) at `now`.

@@ -1,26 +1,23 @@
 //! The writer against a tower-test mock API: exact requests, outcomes, retries, rate, dedupe
 //! and leadership. Time is paused, so delays are measured on tokio's clock.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{Request, Response};
-use http_body_util::BodyExt;
-use kube::client::Body;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::*;
+use crate::controller::mock_api;
 
 /// One request the mock API received.
 #[derive(Debug, Clone)]
 struct Seen {
     method: String,
     path: String,
-    query: HashMap<String, String>,
+    query: String,
     content_type: String,
     body: Value,
     at: Instant,
@@ -42,87 +39,67 @@ impl Seen {
                     a.len() == 1 && a.contains_key(crate::inject::MOUNTED_CONFIG_REFRESHED)
                 })
     }
+
+    /// The name of the object, last in the path.
+    fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap()
+    }
+
+    fn field_manager(&self) -> Option<&str> {
+        self.query
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("fieldManager="))
+    }
 }
 
-type Answer = Box<dyn FnMut(&Seen) -> u16 + Send>;
-
-fn status_body(code: u16) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-           "message": format!("answered {code}"), "reason": "Test", "code": code})
-}
+/// Picks the status a request is answered with (`None`: it is never answered).
+type Answer = Box<dyn FnMut(&Seen) -> Option<u16> + Send>;
 
 /// A client whose requests are recorded and answered with the status `answer` picks (on 2xx
 /// the request body, or for a PATCH a minimal object).
 fn mock(mut answer: Answer) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle.next_request().await {
-            let (parts, body) = request.into_parts();
-            let bytes = body.collect().await.unwrap().to_bytes();
-            let query = parts
-                .uri
-                .query()
-                .map(form_urlencoded_pairs)
-                .unwrap_or_default();
-            let request = Seen {
-                method: parts.method.to_string(),
-                path: parts.uri.path().to_owned(),
-                query,
-                content_type: parts
-                    .headers
-                    .get("content-type")
-                    .map(|v| v.to_str().unwrap().to_owned())
-                    .unwrap_or_default(),
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-                at: Instant::now(),
-            };
-            let code = answer(&request);
-            let body = if code >= 300 {
-                status_body(code)
-            } else if request.is_patch() {
-                let name = request.path.rsplit('/').next().unwrap();
-                json!({"apiVersion": "v1", "kind": "Object", "metadata": {"name": name}})
-            } else {
-                request.body.clone()
-            };
-            record.lock().unwrap().push(request);
-            let response = Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                .unwrap();
-            send.send_response(response);
-        }
+    let client = mock_api::client(move |parts, body| {
+        let request = Seen {
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().unwrap_or_default().to_owned(),
+            content_type: parts
+                .headers
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default(),
+            body,
+            at: Instant::now(),
+        };
+        let code = answer(&request);
+        let reply = match code {
+            Some(code) if code >= 300 => mock_api::status(code, "Test"),
+            _ if request.is_patch() => {
+                json!({"apiVersion": "v1", "kind": "Object", "metadata": {"name": request.name()}})
+            }
+            _ => request.body.clone(),
+        };
+        record.lock().unwrap().push(request);
+        code.map(|code| (code, reply))
     });
-    (kube::Client::new(service, "default"), seen)
-}
-
-fn form_urlencoded_pairs(query: &str) -> HashMap<String, String> {
-    query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (key.to_owned(), value.to_owned())
-        })
-        .collect()
+    (client, seen)
 }
 
 fn always(code: u16) -> Answer {
-    Box::new(move |_| code)
+    Box::new(move |_| Some(code))
 }
 
 /// PATCHes answered from `codes` in turn (then 200); everything else 201.
 fn patches(codes: &[u16]) -> Answer {
     let mut codes: VecDeque<u16> = codes.iter().copied().collect();
     Box::new(move |seen| {
-        if seen.is_patch() {
+        Some(if seen.is_patch() {
             codes.pop_front().unwrap_or(200)
         } else {
             201
-        }
+        })
     })
 }
 
@@ -131,12 +108,18 @@ struct Harness {
     seen: Arc<Mutex<Vec<Seen>>>,
     outcomes: mpsc::UnboundedReceiver<Outcome>,
     leader: watch::Sender<bool>,
-    counted: Arc<Mutex<Vec<(&'static str, TargetKind)>>>,
+    /// The kinds counted as written.
+    counted: Arc<Mutex<Vec<TargetKind>>>,
     /// The writes held, as last said.
     held: Arc<AtomicUsize>,
 }
 
 impl Harness {
+    /// Submits the write of `name`'s hash from `expected` to `desired`.
+    fn submit(&self, kind: TargetKind, name: &str, expected: Option<&str>, desired: &str) {
+        self.writer.submit(write(kind, name, expected, desired));
+    }
+
     fn requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
@@ -153,6 +136,15 @@ impl Harness {
             .collect()
     }
 
+    /// Waits for the next outcome and checks it is `expected`.
+    async fn expect(&mut self, expected: Outcome) {
+        assert_eq!(self.outcome().await, expected);
+    }
+
+    fn counted(&self) -> Vec<TargetKind> {
+        self.counted.lock().unwrap().clone()
+    }
+
     async fn outcome(&mut self) -> Outcome {
         tokio::time::timeout(Duration::from_secs(600), self.outcomes.recv())
             .await
@@ -166,12 +158,10 @@ fn start(answer: Answer, rate: f64, leading: bool) -> Harness {
     let (leader, leader_rx) = watch::channel(leading);
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let counted = Arc::new(Mutex::new(Vec::new()));
-    let (rollouts, refreshes) = (counted.clone(), counted.clone());
-    let held = Arc::new(AtomicUsize::new(0));
+    let (counting, held) = (counted.clone(), Arc::new(AtomicUsize::new(0)));
     let holding = held.clone();
     let counters = Counters {
-        rollout: Arc::new(move |kind| rollouts.lock().unwrap().push(("rollout", kind))),
-        pod_refresh: Arc::new(move |kind| refreshes.lock().unwrap().push(("refresh", kind))),
+        written: Arc::new(move |kind| counting.lock().unwrap().push(kind)),
         held: Arc::new(move |count| holding.store(count, Ordering::SeqCst)),
     };
     let config = WriterConfig {
@@ -210,55 +200,53 @@ fn write(kind: TargetKind, name: &str, expected: Option<&str>, desired: &str) ->
     )
 }
 
+fn written(kind: TargetKind, name: &str, value: &str) -> Outcome {
+    Outcome::Written(target(kind, name), value.into())
+}
+
+/// The PATCH of `kind`'s hash annotation from `expected` to `desired`.
+fn patch(kind: TargetKind, expected: Option<&str>, desired: &str) -> AnnotationPatch {
+    write_patch(&write(kind, "web", expected, desired))
+}
+
+/// The JSON patch that tests `path` holds `from`, then replaces it with `to`.
+fn test_then_replace(path: &str, from: &str, to: &str) -> Value {
+    json!([{"op": "test", "path": path, "value": from},
+           {"op": "replace", "path": path, "value": to}])
+}
+
 /// Lets the writer run until nothing is left to do within `span` of paused time.
 async fn settle(span: Duration) {
     tokio::time::sleep(span).await;
 }
 
 const CONFIG_PATH: &str = "/spec/template/metadata/annotations/reload-injector.io~1config-hash";
+const MOUNTED_PATH: &str = "/metadata/annotations/reload-injector.io~1mounted-config-hash";
 
 #[test]
 fn the_patch_tests_the_expected_value_then_replaces_it() {
-    let patch = guarded(annotation_patch(
-        TargetKind::Deployment,
-        Some("sha256:old"),
-        "sha256:new",
-    ));
-    assert_eq!(
-        serde_json::to_value(&patch).unwrap(),
-        json!([
-            {"op": "test", "path": CONFIG_PATH, "value": "sha256:old"},
-            {"op": "replace", "path": CONFIG_PATH, "value": "sha256:new"},
-        ])
-    );
+    // A workload's template hash, and a Pod's own mounted-config-hash.
+    for (kind, path) in [
+        (TargetKind::Deployment, CONFIG_PATH),
+        (TargetKind::Pod, MOUNTED_PATH),
+    ] {
+        let patch = guarded(patch(kind, Some("sha256:old"), "sha256:new"));
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            test_then_replace(path, "sha256:old", "sha256:new"),
+            "{kind:?}"
+        );
+    }
 }
 
 #[test]
 fn without_expected_the_patch_merges_in_the_one_annotation() {
-    let patch = annotation_patch(TargetKind::CronJob, None, "sha256:new");
     assert_eq!(
-        patch,
+        patch(TargetKind::CronJob, None, "sha256:new"),
         AnnotationPatch::Add(
             json!({"spec": {"jobTemplate": {"spec": {"template": {"metadata": {
             "annotations": {"reload-injector.io/config-hash": "sha256:new"}}}}}}})
         )
-    );
-}
-
-#[test]
-fn a_pod_patch_targets_its_own_mounted_config_hash() {
-    let patch = guarded(annotation_patch(
-        TargetKind::Pod,
-        Some("sha256:a"),
-        "sha256:b",
-    ));
-    let path = "/metadata/annotations/reload-injector.io~1mounted-config-hash";
-    assert_eq!(
-        serde_json::to_value(&patch).unwrap(),
-        json!([
-            {"op": "test", "path": path, "value": "sha256:a"},
-            {"op": "replace", "path": path, "value": "sha256:b"},
-        ])
     );
 }
 
@@ -271,28 +259,19 @@ fn the_patch_changes_only_its_annotation_and_fails_on_a_changed_value() {
                 "reload-injector.io/config-hash": "sha256:old", "other": "x"}},
             "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}
     });
-    let patch = guarded(annotation_patch(
-        TargetKind::Deployment,
-        Some("sha256:old"),
-        "sha256:new",
-    ));
+    let patch_of = |expected| guarded(patch(TargetKind::Deployment, Some(expected), "sha256:new"));
     let mut patched = object.clone();
-    json_patch::patch(&mut patched, &patch).unwrap();
+    json_patch::patch(&mut patched, &patch_of("sha256:old")).unwrap();
     let mut expected = object.clone();
     expected["spec"]["template"]["metadata"]["annotations"]["reload-injector.io/config-hash"] =
         json!("sha256:new");
     assert_eq!(patched, expected);
 
-    let stale = guarded(annotation_patch(
-        TargetKind::Deployment,
-        Some("sha256:older"),
-        "sha256:new",
-    ));
     let mut untouched = object.clone();
-    assert!(json_patch::patch(&mut untouched, &stale).is_err());
+    assert!(json_patch::patch(&mut untouched, &patch_of("sha256:older")).is_err());
     assert_eq!(untouched, object);
 
-    let AnnotationPatch::Add(added) = annotation_patch(TargetKind::Pod, None, "sha256:new") else {
+    let AnnotationPatch::Add(added) = patch(TargetKind::Pod, None, "sha256:new") else {
         panic!("a merge patch");
     };
     let mut patched = object.clone();
@@ -314,7 +293,7 @@ fn the_patch_changes_only_its_annotation_and_fails_on_a_changed_value() {
 #[test]
 fn an_unchanged_value_makes_an_empty_patch() {
     assert_eq!(
-        annotation_patch(TargetKind::Pod, Some("sha256:a"), "sha256:a"),
+        patch(TargetKind::Pod, Some("sha256:a"), "sha256:a"),
         AnnotationPatch::Unchanged
     );
 }
@@ -334,28 +313,18 @@ fn backoff_doubles_from_200_ms_to_30_s_and_jitter_scales_it() {
 /// after checking there were two and the first is the JSON patch with its `test`.
 async fn template_write(kind: TargetKind) -> (Harness, Vec<Seen>) {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer
-        .submit(write(kind, "web", Some("sha256:old"), "sha256:new"));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(kind, "web"), "sha256:new".into())
-    );
+    h.submit(kind, "web", Some("sha256:old"), "sha256:new");
+    h.expect(written(kind, "web", "sha256:new")).await;
     settle(Duration::from_secs(1)).await;
     let requests = h.requests();
     assert_eq!(requests.len(), 2, "{requests:#?}");
     let patch = &requests[0];
     assert_eq!(patch.method, "PATCH");
-    assert_eq!(
-        patch.query.get("fieldManager").map(String::as_str),
-        Some("reload-injector")
-    );
+    assert_eq!(patch.field_manager(), Some("reload-injector"));
     assert_eq!(patch.content_type, "application/json-patch+json");
     assert_eq!(
         patch.body,
-        json!([
-            {"op": "test", "path": CONFIG_PATH, "value": "sha256:old"},
-            {"op": "replace", "path": CONFIG_PATH, "value": "sha256:new"},
-        ])
+        test_then_replace(CONFIG_PATH, "sha256:old", "sha256:new")
     );
     (h, requests)
 }
@@ -397,17 +366,13 @@ async fn a_deployment_write_is_one_json_patch_then_one_event() {
     );
     assert!(body["firstTimestamp"].is_string());
     assert_eq!(body["firstTimestamp"], body["lastTimestamp"]);
-    assert_eq!(
-        *h.counted.lock().unwrap(),
-        vec![("rollout", TargetKind::Deployment)]
-    );
+    assert_eq!(h.counted(), [TargetKind::Deployment]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_cronjob_write_patches_the_job_template() {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer
-        .submit(write(TargetKind::CronJob, "nightly", None, "sha256:new"));
+    h.submit(TargetKind::CronJob, "nightly", None, "sha256:new");
     assert!(matches!(h.outcome().await, Outcome::Written(..)));
     settle(Duration::from_secs(1)).await;
     let patches = h.patches();
@@ -417,10 +382,7 @@ async fn a_cronjob_write_patches_the_job_template() {
         "/apis/batch/v1/namespaces/shop/cronjobs/nightly"
     );
     assert_eq!(patches[0].content_type, "application/merge-patch+json");
-    assert_eq!(
-        patches[0].query.get("fieldManager").map(String::as_str),
-        Some("reload-injector")
-    );
+    assert_eq!(patches[0].field_manager(), Some("reload-injector"));
     assert_eq!(
         patches[0].body,
         json!({"spec": {"jobTemplate": {"spec": {"template": {"metadata": {
@@ -446,75 +408,51 @@ async fn a_rollout_write_patches_its_template_then_records_the_event_on_it() {
                "name": "web", "uid": "uid-web"})
     );
     assert_eq!(event.body["reason"], "ConfigChanged");
-    assert_eq!(
-        *h.counted.lock().unwrap(),
-        vec![("rollout", TargetKind::Rollout)]
-    );
+    assert_eq!(h.counted(), [TargetKind::Rollout]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_pod_write_is_one_patch_and_no_event() {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Pod,
-        "web-0",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Pod, "web-0"), "sha256:b".into())
-    );
+    h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
+    h.expect(written(TargetKind::Pod, "web-0", "sha256:b"))
+        .await;
     settle(Duration::from_secs(1)).await;
     let requests = h.requests();
     assert_eq!(requests.len(), 1, "{requests:#?}");
     assert_eq!(requests[0].path, "/api/v1/namespaces/shop/pods/web-0");
     assert_eq!(requests[0].content_type, "application/json-patch+json");
-    let path = "/metadata/annotations/reload-injector.io~1mounted-config-hash";
     assert_eq!(
         requests[0].body,
-        json!([{"op": "test", "path": path, "value": "sha256:a"},
-               {"op": "replace", "path": path, "value": "sha256:b"}])
+        test_then_replace(MOUNTED_PATH, "sha256:a", "sha256:b")
     );
-    assert_eq!(
-        *h.counted.lock().unwrap(),
-        vec![("refresh", TargetKind::Pod)]
-    );
+    assert_eq!(h.counted(), [TargetKind::Pod]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn conflict_and_failed_test_are_conflicts_without_retry_or_event() {
     for code in [409, 422] {
         let mut h = start(always(code), 20.0, true);
-        h.writer.submit(write(
+        h.submit(
             TargetKind::Deployment,
             "web",
             Some("sha256:old"),
             "sha256:new",
-        ));
-        assert_eq!(
-            h.outcome().await,
-            Outcome::Conflict(target(TargetKind::Deployment, "web"))
         );
+        h.expect(Outcome::Conflict(target(TargetKind::Deployment, "web")))
+            .await;
         settle(Duration::from_secs(120)).await;
         assert_eq!(h.requests().len(), 1, "status {code}");
-        assert!(h.counted.lock().unwrap().is_empty());
+        assert!(h.counted().is_empty());
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn not_found_is_gone() {
     let mut h = start(always(404), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Pod,
-        "web-0",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Gone(target(TargetKind::Pod, "web-0"))
-    );
+    h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
+    h.expect(Outcome::Gone(target(TargetKind::Pod, "web-0")))
+        .await;
     settle(Duration::from_secs(120)).await;
     assert_eq!(h.requests().len(), 1);
 }
@@ -522,12 +460,12 @@ async fn not_found_is_gone() {
 #[tokio::test(start_paused = true)]
 async fn a_server_error_is_retried_after_a_backoff_and_written_once() {
     let mut h = start(patches(&[500]), 20.0, true);
-    h.writer.submit(write(
+    h.submit(
         TargetKind::Deployment,
         "web",
         Some("sha256:old"),
         "sha256:new",
-    ));
+    );
     assert!(matches!(h.outcome().await, Outcome::Written(..)));
     settle(Duration::from_secs(120)).await;
     assert!(h.outcomes.try_recv().is_err(), "one outcome only");
@@ -546,12 +484,7 @@ async fn a_server_error_is_retried_after_a_backoff_and_written_once() {
 #[tokio::test(start_paused = true)]
 async fn forbidden_and_throttled_keep_retrying_with_growing_backoff() {
     let mut h = start(patches(&[403, 429, 503, 400]), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Pod,
-        "web-0",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
+    h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
     assert!(matches!(h.outcome().await, Outcome::Written(..)));
     let patches = h.patches();
     assert_eq!(patches.len(), 5);
@@ -564,74 +497,33 @@ async fn forbidden_and_throttled_keep_retrying_with_growing_backoff() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_request_times_out_and_is_retried() {
-    let hang_first = Arc::new(Mutex::new(true));
-    let (client, seen) = {
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
-        let hang = hang_first.clone();
-        tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Some((request, send)) = handle.next_request().await {
-                record.lock().unwrap().push(Instant::now());
-                if std::mem::replace(&mut *hang.lock().unwrap(), false) {
-                    held.push(send);
-                    continue;
-                }
-                let name = request.uri().path().rsplit('/').next().unwrap().to_owned();
-                let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}});
-                send.send_response(
-                    Response::builder()
-                        .status(200)
-                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                        .unwrap(),
-                );
-            }
-        });
-        (kube::Client::new(service, "default"), seen)
-    };
-    let (_leader, leader_rx) = watch::channel(true);
-    let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel();
-    let config = WriterConfig {
-        max_writes_per_second: 20.0,
-        request_timeout: Duration::from_secs(5),
-    };
-    let writer = Writer::spawn(client, config, leader_rx, outcomes_tx, Counters::default());
-    writer.submit(write(
-        TargetKind::Pod,
-        "web-0",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
-    assert!(matches!(outcomes.recv().await, Some(Outcome::Written(..))));
-    let at = seen.lock().unwrap().clone();
+    let mut hang_first = true;
+    let answer: Answer = Box::new(move |_| (!std::mem::take(&mut hang_first)).then_some(200));
+    let mut h = start(answer, 20.0, true);
+    h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
+    assert!(matches!(h.outcome().await, Outcome::Written(..)));
+    let at: Vec<Instant> = h.requests().iter().map(|r| r.at).collect();
     assert_eq!(at.len(), 2);
-    assert!(
-        at[1] - at[0] >= Duration::from_millis(5100),
-        "{:?}",
-        at[1] - at[0]
-    );
+    let gap = at[1] - at[0];
+    assert!(gap >= Duration::from_millis(5100), "{gap:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn writes_are_spaced_at_the_configured_rate() {
     let mut h = start(patches(&[]), 2.0, true);
     for n in 0..5 {
-        h.writer.submit(write(
+        h.submit(
             TargetKind::Pod,
             &format!("web-{n}"),
             Some("sha256:a"),
             "sha256:b",
-        ));
+        );
     }
     for _ in 0..5 {
         assert!(matches!(h.outcome().await, Outcome::Written(..)));
     }
     let patches = h.patches();
-    let names: Vec<&str> = patches
-        .iter()
-        .map(|p| p.path.rsplit('/').next().unwrap())
-        .collect();
+    let names: Vec<&str> = patches.iter().map(Seen::name).collect();
     assert_eq!(
         names,
         ["web-0", "web-1", "web-2", "web-3", "web-4"],
@@ -651,18 +543,8 @@ async fn writes_are_spaced_at_the_configured_rate() {
 #[tokio::test(start_paused = true)]
 async fn events_share_the_rate_limit_with_patches() {
     let mut h = start(patches(&[]), 1.0, true);
-    h.writer.submit(write(
-        TargetKind::Deployment,
-        "a",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
-    h.writer.submit(write(
-        TargetKind::Deployment,
-        "b",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
+    h.submit(TargetKind::Deployment, "a", Some("sha256:a"), "sha256:b");
+    h.submit(TargetKind::Deployment, "b", Some("sha256:a"), "sha256:b");
     for _ in 0..2 {
         assert!(matches!(h.outcome().await, Outcome::Written(..)));
     }
@@ -681,65 +563,42 @@ async fn events_share_the_rate_limit_with_patches() {
 async fn two_queued_writes_for_one_target_become_one_patch_in_its_place() {
     let mut h = start(patches(&[]), 1.0, true);
     // `a` takes the only token; the rest wait in the queue.
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
     tokio::task::yield_now().await;
-    h.writer
-        .submit(write(TargetKind::Pod, "b", Some("sha256:0"), "sha256:1"));
-    h.writer
-        .submit(write(TargetKind::Pod, "c", Some("sha256:0"), "sha256:1"));
-    h.writer
-        .submit(write(TargetKind::Pod, "b", Some("sha256:0"), "sha256:2"));
-    let mut written = Vec::new();
+    h.submit(TargetKind::Pod, "b", Some("sha256:0"), "sha256:1");
+    h.submit(TargetKind::Pod, "c", Some("sha256:0"), "sha256:1");
+    h.submit(TargetKind::Pod, "b", Some("sha256:0"), "sha256:2");
+    let mut outcomes = Vec::new();
     for _ in 0..3 {
-        written.push(h.outcome().await);
+        outcomes.push(h.outcome().await);
     }
     settle(Duration::from_secs(10)).await;
     let patches = h.hash_patches();
-    let names: Vec<&str> = patches
-        .iter()
-        .map(|p| p.path.rsplit('/').next().unwrap())
-        .collect();
+    let names: Vec<&str> = patches.iter().map(Seen::name).collect();
     assert_eq!(names, ["a", "b", "c"]);
     assert_eq!(patches[1].body[1]["value"], "sha256:2");
-    assert!(written.contains(&Outcome::Written(
-        target(TargetKind::Pod, "b"),
-        "sha256:2".into()
-    )));
+    assert!(outcomes.contains(&written(TargetKind::Pod, "b", "sha256:2")));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_write_submitted_while_one_is_in_flight_follows_it() {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
     tokio::task::yield_now().await;
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:1"), "sha256:2"));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:1".into())
-    );
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:2".into())
-    );
+    h.submit(TargetKind::Pod, "a", Some("sha256:1"), "sha256:2");
+    h.expect(written(TargetKind::Pod, "a", "sha256:1")).await;
+    h.expect(written(TargetKind::Pod, "a", "sha256:2")).await;
     assert_eq!(h.patches().len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_newer_write_replaces_the_one_waiting_to_retry() {
     let mut h = start(patches(&[503]), 20.0, true);
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(h.patches().len(), 1);
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:2"));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:2".into())
-    );
+    h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:2");
+    h.expect(written(TargetKind::Pod, "a", "sha256:2")).await;
     settle(Duration::from_secs(60)).await;
     let patches = h.hash_patches();
     assert_eq!(patches.len(), 2);
@@ -750,12 +609,8 @@ async fn a_newer_write_replaces_the_one_waiting_to_retry() {
 async fn a_pods_landed_refresh_is_nudged_again_with_a_distinct_change_retried_until_it_lands() {
     // The hash PATCH lands; the second nudge is refused twice before it lands.
     let mut h = start(patches(&[200, 503, 500]), 20.0, true);
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Pod, "a"), "sha256:1".into())
-    );
+    h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
+    h.expect(written(TargetKind::Pod, "a", "sha256:1")).await;
     let first_at = h.patches()[0].at;
     settle(Duration::from_secs(60)).await;
     let patches = h.patches();
@@ -776,26 +631,17 @@ async fn a_pods_landed_refresh_is_nudged_again_with_a_distinct_change_retried_un
     );
     // Nothing more for the reconciler: the second nudge is not a refresh of its own.
     assert!(h.outcomes.try_recv().is_err());
-    assert_eq!(h.counted.lock().unwrap().len(), 1);
+    assert_eq!(h.counted().len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_value_already_there_or_a_conflict_or_a_rollout_is_not_nudged_again() {
     let mut h = start(patches(&[409]), 20.0, true);
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Conflict(target(TargetKind::Pod, "a"))
-    );
-    h.writer
-        .submit(write(TargetKind::Pod, "b", Some("sha256:1"), "sha256:1"));
-    h.writer.submit(write(
-        TargetKind::Deployment,
-        "web",
-        Some("sha256:0"),
-        "sha256:1",
-    ));
+    h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
+    h.expect(Outcome::Conflict(target(TargetKind::Pod, "a")))
+        .await;
+    h.submit(TargetKind::Pod, "b", Some("sha256:1"), "sha256:1");
+    h.submit(TargetKind::Deployment, "web", Some("sha256:0"), "sha256:1");
     for _ in 0..2 {
         assert!(matches!(h.outcome().await, Outcome::Written(..)));
     }
@@ -811,8 +657,7 @@ async fn a_value_already_there_or_a_conflict_or_a_rollout_is_not_nudged_again() 
 #[tokio::test(start_paused = true)]
 async fn a_follower_sends_nothing_and_keeps_nothing() {
     let h = start(patches(&[]), 20.0, false);
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
+    h.submit(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1");
     settle(Duration::from_secs(10)).await;
     h.leader.send(true).unwrap();
     settle(Duration::from_secs(10)).await;
@@ -822,12 +667,9 @@ async fn a_follower_sends_nothing_and_keeps_nothing() {
 #[tokio::test(start_paused = true)]
 async fn losing_the_lease_drops_the_queue() {
     let mut h = start(patches(&[]), 1.0, true);
-    h.writer
-        .submit(write(TargetKind::Pod, "a", Some("sha256:0"), "sha256:1"));
-    h.writer
-        .submit(write(TargetKind::Pod, "b", Some("sha256:0"), "sha256:1"));
-    h.writer
-        .submit(write(TargetKind::Pod, "c", Some("sha256:0"), "sha256:1"));
+    for name in ["a", "b", "c"] {
+        h.submit(TargetKind::Pod, name, Some("sha256:0"), "sha256:1");
+    }
     assert!(matches!(h.outcome().await, Outcome::Written(..)));
     h.leader.send(false).unwrap();
     settle(Duration::from_secs(10)).await;
@@ -837,24 +679,15 @@ async fn losing_the_lease_drops_the_queue() {
     assert_eq!(patches.len(), 1, "{patches:#?}");
     assert!(h.outcomes.try_recv().is_err());
     // Leading again, new writes go out.
-    h.writer
-        .submit(write(TargetKind::Pod, "d", Some("sha256:0"), "sha256:1"));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Pod, "d"), "sha256:1".into())
-    );
+    h.submit(TargetKind::Pod, "d", Some("sha256:0"), "sha256:1");
+    h.expect(written(TargetKind::Pod, "d", "sha256:1")).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_failing_event_is_tried_a_few_times_then_given_up() {
-    let answer: Answer = Box::new(|seen| if seen.is_patch() { 200 } else { 500 });
+    let answer: Answer = Box::new(|seen| Some(if seen.is_patch() { 200 } else { 500 }));
     let mut h = start(answer, 20.0, true);
-    h.writer.submit(write(
-        TargetKind::StatefulSet,
-        "db",
-        Some("sha256:0"),
-        "sha256:1",
-    ));
+    h.submit(TargetKind::StatefulSet, "db", Some("sha256:0"), "sha256:1");
     assert!(matches!(h.outcome().await, Outcome::Written(..)));
     settle(Duration::from_secs(600)).await;
     let posts = h.requests().iter().filter(|r| r.method == "POST").count();
@@ -868,19 +701,12 @@ async fn a_failing_event_is_tried_a_few_times_then_given_up() {
 #[tokio::test(start_paused = true)]
 async fn a_write_of_the_value_already_there_sends_nothing() {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Deployment,
-        "web",
-        Some("sha256:a"),
-        "sha256:a",
-    ));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Deployment, "web"), "sha256:a".into())
-    );
+    h.submit(TargetKind::Deployment, "web", Some("sha256:a"), "sha256:a");
+    h.expect(written(TargetKind::Deployment, "web", "sha256:a"))
+        .await;
     settle(Duration::from_secs(1)).await;
     assert!(h.requests().is_empty(), "{:#?}", h.requests());
-    assert!(h.counted.lock().unwrap().is_empty());
+    assert!(h.counted().is_empty());
 }
 
 /// The JSON patch of a guarded write.
@@ -894,16 +720,9 @@ fn guarded(patch: AnnotationPatch) -> json_patch::Patch {
 #[tokio::test(start_paused = true)]
 async fn a_pod_write_is_held_until_its_second_nudge_is_sent() {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Pod,
-        "web-0",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
-    assert_eq!(
-        h.outcome().await,
-        Outcome::Written(target(TargetKind::Pod, "web-0"), "sha256:b".into())
-    );
+    h.submit(TargetKind::Pod, "web-0", Some("sha256:a"), "sha256:b");
+    h.expect(written(TargetKind::Pod, "web-0", "sha256:b"))
+        .await;
     // Said before the outcome: the second nudge is still to come.
     assert_eq!(h.held.load(Ordering::SeqCst), 1);
     settle(NUDGE_AGAIN_AFTER + Duration::from_secs(1)).await;
@@ -914,12 +733,7 @@ async fn a_pod_write_is_held_until_its_second_nudge_is_sent() {
 #[tokio::test(start_paused = true)]
 async fn a_workload_write_and_its_event_are_let_go_once_done() {
     let mut h = start(patches(&[]), 20.0, true);
-    h.writer.submit(write(
-        TargetKind::Deployment,
-        "web",
-        Some("sha256:a"),
-        "sha256:b",
-    ));
+    h.submit(TargetKind::Deployment, "web", Some("sha256:a"), "sha256:b");
     h.outcome().await;
     settle(Duration::from_secs(1)).await;
     assert_eq!(h.requests().len(), 2, "the PATCH and the Event");
