@@ -31,14 +31,16 @@ impl ConfigVolume {
     /// What a subPath mount of this volume reads: the one key behind the file when it can
     /// be told, otherwise every source whole.
     pub fn consumed_by_subpath(&self, sub_path: Option<&str>) -> Vec<Consumed> {
-        let mut out = Vec::new();
-        let Some(sub_path) = sub_path.filter(|p| !p.is_empty()) else {
-            return self
-                .sources
+        let every_source = || {
+            self.sources
                 .iter()
                 .map(|s| Consumed::Whole(s.id.clone()))
-                .collect();
+                .collect()
         };
+        let Some(sub_path) = sub_path.filter(|p| !p.is_empty()) else {
+            return every_source();
+        };
+        let mut out = Vec::new();
         for source in &self.sources {
             match &source.items {
                 Some(items) => {
@@ -57,14 +59,7 @@ impl ConfigVolume {
                 None => out.push(Consumed::Whole(source.id.clone())),
             }
         }
-        if out.is_empty() {
-            out = self
-                .sources
-                .iter()
-                .map(|s| Consumed::Whole(s.id.clone()))
-                .collect();
-        }
-        out
+        if out.is_empty() { every_source() } else { out }
     }
 }
 
@@ -195,61 +190,38 @@ impl PodAnalysis<'_> {
     }
 
     fn read_env(&mut self, container: &Container) {
-        let name = &container.name;
-        for var in container.env.iter().flatten() {
-            let Some(from) = &var.value_from else {
-                continue;
-            };
-            if let Some(r) = &from.config_map_key_ref {
-                self.push_env(
-                    name,
-                    Consumed::Key(ConfigId::config_map(&r.name), r.key.clone()),
-                    r.optional,
-                    EnvHow::Env,
-                );
-            }
-            if let Some(r) = &from.secret_key_ref {
-                self.push_env(
-                    name,
-                    Consumed::Key(ConfigId::secret(&r.name), r.key.clone()),
-                    r.optional,
-                    EnvHow::Env,
-                );
-            }
-        }
-        for source in container.env_from.iter().flatten() {
-            if let Some(r) = &source.config_map_ref {
-                self.push_env(
-                    name,
-                    Consumed::Whole(ConfigId::config_map(&r.name)),
-                    r.optional,
-                    EnvHow::EnvFrom,
-                );
-            }
-            if let Some(r) = &source.secret_ref {
-                self.push_env(
-                    name,
-                    Consumed::Whole(ConfigId::secret(&r.name)),
-                    r.optional,
-                    EnvHow::EnvFrom,
-                );
-            }
-        }
-    }
-
-    fn push_env(
-        &mut self,
-        container: &str,
-        consumed: Consumed,
-        optional: Option<bool>,
-        how: EnvHow,
-    ) {
-        self.env_refs.push(EnvRef {
-            container: container.to_owned(),
+        let env = container.env.iter().flatten();
+        let keys = env.filter_map(|v| v.value_from.as_ref()).flat_map(|from| {
+            let cm = from
+                .config_map_key_ref
+                .as_ref()
+                .map(|r| (ConfigId::config_map(&r.name), r));
+            let secret = from
+                .secret_key_ref
+                .as_ref()
+                .map(|r| (ConfigId::secret(&r.name), r));
+            cm.into_iter().chain(secret)
+        });
+        let keys = keys.map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, EnvHow::Env));
+        let wholes = container.env_from.iter().flatten().flat_map(|from| {
+            let cm = from
+                .config_map_ref
+                .as_ref()
+                .map(|r| (ConfigId::config_map(&r.name), r));
+            let secret = from
+                .secret_ref
+                .as_ref()
+                .map(|r| (ConfigId::secret(&r.name), r));
+            cm.into_iter().chain(secret)
+        });
+        let wholes = wholes.map(|(id, r)| (Consumed::Whole(id), r.optional, EnvHow::EnvFrom));
+        let refs = keys.chain(wholes).map(|(consumed, optional, how)| EnvRef {
+            container: container.name.clone(),
             consumed,
             optional: optional.unwrap_or(false),
             how,
         });
+        self.env_refs.extend(refs);
     }
 }
 
@@ -294,26 +266,29 @@ fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
             return None;
         }
         for p in projections {
-            if let Some(cm) = &p.config_map {
-                sources.push(VolumeSource::new(
-                    ConfigId::config_map(&cm.name),
-                    cm.optional,
-                    &cm.items,
-                ));
-            }
-            if let Some(secret) = &p.secret {
-                sources.push(VolumeSource::new(
-                    ConfigId::secret(&secret.name),
-                    secret.optional,
-                    &secret.items,
-                ));
-            }
+            let cm = p
+                .config_map
+                .iter()
+                .map(|cm| (ConfigId::config_map(&cm.name), cm));
+            let secret = p.secret.iter().map(|s| (ConfigId::secret(&s.name), s));
+            let projected = cm.chain(secret);
+            sources.extend(projected.map(|(id, s)| VolumeSource::new(id, s.optional, &s.items)));
         }
     }
     (!sources.is_empty()).then_some(ConfigVolume { sources })
 }
 
 impl VolumeSource {
+    /// What a directory mount of this source shows: the keys `items` picks, or the whole object.
+    pub fn shown(&self) -> Vec<Consumed> {
+        match &self.items {
+            Some(items) => (items.iter())
+                .map(|(key, _)| Consumed::Key(self.id.clone(), key.clone()))
+                .collect(),
+            None => vec![Consumed::Whole(self.id.clone())],
+        }
+    }
+
     fn new(id: ConfigId, optional: Option<bool>, items: &Option<Vec<KeyToPath>>) -> Self {
         let items = items.as_ref().map(|items| {
             items

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::pod::{Container, PodSpec};
+use super::pod::{Container, PodSpec, SecurityContext};
 use serde_json::Value;
 
 use super::analysis::PodAnalysis;
@@ -358,20 +358,19 @@ fn process_from_command(container: &Container) -> Option<String> {
 fn run_as(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -> RunAs {
     let pod_sc = spec.security_context.as_ref();
     let targets = &analysis.apps;
-    let uid_of = |c: &Container| {
-        c.security_context
-            .as_ref()
-            .and_then(|s| s.run_as_user)
-            .or(pod_sc.and_then(|s| s.run_as_user))
+    // The container's own setting, else the Pod's.
+    let id_of = |c: &Container, id: fn(&SecurityContext) -> Option<i64>| {
+        [c.security_context.as_ref(), pod_sc]
+            .into_iter()
+            .flatten()
+            .find_map(id)
     };
-    let gid_of = |c: &Container| {
-        c.security_context
-            .as_ref()
-            .and_then(|s| s.run_as_group)
-            .or(pod_sc.and_then(|s| s.run_as_group))
-    };
+    let uid_of = |c: &Container| id_of(c, |s| s.run_as_user);
     let uids: BTreeSet<Option<i64>> = targets.iter().map(|c| uid_of(c)).collect();
-    let gids: BTreeSet<Option<i64>> = targets.iter().map(|c| gid_of(c)).collect();
+    let gids: BTreeSet<Option<i64>> = targets
+        .iter()
+        .map(|c| id_of(c, |s| s.run_as_group))
+        .collect();
     if let [Some(uid)] = uids.iter().copied().collect::<Vec<_>>().as_slice() {
         let gid = match gids.iter().copied().collect::<Vec<_>>().as_slice() {
             [Some(gid)] => Some(*gid),

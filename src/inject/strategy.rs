@@ -14,7 +14,6 @@ use super::pod::{Container, PodSpec};
 use super::rules::{How, Use};
 use super::values::{self, OnChange, ReloadSignal, ValueError};
 use super::{PROCESS, RELOAD_URL, SIGNAL};
-use crate::hash::Consumed;
 
 /// A server known to reload its configuration on a signal, from its own documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,14 +248,7 @@ impl Choice {
                     continue;
                 };
                 for source in &config.sources {
-                    let consumed: Vec<Consumed> = match &source.items {
-                        Some(items) => items
-                            .iter()
-                            .map(|(key, _)| Consumed::Key(source.id.clone(), key.clone()))
-                            .collect(),
-                        None => vec![Consumed::Whole(source.id.clone())],
-                    };
-                    uses.extend(consumed.into_iter().map(|consumed| Use {
+                    uses.extend(source.shown().into_iter().map(|consumed| Use {
                         container: container.clone(),
                         consumed,
                         optional: source.optional,

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::hash::ConfigId;
+use crate::hash::{ConfigId, Consumed};
 use crate::inject::analysis::analyse;
 
 fn spec(containers: Value) -> PodSpec {
