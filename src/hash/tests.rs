@@ -21,6 +21,11 @@ fn data(entries: Vec<(ConfigId, Lookup)>) -> ConfigData {
     data
 }
 
+/// ConfigMap `app` with these keys and values.
+fn app(pairs: &[(&str, &str)]) -> ConfigData {
+    data(vec![(ConfigId::config_map("app"), object(pairs))])
+}
+
 fn hash_of(consumed: &[Consumed], data: &ConfigData, key: Option<&SecretKey>) -> HashReport {
     let consumed: BTreeSet<Consumed> = consumed.iter().cloned().collect();
     config_hash(&consumed, &BTreeSet::new(), data, key)
@@ -32,8 +37,9 @@ fn key(name: &str) -> Consumed {
 
 #[test]
 fn hash_has_the_documented_form() {
-    let d = data(vec![(ConfigId::config_map("app"), object(&[("a", "1")]))]);
-    let hash = hash_of(&[key("a")], &d, None).hash.expect("hashed");
+    let hash = hash_of(&[key("a")], &app(&[("a", "1")]), None)
+        .hash
+        .expect("hashed");
     assert!(hash.starts_with("sha256:"));
     assert_eq!(hash.len(), "sha256:".len() + 64);
     assert!(
@@ -45,42 +51,19 @@ fn hash_has_the_documented_form() {
 
 #[test]
 fn only_consumed_keys_count() {
-    let before = data(vec![(
-        ConfigId::config_map("app"),
-        object(&[("a", "1"), ("b", "2")]),
-    )]);
-    let after = data(vec![(
-        ConfigId::config_map("app"),
-        object(&[("a", "1"), ("b", "changed")]),
-    )]);
-    let changed_a = data(vec![(
-        ConfigId::config_map("app"),
-        object(&[("a", "2"), ("b", "2")]),
-    )]);
-    let h = |d: &ConfigData| hash_of(&[key("a")], d, None).hash;
-    assert_eq!(
-        h(&before),
-        h(&after),
-        "an unconsumed key must not change the hash"
-    );
-    assert_ne!(
-        h(&before),
-        h(&changed_a),
-        "the consumed key must change the hash"
-    );
+    let h = |pairs: &[(&str, &str)]| hash_of(&[key("a")], &app(pairs), None).hash;
+    let before = h(&[("a", "1"), ("b", "2")]);
+    let after = h(&[("a", "1"), ("b", "changed")]);
+    assert_eq!(before, after, "an unconsumed key must not change the hash");
+    let changed_a = h(&[("a", "2"), ("b", "2")]);
+    assert_ne!(before, changed_a, "the consumed key must change the hash");
 }
 
 #[test]
 fn whole_object_covers_every_key() {
     let id = ConfigId::config_map("app");
-    let h = |pairs: &[(&str, &str)]| {
-        hash_of(
-            &[Consumed::Whole(id.clone())],
-            &data(vec![(id.clone(), object(pairs))]),
-            None,
-        )
-        .hash
-    };
+    let h =
+        |pairs: &[(&str, &str)]| hash_of(&[Consumed::Whole(id.clone())], &app(pairs), None).hash;
     assert_ne!(h(&[("a", "1")]), h(&[("a", "1"), ("b", "2")]));
     assert_ne!(h(&[("a", "1")]), h(&[("a", "2")]));
     assert_ne!(
@@ -91,20 +74,10 @@ fn whole_object_covers_every_key() {
 
 #[test]
 fn absent_object_absent_key_and_empty_value_all_differ() {
-    let id = ConfigId::config_map("app");
-    let absent = hash_of(
-        &[key("a")],
-        &data(vec![(id.clone(), Lookup::NotFound)]),
-        None,
-    )
-    .hash;
-    let no_key = hash_of(&[key("a")], &data(vec![(id.clone(), object(&[]))]), None).hash;
-    let empty = hash_of(
-        &[key("a")],
-        &data(vec![(id.clone(), object(&[("a", "")]))]),
-        None,
-    )
-    .hash;
+    let h = |d: ConfigData| hash_of(&[key("a")], &d, None).hash;
+    let absent = h(data(vec![(ConfigId::config_map("app"), Lookup::NotFound)]));
+    let no_key = h(app(&[]));
+    let empty = h(app(&[("a", "")]));
     assert!(absent.is_some() && no_key.is_some() && empty.is_some());
     assert_ne!(absent, no_key);
     assert_ne!(no_key, empty);
@@ -114,10 +87,9 @@ fn absent_object_absent_key_and_empty_value_all_differ() {
 #[test]
 fn encoding_is_unambiguous() {
     // ("ab","c") and ("a","bc") must not collide through concatenation.
-    let d = |k: &str, v: &str| data(vec![(ConfigId::config_map("app"), object(&[(k, v)]))]);
     assert_ne!(
-        hash_of(&[key("ab")], &d("ab", "c"), None).hash,
-        hash_of(&[key("a")], &d("a", "bc"), None).hash
+        hash_of(&[key("ab")], &app(&[("ab", "c")]), None).hash,
+        hash_of(&[key("a")], &app(&[("a", "bc")]), None).hash
     );
 }
 

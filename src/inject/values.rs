@@ -66,39 +66,19 @@ impl fmt::Display for ReloadSignal {
 /// SIGINT and SIGQUIT ask a process to end, SIGKILL and SIGSTOP cannot be caught, SIGTSTP,
 /// SIGTTIN and SIGTTOU stop it, the real-time signals (32–64) end it by default.
 pub const RELOAD_SIGNALS: [ReloadSignal; 8] = [
-    ReloadSignal {
-        name: "SIGHUP",
-        number: 1,
-    },
-    ReloadSignal {
-        name: "SIGUSR1",
-        number: 10,
-    },
-    ReloadSignal {
-        name: "SIGUSR2",
-        number: 12,
-    },
-    ReloadSignal {
-        name: "SIGALRM",
-        number: 14,
-    },
-    ReloadSignal {
-        name: "SIGCONT",
-        number: 18,
-    },
-    ReloadSignal {
-        name: "SIGURG",
-        number: 23,
-    },
-    ReloadSignal {
-        name: "SIGWINCH",
-        number: 28,
-    },
-    ReloadSignal {
-        name: "SIGIO",
-        number: 29,
-    },
+    signal("SIGHUP", 1),
+    signal("SIGUSR1", 10),
+    signal("SIGUSR2", 12),
+    signal("SIGALRM", 14),
+    signal("SIGCONT", 18),
+    signal("SIGURG", 23),
+    signal("SIGWINCH", 28),
+    signal("SIGIO", 29),
 ];
+
+const fn signal(name: &'static str, number: i32) -> ReloadSignal {
+    ReloadSignal { name, number }
+}
 
 /// Names of the signals that stop or end a process, refused with their own message.
 const STOPPING: [&str; 22] = [
