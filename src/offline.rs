@@ -165,25 +165,24 @@ pub fn inject_text(
 ) -> Result<Injected, OfflineError> {
     let mut injected = Injected::default();
     for mut document in parse_documents(text, path)? {
-        if str_at(&document, "/kind") == Some("List") {
-            if let Some(items) = document.get_mut("items").and_then(Value::as_array_mut) {
-                for item in items {
-                    inject_object(item, path, namespace, configs, settings, &mut injected)?;
-                }
-            }
-        } else {
-            inject_object(
-                &mut document,
-                path,
-                namespace,
-                configs,
-                settings,
-                &mut injected,
-            )?;
+        for object in objects_mut(&mut document) {
+            inject_object(object, path, namespace, configs, settings, &mut injected)?;
         }
         injected.documents.push(document);
     }
     Ok(injected)
+}
+
+/// The objects of a document: the `items` of a `kind: List` (none when it has no list of them),
+/// or the document itself.
+fn objects_mut(document: &mut Value) -> Vec<&mut Value> {
+    if str_at(document, "/kind") != Some("List") {
+        return vec![document];
+    }
+    match document.get_mut("items").and_then(Value::as_array_mut) {
+        Some(items) => items.iter_mut().collect(),
+        None => Vec::new(),
+    }
 }
 
 fn inject_object(
@@ -201,13 +200,10 @@ fn inject_object(
         .unwrap_or("<unnamed>");
     let label = format!("{kind}/{name}");
     // Only the versions the webhook is registered for; anything else passes through untouched.
-    let group = match api_version {
-        "v1" => Some(""),
-        "apps/v1" => Some("apps"),
-        "batch/v1" => Some("batch"),
-        "argoproj.io/v1alpha1" => Some("argoproj.io"),
-        _ => None,
-    };
+    let group = Kind::ALL
+        .into_iter()
+        .find(|k| k.api_version() == api_version)
+        .map(Kind::group);
     let Some(group) = group.filter(|g| Workload::classify(g, &kind).is_some()) else {
         // A typo (`kind: Deploymnet`, `apps/v2`) would pass unchecked: say so when the object
         // carries pods, as the kinds the webhook checks do.
@@ -228,15 +224,14 @@ fn inject_object(
     let namespace = str_at(object, "/metadata/namespace")
         .unwrap_or(default_namespace)
         .to_owned();
+    let unreadable = |kind, cause| OfflineError::ObjectUnreadable {
+        object: label.clone(),
+        kind,
+        path: path.to_owned(),
+        cause,
+    };
     // The core reads objects as the webhook receives them: raw JSON.
-    let raw = serde_json::value::to_raw_value(&*object).map_err(|source| {
-        OfflineError::ObjectUnreadable {
-            object: label.clone(),
-            kind: kind.clone(),
-            path: path.to_owned(),
-            cause: source,
-        }
-    })?;
+    let raw = serde_json::value::to_raw_value(&*object).map_err(|e| unreadable(kind.clone(), e))?;
     let req = Request {
         group,
         kind: &kind,
@@ -249,28 +244,23 @@ fn inject_object(
     let plan = match Plan::new(&req, settings) {
         Ok(plan) => plan,
         Err(ReviewError::UnreadableObject { kind, source }) => {
-            return Err(OfflineError::ObjectUnreadable {
-                object: label,
-                kind,
-                path: path.to_owned(),
-                cause: source,
-            });
+            return Err(unreadable(kind, source));
         }
         // Offline, every object is there; nothing to review otherwise.
         Err(ReviewError::MissingObject { .. }) => return Ok(()),
     };
     let data = lookups(&plan, configs.as_ref().map(|c| c.get(&namespace)));
-    let (patch, warnings) = match plan.decide(&data) {
-        Outcome::Allowed { patch, warnings } => (patch, warnings),
-        Outcome::Denied { message, warnings } => {
+    let outcome = plan.decide(&data);
+    let (Outcome::Allowed { warnings, .. } | Outcome::Denied { warnings, .. }) = &outcome;
+    out.warnings
+        .extend(warnings.iter().map(|w| format!("{label}: {w}")));
+    let patch = match outcome {
+        Outcome::Allowed { patch, .. } => patch,
+        Outcome::Denied { message, .. } => {
             out.denials.push(format!("{label}: {message}"));
-            out.warnings
-                .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
             return Ok(());
         }
     };
-    out.warnings
-        .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
     let mut mutated = object.clone();
     match json_patch::patch(&mut mutated, &patch) {
         Ok(()) => *object = mutated,
@@ -323,22 +313,14 @@ struct Reduce<'a> {
 
 impl Reduce<'_> {
     fn load(&self, text: &str, out: &mut BTreeMap<String, ConfigData>) -> Result<(), OfflineError> {
-        let mut objects = Vec::new();
-        for document in parse_documents(text, self.path)? {
-            match document.get("items").and_then(Value::as_array) {
-                Some(items) if str_at(&document, "/kind") == Some("List") => {
-                    objects.extend(items.clone())
-                }
-                _ => objects.push(document),
-            }
-        }
-        for object in objects {
-            let kind = str_at(&object, "/kind").unwrap_or_default();
-            let name = str_at(&object, "/metadata/name")
+        let mut documents = parse_documents(text, self.path)?;
+        for object in documents.iter_mut().flat_map(objects_mut) {
+            let object = &*object;
+            let kind = str_at(object, "/kind").unwrap_or_default();
+            let name = str_at(object, "/metadata/name")
                 .unwrap_or_default()
                 .to_owned();
-            let namespace =
-                str_at(&object, "/metadata/namespace").unwrap_or(self.default_namespace);
+            let namespace = str_at(object, "/metadata/namespace").unwrap_or(self.default_namespace);
             let invalid = |what: String| {
                 move |source| OfflineError::ConfigInvalid {
                     what,
@@ -348,7 +330,7 @@ impl Reduce<'_> {
             };
             let (id, contents) = match kind {
                 "ConfigMap" => {
-                    let cm = ConfigMap::deserialize(&object)
+                    let cm = ConfigMap::deserialize(object)
                         .map_err(invalid(format!("ConfigMap {name:?}")))?;
                     (
                         ConfigId::config_map(name),
@@ -356,8 +338,8 @@ impl Reduce<'_> {
                     )
                 }
                 "Secret" => {
-                    let secret = Secret::deserialize(&object)
-                        .map_err(invalid(format!("Secret {name:?}")))?;
+                    let secret =
+                        Secret::deserialize(object).map_err(invalid(format!("Secret {name:?}")))?;
                     // Without a key Secrets are not hashed at all, so nothing is kept.
                     let Some(key) = self.secret_key else { continue };
                     (
