@@ -99,24 +99,4 @@ pub enum Lookup {
 
 /// Lookups for every object a review consumes. An object that is not in the map counts
 /// as not found, which is what offline `inject` wants for objects it was not given.
-#[derive(Debug, Clone, Default)]
-pub struct ConfigData {
-    objects: BTreeMap<ConfigId, Lookup>,
-}
-
-impl ConfigData {
-    /// An empty set: every object counts as not found.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Records the lookup of `id`.
-    pub fn insert(&mut self, id: ConfigId, lookup: Lookup) {
-        self.objects.insert(id, lookup);
-    }
-
-    /// The lookup of `id`, if recorded.
-    pub fn get(&self, id: &ConfigId) -> Option<&Lookup> {
-        self.objects.get(id)
-    }
-}
+pub type ConfigData = BTreeMap<ConfigId, Lookup>;

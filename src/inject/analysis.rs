@@ -282,7 +282,8 @@ impl VolumeSource {
     /// What a directory mount of this source shows: the keys `items` picks, or the whole object.
     pub fn shown(&self) -> Vec<Consumed> {
         match &self.items {
-            Some(items) => (items.iter())
+            Some(items) => items
+                .iter()
                 .map(|(key, _)| Consumed::Key(self.id.clone(), key.clone()))
                 .collect(),
             None => vec![Consumed::Whole(self.id.clone())],

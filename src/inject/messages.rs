@@ -68,21 +68,16 @@ impl Warnings {
 
 /// Each line only where it was first given. Duplicates are found once, by sorting: a Pod with
 /// 20,000 containers gives 20,000 warnings.
-fn unique(mut list: Vec<(String, Weight)>) -> Vec<(String, Weight)> {
+fn unique(list: Vec<(String, Weight)>) -> Vec<(String, Weight)> {
     let mut order: Vec<usize> = (0..list.len()).collect();
     order.sort_by(|&a, &b| list[a].0.cmp(&list[b].0).then(a.cmp(&b)));
     let mut keep = vec![true; list.len()];
     for pair in order.windows(2) {
-        if list[pair[0]].0 == list[pair[1]].0 {
-            keep[pair[1]] = false;
-        }
+        keep[pair[1]] = list[pair[0]].0 != list[pair[1]].0;
     }
-    let mut index = 0;
-    list.retain(|_| {
-        index += 1;
-        keep[index - 1]
-    });
-    list
+    let kept = list.into_iter().zip(keep);
+    kept.filter_map(|(entry, keep)| keep.then_some(entry))
+        .collect()
 }
 
 /// The lines of `list` that fit in `budget` characters with a last line counting the others.

@@ -30,8 +30,7 @@ pub enum JsonType {
 
 impl JsonType {
     /// The type of `value`.
-    pub fn of(value: &serde_json::Value) -> Self {
-        use serde_json::Value;
+    pub fn of(value: &Value) -> Self {
         match value {
             Value::Null => JsonType::Null,
             Value::Bool(_) => JsonType::Boolean,

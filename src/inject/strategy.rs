@@ -271,28 +271,19 @@ struct Asked {
 }
 
 fn asked(annotations: &BTreeMap<String, String>) -> Result<Asked, ValueError> {
-    let on_change = annotations
-        .get(ON_CHANGE)
-        .map(|v| values::parse_on_change(v))
-        .transpose()?;
-    let url = annotations
-        .get(RELOAD_URL)
-        .filter(|u| !u.trim().is_empty())
-        .map(|u| values::parse_reload_url(u).map(str::to_owned))
-        .transpose()?;
-    let signal = annotations
-        .get(SIGNAL)
-        .map(|s| values::parse_signal(s))
-        .transpose()?;
-    let process = annotations
-        .get(PROCESS)
-        .map(|p| values::parse_process(p).map(str::to_owned))
-        .transpose()?;
+    let get = |key| annotations.get(key).map(String::as_str);
+    let url = get(RELOAD_URL).filter(|u| !u.trim().is_empty());
     Ok(Asked {
-        on_change,
-        url,
-        signal,
-        process,
+        on_change: get(ON_CHANGE).map(values::parse_on_change).transpose()?,
+        url: url
+            .map(values::parse_reload_url)
+            .transpose()?
+            .map(str::to_owned),
+        signal: get(SIGNAL).map(values::parse_signal).transpose()?,
+        process: get(PROCESS)
+            .map(values::parse_process)
+            .transpose()?
+            .map(str::to_owned),
     })
 }
 

@@ -39,11 +39,15 @@ fn strategies(spec: &PodSpec, pairs: &[(&str, &str)]) -> (Vec<Strategy>, Option<
     )
 }
 
-fn sighup_to(process: &str) -> Strategy {
+fn signal_to(signal: &str, process: &str) -> Strategy {
     Strategy::Reload(Told::Signal {
-        signal: values::parse_signal("SIGHUP").unwrap(),
+        signal: values::parse_signal(signal).unwrap(),
         process: Some(process.to_owned()),
     })
+}
+
+fn sighup_to(process: &str) -> Strategy {
+    signal_to("SIGHUP", process)
 }
 
 #[test]
@@ -102,17 +106,11 @@ fn known_servers_reload_by_command_or_image() {
         (json!({"image": "postgres:17"}), sighup_to("postgres")),
         (
             json!({"image": "haproxy:3.0"}),
-            Strategy::Reload(Told::Signal {
-                signal: values::parse_signal("USR2").unwrap(),
-                process: Some("haproxy".into()),
-            }),
+            signal_to("USR2", "haproxy"),
         ),
         (
             json!({"image": "fluent/fluentd:v1.17"}),
-            Strategy::Reload(Told::Signal {
-                signal: values::parse_signal("USR2").unwrap(),
-                process: Some("fluentd".into()),
-            }),
+            signal_to("USR2", "fluentd"),
         ),
     ] {
         let spec = spec(json!([mounting("app", extra.clone())]));
