@@ -17,8 +17,8 @@ use serde_json::Value;
 use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
 use crate::inject::{
-    MAX_WARNING_CHARS, Object, Operation, Outcome, Plan, Request, ReviewError, Settings,
-    WARNING_PREFIX, Workload, quoted,
+    Object, Operation, Outcome, Plan, Request, ReviewError, Settings, WARNING_PREFIX, Workload,
+    fit, quoted,
 };
 use crate::kinds::Kind;
 
@@ -47,7 +47,6 @@ pub enum OfflineError {
     ConfigInvalid {
         /// `ConfigMap "x"`.
         what: String,
-        /// The file.
         path: PathBuf,
         /// What serde said.
         #[source]
@@ -67,10 +66,7 @@ pub enum OfflineError {
     },
     /// The secret hash key file is empty.
     #[error("failed to use {} as the secret hash key: the file is empty", path.display())]
-    KeyEmpty {
-        /// The file.
-        path: PathBuf,
-    },
+    KeyEmpty { path: PathBuf },
 }
 
 /// A hint for the commonest surprise: YAML reads unquoted `y`, `yes`, `on`, `no`… as booleans.
@@ -208,12 +204,13 @@ fn inject_object(
         // A typo (`kind: Deploymnet`, `apps/v2`) would pass unchecked: say so when the object
         // carries pods, as the kinds the webhook checks do.
         if carries_pods(object) {
-            let said = format!(
+            let mut said = format!(
                 "{WARNING_PREFIX}{} {} is not a kind reload-injector checks; left as it is",
                 quoted(api_version),
                 quoted(&kind)
             );
-            out.warnings.push(format!("{label}: {}", fit(&said)));
+            fit(&mut said);
+            out.warnings.push(format!("{label}: {said}"));
             out.warnings.push(format!(
                 "{label}: {WARNING_PREFIX}kinds it checks: {}",
                 Workload::known().join(", ")
@@ -269,16 +266,6 @@ fn inject_object(
         )),
     }
     Ok(())
-}
-
-/// `line`, cut to [`MAX_WARNING_CHARS`] characters (the last one `…`) if it is longer.
-fn fit(line: &str) -> String {
-    if line.chars().count() <= MAX_WARNING_CHARS {
-        return line.to_owned();
-    }
-    let mut cut: String = line.chars().take(MAX_WARNING_CHARS - 1).collect();
-    cut.push('…');
-    cut
 }
 
 /// Whether an object has a pod spec or pod template where workloads keep theirs.

@@ -42,7 +42,6 @@ impl fmt::Display for ConfigKind {
 /// A ConfigMap or Secret in the namespace of the object under review.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConfigId {
-    /// ConfigMap or Secret.
     pub kind: ConfigKind,
     /// `metadata.name`.
     pub name: String,

@@ -11,9 +11,7 @@ use crate::hash::{ConfigId, Consumed};
 /// One ConfigMap/Secret feeding a config volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeSource {
-    /// The ConfigMap or Secret.
     pub id: ConfigId,
-    /// `optional: true`.
     pub optional: bool,
     /// `items` (key → path), if the volume picks keys.
     pub items: Option<Vec<(String, String)>>,
@@ -66,11 +64,8 @@ impl ConfigVolume {
 /// A config volume mounted with `subPath`/`subPathExpr`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubPathMount {
-    /// Container name.
     pub container: String,
-    /// Volume name.
     pub volume: String,
-    /// `mountPath`.
     pub mount_path: String,
     /// `subPath` (`None` for `subPathExpr`, which is only known at run time).
     pub sub_path: Option<String>,
@@ -81,9 +76,7 @@ pub struct SubPathMount {
 /// A config volume mounted as a directory by a long-running container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirMount {
-    /// Container name.
     pub container: String,
-    /// Volume name.
     pub volume: String,
 }
 
@@ -99,13 +92,9 @@ pub enum EnvHow {
 /// One env/envFrom reference to a ConfigMap/Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvRef {
-    /// Container name.
     pub container: String,
-    /// What is read.
     pub consumed: Consumed,
-    /// `optional: true`.
     pub optional: bool,
-    /// env or envFrom.
     pub how: EnvHow,
 }
 

@@ -33,11 +33,9 @@ pub enum Via {
 /// One thing a container reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
-    /// Container name.
     pub container: String,
     /// The key or object.
     pub consumed: Consumed,
-    /// `optional: true`.
     pub optional: bool,
     /// How it is read.
     pub via: Via,

@@ -159,7 +159,7 @@ pub fn clean(text: &str) -> Cow<'_, str> {
 }
 
 /// Shortens a line to [`MAX_WARNING_CHARS`], ending it with `…` when cut.
-fn fit(line: &mut String) {
+pub fn fit(line: &mut String) {
     if line.len() <= MAX_WARNING_CHARS || line.chars().count() <= MAX_WARNING_CHARS {
         return;
     }

@@ -43,9 +43,7 @@ pub struct ObjectParts<'a> {
 /// The pod (template) of an object.
 #[derive(Debug, Default, Clone)]
 pub struct PodParts<'a> {
-    /// Its `metadata`.
     pub meta: Meta,
-    /// Its `spec`.
     pub spec: Spec<'a>,
 }
 
@@ -61,9 +59,7 @@ pub enum Meta {
         namespace: Option<String>,
         /// Whether `ownerReferences` names a controller.
         controlled: bool,
-        /// `annotations`.
         annotations: Entries,
-        /// `labels`.
         labels: Entries,
     },
     /// A `metadata` that is not an object.
@@ -310,9 +306,7 @@ impl Entries {
 /// The string maps of `metadata`.
 #[derive(Debug, Clone, Copy)]
 pub enum MapField {
-    /// `annotations`.
     Annotations,
-    /// `labels`.
     Labels,
 }
 

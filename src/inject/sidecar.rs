@@ -37,10 +37,7 @@ pub enum Mode {
         process: Option<String>,
     },
     /// POST `url`.
-    Http {
-        /// The reload URL.
-        url: String,
-    },
+    Http { url: String },
 }
 
 /// The user the sidecar runs as.
@@ -48,7 +45,6 @@ pub enum Mode {
 pub enum RunAs {
     /// The app's own UID (and GID when known): signalling needs no capability.
     AppUser {
-        /// `runAsUser`.
         uid: i64,
         /// `runAsGroup`, when every target has the same one.
         gid: Option<i64>,

@@ -14,17 +14,11 @@ use super::key::Key;
 /// The type of a JSON value read and dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonType {
-    /// `null`.
     Null,
-    /// `true` or `false`.
     Boolean,
-    /// A number.
     Number,
-    /// A string.
     String,
-    /// An array.
     Array,
-    /// An object.
     Object,
 }
 

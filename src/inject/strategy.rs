@@ -169,16 +169,12 @@ fn has_needed_flag(server: &KnownServer, container: &Container) -> bool {
 pub enum Told {
     /// Send `signal`; to `process` when known, else the webhook derives it from the command.
     Signal {
-        /// The signal.
         signal: ReloadSignal,
         /// The process, when the Pod names it or the table gives it.
         process: Option<String>,
     },
     /// POST the URL.
-    Http {
-        /// The reload URL.
-        url: String,
-    },
+    Http { url: String },
 }
 
 /// What one container's mounted config gets.

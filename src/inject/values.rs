@@ -35,7 +35,6 @@ pub enum ValueError {
     /// Not an `http://HOST[:PORT]/PATH` URL.
     #[error("{RELOAD_URL}: {url:?}: {why}; write http://127.0.0.1:PORT/PATH")]
     BadUrl {
-        /// The value.
         url: String,
         /// What is wrong with it.
         why: &'static str,
