@@ -349,8 +349,8 @@ impl Reduce<'_> {
 /// would send in its JSON, never as `8.0`.
 fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> {
     let options = serde_saphyr::options! { legacy_octal_numbers: true };
-    let documents: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|err| {
+    let mut documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
+        .map_err(|err| {
             OfflineError::YamlInvalid {
                 path: path.to_owned(),
                 message: {
@@ -362,14 +362,9 @@ fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> 
                 },
             }
         })?;
-    Ok(documents
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .map(|mut d| {
-            whole_floats_as_integers(&mut d);
-            d
-        })
-        .collect())
+    documents.retain(|d| !d.is_null());
+    documents.iter_mut().for_each(whole_floats_as_integers);
+    Ok(documents)
 }
 
 /// Turns every float without a fraction (that fits an i64) into that integer, as Go's JSON

@@ -99,7 +99,7 @@ pub struct EnvRef {
 }
 
 /// Everything the rules read from a pod spec.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct PodAnalysis<'a> {
     /// Config volumes by name (service-account and non-config volumes left out).
     pub config_volumes: BTreeMap<String, ConfigVolume>,
@@ -127,11 +127,7 @@ pub fn analyse(spec: &PodSpec) -> PodAnalysis<'_> {
         .collect();
     let mut analysis = PodAnalysis {
         config_volumes,
-        apps: Vec::new(),
-        dir_mounts: Vec::new(),
-        subpath_mounts: Vec::new(),
-        env_refs: Vec::new(),
-        has_sidecar: false,
+        ..PodAnalysis::default()
     };
     let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
     for (container, is_init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {

@@ -82,12 +82,11 @@ fn unique(list: Vec<(String, Weight)>) -> Vec<(String, Weight)> {
 
 /// The lines of `list` that fit in `budget` characters with a last line counting the others.
 fn within(list: Vec<(String, Weight)>, budget: usize) -> Vec<String> {
-    let count = |line: &String| line.chars().count();
+    let chars: Vec<usize> = list.iter().map(|(line, _)| line.chars().count()).collect();
     // The usual case, a few warnings, needs nothing more.
-    if list.iter().map(|(line, _)| count(line)).sum::<usize>() <= budget {
+    if chars.iter().sum::<usize>() <= budget {
         return list.into_iter().map(|(line, _)| line).collect();
     }
-    let chars: Vec<usize> = list.iter().map(|(line, _)| count(line)).collect();
     // Room for the last line with the most warnings it could count.
     let room = budget.saturating_sub(not_shown(list.len()).chars().count());
     let mut by_weight: Vec<usize> = (0..list.len()).collect();

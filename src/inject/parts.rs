@@ -356,17 +356,14 @@ impl<'a> PodParts<'a> {
         if let Some(meta) = self.meta.editable() {
             pod.insert("metadata".to_owned(), meta);
         }
-        match &self.spec {
-            Spec::Other(Value::Null) => {}
-            Spec::Other(value) => {
-                pod.insert("spec".to_owned(), value.clone());
-            }
-            Spec::Read { shape, .. } => {
-                pod.insert("spec".to_owned(), editable_spec(*shape, spec));
-            }
-            Spec::Fields(fields) => {
-                pod.insert("spec".to_owned(), editable_spec(shape_of(fields), spec));
-            }
+        let spec_view = match &self.spec {
+            Spec::Other(Value::Null) => None,
+            Spec::Other(value) => Some(value.clone()),
+            Spec::Read { shape, .. } => Some(editable_spec(*shape, spec)),
+            Spec::Fields(fields) => Some(editable_spec(shape_of(fields), spec)),
+        };
+        if let Some(view) = spec_view {
+            pod.insert("spec".to_owned(), view);
         }
         Value::Object(pod)
     }

@@ -34,6 +34,18 @@ fn view(object: &Value, pointer: &str) -> Value {
     at_pointer(pod.editable(&spec), pointer)
 }
 
+/// Asserts that `edit` made to the editable view of `pod` (a Pod) gives the patch it gives made
+/// to the whole object.
+fn assert_view_gives_the_whole_patch(pod: &Value, edit: impl Fn(&mut Value)) {
+    let mut edited = pod.clone();
+    edit(&mut edited);
+    let whole = json_patch::diff(pod, &edited);
+    let before = view(pod, "");
+    let mut after = before.clone();
+    edit(&mut after);
+    assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
+}
+
 #[test]
 fn a_pod_gives_its_namespace_owner_and_only_the_editable_fields() {
     let pod = json!({
@@ -420,13 +432,7 @@ fn values_kept_by_type_give_the_patch_of_the_whole_object() {
             "reload-injector.io/watch": {"b": 2},
         }}, "spec": spec}),
     ] {
-        let mut edited = pod.clone();
-        edit(&mut edited);
-        let whole = json_patch::diff(&pod, &edited);
-        let before = view(&pod, "");
-        let mut after = before.clone();
-        edit(&mut after);
-        assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
+        assert_view_gives_the_whole_patch(&pod, edit);
     }
 }
 
@@ -513,12 +519,6 @@ fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
         json!({"containers": containers, "volumes": [{"name": "v", "configMap": {"name": "c"}}, {"name": "w", "emptyDir": {}}]}),
     ] {
         let pod = json!({"metadata": {}, "spec": spec});
-        let mut edited = pod.clone();
-        push_volume(&mut edited, volume.clone());
-        let whole = json_patch::diff(&pod, &edited);
-        let before = view(&pod, "");
-        let mut after = before.clone();
-        push_volume(&mut after, volume.clone());
-        assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
+        assert_view_gives_the_whole_patch(&pod, |pod| push_volume(pod, volume.clone()));
     }
 }
