@@ -100,10 +100,6 @@ impl SecretKey {
         let trimmed = bytes.trim_ascii();
         (!trimmed.is_empty()).then(|| Self(trimmed.to_vec()))
     }
-
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
 }
 
 impl fmt::Debug for SecretKey {

@@ -116,18 +116,9 @@ fn remove_metadata_entry(object: &mut Value, map: &str, key: &str) {
     }
 }
 
-/// Appends `container` to `spec.<list>` (`containers` or `initContainers`).
-pub fn push_container(pod: &mut Value, list: &str, container: Value) {
-    push_to_spec(pod, list, container);
-}
-
-/// Appends `volume` to `spec.volumes`.
-pub fn push_volume(pod: &mut Value, volume: Value) {
-    push_to_spec(pod, "volumes", volume);
-}
-
-/// Appends `item` to the list `spec.<list>`, made when absent (or `null`).
-fn push_to_spec(pod: &mut Value, list: &str, item: Value) {
+/// Appends `item` to the list `spec.<list>` (`containers`, `initContainers`, `volumes`), made
+/// when absent (or `null`).
+pub fn push_to_spec(pod: &mut Value, list: &str, item: Value) {
     let spec = child(as_object(pod), "spec");
     let entry = spec.entry(list).or_insert(Value::Null);
     if !entry.is_array() {

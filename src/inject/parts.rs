@@ -403,7 +403,7 @@ fn editable_spec(shape: SpecShape, spec: &PodSpec) -> Value {
         match sent {
             Sent::Absent => {}
             Sent::Null => drop(out.insert(key.to_owned(), Value::Null)),
-            Sent::Value => drop(out.insert(key.to_owned(), placeholders(len))),
+            Sent::Value => drop(out.insert(key.to_owned(), Value::Array(vec![Value::Null; len]))),
         }
     }
     if shape.share_process_namespace != Sent::Absent {
@@ -463,10 +463,6 @@ fn last_of_each_key<'de>(fields: Vec<(Key<'de>, &'de RawValue)>) -> Vec<(Key<'de
         .zip(last.into_iter().rev())
         .filter_map(|(field, last)| last.then_some(field))
         .collect()
-}
-
-fn placeholders(n: usize) -> Value {
-    Value::Array(vec![Value::Null; n])
 }
 
 /// [`PodParts::editable`] placed at `pod_pointer` inside otherwise empty objects.

@@ -508,7 +508,7 @@ fn a_large_spec_the_lean_read_refuses_gets_the_lean_words_and_keeps_its_last_key
 
 #[test]
 fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
-    use crate::inject::object::push_volume;
+    use crate::inject::object::push_to_spec;
 
     let volume = json!({"name": "added", "emptyDir": {}});
     let containers = json!([{"name": "a"}]);
@@ -519,6 +519,6 @@ fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
         json!({"containers": containers, "volumes": [{"name": "v", "configMap": {"name": "c"}}, {"name": "w", "emptyDir": {}}]}),
     ] {
         let pod = json!({"metadata": {}, "spec": spec});
-        assert_view_gives_the_whole_patch(&pod, |pod| push_volume(pod, volume.clone()));
+        assert_view_gives_the_whole_patch(&pod, |pod| push_to_spec(pod, "volumes", volume.clone()));
     }
 }
