@@ -279,16 +279,15 @@ fn carries_pods(object: &Value) -> bool {
 
 /// What `--configs` says about each object the plan needs.
 fn lookups(plan: &Plan, given: Option<Option<&ConfigData>>) -> ConfigData {
-    let mut data = ConfigData::new();
-    for id in plan.config_refs() {
+    let lookup = |id: ConfigId| {
         let lookup = match given {
             None => Lookup::Failed("no --configs given".to_owned()),
             Some(None) => Lookup::NotFound,
             Some(Some(configs)) => configs.get(&id).cloned().unwrap_or(Lookup::NotFound),
         };
-        data.insert(id, lookup);
-    }
-    data
+        (id, lookup)
+    };
+    plan.config_refs().into_iter().map(lookup).collect()
 }
 
 /// Reads `--configs` files into per-key digests (values are never kept).
