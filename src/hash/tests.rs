@@ -13,17 +13,9 @@ fn keyed(id: &ConfigId, pairs: &[(&str, &str)], key: Option<&SecretKey>) -> Look
     Lookup::Found(ConfigObject::from_values(id, values, key).expect("a key for Secrets"))
 }
 
-fn data(entries: Vec<(ConfigId, Lookup)>) -> ConfigData {
-    let mut data = ConfigData::new();
-    for (id, lookup) in entries {
-        data.insert(id, lookup);
-    }
-    data
-}
-
 /// ConfigMap `app` with these keys and values.
 fn app(pairs: &[(&str, &str)]) -> ConfigData {
-    data(vec![(ConfigId::config_map("app"), object(pairs))])
+    ConfigData::from([(ConfigId::config_map("app"), object(pairs))])
 }
 
 fn hash_of(consumed: &[Consumed], data: &ConfigData, key: Option<&SecretKey>) -> HashReport {
@@ -68,14 +60,17 @@ fn whole_object_covers_every_key() {
     assert_ne!(h(&[("a", "1")]), h(&[("a", "2")]));
     assert_ne!(
         h(&[]),
-        hash_of(&[Consumed::Whole(id.clone())], &data(vec![]), None).hash
+        hash_of(&[Consumed::Whole(id.clone())], &ConfigData::new(), None).hash
     );
 }
 
 #[test]
 fn absent_object_absent_key_and_empty_value_all_differ() {
     let h = |d: ConfigData| hash_of(&[key("a")], &d, None).hash;
-    let absent = h(data(vec![(ConfigId::config_map("app"), Lookup::NotFound)]));
+    let absent = h(ConfigData::from([(
+        ConfigId::config_map("app"),
+        Lookup::NotFound,
+    )]));
     let no_key = h(app(&[]));
     let empty = h(app(&[("a", "")]));
     assert!(absent.is_some() && no_key.is_some() && empty.is_some());
@@ -95,7 +90,7 @@ fn encoding_is_unambiguous() {
 
 #[test]
 fn order_of_references_does_not_matter() {
-    let d = data(vec![
+    let d = ConfigData::from([
         (
             ConfigId::config_map("app"),
             object(&[("a", "1"), ("b", "2")]),
@@ -113,7 +108,7 @@ fn configmap_and_secret_of_the_same_name_differ() {
     let secret_key = SecretKey::new(b"k").expect("key");
     let cm = ConfigId::config_map("same");
     let secret = ConfigId::secret("same");
-    let d = data(vec![
+    let d = ConfigData::from([
         (cm.clone(), object(&[("a", "1")])),
         (
             secret.clone(),
@@ -137,8 +132,8 @@ fn secrets_need_a_key_and_depend_on_it() {
     let consumed = [Consumed::Key(id.clone(), "password".into())];
     let k1 = SecretKey::new(b"key-one").expect("key");
     let k2 = SecretKey::new(b"key-two").expect("key");
-    let d1 = data(vec![(id.clone(), keyed(&id, &values, Some(&k1)))]);
-    let d2 = data(vec![(id.clone(), keyed(&id, &values, Some(&k2)))]);
+    let d1 = ConfigData::from([(id.clone(), keyed(&id, &values, Some(&k1)))]);
+    let d2 = ConfigData::from([(id.clone(), keyed(&id, &values, Some(&k2)))]);
     let unkeyed = hash_of(&consumed, &d1, None);
     assert_eq!(unkeyed.hash, None, "no key: Secrets are not hashed");
     assert_eq!(unkeyed.unkeyed_secrets, vec![id.clone()]);
@@ -157,7 +152,7 @@ fn a_failed_lookup_gives_no_hash_and_says_why() {
     let id = ConfigId::config_map("app");
     let report = hash_of(
         &[key("a"), key("b")],
-        &data(vec![(id.clone(), Lookup::Failed("timeout".into()))]),
+        &ConfigData::from([(id.clone(), Lookup::Failed("timeout".into()))]),
         None,
     );
     assert_eq!(report.hash, None);
@@ -174,7 +169,7 @@ fn missing_objects_are_reported_unless_optional() {
     let consumed: BTreeSet<Consumed> = [key("a"), Consumed::Whole(id.clone())]
         .into_iter()
         .collect();
-    let d = data(vec![(id.clone(), Lookup::NotFound)]);
+    let d = ConfigData::from([(id.clone(), Lookup::NotFound)]);
     let report = config_hash(&consumed, &BTreeSet::new(), &d, None);
     assert_eq!(report.missing, vec![id.clone()]);
     assert!(report.hash.is_some(), "absent still hashes");
@@ -193,7 +188,7 @@ fn empty_keys_are_refused_and_keys_are_trimmed() {
     let consumed = [Consumed::Key(id.clone(), "a".into())];
     let hash = |raw: &[u8]| {
         let key = SecretKey::new(raw);
-        let d = data(vec![(id.clone(), keyed(&id, &[("a", "1")], key.as_ref()))]);
+        let d = ConfigData::from([(id.clone(), keyed(&id, &[("a", "1")], key.as_ref()))]);
         hash_of(&consumed, &d, key.as_ref()).hash
     };
     let (a, b) = (hash(b"abc\n"), hash(b"abc"));

@@ -210,7 +210,6 @@ impl PodAnalysis<'_> {
     }
 }
 
-/// The config sources of a volume, or `None` when it is not application config.
 /// The volumes some container mounts at the service-account token path: the API server's
 /// ServiceAccount plugin puts the Pod's token there (a `projected` volume from 1.21 on, before
 /// that a `secret` volume of the account's token Secret, `default-token-*`). A token is not
@@ -226,6 +225,7 @@ fn token_volumes(spec: &PodSpec) -> Vec<&str> {
         .collect()
 }
 
+/// The config sources of a volume, or `None` when it is not application config.
 fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
     let mut sources = Vec::new();
     if let Some(cm) = &volume.config_map {

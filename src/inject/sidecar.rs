@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::pod::{Container, PodSpec, SecurityContext};
 use serde_json::Value;
 
-use super::analysis::PodAnalysis;
+use super::analysis::{ConfigVolume, PodAnalysis};
 use super::messages::{Warnings, quoted, quoted_list};
 use super::strategy::{Choice, Told};
 use super::values;
@@ -220,14 +220,10 @@ pub fn plan(
         Mode::Http { .. } => RunAs::Unprivileged,
         Mode::Signal { .. } => run_as(spec, analysis, warnings),
     };
+    let secret = |cv: &ConfigVolume| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret);
     let secret_volumes = volumes
         .iter()
-        .filter(|v| {
-            analysis
-                .config_volumes
-                .get(*v)
-                .is_some_and(|cv| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret))
-        })
+        .filter(|v| analysis.config_volumes.get(*v).is_some_and(secret))
         .cloned()
         .collect();
     Some(SidecarPlan {
