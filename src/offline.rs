@@ -104,19 +104,16 @@ pub fn run(args: InjectArgs) -> ExitCode {
 }
 
 fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
-    let secret_key = match &args.injection.secret_hash_key_file {
-        None => None,
-        Some(path) => {
+    let key_file = args.injection.secret_hash_key_file.as_ref();
+    let secret_key = key_file
+        .map(|path| {
             let bytes = std::fs::read(path).map_err(|source| OfflineError::ReadFailed {
                 path: path.clone(),
                 source,
             })?;
-            Some(
-                SecretKey::new(&bytes)
-                    .ok_or_else(|| OfflineError::KeyEmpty { path: path.clone() })?,
-            )
-        }
-    };
+            SecretKey::new(&bytes).ok_or_else(|| OfflineError::KeyEmpty { path: path.clone() })
+        })
+        .transpose()?;
     let settings = Settings {
         sidecar_image: args.injection.sidecar_image.clone(),
         native_sidecars: args.injection.native_sidecars != NativeSidecars::Never,
@@ -132,13 +129,12 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
     } else {
         let mut by_namespace = BTreeMap::new();
         for path in &args.configs {
-            let text = read_input(path)?;
             let reduce = Reduce {
                 path,
                 default_namespace: &args.namespace,
                 secret_key: settings.secret_key.as_ref(),
             };
-            reduce.load(&text, &mut by_namespace)?;
+            reduce.load(&read_input(path)?, &mut by_namespace)?;
         }
         Some(by_namespace)
     };

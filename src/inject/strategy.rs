@@ -239,18 +239,16 @@ impl Choice {
             if !matches!(strategy, Strategy::Restart(_)) {
                 continue;
             }
-            for volume in volumes {
-                let Some(config) = analysis.config_volumes.get(volume) else {
-                    continue;
-                };
-                for source in &config.sources {
-                    uses.extend(source.shown().into_iter().map(|consumed| Use {
-                        container: container.clone(),
-                        consumed,
-                        optional: source.optional,
-                        how: How::Mount,
-                    }));
-                }
+            let configs = volumes
+                .iter()
+                .filter_map(|v| analysis.config_volumes.get(v));
+            for source in configs.flat_map(|config| &config.sources) {
+                uses.extend(source.shown().into_iter().map(|consumed| Use {
+                    container: container.clone(),
+                    consumed,
+                    optional: source.optional,
+                    how: How::Mount,
+                }));
             }
         }
         uses
@@ -293,13 +291,10 @@ pub fn choose(
 ) -> (Choice, Option<ValueError>) {
     let mut mounts: Vec<(&Container, BTreeSet<String>)> = Vec::new();
     for mount in &analysis.dir_mounts {
-        match mounts.iter_mut().find(|(c, _)| c.name == mount.container) {
-            Some((_, volumes)) => drop(volumes.insert(mount.volume.clone())),
-            None => {
-                if let Some(container) = analysis.apps.iter().find(|c| c.name == mount.container) {
-                    mounts.push((container, BTreeSet::from([mount.volume.clone()])));
-                }
-            }
+        if let Some((_, volumes)) = mounts.iter_mut().find(|(c, _)| c.name == mount.container) {
+            volumes.insert(mount.volume.clone());
+        } else if let Some(container) = analysis.apps.iter().find(|c| c.name == mount.container) {
+            mounts.push((container, BTreeSet::from([mount.volume.clone()])));
         }
     }
     let asked = match asked(annotations) {
