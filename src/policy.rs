@@ -49,13 +49,9 @@ impl OptOut {
 /// Whether a Pod or pod template with these labels and annotations opts out, and by which
 /// (`"false"`, any case, spaces around allowed).
 pub fn opted_out(labels: &Map, annotations: &Map) -> Option<OptOut> {
-    if is_false(labels.get(INJECT)) {
-        Some(OptOut::Label)
-    } else if is_false(annotations.get(INJECT)) {
-        Some(OptOut::Annotation)
-    } else {
-        None
-    }
+    [(labels, OptOut::Label), (annotations, OptOut::Annotation)]
+        .into_iter()
+        .find_map(|(map, by)| is_false(map.get(INJECT)).then_some(by))
 }
 
 /// Whether a ConfigMap or Secret with these annotations is ignored (`"true"`, any case).

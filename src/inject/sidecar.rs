@@ -98,8 +98,7 @@ impl SidecarPlan {
             } else {
                 "--dir"
             };
-            args.push(flag.to_owned());
-            args.push(format!("{WATCH_ROOT}/{volume}"));
+            args.extend([flag.to_owned(), format!("{WATCH_ROOT}/{volume}")]);
         }
         match &self.mode {
             Mode::Signal { signal, process } => {

@@ -139,11 +139,8 @@ pub fn parse_process(text: &str) -> Result<&str, ValueError> {
         && name.len() <= 255
         && !name.contains('/')
         && !name.chars().any(|c| c.is_whitespace() || c.is_control());
-    if good {
-        Ok(name)
-    } else {
-        Err(ValueError::BadProcess(text.to_owned()))
-    }
+    good.then_some(name)
+        .ok_or_else(|| ValueError::BadProcess(text.to_owned()))
 }
 
 /// A reload URL: `http://HOST[:PORT][/PATH]`, as `http::Uri` reads it (the sidecar calls it with
