@@ -154,13 +154,9 @@ impl Kind {
             let row = k.row();
             row.name.eq_ignore_ascii_case(word) || row.plural == word || row.short.contains(&word)
         })?;
-        match group {
-            None => Some(kind),
-            Some(group) if group == kind.group() || (kind.group().is_empty() && group == "v1") => {
-                Some(kind)
-            }
-            Some(_) => None,
-        }
+        let core = kind.group().is_empty();
+        let in_group = group.is_none_or(|g| g == kind.group() || (core && g == "v1"));
+        in_group.then_some(kind)
     }
 }
 

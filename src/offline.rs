@@ -17,8 +17,8 @@ use serde_json::Value;
 use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
 use crate::inject::{
-    MAX_WARNING_CHARS, Object, Operation, Outcome, Plan, Request, ReviewError, Settings,
-    WARNING_PREFIX, Workload, quoted,
+    Object, Operation, Outcome, Plan, Request, ReviewError, Settings, WARNING_PREFIX, Workload,
+    fit, quoted,
 };
 use crate::kinds::Kind;
 
@@ -47,7 +47,6 @@ pub enum OfflineError {
     ConfigInvalid {
         /// `ConfigMap "x"`.
         what: String,
-        /// The file.
         path: PathBuf,
         /// What serde said.
         #[source]
@@ -67,10 +66,7 @@ pub enum OfflineError {
     },
     /// The secret hash key file is empty.
     #[error("failed to use {} as the secret hash key: the file is empty", path.display())]
-    KeyEmpty {
-        /// The file.
-        path: PathBuf,
-    },
+    KeyEmpty { path: PathBuf },
 }
 
 /// A hint for the commonest surprise: YAML reads unquoted `y`, `yes`, `on`, `no`… as booleans.
@@ -108,19 +104,16 @@ pub fn run(args: InjectArgs) -> ExitCode {
 }
 
 fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
-    let secret_key = match &args.injection.secret_hash_key_file {
-        None => None,
-        Some(path) => {
+    let key_file = args.injection.secret_hash_key_file.as_ref();
+    let secret_key = key_file
+        .map(|path| {
             let bytes = std::fs::read(path).map_err(|source| OfflineError::ReadFailed {
                 path: path.clone(),
                 source,
             })?;
-            Some(
-                SecretKey::new(&bytes)
-                    .ok_or_else(|| OfflineError::KeyEmpty { path: path.clone() })?,
-            )
-        }
-    };
+            SecretKey::new(&bytes).ok_or_else(|| OfflineError::KeyEmpty { path: path.clone() })
+        })
+        .transpose()?;
     let settings = Settings {
         sidecar_image: args.injection.sidecar_image.clone(),
         native_sidecars: args.injection.native_sidecars != NativeSidecars::Never,
@@ -136,13 +129,12 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
     } else {
         let mut by_namespace = BTreeMap::new();
         for path in &args.configs {
-            let text = read_input(path)?;
             let reduce = Reduce {
                 path,
                 default_namespace: &args.namespace,
                 secret_key: settings.secret_key.as_ref(),
             };
-            reduce.load(&text, &mut by_namespace)?;
+            reduce.load(&read_input(path)?, &mut by_namespace)?;
         }
         Some(by_namespace)
     };
@@ -165,25 +157,24 @@ pub fn inject_text(
 ) -> Result<Injected, OfflineError> {
     let mut injected = Injected::default();
     for mut document in parse_documents(text, path)? {
-        if str_at(&document, "/kind") == Some("List") {
-            if let Some(items) = document.get_mut("items").and_then(Value::as_array_mut) {
-                for item in items {
-                    inject_object(item, path, namespace, configs, settings, &mut injected)?;
-                }
-            }
-        } else {
-            inject_object(
-                &mut document,
-                path,
-                namespace,
-                configs,
-                settings,
-                &mut injected,
-            )?;
+        for object in objects_mut(&mut document) {
+            inject_object(object, path, namespace, configs, settings, &mut injected)?;
         }
         injected.documents.push(document);
     }
     Ok(injected)
+}
+
+/// The objects of a document: the `items` of a `kind: List` (none when it has no list of them),
+/// or the document itself.
+fn objects_mut(document: &mut Value) -> Vec<&mut Value> {
+    if str_at(document, "/kind") != Some("List") {
+        return vec![document];
+    }
+    match document.get_mut("items").and_then(Value::as_array_mut) {
+        Some(items) => items.iter_mut().collect(),
+        None => Vec::new(),
+    }
 }
 
 fn inject_object(
@@ -201,23 +192,21 @@ fn inject_object(
         .unwrap_or("<unnamed>");
     let label = format!("{kind}/{name}");
     // Only the versions the webhook is registered for; anything else passes through untouched.
-    let group = match api_version {
-        "v1" => Some(""),
-        "apps/v1" => Some("apps"),
-        "batch/v1" => Some("batch"),
-        "argoproj.io/v1alpha1" => Some("argoproj.io"),
-        _ => None,
-    };
+    let group = Kind::ALL
+        .into_iter()
+        .find(|k| k.api_version() == api_version)
+        .map(Kind::group);
     let Some(group) = group.filter(|g| Workload::classify(g, &kind).is_some()) else {
         // A typo (`kind: Deploymnet`, `apps/v2`) would pass unchecked: say so when the object
         // carries pods, as the kinds the webhook checks do.
         if carries_pods(object) {
-            let said = format!(
+            let mut said = format!(
                 "{WARNING_PREFIX}{} {} is not a kind reload-injector checks; left as it is",
                 quoted(api_version),
                 quoted(&kind)
             );
-            out.warnings.push(format!("{label}: {}", fit(&said)));
+            fit(&mut said);
+            out.warnings.push(format!("{label}: {said}"));
             out.warnings.push(format!(
                 "{label}: {WARNING_PREFIX}kinds it checks: {}",
                 Workload::known().join(", ")
@@ -228,15 +217,14 @@ fn inject_object(
     let namespace = str_at(object, "/metadata/namespace")
         .unwrap_or(default_namespace)
         .to_owned();
+    let unreadable = |kind, cause| OfflineError::ObjectUnreadable {
+        object: label.clone(),
+        kind,
+        path: path.to_owned(),
+        cause,
+    };
     // The core reads objects as the webhook receives them: raw JSON.
-    let raw = serde_json::value::to_raw_value(&*object).map_err(|source| {
-        OfflineError::ObjectUnreadable {
-            object: label.clone(),
-            kind: kind.clone(),
-            path: path.to_owned(),
-            cause: source,
-        }
-    })?;
+    let raw = serde_json::value::to_raw_value(&*object).map_err(|e| unreadable(kind.clone(), e))?;
     let req = Request {
         group,
         kind: &kind,
@@ -249,28 +237,23 @@ fn inject_object(
     let plan = match Plan::new(&req, settings) {
         Ok(plan) => plan,
         Err(ReviewError::UnreadableObject { kind, source }) => {
-            return Err(OfflineError::ObjectUnreadable {
-                object: label,
-                kind,
-                path: path.to_owned(),
-                cause: source,
-            });
+            return Err(unreadable(kind, source));
         }
         // Offline, every object is there; nothing to review otherwise.
         Err(ReviewError::MissingObject { .. }) => return Ok(()),
     };
     let data = lookups(&plan, configs.as_ref().map(|c| c.get(&namespace)));
-    let (patch, warnings) = match plan.decide(&data) {
-        Outcome::Allowed { patch, warnings } => (patch, warnings),
-        Outcome::Denied { message, warnings } => {
+    let outcome = plan.decide(&data);
+    let (Outcome::Allowed { warnings, .. } | Outcome::Denied { warnings, .. }) = &outcome;
+    out.warnings
+        .extend(warnings.iter().map(|w| format!("{label}: {w}")));
+    let patch = match outcome {
+        Outcome::Allowed { patch, .. } => patch,
+        Outcome::Denied { message, .. } => {
             out.denials.push(format!("{label}: {message}"));
-            out.warnings
-                .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
             return Ok(());
         }
     };
-    out.warnings
-        .extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
     let mut mutated = object.clone();
     match json_patch::patch(&mut mutated, &patch) {
         Ok(()) => *object = mutated,
@@ -279,16 +262,6 @@ fn inject_object(
         )),
     }
     Ok(())
-}
-
-/// `line`, cut to [`MAX_WARNING_CHARS`] characters (the last one `…`) if it is longer.
-fn fit(line: &str) -> String {
-    if line.chars().count() <= MAX_WARNING_CHARS {
-        return line.to_owned();
-    }
-    let mut cut: String = line.chars().take(MAX_WARNING_CHARS - 1).collect();
-    cut.push('…');
-    cut
 }
 
 /// Whether an object has a pod spec or pod template where workloads keep theirs.
@@ -302,16 +275,15 @@ fn carries_pods(object: &Value) -> bool {
 
 /// What `--configs` says about each object the plan needs.
 fn lookups(plan: &Plan, given: Option<Option<&ConfigData>>) -> ConfigData {
-    let mut data = ConfigData::new();
-    for id in plan.config_refs() {
+    let lookup = |id: ConfigId| {
         let lookup = match given {
             None => Lookup::Failed("no --configs given".to_owned()),
             Some(None) => Lookup::NotFound,
             Some(Some(configs)) => configs.get(&id).cloned().unwrap_or(Lookup::NotFound),
         };
-        data.insert(id, lookup);
-    }
-    data
+        (id, lookup)
+    };
+    plan.config_refs().into_iter().map(lookup).collect()
 }
 
 /// Reads `--configs` files into per-key digests (values are never kept).
@@ -323,22 +295,14 @@ struct Reduce<'a> {
 
 impl Reduce<'_> {
     fn load(&self, text: &str, out: &mut BTreeMap<String, ConfigData>) -> Result<(), OfflineError> {
-        let mut objects = Vec::new();
-        for document in parse_documents(text, self.path)? {
-            match document.get("items").and_then(Value::as_array) {
-                Some(items) if str_at(&document, "/kind") == Some("List") => {
-                    objects.extend(items.clone())
-                }
-                _ => objects.push(document),
-            }
-        }
-        for object in objects {
-            let kind = str_at(&object, "/kind").unwrap_or_default();
-            let name = str_at(&object, "/metadata/name")
+        let mut documents = parse_documents(text, self.path)?;
+        for object in documents.iter_mut().flat_map(objects_mut) {
+            let object = &*object;
+            let kind = str_at(object, "/kind").unwrap_or_default();
+            let name = str_at(object, "/metadata/name")
                 .unwrap_or_default()
                 .to_owned();
-            let namespace =
-                str_at(&object, "/metadata/namespace").unwrap_or(self.default_namespace);
+            let namespace = str_at(object, "/metadata/namespace").unwrap_or(self.default_namespace);
             let invalid = |what: String| {
                 move |source| OfflineError::ConfigInvalid {
                     what,
@@ -348,7 +312,7 @@ impl Reduce<'_> {
             };
             let (id, contents) = match kind {
                 "ConfigMap" => {
-                    let cm = ConfigMap::deserialize(&object)
+                    let cm = ConfigMap::deserialize(object)
                         .map_err(invalid(format!("ConfigMap {name:?}")))?;
                     (
                         ConfigId::config_map(name),
@@ -356,8 +320,8 @@ impl Reduce<'_> {
                     )
                 }
                 "Secret" => {
-                    let secret = Secret::deserialize(&object)
-                        .map_err(invalid(format!("Secret {name:?}")))?;
+                    let secret =
+                        Secret::deserialize(object).map_err(invalid(format!("Secret {name:?}")))?;
                     // Without a key Secrets are not hashed at all, so nothing is kept.
                     let Some(key) = self.secret_key else { continue };
                     (
@@ -380,8 +344,8 @@ impl Reduce<'_> {
 /// would send in its JSON, never as `8.0`.
 fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> {
     let options = serde_saphyr::options! { legacy_octal_numbers: true };
-    let documents: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|err| {
+    let mut documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
+        .map_err(|err| {
             OfflineError::YamlInvalid {
                 path: path.to_owned(),
                 message: {
@@ -393,14 +357,9 @@ fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> 
                 },
             }
         })?;
-    Ok(documents
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .map(|mut d| {
-            whole_floats_as_integers(&mut d);
-            d
-        })
-        .collect())
+    documents.retain(|d| !d.is_null());
+    documents.iter_mut().for_each(whole_floats_as_integers);
+    Ok(documents)
 }
 
 /// Turns every float without a fraction (that fits an i64) into that integer, as Go's JSON

@@ -49,13 +49,9 @@ impl OptOut {
 /// Whether a Pod or pod template with these labels and annotations opts out, and by which
 /// (`"false"`, any case, spaces around allowed).
 pub fn opted_out(labels: &Map, annotations: &Map) -> Option<OptOut> {
-    if is_false(labels.get(INJECT)) {
-        Some(OptOut::Label)
-    } else if is_false(annotations.get(INJECT)) {
-        Some(OptOut::Annotation)
-    } else {
-        None
-    }
+    [(labels, OptOut::Label), (annotations, OptOut::Annotation)]
+        .into_iter()
+        .find_map(|(map, by)| is_false(map.get(INJECT)).then_some(by))
 }
 
 /// Whether a ConfigMap or Secret with these annotations is ignored (`"true"`, any case).
@@ -80,18 +76,23 @@ mod tests {
             .collect()
     }
 
+    /// A map holding `inject: value` alone.
+    fn inject(value: &str) -> Map {
+        map(&[(INJECT, value)])
+    }
+
     #[test]
     fn namespaces() {
         let own = "reload-injector";
         let cases: [(&str, Option<Map>, bool); 8] = [
-            ("shop", Some(map(&[(INJECT, "enabled")])), true),
-            ("shop", Some(map(&[(INJECT, "Enabled")])), false),
-            ("shop", Some(map(&[(INJECT, "true")])), false),
+            ("shop", Some(inject("enabled")), true),
+            ("shop", Some(inject("Enabled")), false),
+            ("shop", Some(inject("true")), false),
             ("shop", Some(map(&[])), false),
             ("shop", None, false),
-            ("kube-system", Some(map(&[(INJECT, "enabled")])), false),
-            ("kube-node-lease", Some(map(&[(INJECT, "enabled")])), false),
-            (own, Some(map(&[(INJECT, "enabled")])), false),
+            ("kube-system", Some(inject("enabled")), false),
+            ("kube-node-lease", Some(inject("enabled")), false),
+            (own, Some(inject("enabled")), false),
         ];
         for (namespace, labels, want) in cases {
             assert_eq!(
@@ -107,19 +108,11 @@ mod tests {
     fn templates_and_objects() {
         let none = map(&[]);
         let cases: [(Map, Map, Option<OptOut>); 6] = [
-            (map(&[(INJECT, "false")]), none.clone(), Some(OptOut::Label)),
-            (
-                none.clone(),
-                map(&[(INJECT, " False ")]),
-                Some(OptOut::Annotation),
-            ),
-            (
-                map(&[(INJECT, "FALSE")]),
-                map(&[(INJECT, "false")]),
-                Some(OptOut::Label),
-            ),
-            (map(&[(INJECT, "true")]), none.clone(), None),
-            (none.clone(), map(&[(INJECT, "no")]), None),
+            (inject("false"), none.clone(), Some(OptOut::Label)),
+            (none.clone(), inject(" False "), Some(OptOut::Annotation)),
+            (inject("FALSE"), inject("false"), Some(OptOut::Label)),
+            (inject("true"), none.clone(), None),
+            (none.clone(), inject("no"), None),
             (none.clone(), none.clone(), None),
         ];
         for (labels, annotations, want) in cases {

@@ -63,13 +63,14 @@ impl ConfigObject {
     /// stored; a value there counts only where `data` has none).
     pub fn from_secret(secret: &Secret, key: &SecretKey) -> Self {
         let id = ConfigId::secret(secret.metadata.name.clone().unwrap_or_default());
-        let mut values: BTreeMap<&String, &[u8]> = BTreeMap::new();
-        for (k, v) in secret.string_data.iter().flatten() {
-            values.insert(k, v.as_bytes());
-        }
-        for (k, v) in secret.data.iter().flatten() {
-            values.insert(k, &v.0);
-        }
+        let string_data = secret
+            .string_data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k, v.as_bytes()));
+        let data = secret.data.iter().flatten().map(|(k, v)| (k, &v.0[..]));
+        // Collected after `stringData`, a key's `data` value replaces its `stringData` one.
+        let values: BTreeMap<&String, &[u8]> = string_data.chain(data).collect();
         let values = values.into_iter().map(|(k, v)| (k.clone(), v));
         Self::from_values(&id, values, Some(key)).unwrap_or_default()
     }
@@ -77,8 +78,8 @@ impl ConfigObject {
 
 /// HMAC-SHA256 of a Secret value, bound to where it came from (name and key).
 fn keyed_digest(key: &SecretKey, name: &str, key_name: &str, value: &[u8]) -> Digest {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key.bytes())
-        .expect("HMAC-SHA256 accepts keys of any length");
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(&key.0).expect("HMAC-SHA256 accepts keys of any length");
     for part in [name.as_bytes(), key_name.as_bytes(), value] {
         mac.update(&(part.len() as u64).to_be_bytes());
         mac.update(part);
@@ -99,24 +100,4 @@ pub enum Lookup {
 
 /// Lookups for every object a review consumes. An object that is not in the map counts
 /// as not found, which is what offline `inject` wants for objects it was not given.
-#[derive(Debug, Clone, Default)]
-pub struct ConfigData {
-    objects: BTreeMap<ConfigId, Lookup>,
-}
-
-impl ConfigData {
-    /// An empty set: every object counts as not found.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Records the lookup of `id`.
-    pub fn insert(&mut self, id: ConfigId, lookup: Lookup) {
-        self.objects.insert(id, lookup);
-    }
-
-    /// The lookup of `id`, if recorded.
-    pub fn get(&self, id: &ConfigId) -> Option<&Lookup> {
-        self.objects.get(id)
-    }
-}
+pub type ConfigData = BTreeMap<ConfigId, Lookup>;

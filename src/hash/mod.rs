@@ -42,7 +42,6 @@ impl fmt::Display for ConfigKind {
 /// A ConfigMap or Secret in the namespace of the object under review.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConfigId {
-    /// ConfigMap or Secret.
     pub kind: ConfigKind,
     /// `metadata.name`.
     pub name: String,
@@ -101,10 +100,6 @@ impl SecretKey {
         let trimmed = bytes.trim_ascii();
         (!trimmed.is_empty()).then(|| Self(trimmed.to_vec()))
     }
-
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
 }
 
 impl fmt::Debug for SecretKey {
@@ -114,7 +109,7 @@ impl fmt::Debug for SecretKey {
 }
 
 /// The result of hashing what a pod consumes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HashReport {
     /// `sha256:<hex>`, or `None` when nothing could be hashed or a lookup failed (then the
     /// existing annotation must be left as it is).
@@ -136,12 +131,7 @@ pub fn config_hash(
     data: &ConfigData,
     key: Option<&SecretKey>,
 ) -> HashReport {
-    let mut report = HashReport {
-        hash: None,
-        unkeyed_secrets: Vec::new(),
-        failed: Vec::new(),
-        missing: Vec::new(),
-    };
+    let mut report = HashReport::default();
     let mut hasher = Sha256::new();
     let mut hashed_any = false;
     let mut reported = BTreeSet::new();
@@ -172,12 +162,8 @@ pub fn config_hash(
         hashed_any = true;
         match item {
             Consumed::Key(_, name) => {
-                write_item(
-                    &mut hasher,
-                    id,
-                    Some(name),
-                    object.map(|o| o.digests.get(name)),
-                );
+                let digest = object.map(|o| o.digests.get(name));
+                write_item(&mut hasher, id, Some(name), digest);
             }
             Consumed::Whole(_) => match object {
                 None => write_item(&mut hasher, id, None, None),

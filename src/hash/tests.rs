@@ -13,12 +13,9 @@ fn keyed(id: &ConfigId, pairs: &[(&str, &str)], key: Option<&SecretKey>) -> Look
     Lookup::Found(ConfigObject::from_values(id, values, key).expect("a key for Secrets"))
 }
 
-fn data(entries: Vec<(ConfigId, Lookup)>) -> ConfigData {
-    let mut data = ConfigData::new();
-    for (id, lookup) in entries {
-        data.insert(id, lookup);
-    }
-    data
+/// ConfigMap `app` with these keys and values.
+fn app(pairs: &[(&str, &str)]) -> ConfigData {
+    ConfigData::from([(ConfigId::config_map("app"), object(pairs))])
 }
 
 fn hash_of(consumed: &[Consumed], data: &ConfigData, key: Option<&SecretKey>) -> HashReport {
@@ -32,8 +29,9 @@ fn key(name: &str) -> Consumed {
 
 #[test]
 fn hash_has_the_documented_form() {
-    let d = data(vec![(ConfigId::config_map("app"), object(&[("a", "1")]))]);
-    let hash = hash_of(&[key("a")], &d, None).hash.expect("hashed");
+    let hash = hash_of(&[key("a")], &app(&[("a", "1")]), None)
+        .hash
+        .expect("hashed");
     assert!(hash.starts_with("sha256:"));
     assert_eq!(hash.len(), "sha256:".len() + 64);
     assert!(
@@ -45,66 +43,36 @@ fn hash_has_the_documented_form() {
 
 #[test]
 fn only_consumed_keys_count() {
-    let before = data(vec![(
-        ConfigId::config_map("app"),
-        object(&[("a", "1"), ("b", "2")]),
-    )]);
-    let after = data(vec![(
-        ConfigId::config_map("app"),
-        object(&[("a", "1"), ("b", "changed")]),
-    )]);
-    let changed_a = data(vec![(
-        ConfigId::config_map("app"),
-        object(&[("a", "2"), ("b", "2")]),
-    )]);
-    let h = |d: &ConfigData| hash_of(&[key("a")], d, None).hash;
-    assert_eq!(
-        h(&before),
-        h(&after),
-        "an unconsumed key must not change the hash"
-    );
-    assert_ne!(
-        h(&before),
-        h(&changed_a),
-        "the consumed key must change the hash"
-    );
+    let h = |pairs: &[(&str, &str)]| hash_of(&[key("a")], &app(pairs), None).hash;
+    let before = h(&[("a", "1"), ("b", "2")]);
+    let after = h(&[("a", "1"), ("b", "changed")]);
+    assert_eq!(before, after, "an unconsumed key must not change the hash");
+    let changed_a = h(&[("a", "2"), ("b", "2")]);
+    assert_ne!(before, changed_a, "the consumed key must change the hash");
 }
 
 #[test]
 fn whole_object_covers_every_key() {
     let id = ConfigId::config_map("app");
-    let h = |pairs: &[(&str, &str)]| {
-        hash_of(
-            &[Consumed::Whole(id.clone())],
-            &data(vec![(id.clone(), object(pairs))]),
-            None,
-        )
-        .hash
-    };
+    let h =
+        |pairs: &[(&str, &str)]| hash_of(&[Consumed::Whole(id.clone())], &app(pairs), None).hash;
     assert_ne!(h(&[("a", "1")]), h(&[("a", "1"), ("b", "2")]));
     assert_ne!(h(&[("a", "1")]), h(&[("a", "2")]));
     assert_ne!(
         h(&[]),
-        hash_of(&[Consumed::Whole(id.clone())], &data(vec![]), None).hash
+        hash_of(&[Consumed::Whole(id.clone())], &ConfigData::new(), None).hash
     );
 }
 
 #[test]
 fn absent_object_absent_key_and_empty_value_all_differ() {
-    let id = ConfigId::config_map("app");
-    let absent = hash_of(
-        &[key("a")],
-        &data(vec![(id.clone(), Lookup::NotFound)]),
-        None,
-    )
-    .hash;
-    let no_key = hash_of(&[key("a")], &data(vec![(id.clone(), object(&[]))]), None).hash;
-    let empty = hash_of(
-        &[key("a")],
-        &data(vec![(id.clone(), object(&[("a", "")]))]),
-        None,
-    )
-    .hash;
+    let h = |d: ConfigData| hash_of(&[key("a")], &d, None).hash;
+    let absent = h(ConfigData::from([(
+        ConfigId::config_map("app"),
+        Lookup::NotFound,
+    )]));
+    let no_key = h(app(&[]));
+    let empty = h(app(&[("a", "")]));
     assert!(absent.is_some() && no_key.is_some() && empty.is_some());
     assert_ne!(absent, no_key);
     assert_ne!(no_key, empty);
@@ -114,16 +82,15 @@ fn absent_object_absent_key_and_empty_value_all_differ() {
 #[test]
 fn encoding_is_unambiguous() {
     // ("ab","c") and ("a","bc") must not collide through concatenation.
-    let d = |k: &str, v: &str| data(vec![(ConfigId::config_map("app"), object(&[(k, v)]))]);
     assert_ne!(
-        hash_of(&[key("ab")], &d("ab", "c"), None).hash,
-        hash_of(&[key("a")], &d("a", "bc"), None).hash
+        hash_of(&[key("ab")], &app(&[("ab", "c")]), None).hash,
+        hash_of(&[key("a")], &app(&[("a", "bc")]), None).hash
     );
 }
 
 #[test]
 fn order_of_references_does_not_matter() {
-    let d = data(vec![
+    let d = ConfigData::from([
         (
             ConfigId::config_map("app"),
             object(&[("a", "1"), ("b", "2")]),
@@ -141,7 +108,7 @@ fn configmap_and_secret_of_the_same_name_differ() {
     let secret_key = SecretKey::new(b"k").expect("key");
     let cm = ConfigId::config_map("same");
     let secret = ConfigId::secret("same");
-    let d = data(vec![
+    let d = ConfigData::from([
         (cm.clone(), object(&[("a", "1")])),
         (
             secret.clone(),
@@ -165,8 +132,8 @@ fn secrets_need_a_key_and_depend_on_it() {
     let consumed = [Consumed::Key(id.clone(), "password".into())];
     let k1 = SecretKey::new(b"key-one").expect("key");
     let k2 = SecretKey::new(b"key-two").expect("key");
-    let d1 = data(vec![(id.clone(), keyed(&id, &values, Some(&k1)))]);
-    let d2 = data(vec![(id.clone(), keyed(&id, &values, Some(&k2)))]);
+    let d1 = ConfigData::from([(id.clone(), keyed(&id, &values, Some(&k1)))]);
+    let d2 = ConfigData::from([(id.clone(), keyed(&id, &values, Some(&k2)))]);
     let unkeyed = hash_of(&consumed, &d1, None);
     assert_eq!(unkeyed.hash, None, "no key: Secrets are not hashed");
     assert_eq!(unkeyed.unkeyed_secrets, vec![id.clone()]);
@@ -185,7 +152,7 @@ fn a_failed_lookup_gives_no_hash_and_says_why() {
     let id = ConfigId::config_map("app");
     let report = hash_of(
         &[key("a"), key("b")],
-        &data(vec![(id.clone(), Lookup::Failed("timeout".into()))]),
+        &ConfigData::from([(id.clone(), Lookup::Failed("timeout".into()))]),
         None,
     );
     assert_eq!(report.hash, None);
@@ -202,7 +169,7 @@ fn missing_objects_are_reported_unless_optional() {
     let consumed: BTreeSet<Consumed> = [key("a"), Consumed::Whole(id.clone())]
         .into_iter()
         .collect();
-    let d = data(vec![(id.clone(), Lookup::NotFound)]);
+    let d = ConfigData::from([(id.clone(), Lookup::NotFound)]);
     let report = config_hash(&consumed, &BTreeSet::new(), &d, None);
     assert_eq!(report.missing, vec![id.clone()]);
     assert!(report.hash.is_some(), "absent still hashes");
@@ -221,7 +188,7 @@ fn empty_keys_are_refused_and_keys_are_trimmed() {
     let consumed = [Consumed::Key(id.clone(), "a".into())];
     let hash = |raw: &[u8]| {
         let key = SecretKey::new(raw);
-        let d = data(vec![(id.clone(), keyed(&id, &[("a", "1")], key.as_ref()))]);
+        let d = ConfigData::from([(id.clone(), keyed(&id, &[("a", "1")], key.as_ref()))]);
         hash_of(&consumed, &d, key.as_ref()).hash
     };
     let (a, b) = (hash(b"abc\n"), hash(b"abc"));

@@ -11,9 +11,7 @@ use crate::hash::{ConfigId, Consumed};
 /// One ConfigMap/Secret feeding a config volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VolumeSource {
-    /// The ConfigMap or Secret.
     pub id: ConfigId,
-    /// `optional: true`.
     pub optional: bool,
     /// `items` (key → path), if the volume picks keys.
     pub items: Option<Vec<(String, String)>>,
@@ -31,14 +29,16 @@ impl ConfigVolume {
     /// What a subPath mount of this volume reads: the one key behind the file when it can
     /// be told, otherwise every source whole.
     pub fn consumed_by_subpath(&self, sub_path: Option<&str>) -> Vec<Consumed> {
-        let mut out = Vec::new();
-        let Some(sub_path) = sub_path.filter(|p| !p.is_empty()) else {
-            return self
-                .sources
+        let every_source = || {
+            self.sources
                 .iter()
                 .map(|s| Consumed::Whole(s.id.clone()))
-                .collect();
+                .collect()
         };
+        let Some(sub_path) = sub_path.filter(|p| !p.is_empty()) else {
+            return every_source();
+        };
+        let mut out = Vec::new();
         for source in &self.sources {
             match &source.items {
                 Some(items) => {
@@ -57,25 +57,15 @@ impl ConfigVolume {
                 None => out.push(Consumed::Whole(source.id.clone())),
             }
         }
-        if out.is_empty() {
-            out = self
-                .sources
-                .iter()
-                .map(|s| Consumed::Whole(s.id.clone()))
-                .collect();
-        }
-        out
+        if out.is_empty() { every_source() } else { out }
     }
 }
 
 /// A config volume mounted with `subPath`/`subPathExpr`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubPathMount {
-    /// Container name.
     pub container: String,
-    /// Volume name.
     pub volume: String,
-    /// `mountPath`.
     pub mount_path: String,
     /// `subPath` (`None` for `subPathExpr`, which is only known at run time).
     pub sub_path: Option<String>,
@@ -86,9 +76,7 @@ pub struct SubPathMount {
 /// A config volume mounted as a directory by a long-running container.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirMount {
-    /// Container name.
     pub container: String,
-    /// Volume name.
     pub volume: String,
 }
 
@@ -104,18 +92,14 @@ pub enum EnvHow {
 /// One env/envFrom reference to a ConfigMap/Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvRef {
-    /// Container name.
     pub container: String,
-    /// What is read.
     pub consumed: Consumed,
-    /// `optional: true`.
     pub optional: bool,
-    /// env or envFrom.
     pub how: EnvHow,
 }
 
 /// Everything the rules read from a pod spec.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct PodAnalysis<'a> {
     /// Config volumes by name (service-account and non-config volumes left out).
     pub config_volumes: BTreeMap<String, ConfigVolume>,
@@ -143,11 +127,7 @@ pub fn analyse(spec: &PodSpec) -> PodAnalysis<'_> {
         .collect();
     let mut analysis = PodAnalysis {
         config_volumes,
-        apps: Vec::new(),
-        dir_mounts: Vec::new(),
-        subpath_mounts: Vec::new(),
-        env_refs: Vec::new(),
-        has_sidecar: false,
+        ..PodAnalysis::default()
     };
     let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
     for (container, is_init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
@@ -195,65 +175,41 @@ impl PodAnalysis<'_> {
     }
 
     fn read_env(&mut self, container: &Container) {
-        let name = &container.name;
-        for var in container.env.iter().flatten() {
-            let Some(from) = &var.value_from else {
-                continue;
-            };
-            if let Some(r) = &from.config_map_key_ref {
-                self.push_env(
-                    name,
-                    Consumed::Key(ConfigId::config_map(&r.name), r.key.clone()),
-                    r.optional,
-                    EnvHow::Env,
-                );
-            }
-            if let Some(r) = &from.secret_key_ref {
-                self.push_env(
-                    name,
-                    Consumed::Key(ConfigId::secret(&r.name), r.key.clone()),
-                    r.optional,
-                    EnvHow::Env,
-                );
-            }
-        }
-        for source in container.env_from.iter().flatten() {
-            if let Some(r) = &source.config_map_ref {
-                self.push_env(
-                    name,
-                    Consumed::Whole(ConfigId::config_map(&r.name)),
-                    r.optional,
-                    EnvHow::EnvFrom,
-                );
-            }
-            if let Some(r) = &source.secret_ref {
-                self.push_env(
-                    name,
-                    Consumed::Whole(ConfigId::secret(&r.name)),
-                    r.optional,
-                    EnvHow::EnvFrom,
-                );
-            }
-        }
-    }
-
-    fn push_env(
-        &mut self,
-        container: &str,
-        consumed: Consumed,
-        optional: Option<bool>,
-        how: EnvHow,
-    ) {
-        self.env_refs.push(EnvRef {
-            container: container.to_owned(),
+        let env = container.env.iter().flatten();
+        let keys = env.filter_map(|v| v.value_from.as_ref()).flat_map(|from| {
+            let cm = from
+                .config_map_key_ref
+                .as_ref()
+                .map(|r| (ConfigId::config_map(&r.name), r));
+            let secret = from
+                .secret_key_ref
+                .as_ref()
+                .map(|r| (ConfigId::secret(&r.name), r));
+            cm.into_iter().chain(secret)
+        });
+        let keys = keys.map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, EnvHow::Env));
+        let wholes = container.env_from.iter().flatten().flat_map(|from| {
+            let cm = from
+                .config_map_ref
+                .as_ref()
+                .map(|r| (ConfigId::config_map(&r.name), r));
+            let secret = from
+                .secret_ref
+                .as_ref()
+                .map(|r| (ConfigId::secret(&r.name), r));
+            cm.into_iter().chain(secret)
+        });
+        let wholes = wholes.map(|(id, r)| (Consumed::Whole(id), r.optional, EnvHow::EnvFrom));
+        let refs = keys.chain(wholes).map(|(consumed, optional, how)| EnvRef {
+            container: container.name.clone(),
             consumed,
             optional: optional.unwrap_or(false),
             how,
         });
+        self.env_refs.extend(refs);
     }
 }
 
-/// The config sources of a volume, or `None` when it is not application config.
 /// The volumes some container mounts at the service-account token path: the API server's
 /// ServiceAccount plugin puts the Pod's token there (a `projected` volume from 1.21 on, before
 /// that a `secret` volume of the account's token Secret, `default-token-*`). A token is not
@@ -269,6 +225,7 @@ fn token_volumes(spec: &PodSpec) -> Vec<&str> {
         .collect()
 }
 
+/// The config sources of a volume, or `None` when it is not application config.
 fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
     let mut sources = Vec::new();
     if let Some(cm) = &volume.config_map {
@@ -294,26 +251,30 @@ fn config_volume(volume: &Volume) -> Option<ConfigVolume> {
             return None;
         }
         for p in projections {
-            if let Some(cm) = &p.config_map {
-                sources.push(VolumeSource::new(
-                    ConfigId::config_map(&cm.name),
-                    cm.optional,
-                    &cm.items,
-                ));
-            }
-            if let Some(secret) = &p.secret {
-                sources.push(VolumeSource::new(
-                    ConfigId::secret(&secret.name),
-                    secret.optional,
-                    &secret.items,
-                ));
-            }
+            let cm = p
+                .config_map
+                .iter()
+                .map(|cm| (ConfigId::config_map(&cm.name), cm));
+            let secret = p.secret.iter().map(|s| (ConfigId::secret(&s.name), s));
+            let projected = cm.chain(secret);
+            sources.extend(projected.map(|(id, s)| VolumeSource::new(id, s.optional, &s.items)));
         }
     }
     (!sources.is_empty()).then_some(ConfigVolume { sources })
 }
 
 impl VolumeSource {
+    /// What a directory mount of this source shows: the keys `items` picks, or the whole object.
+    pub fn shown(&self) -> Vec<Consumed> {
+        match &self.items {
+            Some(items) => items
+                .iter()
+                .map(|(key, _)| Consumed::Key(self.id.clone(), key.clone()))
+                .collect(),
+            None => vec![Consumed::Whole(self.id.clone())],
+        }
+    }
+
     fn new(id: ConfigId, optional: Option<bool>, items: &Option<Vec<KeyToPath>>) -> Self {
         let items = items.as_ref().map(|items| {
             items

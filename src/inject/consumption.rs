@@ -128,18 +128,8 @@ pub fn of_volumes<'v>(
     let mut all_optional = BTreeMap::new();
     for volume in names.into_iter().filter_map(|n| config_volumes.get(n)) {
         for source in &volume.sources {
-            match &source.items {
-                None => out.add(
-                    Consumed::Whole(source.id.clone()),
-                    source.optional,
-                    &mut all_optional,
-                ),
-                Some(items) => {
-                    for (key, _) in items {
-                        let consumed = Consumed::Key(source.id.clone(), key.clone());
-                        out.add(consumed, source.optional, &mut all_optional);
-                    }
-                }
+            for consumed in source.shown() {
+                out.add(consumed, source.optional, &mut all_optional);
             }
         }
     }

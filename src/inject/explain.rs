@@ -33,11 +33,9 @@ pub enum Via {
 /// One thing a container reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Read {
-    /// Container name.
     pub container: String,
     /// The key or object.
     pub consumed: Consumed,
-    /// `optional: true`.
     pub optional: bool,
     /// How it is read.
     pub via: Via,
@@ -174,24 +172,14 @@ mod tests {
             .iter()
             .map(|r| (r.via, &r.consumed, r.volume.as_deref()))
             .collect();
+        let key = |name: &str, key: &str| Consumed::Key(ConfigId::config_map(name), key.into());
+        let whole = Consumed::Whole(ConfigId::config_map("conf"));
         assert_eq!(
             lines,
             [
-                (
-                    Via::SubPath,
-                    &Consumed::Key(ConfigId::config_map("files"), "one.conf".into()),
-                    Some("one")
-                ),
-                (
-                    Via::Env,
-                    &Consumed::Key(ConfigId::config_map("env"), "a".into()),
-                    None
-                ),
-                (
-                    Via::Directory,
-                    &Consumed::Whole(ConfigId::config_map("conf")),
-                    Some("conf")
-                ),
+                (Via::SubPath, &key("files", "one.conf"), Some("one")),
+                (Via::Env, &key("env", "a"), None),
+                (Via::Directory, &whole, Some("conf")),
             ]
         );
         assert!(got.reads[0].optional);

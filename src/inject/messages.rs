@@ -68,31 +68,25 @@ impl Warnings {
 
 /// Each line only where it was first given. Duplicates are found once, by sorting: a Pod with
 /// 20,000 containers gives 20,000 warnings.
-fn unique(mut list: Vec<(String, Weight)>) -> Vec<(String, Weight)> {
+fn unique(list: Vec<(String, Weight)>) -> Vec<(String, Weight)> {
     let mut order: Vec<usize> = (0..list.len()).collect();
     order.sort_by(|&a, &b| list[a].0.cmp(&list[b].0).then(a.cmp(&b)));
     let mut keep = vec![true; list.len()];
     for pair in order.windows(2) {
-        if list[pair[0]].0 == list[pair[1]].0 {
-            keep[pair[1]] = false;
-        }
+        keep[pair[1]] = list[pair[0]].0 != list[pair[1]].0;
     }
-    let mut index = 0;
-    list.retain(|_| {
-        index += 1;
-        keep[index - 1]
-    });
-    list
+    let kept = list.into_iter().zip(keep);
+    kept.filter_map(|(entry, keep)| keep.then_some(entry))
+        .collect()
 }
 
 /// The lines of `list` that fit in `budget` characters with a last line counting the others.
 fn within(list: Vec<(String, Weight)>, budget: usize) -> Vec<String> {
-    let count = |line: &String| line.chars().count();
+    let chars: Vec<usize> = list.iter().map(|(line, _)| line.chars().count()).collect();
     // The usual case, a few warnings, needs nothing more.
-    if list.iter().map(|(line, _)| count(line)).sum::<usize>() <= budget {
+    if chars.iter().sum::<usize>() <= budget {
         return list.into_iter().map(|(line, _)| line).collect();
     }
-    let chars: Vec<usize> = list.iter().map(|(line, _)| count(line)).collect();
     // Room for the last line with the most warnings it could count.
     let room = budget.saturating_sub(not_shown(list.len()).chars().count());
     let mut by_weight: Vec<usize> = (0..list.len()).collect();
@@ -164,7 +158,7 @@ pub fn clean(text: &str) -> Cow<'_, str> {
 }
 
 /// Shortens a line to [`MAX_WARNING_CHARS`], ending it with `…` when cut.
-fn fit(line: &mut String) {
+pub fn fit(line: &mut String) {
     if line.len() <= MAX_WARNING_CHARS || line.chars().count() <= MAX_WARNING_CHARS {
         return;
     }

@@ -30,7 +30,7 @@ use serde_json::value::RawValue;
 use crate::hash::{ConfigData, ConfigId, SecretKey};
 
 pub use key::Key;
-pub use messages::{API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, quoted};
+pub use messages::{API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, fit, quoted};
 pub use object::{Workload, string_map};
 pub use parts::{ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review::Plan;
@@ -108,9 +108,7 @@ pub struct Settings {
 /// The admission operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
-    /// `CREATE`
     Create,
-    /// `UPDATE`
     Update,
     /// `DELETE`, `CONNECT` or anything newer: never mutated.
     Other,

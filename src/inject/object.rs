@@ -116,26 +116,15 @@ fn remove_metadata_entry(object: &mut Value, map: &str, key: &str) {
     }
 }
 
-/// Appends `container` to `spec.<list>` (`containers` or `initContainers`).
-pub fn push_container(pod: &mut Value, list: &str, container: Value) {
-    push_to_spec(pod, list, container);
-}
-
-/// Appends `volume` to `spec.volumes`.
-pub fn push_volume(pod: &mut Value, volume: Value) {
-    push_to_spec(pod, "volumes", volume);
-}
-
-/// Appends `item` to the list `spec.<list>`, made when absent (or `null`).
-fn push_to_spec(pod: &mut Value, list: &str, item: Value) {
+/// Appends `item` to the list `spec.<list>` (`containers`, `initContainers`, `volumes`), made
+/// when absent (or `null`).
+pub fn push_to_spec(pod: &mut Value, list: &str, item: Value) {
     let spec = child(as_object(pod), "spec");
-    let entry = spec.entry(list).or_insert_with(|| Value::Array(Vec::new()));
+    let entry = spec.entry(list).or_insert(Value::Null);
     if !entry.is_array() {
         *entry = Value::Array(Vec::new());
     }
-    if let Value::Array(items) = entry {
-        items.push(item);
-    }
+    entry.as_array_mut().expect("made a list above").push(item);
 }
 
 /// Sets `spec.shareProcessNamespace: true`.
@@ -148,10 +137,7 @@ fn as_object(value: &mut Value) -> &mut Map<String, Value> {
     if !value.is_object() {
         *value = Value::Object(Map::new());
     }
-    match value {
-        Value::Object(map) => map,
-        _ => unreachable!("made an object above"),
-    }
+    value.as_object_mut().expect("made an object above")
 }
 
 /// `map[key]` as an object, created (or replacing `null`) when needed.

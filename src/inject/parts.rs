@@ -43,9 +43,7 @@ pub struct ObjectParts<'a> {
 /// The pod (template) of an object.
 #[derive(Debug, Default, Clone)]
 pub struct PodParts<'a> {
-    /// Its `metadata`.
     pub meta: Meta,
-    /// Its `spec`.
     pub spec: Spec<'a>,
 }
 
@@ -61,9 +59,7 @@ pub enum Meta {
         namespace: Option<String>,
         /// Whether `ownerReferences` names a controller.
         controlled: bool,
-        /// `annotations`.
         annotations: Entries,
-        /// `labels`.
         labels: Entries,
     },
     /// A `metadata` that is not an object.
@@ -174,11 +170,11 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
     type Value = ObjectParts<'de>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        let node = NodeSeed {
+        let node = MapOrValue(NodeReader {
             path: &self.path,
             top: true,
             lean: self.lean,
-        }
+        })
         .deserialize(d)?;
         let meta = node.top_meta.unwrap_or_default();
         Ok(ObjectParts {
@@ -252,9 +248,7 @@ impl Meta {
             }
         }
     }
-}
 
-impl Meta {
     /// This `metadata` with its labels alone (what the core may edit of a workload's own).
     fn labels_only(self) -> Meta {
         match self {
@@ -280,6 +274,23 @@ impl Meta {
                 }
         )
     }
+
+    /// The parts of a Pod's `metadata` that say where it lives and who owns it.
+    fn clone_for_top(&self) -> Meta {
+        match self {
+            Meta::Object {
+                namespace,
+                controlled,
+                ..
+            } => Meta::Object {
+                namespace: namespace.clone(),
+                controlled: *controlled,
+                annotations: Entries::Absent,
+                labels: Entries::Absent,
+            },
+            _ => Meta::Absent,
+        }
+    }
 }
 
 impl Entries {
@@ -295,9 +306,7 @@ impl Entries {
 /// The string maps of `metadata`.
 #[derive(Debug, Clone, Copy)]
 pub enum MapField {
-    /// `annotations`.
     Annotations,
-    /// `labels`.
     Labels,
 }
 
@@ -347,17 +356,14 @@ impl<'a> PodParts<'a> {
         if let Some(meta) = self.meta.editable() {
             pod.insert("metadata".to_owned(), meta);
         }
-        match &self.spec {
-            Spec::Other(Value::Null) => {}
-            Spec::Other(value) => {
-                pod.insert("spec".to_owned(), value.clone());
-            }
-            Spec::Read { shape, .. } => {
-                pod.insert("spec".to_owned(), editable_spec(*shape, spec));
-            }
-            Spec::Fields(fields) => {
-                pod.insert("spec".to_owned(), editable_spec(shape_of(fields), spec));
-            }
+        let spec_view = match &self.spec {
+            Spec::Other(Value::Null) => None,
+            Spec::Other(value) => Some(value.clone()),
+            Spec::Read { shape, .. } => Some(editable_spec(*shape, spec)),
+            Spec::Fields(fields) => Some(editable_spec(shape_of(fields), spec)),
+        };
+        if let Some(view) = spec_view {
+            pod.insert("spec".to_owned(), view);
         }
         Value::Object(pod)
     }
@@ -397,7 +403,7 @@ fn editable_spec(shape: SpecShape, spec: &PodSpec) -> Value {
         match sent {
             Sent::Absent => {}
             Sent::Null => drop(out.insert(key.to_owned(), Value::Null)),
-            Sent::Value => drop(out.insert(key.to_owned(), placeholders(len))),
+            Sent::Value => drop(out.insert(key.to_owned(), Value::Array(vec![Value::Null; len]))),
         }
     }
     if shape.share_process_namespace != Sent::Absent {
@@ -459,10 +465,6 @@ fn last_of_each_key<'de>(fields: Vec<(Key<'de>, &'de RawValue)>) -> Vec<(Key<'de
         .collect()
 }
 
-fn placeholders(n: usize) -> Value {
-    Value::Array(vec![Value::Null; n])
-}
-
 /// [`PodParts::editable`] placed at `pod_pointer` inside otherwise empty objects.
 pub fn at_pointer(pod: Value, pod_pointer: &str) -> Value {
     let keys: Vec<&str> = pod_pointer.split('/').skip(1).collect();
@@ -494,28 +496,16 @@ struct Node<'a> {
 }
 
 /// Reads one level on the way to the pod: `path` is what is left of the pointer.
-struct NodeSeed<'p> {
+struct NodeReader<'p> {
     path: &'p [&'p str],
     top: bool,
     lean: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
-    type Value = Node<'de>;
+impl<'de> MapReader<'de> for NodeReader<'_> {
+    type Out = Node<'de>;
 
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for NodeSeed<'_> {
-    type Value = Node<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
         let at_pod = self.path.is_empty();
         let mut node = Node::default();
         let mut meta = None;
@@ -527,11 +517,11 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
             } else if at_pod && key == "spec" {
                 spec = Some(map.next_value_seed(MapOrValue(SpecReader { lean: self.lean }))?);
             } else if !at_pod && key == self.path[0] {
-                let below = map.next_value_seed(NodeSeed {
+                let below = map.next_value_seed(MapOrValue(NodeReader {
                     path: &self.path[1..],
                     top: false,
                     lean: self.lean,
-                })?;
+                }))?;
                 node.pod = below.pod;
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -552,63 +542,28 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
         Ok(node)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+    fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Node<'de>, A::Error> {
         IgnoredAny.visit_seq(seq)?;
         Ok(Node::default())
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Node::default())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Node::default())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Node::default())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Node::default())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Node::default())
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Node {
-            is_null: true,
+    fn other(value: Value) -> Node<'de> {
+        Node {
+            is_null: value.is_null(),
             ..Node::default()
-        })
-    }
-}
-
-impl Meta {
-    /// The parts of a Pod's `metadata` that say where it lives and who owns it.
-    fn clone_for_top(&self) -> Meta {
-        match self {
-            Meta::Object {
-                namespace,
-                controlled,
-                ..
-            } => Meta::Object {
-                namespace: namespace.clone(),
-                controlled: *controlled,
-                annotations: Entries::Absent,
-                labels: Entries::Absent,
-            },
-            _ => Meta::Absent,
         }
     }
 }
 
-/// Reads a map one way, and anything else as a [`Shallow`] value.
-trait MapReader<'de> {
+/// Reads a map one way, and anything else (a list too, unless `seq` says otherwise) as a
+/// [`Shallow`] value.
+trait MapReader<'de>: Sized {
     type Out;
     fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
     fn other(value: Value) -> Self::Out;
+    fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error> {
+        Ok(Self::other(ShallowVisitor::default().visit_seq(seq)?.0))
+    }
 }
 
 /// The seed and visitor of a [`MapReader`].
@@ -634,7 +589,7 @@ impl<'de, R: MapReader<'de>> Visitor<'de> for MapOrValue<R> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Ok(R::other(ShallowVisitor::default().visit_seq(seq)?.0))
+        self.0.seq(seq)
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
@@ -679,7 +634,9 @@ impl<'de> MapReader<'de> for MetaReader {
                         _ => None,
                     }
                 }
-                "ownerReferences" => controlled = map.next_value::<NamesAController>()?.0,
+                "ownerReferences" => {
+                    controlled = map.next_value_seed(MapOrValue(OwnerRefsReader))?
+                }
                 "annotations" => annotations = map.next_value_seed(MapOrValue(EntriesReader))?,
                 "labels" => labels = map.next_value_seed(MapOrValue(EntriesReader))?,
                 _ => {
@@ -700,62 +657,29 @@ impl<'de> MapReader<'de> for MetaReader {
     }
 }
 
-/// Whether `ownerReferences` is a list with an entry whose `controller` is `true` (the last
-/// `controller` of an entry counts, as in a full parse). Read as it streams by: a list of a
+/// Reads `ownerReferences`: whether it is a list with an entry whose `controller` is `true` (the
+/// last `controller` of an entry counts, as in a full parse). Read as it streams by: a list of a
 /// million entries costs no memory.
-struct NamesAController(bool);
+struct OwnerRefsReader;
 
-impl<'de> Deserialize<'de> for NamesAController {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(OwnerRefsVisitor)
-    }
-}
+impl<'de> MapReader<'de> for OwnerRefsReader {
+    type Out = bool;
 
-/// Reads the list: each entry through [`OwnerRefReader`]; anything else names no controller.
-struct OwnerRefsVisitor;
-
-impl<'de> Visitor<'de> for OwnerRefsVisitor {
-    type Value = NamesAController;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+    fn map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
+        ShallowVisitor::default().visit_map(map)?;
+        Ok(false)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+    fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
         let mut found = false;
         while let Some(controller) = seq.next_element_seed(MapOrValue(OwnerRefReader))? {
             found |= controller;
         }
-        Ok(NamesAController(found))
+        Ok(found)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        ShallowVisitor::default().visit_map(map)?;
-        Ok(NamesAController(false))
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(NamesAController(false))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(NamesAController(false))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(NamesAController(false))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(NamesAController(false))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(NamesAController(false))
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(NamesAController(false))
+    fn other(_: Value) -> bool {
+        false
     }
 }
 

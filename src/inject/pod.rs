@@ -21,32 +21,21 @@ use super::meter;
 /// value, as in a read of the spec as a JSON value.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodSpec {
-    /// `containers`.
     pub containers: Vec<Container>,
-    /// `initContainers`.
     pub init_containers: Option<Vec<Container>>,
-    /// `volumes`.
     pub volumes: Option<Vec<Volume>>,
-    /// `restartPolicy`.
     pub restart_policy: Option<String>,
-    /// `hostPID`.
     pub host_pid: Option<bool>,
-    /// `shareProcessNamespace`.
     pub share_process_namespace: Option<bool>,
-    /// `securityContext`.
-    pub security_context: Option<PodSecurityContext>,
+    pub security_context: Option<SecurityContext>,
 }
 
 /// How a spec sent the fields the core may edit: what the editable view must show.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SpecShape {
-    /// `containers`.
     pub containers: Sent,
-    /// `initContainers`.
     pub init_containers: Sent,
-    /// `volumes`.
     pub volumes: Sent,
-    /// `shareProcessNamespace`.
     pub share_process_namespace: Sent,
 }
 
@@ -56,7 +45,6 @@ pub enum Sent {
     /// Not in the object.
     #[default]
     Absent,
-    /// `null`.
     Null,
     /// A value.
     Value,
@@ -124,57 +112,35 @@ impl<'de> Deserialize<'de> for PodSpec {
     }
 }
 
-/// `io.k8s.api.core.v1.PodSecurityContext`, the fields the core reads.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodSecurityContext {
-    /// `runAsUser`.
-    pub run_as_user: Option<i64>,
-    /// `runAsGroup`.
-    pub run_as_group: Option<i64>,
-    /// `runAsNonRoot`.
-    pub run_as_non_root: Option<bool>,
-}
-
 /// `io.k8s.api.core.v1.Container`, the fields the core reads.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Container {
-    /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
-    /// `image`.
     pub image: Option<String>,
-    /// `command`.
     #[serde(default, deserialize_with = "metered_list")]
     pub command: Option<Vec<String>>,
-    /// `args`.
     #[serde(default, deserialize_with = "metered_list")]
     pub args: Option<Vec<String>>,
-    /// `env`.
     #[serde(default, deserialize_with = "metered_list")]
     pub env: Option<Vec<EnvVar>>,
-    /// `envFrom`.
     #[serde(default, deserialize_with = "metered_list")]
     pub env_from: Option<Vec<EnvFromSource>>,
-    /// `volumeMounts`.
     #[serde(default, deserialize_with = "metered_list")]
     pub volume_mounts: Option<Vec<VolumeMount>>,
     /// `restartPolicy` (`Always` makes an init container a native sidecar).
     pub restart_policy: Option<String>,
-    /// `securityContext`.
     pub security_context: Option<SecurityContext>,
 }
 
-/// `io.k8s.api.core.v1.SecurityContext`, the fields the core reads.
+/// `io.k8s.api.core.v1.SecurityContext` / `PodSecurityContext`, the fields the core reads (the
+/// same in both).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SecurityContext {
-    /// `runAsUser`.
     pub run_as_user: Option<i64>,
-    /// `runAsGroup`.
     pub run_as_group: Option<i64>,
-    /// `runAsNonRoot`.
     pub run_as_non_root: Option<bool>,
 }
 
@@ -182,7 +148,6 @@ pub struct SecurityContext {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVar {
-    /// `valueFrom`.
     pub value_from: Option<EnvVarSource>,
 }
 
@@ -190,9 +155,7 @@ pub struct EnvVar {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVarSource {
-    /// `configMapKeyRef`.
     pub config_map_key_ref: Option<KeySelector>,
-    /// `secretKeyRef`.
     pub secret_key_ref: Option<KeySelector>,
 }
 
@@ -200,13 +163,10 @@ pub struct EnvVarSource {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeySelector {
-    /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
-    /// `key`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub key: String,
-    /// `optional`.
     pub optional: Option<bool>,
 }
 
@@ -214,9 +174,7 @@ pub struct KeySelector {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvFromSource {
-    /// `configMapRef`.
     pub config_map_ref: Option<EnvSource>,
-    /// `secretRef`.
     pub secret_ref: Option<EnvSource>,
 }
 
@@ -224,10 +182,8 @@ pub struct EnvFromSource {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvSource {
-    /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
-    /// `optional`.
     pub optional: Option<bool>,
 }
 
@@ -235,15 +191,11 @@ pub struct EnvSource {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeMount {
-    /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
-    /// `mountPath`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub mount_path: String,
-    /// `subPath`.
     pub sub_path: Option<String>,
-    /// `subPathExpr`.
     pub sub_path_expr: Option<String>,
 }
 
@@ -251,28 +203,22 @@ pub struct VolumeMount {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Volume {
-    /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
-    /// `configMap`.
     pub config_map: Option<ConfigMapVolumeSource>,
-    /// `secret`.
     pub secret: Option<SecretVolumeSource>,
-    /// `projected`.
     pub projected: Option<ProjectedVolumeSource>,
 }
 
-/// `ConfigMapVolumeSource` and the `configMap` of a projection.
+/// `ConfigMapVolumeSource`, and the `configMap` and `secret` of a projection (the fields the
+/// core reads are the same in all three).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigMapVolumeSource {
-    /// `name`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
-    /// `items`.
     #[serde(default, deserialize_with = "metered_list")]
     pub items: Option<Vec<KeyToPath>>,
-    /// `optional`.
     pub optional: Option<bool>,
 }
 
@@ -280,12 +226,9 @@ pub struct ConfigMapVolumeSource {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretVolumeSource {
-    /// `secretName`.
     pub secret_name: Option<String>,
-    /// `items`.
     #[serde(default, deserialize_with = "metered_list")]
     pub items: Option<Vec<KeyToPath>>,
-    /// `optional`.
     pub optional: Option<bool>,
 }
 
@@ -293,10 +236,8 @@ pub struct SecretVolumeSource {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyToPath {
-    /// `key`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub key: String,
-    /// `path`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub path: String,
 }
@@ -305,7 +246,6 @@ pub struct KeyToPath {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProjectedVolumeSource {
-    /// `sources`.
     #[serde(default, deserialize_with = "metered_list")]
     pub sources: Option<Vec<VolumeProjection>>,
 }
@@ -314,26 +254,10 @@ pub struct ProjectedVolumeSource {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeProjection {
-    /// `configMap`.
     pub config_map: Option<ConfigMapVolumeSource>,
-    /// `secret`.
-    pub secret: Option<SecretProjection>,
+    pub secret: Option<ConfigMapVolumeSource>,
     /// `serviceAccountToken`: only whether it is there.
     pub service_account_token: Option<Present>,
-}
-
-/// The `secret` of a projection.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SecretProjection {
-    /// `name`.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub name: String,
-    /// `items`.
-    #[serde(default, deserialize_with = "metered_list")]
-    pub items: Option<Vec<KeyToPath>>,
-    /// `optional`.
-    pub optional: Option<bool>,
 }
 
 /// A field whose content does not matter, only that it is set to an object.

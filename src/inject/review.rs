@@ -129,7 +129,8 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     };
     let object = read_object(req, workload)?;
     // When the request names no namespace, the object's own says where it lives.
-    if req.namespace.is_empty() && excluded(object.namespace.as_deref().unwrap_or(""), settings) {
+    let namespace = object.namespace.as_deref().unwrap_or("");
+    if req.namespace.is_empty() && policy::excluded(namespace, &settings.own_namespace) {
         return Ok(None);
     }
     let (controlled, own) = (object.controlled, object.own.clone());
@@ -181,7 +182,7 @@ fn handled(req: &Request<'_>, settings: &Settings) -> Option<Workload> {
             matches!(req.operation, Operation::Create | Operation::Update)
         }
     };
-    (handled_op && !excluded(req.namespace, settings)).then_some(workload)
+    (handled_op && !policy::excluded(req.namespace, &settings.own_namespace)).then_some(workload)
 }
 
 fn unreadable(req: &Request<'_>, source: serde_json::Error) -> ReviewError {
@@ -328,10 +329,6 @@ fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
     all
 }
 
-fn excluded(namespace: &str, settings: &Settings) -> bool {
-    policy::excluded(namespace, &settings.own_namespace)
-}
-
 /// Where denial happens: only where a person is at the terminal and nothing running can break.
 fn subpath_policy(
     req: &Request,
@@ -397,7 +394,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     uses.extend(choice.restart_uses(&analysis));
     strategy::warn(&choice, rolls, &mut warnings);
     warn_uses(&uses, rolls, settings, &mut warnings);
-    let report = hash_uses(&uses, configs, settings);
+    let report = consumption::of_uses(&uses).hash(configs, settings.secret_key.as_ref());
     warn_hash(&uses, &report, &mut warnings);
     let plan = sidecar::plan(
         &target.annotations,
@@ -468,10 +465,6 @@ fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
     } else if !managed && labelled.is_some() {
         object::remove_label(object, MANAGED_LABEL);
     }
-}
-
-fn hash_uses(uses: &[Use], configs: &ConfigData, settings: &Settings) -> hash::HashReport {
-    consumption::of_uses(uses).hash(configs, settings.secret_key.as_ref())
 }
 
 /// Writes the `mounted-config-hash` of a Pod's sidecar volumes when it can be computed and
@@ -586,13 +579,10 @@ fn insert_sidecar(
     } else {
         "containers"
     };
-    object::push_container(
-        pod,
-        list,
-        plan.container(&settings.sidecar_image, settings.native_sidecars),
-    );
+    let container = plan.container(&settings.sidecar_image, settings.native_sidecars);
+    object::push_to_spec(pod, list, container);
     if plan.hides_token {
-        object::push_volume(pod, sidecar::no_token_volume());
+        object::push_to_spec(pod, "volumes", sidecar::no_token_volume());
     }
     if plan.needs_shared_pid() && spec.share_process_namespace != Some(true) {
         object::share_process_namespace(pod);

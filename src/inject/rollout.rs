@@ -32,13 +32,8 @@ impl Unstamped {
     /// as sent (`None`: the object was read for its template alone, so its `workloadRef` is
     /// unknown).
     pub fn without_template(object: Option<&RawValue>) -> Self {
-        let Some(object) = object else {
-            return Unstamped::Neither;
-        };
-        let Ok(top) = serde_json::from_str::<Top>(object.get()) else {
-            return Unstamped::Neither;
-        };
-        let Some(spec) = top.spec else {
+        let top = object.and_then(|object| serde_json::from_str::<Top>(object.get()).ok());
+        let Some(spec) = top.and_then(|top| top.spec) else {
             return Unstamped::Neither;
         };
         if let Some(Skim(shape)) = spec.template {

@@ -26,13 +26,9 @@ pub enum How {
 /// One piece of restart-only config a container reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Use {
-    /// Container name.
     pub container: String,
-    /// What is read.
     pub consumed: Consumed,
-    /// `optional: true`.
     pub optional: bool,
-    /// How.
     pub how: How,
 }
 

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::pod::{Container, PodSpec};
+use super::pod::{Container, PodSpec, SecurityContext};
 use serde_json::Value;
 
-use super::analysis::PodAnalysis;
+use super::analysis::{ConfigVolume, PodAnalysis};
 use super::messages::{Warnings, quoted, quoted_list};
 use super::strategy::{Choice, Told};
 use super::values;
@@ -37,10 +37,7 @@ pub enum Mode {
         process: Option<String>,
     },
     /// POST `url`.
-    Http {
-        /// The reload URL.
-        url: String,
-    },
+    Http { url: String },
 }
 
 /// The user the sidecar runs as.
@@ -48,7 +45,6 @@ pub enum Mode {
 pub enum RunAs {
     /// The app's own UID (and GID when known): signalling needs no capability.
     AppUser {
-        /// `runAsUser`.
         uid: i64,
         /// `runAsGroup`, when every target has the same one.
         gid: Option<i64>,
@@ -102,8 +98,7 @@ impl SidecarPlan {
             } else {
                 "--dir"
             };
-            args.push(flag.to_owned());
-            args.push(format!("{WATCH_ROOT}/{volume}"));
+            args.extend([flag.to_owned(), format!("{WATCH_ROOT}/{volume}")]);
         }
         match &self.mode {
             Mode::Signal { signal, process } => {
@@ -224,14 +219,10 @@ pub fn plan(
         Mode::Http { .. } => RunAs::Unprivileged,
         Mode::Signal { .. } => run_as(spec, analysis, warnings),
     };
+    let secret = |cv: &ConfigVolume| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret);
     let secret_volumes = volumes
         .iter()
-        .filter(|v| {
-            analysis
-                .config_volumes
-                .get(*v)
-                .is_some_and(|cv| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret))
-        })
+        .filter(|v| analysis.config_volumes.get(*v).is_some_and(secret))
         .cloned()
         .collect();
     Some(SidecarPlan {
@@ -358,20 +349,19 @@ fn process_from_command(container: &Container) -> Option<String> {
 fn run_as(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -> RunAs {
     let pod_sc = spec.security_context.as_ref();
     let targets = &analysis.apps;
-    let uid_of = |c: &Container| {
-        c.security_context
-            .as_ref()
-            .and_then(|s| s.run_as_user)
-            .or(pod_sc.and_then(|s| s.run_as_user))
+    // The container's own setting, else the Pod's.
+    let id_of = |c: &Container, id: fn(&SecurityContext) -> Option<i64>| {
+        [c.security_context.as_ref(), pod_sc]
+            .into_iter()
+            .flatten()
+            .find_map(id)
     };
-    let gid_of = |c: &Container| {
-        c.security_context
-            .as_ref()
-            .and_then(|s| s.run_as_group)
-            .or(pod_sc.and_then(|s| s.run_as_group))
-    };
+    let uid_of = |c: &Container| id_of(c, |s| s.run_as_user);
     let uids: BTreeSet<Option<i64>> = targets.iter().map(|c| uid_of(c)).collect();
-    let gids: BTreeSet<Option<i64>> = targets.iter().map(|c| gid_of(c)).collect();
+    let gids: BTreeSet<Option<i64>> = targets
+        .iter()
+        .map(|c| id_of(c, |s| s.run_as_group))
+        .collect();
     if let [Some(uid)] = uids.iter().copied().collect::<Vec<_>>().as_slice() {
         let gid = match gids.iter().copied().collect::<Vec<_>>().as_slice() {
             [Some(gid)] => Some(*gid),

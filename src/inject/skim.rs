@@ -14,24 +14,17 @@ use super::key::Key;
 /// The type of a JSON value read and dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonType {
-    /// `null`.
     Null,
-    /// `true` or `false`.
     Boolean,
-    /// A number.
     Number,
-    /// A string.
     String,
-    /// An array.
     Array,
-    /// An object.
     Object,
 }
 
 impl JsonType {
     /// The type of `value`.
-    pub fn of(value: &serde_json::Value) -> Self {
-        use serde_json::Value;
+    pub fn of(value: &Value) -> Self {
         match value {
             Value::Null => JsonType::Null,
             Value::Bool(_) => JsonType::Boolean,
@@ -161,17 +154,15 @@ impl<'de> Visitor<'de> for ShallowVisitor {
         f.write_str("any valid JSON value")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shallow, A::Error> {
-        while seq.next_element::<Skim>()?.is_some() {}
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shallow, A::Error> {
+        SkimVisitor.visit_seq(seq)?;
         Ok(Shallow(Value::Array(Vec::new())))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
         let mut kept = serde_json::Map::new();
         if self.keys.is_empty() {
-            while map.next_key::<Skim>()?.is_some() {
-                map.next_value::<Skim>()?;
-            }
+            SkimVisitor.visit_map(map)?;
         } else {
             while let Some(key) = map.next_key::<Key<'de>>()? {
                 match self.keys.iter().find(|k| **k == key.as_str()) {

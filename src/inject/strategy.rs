@@ -14,7 +14,6 @@ use super::pod::{Container, PodSpec};
 use super::rules::{How, Use};
 use super::values::{self, OnChange, ReloadSignal, ValueError};
 use super::{PROCESS, RELOAD_URL, SIGNAL};
-use crate::hash::Consumed;
 
 /// A server known to reload its configuration on a signal, from its own documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,16 +169,12 @@ fn has_needed_flag(server: &KnownServer, container: &Container) -> bool {
 pub enum Told {
     /// Send `signal`; to `process` when known, else the webhook derives it from the command.
     Signal {
-        /// The signal.
         signal: ReloadSignal,
         /// The process, when the Pod names it or the table gives it.
         process: Option<String>,
     },
     /// POST the URL.
-    Http {
-        /// The reload URL.
-        url: String,
-    },
+    Http { url: String },
 }
 
 /// What one container's mounted config gets.
@@ -244,25 +239,16 @@ impl Choice {
             if !matches!(strategy, Strategy::Restart(_)) {
                 continue;
             }
-            for volume in volumes {
-                let Some(config) = analysis.config_volumes.get(volume) else {
-                    continue;
-                };
-                for source in &config.sources {
-                    let consumed: Vec<Consumed> = match &source.items {
-                        Some(items) => items
-                            .iter()
-                            .map(|(key, _)| Consumed::Key(source.id.clone(), key.clone()))
-                            .collect(),
-                        None => vec![Consumed::Whole(source.id.clone())],
-                    };
-                    uses.extend(consumed.into_iter().map(|consumed| Use {
-                        container: container.clone(),
-                        consumed,
-                        optional: source.optional,
-                        how: How::Mount,
-                    }));
-                }
+            let configs = volumes
+                .iter()
+                .filter_map(|v| analysis.config_volumes.get(v));
+            for source in configs.flat_map(|config| &config.sources) {
+                uses.extend(source.shown().into_iter().map(|consumed| Use {
+                    container: container.clone(),
+                    consumed,
+                    optional: source.optional,
+                    how: How::Mount,
+                }));
             }
         }
         uses
@@ -279,28 +265,19 @@ struct Asked {
 }
 
 fn asked(annotations: &BTreeMap<String, String>) -> Result<Asked, ValueError> {
-    let on_change = annotations
-        .get(ON_CHANGE)
-        .map(|v| values::parse_on_change(v))
-        .transpose()?;
-    let url = annotations
-        .get(RELOAD_URL)
-        .filter(|u| !u.trim().is_empty())
-        .map(|u| values::parse_reload_url(u).map(str::to_owned))
-        .transpose()?;
-    let signal = annotations
-        .get(SIGNAL)
-        .map(|s| values::parse_signal(s))
-        .transpose()?;
-    let process = annotations
-        .get(PROCESS)
-        .map(|p| values::parse_process(p).map(str::to_owned))
-        .transpose()?;
+    let get = |key| annotations.get(key).map(String::as_str);
+    let url = get(RELOAD_URL).filter(|u| !u.trim().is_empty());
     Ok(Asked {
-        on_change,
-        url,
-        signal,
-        process,
+        on_change: get(ON_CHANGE).map(values::parse_on_change).transpose()?,
+        url: url
+            .map(values::parse_reload_url)
+            .transpose()?
+            .map(str::to_owned),
+        signal: get(SIGNAL).map(values::parse_signal).transpose()?,
+        process: get(PROCESS)
+            .map(values::parse_process)
+            .transpose()?
+            .map(str::to_owned),
     })
 }
 
@@ -314,13 +291,10 @@ pub fn choose(
 ) -> (Choice, Option<ValueError>) {
     let mut mounts: Vec<(&Container, BTreeSet<String>)> = Vec::new();
     for mount in &analysis.dir_mounts {
-        match mounts.iter_mut().find(|(c, _)| c.name == mount.container) {
-            Some((_, volumes)) => drop(volumes.insert(mount.volume.clone())),
-            None => {
-                if let Some(container) = analysis.apps.iter().find(|c| c.name == mount.container) {
-                    mounts.push((container, BTreeSet::from([mount.volume.clone()])));
-                }
-            }
+        if let Some((_, volumes)) = mounts.iter_mut().find(|(c, _)| c.name == mount.container) {
+            volumes.insert(mount.volume.clone());
+        } else if let Some(container) = analysis.apps.iter().find(|c| c.name == mount.container) {
+            mounts.push((container, BTreeSet::from([mount.volume.clone()])));
         }
     }
     let asked = match asked(annotations) {

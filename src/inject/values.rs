@@ -35,7 +35,6 @@ pub enum ValueError {
     /// Not an `http://HOST[:PORT]/PATH` URL.
     #[error("{RELOAD_URL}: {url:?}: {why}; write http://127.0.0.1:PORT/PATH")]
     BadUrl {
-        /// The value.
         url: String,
         /// What is wrong with it.
         why: &'static str,
@@ -66,39 +65,19 @@ impl fmt::Display for ReloadSignal {
 /// SIGINT and SIGQUIT ask a process to end, SIGKILL and SIGSTOP cannot be caught, SIGTSTP,
 /// SIGTTIN and SIGTTOU stop it, the real-time signals (32–64) end it by default.
 pub const RELOAD_SIGNALS: [ReloadSignal; 8] = [
-    ReloadSignal {
-        name: "SIGHUP",
-        number: 1,
-    },
-    ReloadSignal {
-        name: "SIGUSR1",
-        number: 10,
-    },
-    ReloadSignal {
-        name: "SIGUSR2",
-        number: 12,
-    },
-    ReloadSignal {
-        name: "SIGALRM",
-        number: 14,
-    },
-    ReloadSignal {
-        name: "SIGCONT",
-        number: 18,
-    },
-    ReloadSignal {
-        name: "SIGURG",
-        number: 23,
-    },
-    ReloadSignal {
-        name: "SIGWINCH",
-        number: 28,
-    },
-    ReloadSignal {
-        name: "SIGIO",
-        number: 29,
-    },
+    signal("SIGHUP", 1),
+    signal("SIGUSR1", 10),
+    signal("SIGUSR2", 12),
+    signal("SIGALRM", 14),
+    signal("SIGCONT", 18),
+    signal("SIGURG", 23),
+    signal("SIGWINCH", 28),
+    signal("SIGIO", 29),
 ];
+
+const fn signal(name: &'static str, number: i32) -> ReloadSignal {
+    ReloadSignal { name, number }
+}
 
 /// Names of the signals that stop or end a process, refused with their own message.
 const STOPPING: [&str; 22] = [
@@ -160,11 +139,8 @@ pub fn parse_process(text: &str) -> Result<&str, ValueError> {
         && name.len() <= 255
         && !name.contains('/')
         && !name.chars().any(|c| c.is_whitespace() || c.is_control());
-    if good {
-        Ok(name)
-    } else {
-        Err(ValueError::BadProcess(text.to_owned()))
-    }
+    good.then_some(name)
+        .ok_or_else(|| ValueError::BadProcess(text.to_owned()))
 }
 
 /// A reload URL: `http://HOST[:PORT][/PATH]`, as `http::Uri` reads it (the sidecar calls it with

@@ -34,6 +34,18 @@ fn view(object: &Value, pointer: &str) -> Value {
     at_pointer(pod.editable(&spec), pointer)
 }
 
+/// Asserts that `edit` made to the editable view of `pod` (a Pod) gives the patch it gives made
+/// to the whole object.
+fn assert_view_gives_the_whole_patch(pod: &Value, edit: impl Fn(&mut Value)) {
+    let mut edited = pod.clone();
+    edit(&mut edited);
+    let whole = json_patch::diff(pod, &edited);
+    let before = view(pod, "");
+    let mut after = before.clone();
+    edit(&mut after);
+    assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
+}
+
 #[test]
 fn a_pod_gives_its_namespace_owner_and_only_the_editable_fields() {
     let pod = json!({
@@ -230,8 +242,7 @@ fn a_later_key_without_the_pod_removes_the_pod_found_earlier() {
 #[test]
 fn a_repeated_key_deep_in_the_spec_keeps_its_last_value_too() {
     let object = raw(r#"{"spec": {"containers": [{"name": "first", "name": "last"}]}}"#);
-    let spec = spec_of(&object);
-    assert_eq!(spec.containers[0].name, "last");
+    assert_eq!(spec_of(&object).containers[0].name, "last");
 }
 
 #[test]
@@ -280,14 +291,12 @@ fn a_spec_error_is_worded_as_k8s_openapi_words_it() {
         json!({"volumes": [{"name": "v", "configMap": {"items": {}}}]}),
         json!({"hostPID": "yes"}),
     ] {
-        let pod = json!({"spec": spec.clone()});
-        let object = raw_of(&pod);
-        let parts = read(&object, "").unwrap();
-        let lean = parts.pod.unwrap().spec().unwrap_err().to_string();
+        let object = raw_of(&json!({"spec": spec.clone()}));
+        let lean = read(&object, "").unwrap().pod.unwrap().spec().unwrap_err();
         let full = k8s_openapi::api::core::v1::PodSpec::deserialize(&spec)
             .unwrap_err()
             .to_string();
-        assert_eq!(lean, full, "{spec}");
+        assert_eq!(lean.to_string(), full, "{spec}");
     }
 }
 
@@ -297,9 +306,7 @@ fn fields_the_core_never_reads_are_not_checked() {
         "containers": [{"name": "app", "resources": "lots", "ports": 80}],
         "tolerations": "any"
     }});
-    let object = raw_of(&pod);
-    let spec = spec_of(&object);
-    assert_eq!(spec.containers[0].name, "app");
+    assert_eq!(spec_of(&raw_of(&pod)).containers[0].name, "app");
 }
 
 #[test]
@@ -420,13 +427,7 @@ fn values_kept_by_type_give_the_patch_of_the_whole_object() {
             "reload-injector.io/watch": {"b": 2},
         }}, "spec": spec}),
     ] {
-        let mut edited = pod.clone();
-        edit(&mut edited);
-        let whole = json_patch::diff(&pod, &edited);
-        let before = view(&pod, "");
-        let mut after = before.clone();
-        edit(&mut after);
-        assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
+        assert_view_gives_the_whole_patch(&pod, edit);
     }
 }
 
@@ -502,7 +503,7 @@ fn a_large_spec_the_lean_read_refuses_gets_the_lean_words_and_keeps_its_last_key
 
 #[test]
 fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
-    use crate::inject::object::push_volume;
+    use crate::inject::object::push_to_spec;
 
     let volume = json!({"name": "added", "emptyDir": {}});
     let containers = json!([{"name": "a"}]);
@@ -513,12 +514,6 @@ fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
         json!({"containers": containers, "volumes": [{"name": "v", "configMap": {"name": "c"}}, {"name": "w", "emptyDir": {}}]}),
     ] {
         let pod = json!({"metadata": {}, "spec": spec});
-        let mut edited = pod.clone();
-        push_volume(&mut edited, volume.clone());
-        let whole = json_patch::diff(&pod, &edited);
-        let before = view(&pod, "");
-        let mut after = before.clone();
-        push_volume(&mut after, volume.clone());
-        assert_eq!(json_patch::diff(&before, &after), whole, "{pod}");
+        assert_view_gives_the_whole_patch(&pod, |pod| push_to_spec(pod, "volumes", volume.clone()));
     }
 }

@@ -82,15 +82,10 @@ fn null_and_missing_required_fields_read_as_k8s_openapi_reads_them() {
     let lean = PodSpec::deserialize(&spec).unwrap();
     assert_eq!(lean, through_k8s_openapi(&spec));
     assert_eq!(lean.containers[0].name, "");
-    assert!(
-        lean.volumes.as_ref().unwrap()[2]
-            .projected
-            .as_ref()
-            .unwrap()
-            .sources
-            .as_ref()
-            .unwrap()[2]
-            .service_account_token
-            .is_some()
-    );
+    let projected = lean.volumes.as_ref().unwrap()[2]
+        .projected
+        .as_ref()
+        .unwrap();
+    let token = &projected.sources.as_ref().unwrap()[2];
+    assert!(token.service_account_token.is_some());
 }

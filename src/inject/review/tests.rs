@@ -25,9 +25,7 @@ fn settings() -> Settings {
 fn configs() -> ConfigData {
     let id = ConfigId::config_map("env");
     let object = ConfigObject::from_values(&id, [("a", b"1")], None).unwrap();
-    let mut data = ConfigData::new();
-    data.insert(id, Lookup::Found(object));
-    data
+    ConfigData::from([(id, Lookup::Found(object))])
 }
 
 /// A Deployment whose container reads `env` through env (or nothing), with `metadata.labels`

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::hash::ConfigId;
+use crate::hash::{ConfigId, Consumed};
 use crate::inject::analysis::analyse;
 
 fn spec(containers: Value) -> PodSpec {
@@ -39,11 +39,15 @@ fn strategies(spec: &PodSpec, pairs: &[(&str, &str)]) -> (Vec<Strategy>, Option<
     )
 }
 
-fn sighup_to(process: &str) -> Strategy {
+fn signal_to(signal: &str, process: &str) -> Strategy {
     Strategy::Reload(Told::Signal {
-        signal: values::parse_signal("SIGHUP").unwrap(),
+        signal: values::parse_signal(signal).unwrap(),
         process: Some(process.to_owned()),
     })
+}
+
+fn sighup_to(process: &str) -> Strategy {
+    signal_to("SIGHUP", process)
 }
 
 #[test]
@@ -102,17 +106,11 @@ fn known_servers_reload_by_command_or_image() {
         (json!({"image": "postgres:17"}), sighup_to("postgres")),
         (
             json!({"image": "haproxy:3.0"}),
-            Strategy::Reload(Told::Signal {
-                signal: values::parse_signal("USR2").unwrap(),
-                process: Some("haproxy".into()),
-            }),
+            signal_to("USR2", "haproxy"),
         ),
         (
             json!({"image": "fluent/fluentd:v1.17"}),
-            Strategy::Reload(Told::Signal {
-                signal: values::parse_signal("USR2").unwrap(),
-                process: Some("fluentd".into()),
-            }),
+            signal_to("USR2", "fluentd"),
         ),
     ] {
         let spec = spec(json!([mounting("app", extra.clone())]));
@@ -141,32 +139,24 @@ fn fluent_bit_reloads_only_with_hot_reload_on_its_command_line() {
 fn the_pod_chooses_explicitly() {
     let java = spec(json!([mounting("api", json!({"command": ["java"]}))]));
     let nginx = spec(json!([mounting("web", json!({"image": "nginx"}))]));
-    assert_eq!(
-        strategies(&java, &[(SIGNAL, "USR1")]).0,
-        [Strategy::Reload(Told::Signal {
-            signal: values::parse_signal("USR1").unwrap(),
-            process: None
-        })]
-    );
-    assert_eq!(
-        strategies(&java, &[(RELOAD_URL, "http://127.0.0.1:8080/reload")]).0,
-        [Strategy::Reload(Told::Http {
-            url: "http://127.0.0.1:8080/reload".into()
-        })]
-    );
-    assert_eq!(
-        strategies(&nginx, &[(ON_CHANGE, "restart")]).0,
-        [Strategy::Restart(Why::Chosen)]
-    );
-    assert_eq!(
-        strategies(&nginx, &[(ON_CHANGE, "none")]).0,
-        [Strategy::Nothing]
-    );
-    // reload on a known server takes its table signal and process.
-    assert_eq!(
-        strategies(&nginx, &[(ON_CHANGE, "reload")]).0,
-        [sighup_to("nginx")]
-    );
+    let signal = values::parse_signal("USR1").unwrap();
+    let usr1 = Strategy::Reload(Told::Signal {
+        signal,
+        process: None,
+    });
+    let url = "http://127.0.0.1:8080/reload";
+    let http = Strategy::Reload(Told::Http { url: url.into() });
+    let chosen = Strategy::Restart(Why::Chosen);
+    for (spec, pair, want) in [
+        (&java, (SIGNAL, "USR1"), usr1),
+        (&java, (RELOAD_URL, url), http),
+        (&nginx, (ON_CHANGE, "restart"), chosen),
+        (&nginx, (ON_CHANGE, "none"), Strategy::Nothing),
+        // reload on a known server takes its table signal and process.
+        (&nginx, (ON_CHANGE, "reload"), sighup_to("nginx")),
+    ] {
+        assert_eq!(strategies(spec, &[pair]).0, [want], "{pair:?}");
+    }
 }
 
 #[test]
