@@ -20,14 +20,8 @@ pub struct Exited {
     pub status: Option<i32>,
 }
 
-impl Exited {
-    /// How it ended: `exited with status 129`, `was killed by SIGHUP`, or `exited`.
-    pub fn how(&self) -> String {
-        describe_status(self.status)
-    }
-}
-
-/// Words for a wait status (as `waitpid` reports it).
+/// Words for a wait status (as `waitpid` reports it): `exited with status 129`, `was killed
+/// by SIGHUP`, or `exited`.
 pub fn describe_status(status: Option<i32>) -> String {
     match status {
         None => "exited".to_owned(),
@@ -66,10 +60,8 @@ pub async fn watch(proc_root: &Path, told: &[ProcessInfo], grace: Duration) -> O
     loop {
         for process in told {
             if let Some(status) = gone(proc_root, process) {
-                return Some(Exited {
-                    target: format!("{}[{}]", process.comm, process.pid),
-                    status,
-                });
+                let target = process.label();
+                return Some(Exited { target, status });
             }
         }
         let now = tokio::time::Instant::now();

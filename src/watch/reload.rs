@@ -61,12 +61,9 @@ pub struct Report {
 pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     let started = Instant::now();
     let mut report = match &action {
-        Action::Signal(signaller) => match signaller.send_told() {
+        Action::Signal(signaller) => match signaller.send() {
             Ok(told) => {
-                let labels: Vec<String> = told
-                    .iter()
-                    .map(|p| format!("{}[{}]", p.comm, p.pid))
-                    .collect();
+                let labels: Vec<String> = told.iter().map(ProcessInfo::label).collect();
                 Report {
                     told,
                     ..success(labels.join(","))
@@ -117,7 +114,7 @@ fn died(signaller: &Signaller, exited: &Exited, grace: Duration) -> String {
          reload-injector.io/on-change: restart, or set reload-injector.io/signal to the signal \
          it reloads on (or reload-url)",
         exited.target,
-        exited.how(),
+        aftermath::describe_status(exited.status),
         humantime::format_duration(grace),
         signaller.signal,
         signaller.signal,
@@ -147,10 +144,8 @@ fn failure(
     Report {
         outcome,
         result,
-        target,
         error: Some(crate::report::one_line(err)),
-        duration: Duration::ZERO,
-        told: Vec::new(),
+        ..success(target)
     }
 }
 

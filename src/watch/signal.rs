@@ -26,9 +26,7 @@ pub enum SignalError {
     /// `/proc` could not be listed.
     #[error("failed to list processes in {path}")]
     ProcUnreadable {
-        /// The proc root.
         path: PathBuf,
-        /// Why.
         #[source]
         source: std::io::Error,
     },
@@ -39,7 +37,6 @@ pub enum SignalError {
          the same runAsUser as the app ({target_uid}) or add the CAP_KILL capability"
     )]
     PermissionDenied {
-        /// The signal.
         signal: Signal,
         /// `comm[pid]`.
         target: String,
@@ -52,11 +49,9 @@ pub enum SignalError {
     /// one: it is skipped).
     #[error("failed to send {signal} to {target}")]
     KillFailed {
-        /// The signal.
         signal: Signal,
         /// `comm[pid]`.
         target: String,
-        /// Why.
         #[source]
         source: Errno,
     },
@@ -118,14 +113,9 @@ impl Signaller {
         }
     }
 
-    /// Finds the targets and signals each once; returns them as `comm[pid]` on success.
-    pub fn send(&self) -> Result<Vec<String>, SignalError> {
-        self.send_told()
-            .map(|told| told.iter().map(label).collect())
-    }
-
-    /// Like [`Signaller::send`], returning the processes told, by PID, as they were read.
-    pub fn send_told(&self) -> Result<Vec<ProcessInfo>, SignalError> {
+    /// Finds the targets and signals each once; returns the processes told, by PID, as they
+    /// were read.
+    pub fn send(&self) -> Result<Vec<ProcessInfo>, SignalError> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         let name = self.process.as_deref();
         let mut sent = Sent::default();
@@ -241,13 +231,13 @@ impl Signaller {
             Err(Errno::ESRCH) => Ok(false),
             Err(Errno::EPERM) => Err(SignalError::PermissionDenied {
                 signal: self.signal,
-                target: label(process),
+                target: process.label(),
                 own_uid: nix::unistd::geteuid().as_raw(),
                 target_uid: uid_text(&self.proc_root, process.pid),
             }),
             Err(source) => Err(SignalError::KillFailed {
                 signal: self.signal,
-                target: label(process),
+                target: process.label(),
                 source,
             }),
         }
@@ -282,10 +272,6 @@ impl Sent {
         done.sort_by_key(|p| p.pid);
         done
     }
-}
-
-fn label(process: &ProcessInfo) -> String {
-    format!("{}[{}]", process.comm, process.pid)
 }
 
 fn uid_text(proc_root: &Path, pid: i32) -> String {
@@ -453,10 +439,8 @@ mod tests {
         kill(Pid::from_raw(sleeper.pid), Signal::SIGKILL).unwrap();
         assert!(sleeper.wait_until(|p| p.zombie), "never a zombie");
         let second = signaller.send();
-        assert_eq!(
-            first.unwrap(),
-            vec![format!("{}[{}]", sleeper.name, sleeper.pid)]
-        );
+        let first: Vec<String> = first.unwrap().iter().map(ProcessInfo::label).collect();
+        assert_eq!(first, vec![format!("{}[{}]", sleeper.name, sleeper.pid)]);
         assert!(
             matches!(second, Err(SignalError::NoTarget(_))),
             "a zombie is not told: {second:?}"

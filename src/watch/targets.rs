@@ -23,6 +23,13 @@ pub struct ProcessInfo {
     pub zombie: bool,
 }
 
+impl ProcessInfo {
+    /// `comm[pid]`, as log lines and errors name a process.
+    pub fn label(&self) -> String {
+        format!("{}[{}]", self.comm, self.pid)
+    }
+}
+
 /// Longest name the kernel keeps in `comm`.
 const COMM_LEN: usize = 15;
 
