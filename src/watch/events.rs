@@ -117,16 +117,11 @@ mod tests {
 
     #[test]
     fn kubelet_bookkeeping_is_not_a_change() {
-        assert_eq!(own(EventKind::Appeared, "..data_tmp"), Effect::default());
-        assert_eq!(own(EventKind::Vanished, "..data_tmp"), Effect::default());
-        assert_eq!(
-            own(EventKind::Appeared, "..2026_11_20_22_33_00.123456789"),
-            Effect::default()
-        );
-        assert_eq!(
-            own(EventKind::Vanished, "..2026_11_20_22_33_00.123456789"),
-            Effect::default()
-        );
+        for name in ["..data_tmp", "..2026_11_20_22_33_00.123456789"] {
+            for kind in [EventKind::Appeared, EventKind::Vanished] {
+                assert_eq!(own(kind, name), Effect::default(), "{kind:?} {name}");
+            }
+        }
     }
 
     #[test]
@@ -180,25 +175,11 @@ mod tests {
 
     #[test]
     fn effects_combine() {
-        let a = Effect {
-            rehash: true,
-            ..Effect::default()
-        };
-        let b = Effect {
-            rewatch: true,
-            ..Effect::default()
-        };
-        let c = Effect {
-            relist: true,
-            ..Effect::default()
-        };
-        assert_eq!(
-            a.union(b).union(c),
-            Effect {
-                rehash: true,
-                rewatch: true,
-                relist: true
-            }
-        );
+        let (a, b, c) = (Effect::default(), Effect::default(), Effect::default());
+        let a = Effect { rehash: true, ..a };
+        let b = Effect { rewatch: true, ..b };
+        let c = Effect { relist: true, ..c };
+        let all = a.union(b).union(c);
+        assert!(all.rehash && all.rewatch && all.relist, "{all:?}");
     }
 }

@@ -16,12 +16,7 @@ use tokio::net::TcpStream;
 pub enum HttpError {
     /// The URL did not parse.
     #[error("failed to parse URL {url:?}: {reason}")]
-    UrlInvalid {
-        /// The URL as given.
-        url: String,
-        /// Why.
-        reason: String,
-    },
+    UrlInvalid { url: String, reason: String },
     /// The URL is `https://` (or another scheme).
     #[error(
         "failed to use URL {0:?}: only http:// is supported (the app is reached on localhost \
@@ -36,23 +31,19 @@ pub enum HttpError {
     ConnectFailed {
         /// host:port.
         authority: String,
-        /// Why.
         #[source]
         source: std::io::Error,
     },
     /// The HTTP exchange broke.
     #[error("failed to get an answer from {url}")]
     ExchangeFailed {
-        /// The URL.
         url: String,
-        /// Why.
         #[source]
         source: hyper::Error,
     },
     /// No answer within the per-attempt timeout.
     #[error("failed to get an answer from {url} within {timeout:?} (timed out)")]
     TimedOut {
-        /// The URL.
         url: String,
         /// The per-attempt timeout.
         timeout: Duration,
@@ -60,11 +51,8 @@ pub enum HttpError {
     /// The answer was not 2xx.
     #[error("failed to reload: {method} {url} answered {status}")]
     StatusNotSuccess {
-        /// The method.
         method: Method,
-        /// The URL.
         url: String,
-        /// The status.
         status: http::StatusCode,
     },
 }
@@ -203,17 +191,11 @@ mod tests {
 
     #[test]
     fn bad_urls_and_methods_are_refused() {
-        assert!(matches!(
-            Endpoint::new("POST", "127.0.0.1:9090/x", T),
-            Err(HttpError::UrlInvalid { .. })
-        ));
-        assert!(matches!(
-            Endpoint::new("POST", "http://exa mple/", T),
-            Err(HttpError::UrlInvalid { .. })
-        ));
-        assert!(matches!(
-            Endpoint::new("PO ST", "http://127.0.0.1/", T),
-            Err(HttpError::MethodInvalid(_))
-        ));
+        for (method, url) in [("POST", "127.0.0.1:9090/x"), ("POST", "http://exa mple/")] {
+            let result = Endpoint::new(method, url, T);
+            assert!(matches!(result, Err(HttpError::UrlInvalid { .. })), "{url}");
+        }
+        let result = Endpoint::new("PO ST", "http://127.0.0.1/", T);
+        assert!(matches!(result, Err(HttpError::MethodInvalid(_))));
     }
 }
