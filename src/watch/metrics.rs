@@ -26,9 +26,7 @@ pub enum MetricsError {
     /// The listen address could not be bound.
     #[error("failed to listen on {addr} for metrics")]
     BindFailed {
-        /// The address.
         addr: SocketAddr,
-        /// Why.
         #[source]
         source: std::io::Error,
     },

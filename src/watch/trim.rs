@@ -22,9 +22,7 @@ pub enum TrimError {
     /// `/proc/self/smaps` or `/proc/self/exe` could not be read.
     #[error("failed to read {path}")]
     Read {
-        /// What was read.
         path: &'static str,
-        /// Why.
         #[source]
         source: std::io::Error,
     },
@@ -33,7 +31,6 @@ pub enum TrimError {
     Advise {
         /// Start of the mapping.
         start: usize,
-        /// Why.
         #[source]
         source: nix::errno::Errno,
     },

@@ -208,19 +208,17 @@ async fn acquire(
     wanted: usize,
     wait: Duration,
 ) -> Result<OwnedSemaphorePermit, BudgetExhausted> {
-    let exhausted = BudgetExhausted {
+    // Budgets beyond 4 GiB: a single review can never need that much.
+    if let Ok(asked) = u32::try_from(wanted)
+        && let Ok(Ok(permit)) =
+            tokio::time::timeout(wait, pool.clone().acquire_many_owned(asked)).await
+    {
+        return Ok(permit);
+    }
+    Err(BudgetExhausted {
         wanted,
         waited: wait,
-    };
-    // Budgets beyond 4 GiB: a single review can never need that much.
-    let asked = u32::try_from(wanted).map_err(|_| exhausted)?;
-    match tokio::time::timeout(wait, pool.clone().acquire_many_owned(asked)).await {
-        Ok(Ok(permit)) => Ok(permit),
-        _ => Err(BudgetExhausted {
-            wanted,
-            waited: wait,
-        }),
-    }
+    })
 }
 
 /// Bytes to reserve for a body: its declared length, never more than `body_limit` (a longer

@@ -23,9 +23,7 @@ pub enum ReloadError {
     /// inotify refused to start or to watch a directory.
     #[error("failed to watch {} for certificate changes", path.display())]
     WatchFailed {
-        /// The directory.
         path: PathBuf,
-        /// What inotify said.
         #[source]
         source: std::io::Error,
     },

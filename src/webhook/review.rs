@@ -191,10 +191,6 @@ fn bad(field: &'static str, expected: &'static str) -> RequestFieldError {
     RequestFieldError { field, expected }
 }
 
-fn json_type(v: &Value) -> &'static str {
-    JsonType::of(v).name()
-}
-
 /// What is wrong with a body the envelope parser refused, found by reading it in full as a
 /// `Value` read would, keeping nothing (bad input only): not JSON (a nesting deeper than
 /// serde_json's recursion limit is named as such), or JSON that is not an object.
@@ -214,7 +210,7 @@ fn describe(v: Option<&Value>) -> String {
             let short: String = s.chars().take(64).collect();
             format!("{short:?}")
         }
-        Some(other) => format!("a {}", json_type(other)),
+        Some(other) => format!("a {}", JsonType::of(other).name()),
     }
 }
 
