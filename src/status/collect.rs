@@ -252,10 +252,9 @@ where
     let mut items = Vec::new();
     let mut params = ListParams::default().limit(PAGE);
     loop {
-        let (page, token) = match classify(fetch(params.clone()).await)? {
-            Fetched::Read(Some(page)) => page,
-            Fetched::Read(None) => return Ok(Fetched::Read(None)),
-            Fetched::Failed(reason) => return Ok(Fetched::Failed(reason)),
+        let got = classify(fetch(params.clone()).await)?;
+        let Fetched::Read(Some((page, token))) = got else {
+            return Ok(got.map(|_| None));
         };
         items.extend(page);
         match token.filter(|token| !token.is_empty()) {

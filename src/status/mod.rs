@@ -236,15 +236,16 @@ fn target_readable(
     target: &Target,
     namespace: &str,
 ) -> Result<(), StatusError> {
-    if snapshot.unserved.contains(&target.kind) {
-        let (group, version, plural) = (
-            target.kind.group(),
-            target.kind.version(),
-            target.kind.plural(),
-        );
+    let kind = target.kind;
+    if snapshot.unserved.contains(&kind) {
         return Err(StatusError::TargetUnreadable {
-            what: format!("{}/{}", target.kind.short(), target.name),
-            reason: format!("the server does not serve {group}/{version} {plural}"),
+            what: format!("{}/{}", kind.short(), target.name),
+            reason: format!(
+                "the server does not serve {}/{} {}",
+                kind.group(),
+                kind.version(),
+                kind.plural()
+            ),
         });
     }
     if let Some(snapshot::Fetched::Failed(reason)) = snapshot.workloads.get(&target.kind) {
@@ -269,30 +270,22 @@ async fn connect(args: &StatusArgs) -> Result<(kube::Client, String), StatusErro
         context: args.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))?;
+            let kubeconfig = Kubeconfig::read_from(path).map_err(no_config)?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
         }
         None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await,
-        None => {
-            return kube::Config::infer()
-                .await
-                .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))
-                .and_then(client);
-        }
-    };
-    config
-        .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))
-        .and_then(client)
-}
-
-fn client(mut config: kube::Config) -> Result<(kube::Client, String), StatusError> {
+        None => Ok(kube::Config::infer().await.map_err(no_config)?),
+    }
+    .map_err(no_config)?;
     config.connect_timeout = Some(std::time::Duration::from_secs(10));
     config.read_timeout = Some(std::time::Duration::from_secs(30));
     let namespace = config.default_namespace.clone();
-    let client = kube::Client::try_from(config)
-        .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))?;
+    let client = kube::Client::try_from(config).map_err(no_config)?;
     Ok((client, namespace))
+}
+
+fn no_config(err: impl std::error::Error + 'static) -> StatusError {
+    StatusError::NoConfig(crate::report::one_line(&err))
 }

@@ -37,10 +37,9 @@ pub struct Pods {
 }
 
 /// One Pod.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodLine {
-    /// Its name.
     pub name: String,
     /// `status.phase`.
     pub phase: Option<String>,
@@ -224,11 +223,7 @@ fn pod_line(
         current_hash: stamped.map(|s| annotations.get(CONFIG_HASH).map(String::as_str) == Some(s)),
         sidecar,
         mounted_stamped: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
-        mounted_live: None,
-        mounted_state: None,
-        sidecar_restarts: None,
-        reloads: Vec::new(),
-        log_failed: None,
+        ..PodLine::default()
     };
     if !sidecar {
         return line;
