@@ -62,7 +62,6 @@ pub enum CertsError {
     /// A name for the certificate was not a valid DNS name.
     #[error("failed to use {name:?} as a DNS name: {reason}")]
     DnsNameRejected {
-        /// The offending name.
         name: String,
         /// Why it was rejected.
         reason: &'static str,
@@ -78,9 +77,7 @@ pub enum CertsError {
     /// rcgen could not create a key or sign a certificate.
     #[error("failed to {step}")]
     CryptoFailed {
-        /// What was being done.
         step: &'static str,
-        /// rcgen's error.
         #[source]
         source: rcgen::Error,
     },
@@ -89,7 +86,6 @@ pub enum CertsError {
         "failed to write into {dir}: {files} already exist (nothing was written; pass --force to overwrite)"
     )]
     FilesExisted {
-        /// The output directory.
         dir: String,
         /// The existing files, comma-separated.
         files: String,
@@ -99,9 +95,7 @@ pub enum CertsError {
     WriteFailed {
         /// What was being done (`create directory`, `write`, `rename`...).
         action: &'static str,
-        /// The path involved.
         path: String,
-        /// The I/O error.
         #[source]
         source: std::io::Error,
     },

@@ -5,7 +5,7 @@
 
 use std::fmt::Debug;
 
-use futures_util::future::join_all;
+use futures_util::future::{OptionFuture, join_all};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -129,16 +129,9 @@ impl Reader {
         kinds: &[Kind],
         jobs: bool,
     ) -> Result<(), CollectError> {
-        let workloads = kinds.iter().map(|&kind| async move {
-            let got = self.list_json(kind, namespace).await;
-            (kind, got)
-        });
-        let job_list = async {
-            match jobs {
-                true => Some(self.list_json(Kind::Job, namespace).await),
-                false => None,
-            }
-        };
+        let read = |kind| async move { (kind, self.list_json(kind, namespace).await) };
+        let workloads = kinds.iter().copied().map(read);
+        let job_list = OptionFuture::from(jobs.then(|| self.list_json(Kind::Job, namespace)));
         let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
             join_all(workloads),
             list(self.api::<ConfigMap>(namespace)),

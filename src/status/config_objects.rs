@@ -108,7 +108,6 @@ impl Configs {
 pub struct Written {
     /// `ConfigMap` or `Secret`.
     pub object_kind: String,
-    /// Its name.
     pub object: String,
     /// RFC 3339.
     pub at: String,

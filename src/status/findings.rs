@@ -85,7 +85,6 @@ pub struct Finding {
     pub code: Code,
     /// What is wrong, in plain words.
     pub message: String,
-    /// What to do.
     pub fix: String,
 }
 

@@ -42,11 +42,8 @@ impl KeyState<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HashState {
-    /// They are equal.
     Current,
-    /// They differ.
     Stale,
-    /// Nothing is stamped.
     NotStamped,
     /// Nothing is read that a hash covers.
     NothingToHash,

@@ -34,11 +34,8 @@ pub struct OptIn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WebhookState {
-    /// It exists.
     Present,
-    /// It does not.
     Missing,
-    /// It could not be read.
     Unreadable,
 }
 

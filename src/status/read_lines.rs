@@ -16,11 +16,9 @@ use crate::inject::explain::{Explained, Mode, Via};
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadLine {
-    /// Container name.
     pub container: String,
     /// `ConfigMap` or `Secret`.
     pub object_kind: String,
-    /// Its name.
     pub object: String,
     /// The key, or `None` for every key.
     pub key: Option<String>,

@@ -31,9 +31,7 @@ use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
 pub struct Report {
     /// `Deployment`, `StatefulSet`, …
     pub kind: Kind,
-    /// Its namespace.
     pub namespace: String,
-    /// Its name.
     pub name: String,
     /// 1. Opt-in.
     pub opt_in: OptIn,

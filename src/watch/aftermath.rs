@@ -41,17 +41,14 @@ pub fn describe_status(status: Option<i32>) -> String {
 /// Whether `told` (read when it was signalled) is gone: no longer in `proc_root`, a zombie, or
 /// its PID reused by another process. `Some(status)` when the zombie's exit code was readable.
 fn gone(proc_root: &Path, told: &ProcessInfo) -> Option<Option<i32>> {
-    let text = std::fs::read_to_string(proc_root.join(told.pid.to_string()).join("stat")).ok();
-    let Some(text) = text else {
-        return Some(None);
-    };
-    let Some(stat) = procfs::parse_stat(&text) else {
-        return Some(None);
-    };
-    if stat.start_time != told.start_time {
-        return Some(None);
+    let path = proc_root.join(told.pid.to_string()).join("stat");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    match procfs::parse_stat(&text) {
+        Some(stat) if stat.start_time == told.start_time => {
+            (stat.state == 'Z').then(|| procfs::parse_exit_code(&text))
+        }
+        _ => Some(None),
     }
-    (stat.state == 'Z').then(|| procfs::parse_exit_code(&text))
 }
 
 /// Watches `told` for `grace`; the first that exits, if any. Returns as soon as one does.

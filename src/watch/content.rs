@@ -70,7 +70,6 @@ impl fmt::Display for ContentHash {
 /// (their error kind is part of the digest, so a permission fix counts as a change).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hashed {
-    /// The digest.
     pub hash: ContentHash,
     /// Entries that could not be read, with why (for the error counter and a debug log).
     pub unreadable: Vec<String>,

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::uri::InvalidUri;
 use http::{Method, Request, Uri, header};
 use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
@@ -71,26 +72,21 @@ impl Endpoint {
     pub fn new(method: &str, url: &str, timeout: Duration) -> Result<Endpoint, HttpError> {
         let method = Method::from_bytes(method.trim().to_ascii_uppercase().as_bytes())
             .map_err(|_| HttpError::MethodInvalid(method.to_owned()))?;
+        let invalid = |reason: String| HttpError::UrlInvalid {
+            url: url.to_owned(),
+            reason,
+        };
         let uri: Uri = url
             .parse()
-            .map_err(|err: http::uri::InvalidUri| HttpError::UrlInvalid {
-                url: url.to_owned(),
-                reason: err.to_string(),
-            })?;
+            .map_err(|err: InvalidUri| invalid(err.to_string()))?;
         match uri.scheme_str() {
             Some("http") => {}
             Some(_) => return Err(HttpError::SchemeUnsupported(url.to_owned())),
-            None => {
-                return Err(HttpError::UrlInvalid {
-                    url: url.to_owned(),
-                    reason: "no scheme: write http://HOST:PORT/PATH".to_owned(),
-                });
-            }
+            None => return Err(invalid("no scheme: write http://HOST:PORT/PATH".to_owned())),
         }
-        let authority = uri.authority().ok_or_else(|| HttpError::UrlInvalid {
-            url: url.to_owned(),
-            reason: "no host".to_owned(),
-        })?;
+        let authority = uri
+            .authority()
+            .ok_or_else(|| invalid("no host".to_owned()))?;
         let authority = match authority.port_u16() {
             Some(_) => authority.to_string(),
             None => format!("{}:80", authority.host()),

@@ -43,7 +43,6 @@ const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
 /// Everything the watcher needs, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Paths to watch.
     pub dirs: Vec<PathBuf>,
     /// Which of `dirs` hold Secret data (their shown hash is keyed with `private_key`).
     pub private: Vec<bool>,

@@ -81,19 +81,14 @@ pub fn list_processes(
     own_pid: i32,
 ) -> std::io::Result<Vec<ProcessInfo>> {
     let mut processes = Vec::new();
-    for entry in fs::read_dir(proc_root)? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
+    for entry in fs::read_dir(proc_root)?.flatten() {
+        let pid = entry
             .file_name()
             .to_str()
-            .and_then(|name| name.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == own_pid {
-            continue;
-        }
-        if let Some(process) = read_process(&entry.path(), pid, name) {
+            .and_then(|n| n.parse::<i32>().ok());
+        if let Some(pid) = pid.filter(|&pid| pid != own_pid)
+            && let Some(process) = read_process(&entry.path(), pid, name)
+        {
             processes.push(process);
         }
     }

@@ -41,7 +41,6 @@ pub enum TrimError {
 pub struct MappedFile {
     /// The path, as `/proc/self/smaps` shows it.
     pub path: String,
-    /// The inode number.
     pub inode: u64,
 }
 

@@ -65,7 +65,6 @@ pub const SMALL_BODY: usize = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 #[error("failed to reserve {wanted} bytes of the in-flight body budget within {}ms", waited.as_millis())]
 pub struct BudgetExhausted {
-    /// Bytes asked for.
     pub wanted: usize,
     /// How long the request waited.
     pub waited: Duration,

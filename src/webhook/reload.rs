@@ -32,9 +32,7 @@ pub enum ReloadError {
 /// Where the pair lives and how to react to changes.
 #[derive(Debug, Clone)]
 pub struct ReloadConfig {
-    /// `--tls-cert`.
     pub cert: PathBuf,
-    /// `--tls-key`.
     pub key: PathBuf,
     /// Quiet period that merges a burst of events into one reload.
     pub debounce: Duration,

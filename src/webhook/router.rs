@@ -118,11 +118,8 @@ impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let status = self.status();
         tracing::debug!(status = status.as_u16(), error = %self, "rejected request");
-        let mut response = (status, format!("{self}\n")).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
+        let text_plain = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+        let mut response = (status, text_plain, format!("{self}\n")).into_response();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             response
                 .headers_mut()
@@ -185,14 +182,8 @@ async fn answer(routes: &Routes, request: Request) -> Result<Response, HttpError
     // What the review reads from the body is counted in the same reservation, held as long.
     let mut meter = memory.into_meter();
     let review = handle(&routes.state, &body, &mut meter).await?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        review,
-    )
-        .into_response())
+    let json = [(header::CONTENT_TYPE, "application/json")];
+    Ok((json, review).into_response())
 }
 
 fn check_content_type(headers: &HeaderMap) -> Result<(), HttpError> {

@@ -23,9 +23,7 @@ use crate::inject::{Key, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, l
 /// The body as read: the top level and, when `request` is an object, its fields.
 #[derive(Debug, Default)]
 pub struct Envelope<'a> {
-    /// `apiVersion`.
     pub api_version: Option<Value>,
-    /// `kind`.
     pub kind: Option<Value>,
     /// `request`, when it is an object.
     pub request: Option<RequestFields<'a>>,
@@ -34,15 +32,11 @@ pub struct Envelope<'a> {
 /// The fields of `request` the webhook reads.
 #[derive(Debug, Default)]
 pub struct RequestFields<'a> {
-    /// `uid`.
     pub uid: Option<Value>,
     /// `kind` (`{group, version, kind}`).
     pub kind: Option<Value>,
-    /// `operation`.
     pub operation: Option<Value>,
-    /// `namespace`.
     pub namespace: Option<Value>,
-    /// `dryRun`.
     pub dry_run: Option<Value>,
     /// `object`: read at once when `kind` came before it and names a handled kind (as
     /// kube-apiserver sends it), otherwise kept as sent.
@@ -58,7 +52,6 @@ pub enum ObjectField<'a> {
     Raw(&'a RawValue),
     /// Read for the pod (template) at `pointer`, the pointer of the `kind` before it.
     Read {
-        /// The pointer.
         pointer: &'static str,
         /// What was read (boxed: it holds the lean pod spec).
         parts: Box<ObjectParts<'a>>,
