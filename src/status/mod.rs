@@ -1,21 +1,10 @@
 //! `reload-injector status` (also the kubectl plugin `kubectl reload-injector`): answers "why
 //! didn't my pod reload?" from the live cluster.
 //!
-//! Data flows one way: collect, then judge, then render.
-//!
-//! - [`target`] reads `TARGET` (`deploy/web`, `cm/app`, …); [`common`] holds the small helpers
-//!   every part shares;
-//! - collect: [`collect`] is the thin kube I/O that fills a [`snapshot::Snapshot`] with one LIST
-//!   per kind per namespace, a few GETs of the installation, and a few sidecar logs (the
-//!   goldens build the same snapshot from their objects: `tests/status_support`);
-//! - judge (pure, reads a snapshot): [`workload_report`] is the report on one workload, made of
-//!   [`install`] (opt-in and installation), [`read_lines`] (what it reads and what a change
-//!   does), [`hash_check`] (is the stamped hash current), and [`pods`] (with [`select`] for
-//!   which Pods and [`sidecar_log`] for their reload lines), over the ConfigMaps and Secrets
-//!   laid out by [`config_objects`]; [`config_report`] is the report on a ConfigMap or Secret,
-//!   [`summary`] the one-line-per-workload form, problems first; [`findings`] lists what they
-//!   can find;
-//! - render: [`render`] writes a report as text or JSON.
+//! Data flows one way: [`collect`] (thin kube I/O) fills a [`snapshot::Snapshot`] (the goldens
+//! build the same snapshot from their objects: `tests/status_support`); the pure judges read it
+//! ([`workload_report`] from [`install`], [`read_lines`], [`hash_check`] and [`pods`];
+//! [`config_report`]; [`summary`]); [`render`] writes the report as text or JSON.
 //!
 //! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
 

@@ -109,13 +109,13 @@ pub fn read_lines(
                     _ => (OnChange::Rollout, "read at container start".to_owned()),
                 }
             };
-            let (key_name, object_kind) = match &read.consumed {
-                Consumed::Key(id, key) => (Some(key.clone()), id.kind),
-                Consumed::Whole(id) => (None, id.kind),
+            let key_name = match &read.consumed {
+                Consumed::Key(_, key) => Some(key.clone()),
+                Consumed::Whole(_) => None,
             };
             ReadLine {
                 container: read.container.clone(),
-                object_kind: object_kind.to_string(),
+                object_kind: id.kind.to_string(),
                 object: id.name.clone(),
                 key: key_name,
                 via: via_name(read.via),

@@ -1,10 +1,6 @@
-//! `reload-injector watch`: the sidecar that reloads the app when its config changes.
-//!
-//! Pure parts — [`events`] (which inotify events matter), [`debounce`], [`retry`] (delivery
-//! with backoff), [`targets`] (whom to signal) — are driven by thin I/O: [`watches`]
-//! (inotify), [`content`] (hashing what the app reads), [`procfs`], [`signal`], [`http`],
-//! [`metrics`], [`trim`] (giving back code pages while idle), all wired together by [`runner`]
-//! on a single-threaded runtime.
+//! `reload-injector watch`: the sidecar that reloads the app when its config changes. Pure parts
+//! ([`events`], [`debounce`], [`retry`], [`targets`]) are driven by thin I/O modules, wired
+//! together by [`runner`] on a single-threaded runtime.
 
 pub mod aftermath;
 pub mod content;

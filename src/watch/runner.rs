@@ -320,14 +320,9 @@ impl State {
     /// Logs a delivered signal once its targets were watched: `reloaded`, or the one error line
     /// of a target that died of it (counted in `reload_failures_total`, never a success).
     fn judged(&mut self, verdict: Verdict) {
-        let Verdict {
-            failed,
-            dirs,
-            hashes,
-            targets,
-            duration_ms,
-        } = verdict;
-        match failed {
+        let Verdict { dirs, hashes, .. } = &verdict;
+        let (targets, duration_ms) = (&verdict.targets, &verdict.duration_ms);
+        match &verdict.failed {
             None => {
                 self.metrics.count_reload("success");
                 let unix = SystemTime::now()

@@ -1,6 +1,6 @@
 //! Signal mode: find the targets in the shared process namespace and signal them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -233,7 +233,8 @@ impl Signaller {
                 signal: self.signal,
                 target: process.label(),
                 own_uid: nix::unistd::geteuid().as_raw(),
-                target_uid: uid_text(&self.proc_root, process.pid),
+                target_uid: procfs::process_uid(&self.proc_root, process.pid)
+                    .map_or_else(|| "?".to_owned(), |uid| uid.to_string()),
             }),
             Err(source) => Err(SignalError::KillFailed {
                 signal: self.signal,
@@ -274,10 +275,6 @@ impl Sent {
     }
 }
 
-fn uid_text(proc_root: &Path, pid: i32) -> String {
-    procfs::process_uid(proc_root, pid).map_or_else(|| "?".to_owned(), |uid| uid.to_string())
-}
-
 // The integration tests' helper for running copied programs, included by path.
 #[cfg(test)]
 #[path = "../../tests/watch_support/copies.rs"]
@@ -285,6 +282,8 @@ mod copies;
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::copies::{copy_program, run_copy};
     use super::*;
 
