@@ -1,8 +1,5 @@
-//! The report on one workload (pure): from the objects read to what a change of each consumed
-//! key does, whether the stamped hash is current, and how its Pods are doing. It asks each part
-//! in the order the report reads ([`super::install`], [`super::read_lines`],
-//! [`super::hash_check`], [`super::pods`]); each returns its findings. The text and JSON forms
-//! are rendered from [`Report`] ([`super::render`]).
+//! The report on one workload (pure): it asks each part in the order the report reads (opt-in
+//! and installation, reads, hash, Pods), each returning its findings.
 
 use std::collections::BTreeMap;
 

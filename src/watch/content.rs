@@ -91,11 +91,10 @@ pub type Names = Vec<OsString>;
 /// [`hash_path`], reusing the names `listed` for the directory last time when there are
 /// some, and keeping the names it lists for next time.
 ///
-/// The kubelet's swap renames only `..` names, so the names a directory shows stay the same
-/// across most updates, and listing the directory again (which also waits for the kubelet to
-/// finish its rename) can be skipped. The caller forgets `listed` whenever names may have come
-/// or gone (see [`super::events::Effect::relist`]); a reused name that is no longer there makes
-/// this list again, so the digest is always that of a fresh listing.
+/// The kubelet's swap renames only `..` names, so listing again (which also waits for the
+/// kubelet's rename) can mostly be skipped. The caller forgets `listed` when names may have
+/// come or gone ([`super::events::Effect::relist`]); a reused name that is gone makes this list
+/// again, so the digest is always that of a fresh listing.
 pub fn hash_path_listed(path: &Path, listed: &mut Option<Names>) -> Hashed {
     if let Some(names) = listed.as_deref() {
         let mut walk = Walk::default();

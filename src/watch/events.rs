@@ -1,11 +1,7 @@
-//! Which inotify events matter: a pure predicate over plain data.
-//!
-//! On a watched directory, the kubelet's update shows up as a rename of `..data_tmp` onto
-//! `..data`; user-visible names (`key -> ..data/key`, or plain files) appear, change and go.
-//! The other `..`-prefixed names (timestamped directories, `..data_tmp`) are bookkeeping
-//! that changes nothing the app reads until `..data` moves. When the directory itself goes
-//! away, or does not exist yet, its nearest existing parent is watched instead, and only the
-//! name leading towards the directory matters there.
+//! Which inotify events matter: a pure predicate over plain data. The kubelet's update is a
+//! rename of `..data_tmp` onto `..data`; user-visible names appear, change and go; the other
+//! `..` names are bookkeeping that changes nothing the app reads until `..data` moves. On the
+//! nearest existing parent of a missing directory, only the name leading to it matters.
 
 use std::ffi::OsStr;
 

@@ -1,12 +1,9 @@
-//! An open handle on one process: how the watcher re-checks and signals a remembered target
-//! in two system calls, with no path lookup in `/proc` and no PID-reuse race.
-//!
-//! The handle is the process's `/proc/PID` directory, opened, plus its `comm` opened through
-//! it. Both name the process itself, not its number: once it exits and is reaped, reads and
-//! signals fail with `ESRCH` even if the PID is given to a new process. `comm` is re-read in
-//! place (`pread`; far cheaper for the kernel than `stat`), and the signal goes through the
-//! directory descriptor (`pidfd_send_signal`, Linux 5.1; where that call is missing or refused,
-//! `kill` by PID).
+//! An open handle on one process: the watcher re-checks and signals a remembered target in two
+//! system calls, with no path lookup in `/proc` and no PID-reuse race. The handle is the opened
+//! `/proc/PID` directory plus its `comm`; both name the process, not its number (once it is
+//! reaped they fail with `ESRCH`, whoever holds the PID). `comm` is re-read in place (`pread`,
+//! far cheaper than `stat`); the signal goes through the directory (`pidfd_send_signal`, Linux
+//! 5.1; `kill` by PID where that call is missing or refused).
 
 use std::fs::File;
 use std::io;

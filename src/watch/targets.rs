@@ -85,11 +85,8 @@ pub fn choose(processes: &[ProcessInfo], own_pid: i32, name: Option<&str>) -> Ve
 
 /// Whether a process chosen earlier (`before`, held open so it is that very process) may be
 /// signalled before the next `/proc` scan, given its command name `comm_now`: only if the name
-/// is unchanged. A new name means it exec'd another program, which may not expect the signal.
-///
-/// Everything else is left to the scan that follows: a remembered target that became a zombie,
-/// or a worker, gets a signal it does not act on, and counts as told only if the scan still
-/// chooses it.
+/// is unchanged (a new one means it exec'd another program, which may not expect the signal).
+/// The scan that follows decides whether it counts as told (a zombie or a worker does not).
 pub fn may_signal_early(before: &ProcessInfo, comm_now: &str) -> bool {
     !before.kernel_thread && before.comm == comm_now
 }

@@ -45,12 +45,9 @@ impl ConnectionLimit {
 }
 
 /// The most memory the reviews in flight hold at once: their bodies and what is read from
-/// them. A review reserves what it may need ([`BodyBudget::reserve_review`]) before reading
-/// its body and gives it back when it is done, so no review ever holds part of the budget
-/// while waiting for more.
-///
-/// A quarter of the budget is kept for bodies of at most [`SMALL_BODY`] (real reviews are a
-/// few KiB): large bodies queue among themselves and cannot hold up ordinary reviews.
+/// them, reserved up front ([`BodyBudget::reserve_review`]) so no review holds part of the
+/// budget while waiting for more. A quarter is kept for bodies of at most [`SMALL_BODY`] (real
+/// reviews are a few KiB): large bodies queue among themselves, not ahead of ordinary ones.
 #[derive(Debug, Clone)]
 pub struct BodyBudget {
     small: Arc<Semaphore>,

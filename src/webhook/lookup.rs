@@ -1,12 +1,9 @@
-//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache.
-//!
-//! A review in steady state never waits on the API: fresh entries are served directly, and
-//! entries older than the TTL are served stale while one background task refreshes them.
-//! Objects not cached yet are fetched in parallel — one API request per object however many
-//! reviews want it at the same moment — and the whole review waits at most the lookup timeout;
-//! whatever has not answered by then becomes [`Lookup::Failed`], so the core admits the object
-//! with a warning instead of the API server timing the webhook out.
-//! Failures are not cached (the next review tries again). Values are never logged.
+//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache. In steady state a
+//! review never waits on the API: entries older than the TTL are served while one background
+//! task refreshes them. Objects not cached are fetched in parallel (one request per object,
+//! however many reviews want it), and a review waits at most the lookup timeout: what has not
+//! answered becomes [`Lookup::Failed`], so the core admits the object with a warning instead
+//! of the API server timing the webhook out. Failures are not cached; values are never logged.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};

@@ -1,11 +1,8 @@
-//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key`.
-//!
-//! A mounted Secret changes by the kubelet's atomic swap (a new timestamped directory, a
-//! `..data_tmp` symlink renamed over `..data`), which shows up as an event in the mount
-//! directory; plain writes and renames of the files do too. Events are debounced, the pair is
-//! re-read and checked, and only a good, different pair replaces the served one. A bad pair
-//! is logged and counted, and the last good one stays. A slow periodic re-check catches
-//! anything inotify could not see (e.g. a directory replaced wholesale).
+//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key`, where the
+//! kubelet's atomic swap of a mounted Secret (`..data_tmp` renamed over `..data`) and plain
+//! writes and renames show up. Events are debounced; only a good, different pair replaces the
+//! served one (a bad one is logged and counted). A slow periodic re-check catches anything
+//! inotify could not see (e.g. a directory replaced wholesale).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

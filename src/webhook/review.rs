@@ -1,11 +1,7 @@
-//! AdmissionReview `admission.k8s.io/v1` on the wire: reading a request body and writing the
-//! answer. Pure: bytes in, bytes out.
-//!
-//! The body is read once (see `envelope`): the small fields of `request` as values, and the
-//! objects read on the way or kept as raw JSON borrowed from the body, so a review copies
-//! nothing large. The answer is written by hand-shaped structs rather than kube-core's response
-//! type, which would serialise the patch as an array of numbers instead of the documented
-//! base64 string.
+//! AdmissionReview `admission.k8s.io/v1` on the wire (pure: bytes in, bytes out). The body is
+//! read once (see `envelope`), borrowing the objects, so a review copies nothing large. The
+//! answer is written by hand-shaped structs: kube-core's response type would serialise the
+//! patch as an array of numbers instead of the documented base64 string.
 
 use base64::Engine;
 use serde::Serialize;

@@ -1,16 +1,12 @@
 //! One pass over a request body that keeps only what the webhook reads: the envelope's
-//! `apiVersion` and `kind`, the small fields of `request`, and the objects. When
-//! `request.kind` comes before `request.object` (kube-apiserver sends it so) and names a kind
-//! the core handles (a Rollout aside), the object is read on the way with [`ObjectSeed`], so
-//! the body is scanned once; otherwise it is kept as borrowed raw JSON and the core reads it
-//! later, with the same result. `request.oldObject` is always kept raw (it is read only for
-//! some UPDATEs). A body whose pod spec the lean read refuses is read a second time keeping
-//! the spec raw, so that the core can word the error.
-//!
-//! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, without
-//! recursion, so a malformed body is still rejected and deep nesting cannot overflow the stack
-//! (the caller words the error from a full parse). A key given twice keeps its last value, as
-//! in a full parse.
+//! `apiVersion` and `kind`, the small fields of `request`, and the objects. When `request.kind`
+//! comes before `request.object` (kube-apiserver sends it so) and names a kind the core handles
+//! (a Rollout aside), the object is read on the way with [`ObjectSeed`] (one scan of the body);
+//! otherwise it is kept as borrowed raw JSON for the core to read later, with the same result. `request.oldObject` is
+//! always kept raw (only some UPDATEs read it). A pod spec the lean read refuses is read again
+//! kept raw, so that the core can word the error. Every other field is scanned and dropped
+//! without recursion (a malformed body is still rejected; deep nesting cannot overflow the
+//! stack). A key given twice keeps its last value, as in a full parse.
 
 use std::fmt;
 
