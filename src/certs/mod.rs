@@ -12,8 +12,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType, SerialNumber,
 };
 use time::OffsetDateTime;
 
@@ -113,25 +113,21 @@ pub fn generate(req: &CertRequest) -> Result<Bundle, CertsError> {
     let now = OffsetDateTime::now_utc();
 
     let ca_key = new_key("generate the CA key")?;
-    let mut ca_params = CertificateParams::default();
-    ca_params.distinguished_name = common_name(&format!("reload-injector CA ({})", req.namespace));
+    let ca_name = format!("reload-injector CA ({})", req.namespace);
+    let mut ca_params = params(&ca_name, now, CA_VALIDITY);
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    ca_params.not_before = now - CLOCK_SKEW;
-    ca_params.not_after = now + CA_VALIDITY;
-    ca_params.serial_number = Some(random_serial());
     let ca_cert = ca_params
         .self_signed(&ca_key)
         .map_err(crypto("sign the CA certificate"))?;
     let issuer = Issuer::new(ca_params, &ca_key);
 
     let key = new_key("generate the serving key")?;
-    let mut params = CertificateParams::default();
-    params.distinguished_name = common_name(&dns[2]);
+    let mut params = params(&dns[2], now, req.validity);
     params.subject_alt_names = dns
         .iter()
         .map(|name| {
@@ -147,9 +143,6 @@ pub fn generate(req: &CertRequest) -> Result<Bundle, CertsError> {
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
-    params.not_before = now - CLOCK_SKEW;
-    params.not_after = now + req.validity;
-    params.serial_number = Some(random_serial());
     let cert = params
         .signed_by(&key, &issuer)
         .map_err(crypto("sign the serving certificate"))?;
@@ -200,10 +193,15 @@ fn crypto(step: &'static str) -> impl FnOnce(rcgen::Error) -> CertsError {
     move |source| CertsError::CryptoFailed { step, source }
 }
 
-fn common_name(name: &str) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, name);
-    dn
+/// The parameters every certificate here shares: the common name `name`, valid from a little
+/// before `now` (see [`CLOCK_SKEW`]) for `validity`, and a random serial number.
+fn params(name: &str, now: OffsetDateTime, validity: Duration) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.not_before = now - CLOCK_SKEW;
+    params.not_after = now + validity;
+    params.serial_number = Some(random_serial());
+    params
 }
 
 /// A random positive 128-bit serial number (RFC 5280 asks for unique, positive, ≤ 20 bytes).

@@ -161,8 +161,6 @@ mod tests {
         };
         let hit = classify(&role, EventKind::Appeared, Some(OsStr::new("config")));
         assert!(hit.rehash && hit.rewatch && hit.relist);
-        let moved_in = classify(&role, EventKind::Appeared, Some(OsStr::new("config")));
-        assert!(moved_in.rewatch);
         assert_eq!(
             classify(&role, EventKind::Appeared, Some(OsStr::new("other"))),
             Effect::default()
