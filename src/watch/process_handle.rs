@@ -79,16 +79,13 @@ mod tests {
             .stdin(Stdio::null())
             .spawn()
             .expect("start sleep");
-        let comm = Path::new("/proc").join(child.id().to_string()).join("comm");
-        for _ in 0..500 {
-            if std::fs::read_to_string(&comm).is_ok_and(|c| c == "sleep\n") {
-                return child;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        let handle = ProcessHandle::open(Path::new("/proc"), child.id() as i32).unwrap();
+        if wait_for_comm(&handle, "sleep").as_deref() != Some("sleep") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child did not become `sleep` within 5 s");
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the child did not become `sleep` within 5 s");
+        child
     }
 
     #[test]
