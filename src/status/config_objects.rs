@@ -111,7 +111,6 @@ pub struct Written {
     pub object: String,
     /// RFC 3339.
     pub at: String,
-    /// Seconds before the report.
     pub seconds_ago: i64,
 }
 

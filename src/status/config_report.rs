@@ -30,7 +30,6 @@ pub struct ConfigReport {
     pub keys: Vec<KeyLine>,
     /// The findings of the workloads that read it, each naming the workload.
     pub findings: Vec<Finding>,
-    /// What could not be read.
     pub notes: Vec<String>,
 }
 
@@ -39,7 +38,6 @@ pub struct ConfigReport {
 #[serde(rename_all = "camelCase")]
 pub struct KeyLine {
     pub key: String,
-    /// Whether the object has it.
     pub exists: bool,
     /// Who reads it; empty: a change does nothing.
     pub readers: Vec<ReaderLine>,
@@ -54,7 +52,6 @@ pub struct ReaderLine {
     pub container: String,
     /// `env`, `envFrom`, `subPath`, `initSubPath` or `directory`.
     pub via: &'static str,
-    /// What a change of it does.
     pub on_change: OnChange,
     pub detail: String,
 }

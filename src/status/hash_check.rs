@@ -55,7 +55,6 @@ pub enum HashState {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashCheck {
-    /// Whether it is current.
     pub state: HashState,
     /// The annotation on the pod template.
     pub stamped: Option<String>,

@@ -19,7 +19,6 @@ use crate::policy::{self, INJECT, OPT_IN_VALUE};
 pub struct OptIn {
     /// The namespace's `reload-injector.io/inject` label, if any.
     pub namespace_label: Option<String>,
-    /// Whether the namespace could be read.
     pub namespace_read: bool,
     /// Labelled `enabled` and not excluded (`true` when the namespace could not be read, as
     /// nothing says otherwise).
@@ -43,21 +42,17 @@ pub enum WebhookState {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Installation {
-    /// Whether the webhook configuration is there.
     pub webhook: WebhookState,
     /// Whether every webhook in it has a CA bundle (`None` when not read).
     pub ca_bundle: Option<bool>,
-    /// The webhook's namespace.
     pub namespace: String,
     /// `Lease` holder, if any.
     pub lease_holder: Option<String>,
     /// Seconds since the Lease was last renewed.
     pub renewed_seconds_ago: Option<i64>,
-    /// The Lease's duration.
     pub lease_duration_seconds: Option<i64>,
     /// A leader holds an unexpired Lease (`false` when the Lease could not be read).
     pub controller_running: bool,
-    /// Whether the Lease could be read.
     pub lease_read: bool,
 }
 

@@ -24,7 +24,6 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Pods {
-    /// Pods found.
     pub total: usize,
     /// Pods whose `config-hash` is the template's (`None` when the template is not stamped).
     pub current_hash: Option<usize>,
@@ -45,7 +44,6 @@ pub struct PodLine {
     pub phase: Option<String>,
     /// Whether its `config-hash` is the template's.
     pub current_hash: Option<bool>,
-    /// Whether it carries the sidecar.
     pub sidecar: bool,
     /// Its `mounted-config-hash`.
     pub mounted_stamped: Option<String>,

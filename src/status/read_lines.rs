@@ -30,7 +30,6 @@ pub struct ReadLine {
     pub optional: bool,
     /// Whether the object exists (`None`: could not be read).
     pub exists: Option<bool>,
-    /// What a change of it does.
     pub on_change: OnChange,
     /// Why, in a few words.
     pub detail: String,

@@ -17,9 +17,7 @@ use super::workload_report;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
-    /// One per workload.
     pub workloads: Vec<Line>,
-    /// What could not be read.
     pub notes: Vec<String>,
 }
 

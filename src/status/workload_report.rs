@@ -56,7 +56,6 @@ pub struct Report {
 pub struct EventLine {
     /// Last seen, RFC 3339.
     pub at: Option<String>,
-    /// Seconds before the report.
     pub seconds_ago: Option<i64>,
     /// The message (names objects and keys, never a value).
     pub message: String,

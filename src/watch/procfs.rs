@@ -16,9 +16,7 @@ pub struct Stat {
     pub comm: String,
     /// One-letter state (`R`, `S`, `Z`, ...).
     pub state: char,
-    /// Parent PID.
     pub ppid: i32,
-    /// Kernel flags word.
     pub flags: u64,
     /// Start time in clock ticks after boot.
     pub start_time: u64,

@@ -74,7 +74,6 @@ pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
 /// any process that became a target since, and decides which remembered ones count as told.
 #[derive(Debug, Clone)]
 pub struct Signaller {
-    /// The signal to send.
     pub signal: Signal,
     /// `--process`, if given.
     pub process: Option<String>,

@@ -34,7 +34,6 @@ const TLS_READ_BUFFER: usize = 16 * 1024;
 /// Bounds of the connections and of the drain.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Most connections open at once.
     pub connections: ConnectionLimit,
     /// Longest a TLS handshake may take.
     pub handshake: Duration,
