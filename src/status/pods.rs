@@ -170,21 +170,15 @@ fn owned_pods<'a>(
 /// current generation.
 fn updated(kind: Kind, object: &Value) -> Option<(i64, i64)> {
     let status = object.get("status")?;
-    let observed = status.get("observedGeneration").and_then(Value::as_i64);
-    let generation = object
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64);
-    if observed.is_none() || observed != generation {
+    let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
+    let observed = int(status, "observedGeneration");
+    if observed.is_none() || observed != int(&object["metadata"], "generation") {
         return None;
     }
-    let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
     match kind {
         Kind::Deployment | Kind::StatefulSet | Kind::Rollout => Some((
             int(status, "updatedReplicas").unwrap_or(0),
-            object
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1),
+            int(&object["spec"], "replicas").unwrap_or(1),
         )),
         Kind::DaemonSet => Some((
             int(status, "updatedNumberScheduled").unwrap_or(0),

@@ -47,19 +47,13 @@ impl ProcessHandle {
         let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
             return kill(Pid::from_raw(self.pid), signal);
         };
+        use rustix::io::Errno as E;
         match rustix::process::pidfd_send_signal(&self.dir, sig) {
-            Ok(()) => Ok(()),
             // Before Linux 5.1 (ENOSYS), a `/proc` whose directories the kernel does not take
             // as process handles (EINVAL), or a seccomp profile that refuses the call (EPERM
             // or ENOSYS): fall back to the PID, which also tells a real EPERM.
-            Err(err)
-                if err == rustix::io::Errno::NOSYS
-                    || err == rustix::io::Errno::INVAL
-                    || err == rustix::io::Errno::PERM =>
-            {
-                kill(Pid::from_raw(self.pid), signal)
-            }
-            Err(err) => Err(Errno::from_raw(err.raw_os_error())),
+            Err(E::NOSYS | E::INVAL | E::PERM) => kill(Pid::from_raw(self.pid), signal),
+            result => result.map_err(|err| Errno::from_raw(err.raw_os_error())),
         }
     }
 }
