@@ -147,17 +147,12 @@ fn start_controller(
 
 /// Binds the HTTPS listener (`--listen`) and the side port (`--metrics-listen`).
 async fn bind(args: &ServeArgs) -> anyhow::Result<(TcpListener, TcpListener)> {
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("failed to listen on {} (--listen)", args.listen))?;
-    let side = TcpListener::bind(args.metrics_listen)
-        .await
-        .with_context(|| {
-            format!(
-                "failed to listen on {} (--metrics-listen)",
-                args.metrics_listen
-            )
-        })?;
+    let bind = |addr, flag| async move {
+        let listener = TcpListener::bind(addr).await;
+        listener.with_context(|| format!("failed to listen on {addr} ({flag})"))
+    };
+    let listener = bind(args.listen, "--listen").await?;
+    let side = bind(args.metrics_listen, "--metrics-listen").await?;
     Ok((listener, side))
 }
 

@@ -220,10 +220,8 @@ async fn read_body(
     left: Duration,
     timeout: Duration,
 ) -> Result<bytes::Bytes, HttpError> {
-    match tokio::time::timeout(left, collect_limited(body, declared)).await {
-        Err(_) => Err(HttpError::TimedOut(timeout)),
-        Ok(result) => result,
-    }
+    let read = tokio::time::timeout(left, collect_limited(body, declared)).await;
+    read.unwrap_or(Err(HttpError::TimedOut(timeout)))
 }
 
 /// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.
