@@ -132,14 +132,9 @@ impl Endpoint {
                 .await
                 .map_err(broke)?;
         let driver = tokio::spawn(connection);
-        let target = self
-            .uri
-            .path_and_query()
-            .map_or("/", |path| path.as_str())
-            .to_owned();
         let request = Request::builder()
             .method(self.method.clone())
-            .uri(target)
+            .uri(self.uri.path_and_query().map_or("/", |path| path.as_str()))
             .header(header::HOST, self.authority.as_str())
             .header(
                 header::USER_AGENT,

@@ -161,10 +161,9 @@ impl WatchSet {
     /// Waits for events, then takes every one already available; returns how many were
     /// read and what they mean together.
     pub async fn next_batch(&mut self) -> Result<(u64, Effect), WatchError> {
-        let first = self.stream.next().await;
+        let mut next = self.stream.next().await;
         let mut count = 0;
         let mut effect = Effect::default();
-        let mut next = first;
         loop {
             match next {
                 Some(Ok(event)) => {
