@@ -66,16 +66,11 @@ pub fn opt_in(
     let mut findings = Vec::new();
     let opted_out_by = policy::opted_out(labels, annotations).map(policy::OptOut::as_str);
     let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
-    let (namespace_read, namespace_label) = match &snapshot.namespaces {
-        Fetched::Read(map) => (
-            true,
-            map.get(namespace)
-                .and_then(|ns| ns.metadata.labels.as_ref())
-                .and_then(|l| l.get(INJECT))
-                .cloned(),
-        ),
-        Fetched::Failed(_) => (false, None),
-    };
+    let namespaces = snapshot.namespaces.ok();
+    let namespace_read = namespaces.is_some();
+    let namespace_label = namespaces
+        .and_then(|map| map.get(namespace)?.metadata.labels.as_ref()?.get(INJECT))
+        .cloned();
     let labelled = namespace_label.as_deref() == Some(OPT_IN_VALUE);
     let opted_in = !excluded && (labelled || !namespace_read);
     if excluded {

@@ -66,11 +66,7 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Value {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), json!(v)))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+        Value::Object(pairs.iter().map(|(k, v)| ((*k).into(), json!(v))).collect())
     }
 
     #[test]

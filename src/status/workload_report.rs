@@ -109,11 +109,8 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     };
     findings.extend(consumed.findings);
     if consumed.hash.state == HashState::Stale {
-        findings.push(stale_finding(
-            kind,
-            &consumed.hash,
-            installation.controller_running,
-        ));
+        let running = installation.controller_running;
+        findings.push(stale_finding(kind, &consumed.hash, running));
     }
     let events = workload.events();
     findings.extend(workload.refresh_stopped(&events));

@@ -66,12 +66,10 @@ pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
     Signal::from_str(signal.name).map_err(|_| unknown(ValueError::UnknownSignal(text.to_owned())))
 }
 
-/// Sends the reload signal to the chosen processes.
-///
-/// The targets of the last successful send are remembered, held open ([`ProcessHandle`]). The
-/// next send signals those whose command name is unchanged before it scans `/proc`: the app
-/// hears of the change without waiting for the scan. The full scan still follows: it signals
-/// any process that became a target since, and decides which remembered ones count as told.
+/// Sends the reload signal to the chosen processes. The targets of the last successful send
+/// are held open ([`ProcessHandle`]), and the next send signals those whose command name is
+/// unchanged before it scans `/proc`, so the app hears sooner. The scan still follows: it
+/// signals any new target, and decides which remembered ones count as told.
 #[derive(Debug, Clone)]
 pub struct Signaller {
     pub signal: Signal,
@@ -195,14 +193,11 @@ impl Signaller {
     fn remember(&self, chosen: Vec<ProcessInfo>, mut held: Vec<Known>) -> Vec<Known> {
         let mut known = Vec::with_capacity(chosen.len());
         for info in chosen {
-            let handle = match held.iter().position(|k| same_process(&k.info, &info)) {
-                Some(index) => held.swap_remove(index).handle,
-                None => match self.open_checked(&info) {
-                    Some(handle) => handle,
-                    None => continue,
-                },
-            };
-            known.push(Known { info, handle });
+            let held_at = held.iter().position(|k| same_process(&k.info, &info));
+            let handle = held_at.map(|index| held.swap_remove(index).handle);
+            if let Some(handle) = handle.or_else(|| self.open_checked(&info)) {
+                known.push(Known { info, handle });
+            }
         }
         known
     }

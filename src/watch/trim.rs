@@ -85,9 +85,8 @@ fn parse_header(line: &str) -> Option<Mapping<'_>> {
     let (start, end) = fields.next()?.split_once('-')?;
     let range = usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?;
     let perms = fields.next()?;
-    let _offset = fields.next()?;
-    let _device = fields.next()?;
-    let inode = fields.next()?.parse().ok()?;
+    // offset, device, then inode.
+    let inode = fields.nth(2)?.parse().ok()?;
     Some(Mapping {
         range,
         perms,

@@ -220,10 +220,8 @@ async fn acquire(
 /// Bytes to reserve for a body: its declared length, never more than `body_limit` (a longer
 /// body is refused or discarded, not kept); `body_limit` when the length is not declared.
 pub fn reservation(declared: Option<u64>, body_limit: usize) -> usize {
-    match declared {
-        Some(n) => usize::try_from(n).map_or(body_limit, |n| n.min(body_limit)),
-        None => body_limit,
-    }
+    let declared = declared.and_then(|n| usize::try_from(n).ok());
+    declared.map_or(body_limit, |n| n.min(body_limit))
 }
 
 #[cfg(test)]

@@ -43,10 +43,11 @@ pub fn spawn(
     config: ReloadConfig,
     metrics: Metrics,
 ) -> Result<tokio::task::JoinHandle<()>, ReloadError> {
-    let inotify = Inotify::init().map_err(|source| ReloadError::WatchFailed {
-        path: config.cert.clone(),
-        source,
-    })?;
+    let failed = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| ReloadError::WatchFailed { path, source }
+    };
+    let inotify = Inotify::init().map_err(failed(&config.cert))?;
     let mask = WatchMask::CREATE
         | WatchMask::MOVED_TO
         | WatchMask::CLOSE_WRITE
@@ -57,20 +58,10 @@ pub fn spawn(
         dirs.push(parent(&config.key));
     }
     for dir in &dirs {
-        inotify
-            .watches()
-            .add(dir, mask)
-            .map_err(|source| ReloadError::WatchFailed {
-                path: dir.clone(),
-                source,
-            })?;
+        inotify.watches().add(dir, mask).map_err(failed(dir))?;
     }
-    let events = inotify
-        .into_event_stream(vec![0u8; 4096])
-        .map_err(|source| ReloadError::WatchFailed {
-            path: dirs[0].clone(),
-            source,
-        })?;
+    let events = inotify.into_event_stream(vec![0u8; 4096]);
+    let events = events.map_err(failed(&dirs[0]))?;
     Ok(tokio::spawn(watch(events, resolver, config, metrics)))
 }
 

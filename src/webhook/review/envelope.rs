@@ -326,12 +326,8 @@ mod tests {
         for text in ["[1, {}]", "\"s\"", "null", "-1.5", "true"] {
             assert!(from_slice(text.as_bytes()).is_err(), "{text}");
         }
-        assert!(
-            from_slice(br#"{"request": "s"}"#)
-                .unwrap()
-                .request
-                .is_none()
-        );
+        let request_not_an_object = from_slice(br#"{"request": "s"}"#).unwrap();
+        assert!(request_not_an_object.request.is_none());
     }
 
     #[test]
