@@ -1,8 +1,6 @@
 //! `reload-injector certs`: a CA, a serving certificate and a Secret-hash key, for installs
-//! without cert-manager.
-//!
-//! [`generate`] is pure apart from randomness: it builds an ECDSA P-256 CA and a serving
-//! certificate signed by it, in memory. [`run`] writes the files (see [`write_bundle`]).
+//! without cert-manager. [`generate`] builds them in memory (pure apart from randomness);
+//! [`run`] writes the files (see [`write_bundle`]).
 
 mod files;
 mod names;

@@ -67,10 +67,9 @@ pub struct HashCheck {
 }
 
 /// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
-/// key's Secret is looked for where the shipped manifests keep it; when it is not there, the
-/// webhook is taken to have no key only if the stamped hash agrees (it is the hash without
-/// Secrets): an install that keeps its key elsewhere must not be told its Secrets are not
-/// hashed.
+/// key's Secret is looked for where the shipped manifests keep it; without it, the webhook is
+/// taken to have no key only if the stamped hash is the one without Secrets: an install that
+/// keeps its key elsewhere must not be told its Secrets are not hashed.
 pub fn hash_key<'a>(
     snapshot: &'a Snapshot,
     explained: Option<&Explained>,

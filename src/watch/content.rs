@@ -1,10 +1,7 @@
-//! Content hash of a watched directory: a digest of exactly what the app would read.
-//!
-//! The kubelet mounts a ConfigMap/Secret volume as user-visible symlinks (`key -> ..data/key`)
-//! plus a `..data` symlink to a timestamped directory. Reading through the user-visible names
-//! (and so through `..data`) gives what the app sees; entries whose name starts with `..` are
-//! the kubelet's bookkeeping and are skipped. A directory that does not exist hashes as
-//! [`ContentHash::Absent`], so deletion and re-creation are changes like any other.
+//! Content hash of a watched directory: a digest of exactly what the app would read, through
+//! the kubelet's user-visible symlinks (`key -> ..data/key`); its `..` bookkeeping entries are
+//! skipped. A directory that does not exist hashes as [`ContentHash::Absent`], so deletion and
+//! re-creation are changes like any other.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -76,11 +73,9 @@ pub struct Hashed {
 }
 
 /// Hashes what an app would read at `path`: a directory's visible entries (recursively,
-/// following symlinks), a single file's bytes, or [`ContentHash::Absent`].
-///
-/// This runs on every change before the app is told, so it asks the kernel as little as it
-/// can: the directory is opened without a `stat` first, and each entry is opened and then
-/// `fstat`ed through its descriptor rather than looked up by path twice.
+/// following symlinks), a single file's bytes, or [`ContentHash::Absent`]. It runs on every
+/// change before the app is told, so it asks the kernel little: no `stat` before opening the
+/// directory, and each entry is opened, then `fstat`ed through its descriptor.
 pub fn hash_path(path: &Path) -> Hashed {
     hash_path_listed(path, &mut None)
 }

@@ -93,11 +93,9 @@ pub fn list_processes(
     Ok(processes)
 }
 
-/// Reads one process from its directory in `/proc` (`None` if it has exited).
-///
-/// `argv[0]` is read only when looking for `name`, `comm` is not already `name`, and the process
-/// is not PID 1 (the only cases where it can change the choice; reading `cmdline` is the
-/// costly part of a scan).
+/// Reads one process from its directory in `/proc` (`None` if it has exited). `argv[0]` is
+/// read only when it can change the choice (looking for `name`, `comm` is not `name`, not PID
+/// 1): reading `cmdline` is the costly part of a scan.
 pub fn read_process(dir: &Path, pid: i32, name: Option<&str>) -> Option<ProcessInfo> {
     let mut buffer = [0u8; 1024];
     let stat = read_head(&dir.join("stat"), &mut buffer)

@@ -92,11 +92,10 @@ pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     report
 }
 
-/// After a delivered signal: watches the processes told for `grace`. One that exits did not
-/// reload (it died of the signal): the reload failed, which is never retried (the restarted
-/// process reads the new config at start; signalling it again would kill it again). Runs beside
-/// the next attempts, so a change that follows is not held up; the reload is logged as a success
-/// only once this says so.
+/// After a delivered signal: watches the processes told for `grace`. One that exits died of
+/// the signal: the reload failed, and is never retried (the restarted process reads the new
+/// config; another signal would kill it again). Runs beside the next attempts; the reload is
+/// logged as a success only once this says so.
 pub async fn judge(
     signaller: Signaller,
     told: Vec<ProcessInfo>,

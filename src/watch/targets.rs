@@ -1,8 +1,6 @@
-//! Which processes to signal: a pure choice over a process list.
-//!
-//! In a pod with `shareProcessNamespace: true`, PID 1 is the pause process and every
-//! container's first process has parent PID 0 (its real parent lives outside the namespace).
-//! PID 1 and the watcher itself are never chosen, nor are kernel threads or zombies.
+//! Which processes to signal: a pure choice over a process list. In a pod with
+//! `shareProcessNamespace: true`, PID 1 is the pause process and every container's first
+//! process has parent PID 0 (its real parent lives outside the namespace).
 
 /// What the watcher knows about one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,11 +48,9 @@ fn truncate_to_boundary(name: &str, max: usize) -> &str {
     &name[..end]
 }
 
-/// Chooses the processes to signal.
-///
-/// With `name`, the processes called `name` whose parent is not also called `name` (the
-/// master, not its workers). Without, the first process of every other container: parent
-/// PID 0. Never PID 1, never `own_pid`, never kernel threads or zombies.
+/// Chooses the processes to signal: with `name`, those called `name` whose parent is not (the
+/// master, not its workers); without, every other container's first process (parent PID 0).
+/// Never PID 1, never `own_pid`, never kernel threads or zombies.
 pub fn choose(processes: &[ProcessInfo], own_pid: i32, name: Option<&str>) -> Vec<ProcessInfo> {
     let eligible = |p: &&ProcessInfo| p.pid != 1 && p.pid != own_pid && !p.kernel_thread;
     let mut chosen: Vec<ProcessInfo> = match name {

@@ -109,10 +109,8 @@ impl WatchSet {
     }
 
     /// Re-plans every watch (after a watch went away, and on every resync); returns the
-    /// watches that could not be added (retried on the next re-plan).
-    ///
-    /// An ancestor is watched *before* checking again whether the path below it appeared,
-    /// so a directory created in between is never missed.
+    /// watches that could not be added (retried on the next re-plan). An ancestor is watched
+    /// *before* checking again whether the path below it appeared, so none is missed.
     pub fn rearm(&mut self) -> Vec<WatchError> {
         let mut errors = Vec::new();
         let mut roles: HashMap<WatchDescriptor, Vec<WatchRole>> = HashMap::new();

@@ -210,10 +210,9 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Reads the body, up to [`BODY_LIMIT`]. A longer body (sent without a length that gives it
-/// away) is read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out:
-/// closing a socket with unread data resets the connection, and the client would see a broken
-/// pipe instead of the answer.
+/// Reads the body, up to [`BODY_LIMIT`]. A longer one (with no length that gives it away) is
+/// read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a
+/// socket with unread data resets it, and the client would see a broken pipe instead.
 async fn read_body(
     body: Body,
     declared: Option<u64>,
