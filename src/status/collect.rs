@@ -85,10 +85,8 @@ impl Reader {
         namespace: Option<&str>,
     ) -> Result<(), CollectError> {
         let webhook_namespace = Some(snapshot.webhook_namespace.as_str());
-        let (leases, secrets) = (
-            self.api::<Lease>(webhook_namespace),
-            self.api(webhook_namespace),
-        );
+        let leases = self.api::<Lease>(webhook_namespace);
+        let secrets = self.api::<Secret>(webhook_namespace);
         let (lease, key, namespaces) = futures_util::join!(
             leases.get(INSTALL_NAME),
             secrets.get(HASH_KEY_SECRET),

@@ -113,12 +113,8 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
             let scope = (!args.all_namespaces).then_some(namespace.as_str());
             let snapshot = reader.snapshot(scope, &target::WORKLOADS, true).await?;
             let summary = summary::summary(&snapshot, scope);
-            Ok(output(
-                json,
-                &summary,
-                summary.has_findings(),
-                render::summary_text,
-            ))
+            let found = summary.has_findings();
+            Ok(output(json, &summary, found, render::summary_text))
         }
         Some(target) if matches!(target.kind, Kind::ConfigMap | Kind::Secret) => {
             let report = config_report(&reader, target, namespace).await?;
