@@ -140,12 +140,8 @@ pub fn hash_check(
         .iter()
         .filter_map(|id| {
             let at = configs.get(id)?.written?;
-            Some(Written::new(
-                id.kind.to_string(),
-                id.name.clone(),
-                at,
-                snapshot.now,
-            ))
+            let written = Written::new(id.kind.to_string(), id.name.clone(), at, snapshot.now);
+            Some(written)
         })
         .collect();
     written.sort_by_key(|w| w.seconds_ago);

@@ -157,12 +157,7 @@ fn owned_pods<'a>(
         return Vec::new();
     };
     in_namespace
-        .filter(|p| {
-            matches(
-                selector,
-                p.pointer("/metadata/labels").unwrap_or(&Value::Null),
-            )
-        })
+        .filter(|p| matches(selector, &p["metadata"]["labels"]))
         .collect()
 }
 
