@@ -1,7 +1,7 @@
-//! The thin kube I/O of `status`, through `kube::Api`: one LIST per kind per namespace (paged
-//! by kube's `ListParams`), a few GETs of the installation, and the `config-reloader` log of at
-//! most a few Pods. A forbidden or unserved read becomes a [`Fetched::Failed`]; only an
-//! unreachable API server, refused credentials or a missing namespace stop the command.
+//! The thin kube I/O of `status`: one paged LIST per kind per namespace, a few GETs of the
+//! installation, and the `config-reloader` log of a few Pods. A forbidden or unserved read
+//! becomes a [`Fetched::Failed`]; only an unreachable API server, refused credentials or a
+//! missing namespace stop the command.
 
 use std::fmt::Debug;
 
@@ -117,9 +117,8 @@ impl Reader {
         }
     }
 
-    /// One LIST per kind, all at once: the workloads of `kinds` (a kind not served is empty and
-    /// marked unserved), ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs
-    /// when `jobs`.
+    /// One LIST per kind, all at once: the workloads of `kinds` (one not served is marked so),
+    /// ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs when `jobs`.
     async fn read_lists(
         &self,
         snapshot: &mut Snapshot,

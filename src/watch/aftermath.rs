@@ -1,6 +1,5 @@
-//! After a signal: did the target reload, or die of it? A process that exits within the grace
-//! window right after our signal did not reload. The check reads `/proc` (thin I/O); what an
-//! exit status means is pure.
+//! After a signal: did the target reload, or die of it (exit within the grace window)? The check
+//! reads `/proc` (thin I/O); what an exit status means is pure.
 
 use std::path::Path;
 use std::time::Duration;

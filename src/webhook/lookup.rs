@@ -71,9 +71,8 @@ impl std::fmt::Debug for Lookups {
 }
 
 impl Lookups {
-    /// Lookups through `client`; `None` (`--no-kube`) makes every lookup fail with [`NO_KUBE`].
-    /// Secret values are reduced under `secret_key` as they arrive (without one, Secrets are
-    /// never asked for).
+    /// Lookups through `client` (`None`, `--no-kube`: every lookup fails with [`NO_KUBE`]);
+    /// Secret values are reduced under `secret_key` as they arrive (without one, never asked).
     pub fn new(
         client: Option<kube::Client>,
         secret_key: Option<SecretKey>,

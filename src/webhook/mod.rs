@@ -206,9 +206,8 @@ async fn stopping(
     ready.set(false);
 }
 
-/// Serves admission reviews over TLS on `listener`, within the connection and body limits of
-/// the flags, until `stopping` completes and the open connections drain (or
-/// `--drain-timeout` passes). Returns whether everything drained in time.
+/// Serves admission reviews over TLS on `listener`, within the flags' limits, until `stopping`
+/// completes and the connections drain (or `--drain-timeout` passes): whether they all did.
 async fn serve_reviews(
     args: &ServeArgs,
     listener: TcpListener,

@@ -48,9 +48,8 @@ pub fn prepare_socket(stream: &TcpStream) -> std::io::Result<()> {
     stream.set_nodelay(true)
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes, then stops accepting and
-/// waits up to `limits.drain` for open connections to finish their requests. Returns `true`
-/// when everything drained in time.
+/// Serves `app` over TLS on `listener` until `shutdown` completes, then waits up to
+/// `limits.drain` for open connections to finish; `true` when everything drained in time.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
