@@ -169,11 +169,15 @@ mod tests {
 
     #[test]
     fn effects_combine() {
-        let (a, b, c) = (Effect::default(), Effect::default(), Effect::default());
-        let a = Effect { rehash: true, ..a };
-        let b = Effect { rewatch: true, ..b };
-        let c = Effect { relist: true, ..c };
-        let all = a.union(b).union(c);
-        assert!(all.rehash && all.rewatch && all.relist, "{all:?}");
+        let d = Effect::default();
+        let a = Effect { rehash: true, ..d };
+        let b = Effect { rewatch: true, ..d };
+        let c = Effect { relist: true, ..d };
+        let all = Effect {
+            rehash: true,
+            rewatch: true,
+            relist: true,
+        };
+        assert_eq!(a.union(b).union(c), all);
     }
 }
