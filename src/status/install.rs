@@ -185,10 +185,9 @@ fn read_lease(out: &mut Installation, lease: Option<&Lease>, now: Timestamp) {
         .map(|t| t.0);
     out.renewed_seconds_ago = renewed.map(|t| seconds_between(t, now));
     out.lease_duration_seconds = spec.and_then(|s| s.lease_duration_seconds).map(i64::from);
-    out.controller_running = match (&out.lease_holder, out.renewed_seconds_ago) {
-        (Some(_), Some(ago)) => ago <= out.lease_duration_seconds.unwrap_or(15),
-        _ => false,
-    };
+    let lasts = out.lease_duration_seconds.unwrap_or(15);
+    let renewed_in_time = out.renewed_seconds_ago.is_some_and(|ago| ago <= lasts);
+    out.controller_running = out.lease_holder.is_some() && renewed_in_time;
 }
 
 /// `no-controller` when no leader holds the Lease (`exists`: there is one).

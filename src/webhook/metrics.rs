@@ -224,12 +224,9 @@ mod tests {
         m.review("Foo", "CONNECT", "allowed", Duration::from_micros(80));
         m.review("Bar", "DELETE", "allowed", Duration::from_micros(80));
         let text = m.render();
-        assert!(
-            text.contains(
-                r#"reload_injector_reviews_total{kind="other",operation="other",outcome="allowed"} 2"#
-            ),
-            "{text}"
-        );
+        let line =
+            r#"reload_injector_reviews_total{kind="other",operation="other",outcome="allowed"} 2"#;
+        assert!(text.contains(line), "{text}");
     }
 
     #[test]
