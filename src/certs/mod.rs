@@ -1,8 +1,6 @@
 //! `reload-injector certs`: a CA, a serving certificate and a Secret-hash key, for installs
-//! without cert-manager.
-//!
-//! [`generate`] is pure apart from randomness: it builds an ECDSA P-256 CA and a serving
-//! certificate signed by it, in memory. [`run`] writes the files (see [`write_bundle`]).
+//! without cert-manager. [`generate`] builds them in memory (pure apart from randomness);
+//! [`run`] writes the files (see [`write_bundle`]).
 
 mod files;
 mod names;
@@ -12,8 +10,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType, SerialNumber,
 };
 use time::OffsetDateTime;
 
@@ -62,7 +60,6 @@ pub enum CertsError {
     /// A name for the certificate was not a valid DNS name.
     #[error("failed to use {name:?} as a DNS name: {reason}")]
     DnsNameRejected {
-        /// The offending name.
         name: String,
         /// Why it was rejected.
         reason: &'static str,
@@ -78,9 +75,7 @@ pub enum CertsError {
     /// rcgen could not create a key or sign a certificate.
     #[error("failed to {step}")]
     CryptoFailed {
-        /// What was being done.
         step: &'static str,
-        /// rcgen's error.
         #[source]
         source: rcgen::Error,
     },
@@ -89,7 +84,6 @@ pub enum CertsError {
         "failed to write into {dir}: {files} already exist (nothing was written; pass --force to overwrite)"
     )]
     FilesExisted {
-        /// The output directory.
         dir: String,
         /// The existing files, comma-separated.
         files: String,
@@ -99,9 +93,7 @@ pub enum CertsError {
     WriteFailed {
         /// What was being done (`create directory`, `write`, `rename`...).
         action: &'static str,
-        /// The path involved.
         path: String,
-        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -119,25 +111,21 @@ pub fn generate(req: &CertRequest) -> Result<Bundle, CertsError> {
     let now = OffsetDateTime::now_utc();
 
     let ca_key = new_key("generate the CA key")?;
-    let mut ca_params = CertificateParams::default();
-    ca_params.distinguished_name = common_name(&format!("reload-injector CA ({})", req.namespace));
+    let ca_name = format!("reload-injector CA ({})", req.namespace);
+    let mut ca_params = params(&ca_name, now, CA_VALIDITY);
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca_params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    ca_params.not_before = now - CLOCK_SKEW;
-    ca_params.not_after = now + CA_VALIDITY;
-    ca_params.serial_number = Some(random_serial());
     let ca_cert = ca_params
         .self_signed(&ca_key)
         .map_err(crypto("sign the CA certificate"))?;
     let issuer = Issuer::new(ca_params, &ca_key);
 
     let key = new_key("generate the serving key")?;
-    let mut params = CertificateParams::default();
-    params.distinguished_name = common_name(&dns[2]);
+    let mut params = params(&dns[2], now, req.validity);
     params.subject_alt_names = dns
         .iter()
         .map(|name| {
@@ -153,9 +141,6 @@ pub fn generate(req: &CertRequest) -> Result<Bundle, CertsError> {
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
-    params.not_before = now - CLOCK_SKEW;
-    params.not_after = now + req.validity;
-    params.serial_number = Some(random_serial());
     let cert = params
         .signed_by(&key, &issuer)
         .map_err(crypto("sign the serving certificate"))?;
@@ -206,10 +191,15 @@ fn crypto(step: &'static str) -> impl FnOnce(rcgen::Error) -> CertsError {
     move |source| CertsError::CryptoFailed { step, source }
 }
 
-fn common_name(name: &str) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, name);
-    dn
+/// The parameters every certificate here shares: the common name `name`, valid from a little
+/// before `now` (see [`CLOCK_SKEW`]) for `validity`, and a random serial number.
+fn params(name: &str, now: OffsetDateTime, validity: Duration) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.not_before = now - CLOCK_SKEW;
+    params.not_after = now + validity;
+    params.serial_number = Some(random_serial());
+    params
 }
 
 /// A random positive 128-bit serial number (RFC 5280 asks for unique, positive, ≤ 20 bytes).

@@ -46,13 +46,10 @@ pub fn validate_dns_name(name: &str) -> Result<(), CertsError> {
 }
 
 fn validate_label(label: &str) -> Result<(), CertsError> {
-    match label_problem(label) {
-        None => Ok(()),
-        Some(reason) => Err(CertsError::DnsNameRejected {
-            name: label.to_owned(),
-            reason,
-        }),
-    }
+    label_problem(label).map_or(Ok(()), |reason| {
+        let name = label.to_owned();
+        Err(CertsError::DnsNameRejected { name, reason })
+    })
 }
 
 /// Why `label` is not an RFC 1123 label, or `None` if it is one.

@@ -1,11 +1,11 @@
-//! The thin kube I/O of `status`, through `kube::Api`: one LIST per kind per namespace (paged
-//! by kube's `ListParams`), a few GETs of the installation, and the `config-reloader` log of at
-//! most a few Pods. A forbidden or unserved read becomes a [`Fetched::Failed`]; only an
-//! unreachable API server, refused credentials or a missing namespace stop the command.
+//! The thin kube I/O of `status`: one paged LIST per kind per namespace, a few GETs of the
+//! installation, and the `config-reloader` log of a few Pods. A forbidden or unserved read
+//! becomes a [`Fetched::Failed`]; only an unreachable API server, refused credentials or a
+//! missing namespace stop the command.
 
 use std::fmt::Debug;
 
-use futures_util::future::join_all;
+use futures_util::future::{OptionFuture, join_all};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -85,10 +85,8 @@ impl Reader {
         namespace: Option<&str>,
     ) -> Result<(), CollectError> {
         let webhook_namespace = Some(snapshot.webhook_namespace.as_str());
-        let (leases, secrets) = (
-            self.api::<Lease>(webhook_namespace),
-            self.api(webhook_namespace),
-        );
+        let leases = self.api::<Lease>(webhook_namespace);
+        let secrets = self.api::<Secret>(webhook_namespace);
         let (lease, key, namespaces) = futures_util::join!(
             leases.get(INSTALL_NAME),
             secrets.get(HASH_KEY_SECRET),
@@ -119,9 +117,8 @@ impl Reader {
         }
     }
 
-    /// One LIST per kind, all at once: the workloads of `kinds` (a kind not served is empty and
-    /// marked unserved), ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs
-    /// when `jobs`.
+    /// One LIST per kind, all at once: the workloads of `kinds` (one not served is marked so),
+    /// ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs when `jobs`.
     async fn read_lists(
         &self,
         snapshot: &mut Snapshot,
@@ -129,16 +126,9 @@ impl Reader {
         kinds: &[Kind],
         jobs: bool,
     ) -> Result<(), CollectError> {
-        let workloads = kinds.iter().map(|&kind| async move {
-            let got = self.list_json(kind, namespace).await;
-            (kind, got)
-        });
-        let job_list = async {
-            match jobs {
-                true => Some(self.list_json(Kind::Job, namespace).await),
-                false => None,
-            }
-        };
+        let read = |kind| async move { (kind, self.list_json(kind, namespace).await) };
+        let workloads = kinds.iter().copied().map(read);
+        let job_list = OptionFuture::from(jobs.then(|| self.list_json(Kind::Job, namespace)));
         let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
             join_all(workloads),
             list(self.api::<ConfigMap>(namespace)),
@@ -252,10 +242,9 @@ where
     let mut items = Vec::new();
     let mut params = ListParams::default().limit(PAGE);
     loop {
-        let (page, token) = match classify(fetch(params.clone()).await)? {
-            Fetched::Read(Some(page)) => page,
-            Fetched::Read(None) => return Ok(Fetched::Read(None)),
-            Fetched::Failed(reason) => return Ok(Fetched::Failed(reason)),
+        let got = classify(fetch(params.clone()).await)?;
+        let Fetched::Read(Some((page, token))) = got else {
+            return Ok(got.map(|_| None));
         };
         items.extend(page);
         match token.filter(|token| !token.is_empty()) {

@@ -40,7 +40,7 @@ impl Configs {
         let mut add = |id: fn(String) -> ConfigId, meta: &ObjectMeta, digests| {
             if meta.namespace.as_deref() == Some(namespace) {
                 let seen = Seen {
-                    ignored: ignored(meta),
+                    ignored: crate::policy::ignored(meta.annotations.as_ref()),
                     written: data_written(meta),
                     digests,
                 };
@@ -108,11 +108,9 @@ impl Configs {
 pub struct Written {
     /// `ConfigMap` or `Secret`.
     pub object_kind: String,
-    /// Its name.
     pub object: String,
     /// RFC 3339.
     pub at: String,
-    /// Seconds before the report.
     pub seconds_ago: i64,
 }
 
@@ -126,10 +124,6 @@ impl Written {
             seconds_ago: seconds_between(at, now),
         }
     }
-}
-
-fn ignored(meta: &ObjectMeta) -> bool {
-    crate::policy::ignored(meta.annotations.as_ref())
 }
 
 /// When an object's data was last written: the newest `managedFields` entry that owns

@@ -20,9 +20,7 @@ use crate::hash::ConfigId;
 pub struct ConfigReport {
     /// `ConfigMap` or `Secret`.
     pub kind: Kind,
-    /// Its namespace.
     pub namespace: String,
-    /// Its name.
     pub name: String,
     /// Annotated `reload-injector.io/ignore: "true"`: its changes never cause a write.
     pub ignored: bool,
@@ -32,7 +30,6 @@ pub struct ConfigReport {
     pub keys: Vec<KeyLine>,
     /// The findings of the workloads that read it, each naming the workload.
     pub findings: Vec<Finding>,
-    /// What could not be read.
     pub notes: Vec<String>,
 }
 
@@ -40,9 +37,7 @@ pub struct ConfigReport {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyLine {
-    /// The key.
     pub key: String,
-    /// Whether the object has it.
     pub exists: bool,
     /// Who reads it; empty: a change does nothing.
     pub readers: Vec<ReaderLine>,
@@ -54,13 +49,10 @@ pub struct KeyLine {
 pub struct ReaderLine {
     /// `deploy/web`.
     pub workload: String,
-    /// Container name.
     pub container: String,
     /// `env`, `envFrom`, `subPath`, `initSubPath` or `directory`.
     pub via: &'static str,
-    /// What a change of it does.
     pub on_change: OnChange,
-    /// Why.
     pub detail: String,
 }
 

@@ -81,11 +81,9 @@ impl Serialize for Code {
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// What it is about.
     pub code: Code,
     /// What is wrong, in plain words.
     pub message: String,
-    /// What to do.
     pub fix: String,
 }
 

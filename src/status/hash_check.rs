@@ -42,11 +42,8 @@ impl KeyState<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HashState {
-    /// They are equal.
     Current,
-    /// They differ.
     Stale,
-    /// Nothing is stamped.
     NotStamped,
     /// Nothing is read that a hash covers.
     NothingToHash,
@@ -58,7 +55,6 @@ pub enum HashState {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashCheck {
-    /// Whether it is current.
     pub state: HashState,
     /// The annotation on the pod template.
     pub stamped: Option<String>,
@@ -71,10 +67,9 @@ pub struct HashCheck {
 }
 
 /// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
-/// key's Secret is looked for where the shipped manifests keep it; when it is not there, the
-/// webhook is taken to have no key only if the stamped hash agrees (it is the hash without
-/// Secrets): an install that keeps its key elsewhere must not be told its Secrets are not
-/// hashed.
+/// key's Secret is looked for where the shipped manifests keep it; without it, the webhook is
+/// taken to have no key only if the stamped hash is the one without Secrets: an install that
+/// keeps its key elsewhere must not be told its Secrets are not hashed.
 pub fn hash_key<'a>(
     snapshot: &'a Snapshot,
     explained: Option<&Explained>,
@@ -145,12 +140,8 @@ pub fn hash_check(
         .iter()
         .filter_map(|id| {
             let at = configs.get(id)?.written?;
-            Some(Written::new(
-                id.kind.to_string(),
-                id.name.clone(),
-                at,
-                snapshot.now,
-            ))
+            let written = Written::new(id.kind.to_string(), id.name.clone(), at, snapshot.now);
+            Some(written)
         })
         .collect();
     written.sort_by_key(|w| w.seconds_ago);

@@ -19,7 +19,6 @@ use crate::policy::{self, INJECT, OPT_IN_VALUE};
 pub struct OptIn {
     /// The namespace's `reload-injector.io/inject` label, if any.
     pub namespace_label: Option<String>,
-    /// Whether the namespace could be read.
     pub namespace_read: bool,
     /// Labelled `enabled` and not excluded (`true` when the namespace could not be read, as
     /// nothing says otherwise).
@@ -34,11 +33,8 @@ pub struct OptIn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WebhookState {
-    /// It exists.
     Present,
-    /// It does not.
     Missing,
-    /// It could not be read.
     Unreadable,
 }
 
@@ -46,21 +42,17 @@ pub enum WebhookState {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Installation {
-    /// Whether the webhook configuration is there.
     pub webhook: WebhookState,
     /// Whether every webhook in it has a CA bundle (`None` when not read).
     pub ca_bundle: Option<bool>,
-    /// The webhook's namespace.
     pub namespace: String,
     /// `Lease` holder, if any.
     pub lease_holder: Option<String>,
     /// Seconds since the Lease was last renewed.
     pub renewed_seconds_ago: Option<i64>,
-    /// The Lease's duration.
     pub lease_duration_seconds: Option<i64>,
     /// A leader holds an unexpired Lease (`false` when the Lease could not be read).
     pub controller_running: bool,
-    /// Whether the Lease could be read.
     pub lease_read: bool,
 }
 
@@ -74,16 +66,11 @@ pub fn opt_in(
     let mut findings = Vec::new();
     let opted_out_by = policy::opted_out(labels, annotations).map(policy::OptOut::as_str);
     let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
-    let (namespace_read, namespace_label) = match &snapshot.namespaces {
-        Fetched::Read(map) => (
-            true,
-            map.get(namespace)
-                .and_then(|ns| ns.metadata.labels.as_ref())
-                .and_then(|l| l.get(INJECT))
-                .cloned(),
-        ),
-        Fetched::Failed(_) => (false, None),
-    };
+    let namespaces = snapshot.namespaces.ok();
+    let namespace_read = namespaces.is_some();
+    let namespace_label = namespaces
+        .and_then(|map| map.get(namespace)?.metadata.labels.as_ref()?.get(INJECT))
+        .cloned();
     let labelled = namespace_label.as_deref() == Some(OPT_IN_VALUE);
     let opted_in = !excluded && (labelled || !namespace_read);
     if excluded {
@@ -198,10 +185,9 @@ fn read_lease(out: &mut Installation, lease: Option<&Lease>, now: Timestamp) {
         .map(|t| t.0);
     out.renewed_seconds_ago = renewed.map(|t| seconds_between(t, now));
     out.lease_duration_seconds = spec.and_then(|s| s.lease_duration_seconds).map(i64::from);
-    out.controller_running = match (&out.lease_holder, out.renewed_seconds_ago) {
-        (Some(_), Some(ago)) => ago <= out.lease_duration_seconds.unwrap_or(15),
-        _ => false,
-    };
+    let lasts = out.lease_duration_seconds.unwrap_or(15);
+    let renewed_in_time = out.renewed_seconds_ago.is_some_and(|ago| ago <= lasts);
+    out.controller_running = out.lease_holder.is_some() && renewed_in_time;
 }
 
 /// `no-controller` when no leader holds the Lease (`exists`: there is one).

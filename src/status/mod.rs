@@ -1,21 +1,10 @@
 //! `reload-injector status` (also the kubectl plugin `kubectl reload-injector`): answers "why
 //! didn't my pod reload?" from the live cluster.
 //!
-//! Data flows one way: collect, then judge, then render.
-//!
-//! - [`target`] reads `TARGET` (`deploy/web`, `cm/app`, …); [`common`] holds the small helpers
-//!   every part shares;
-//! - collect: [`collect`] is the thin kube I/O that fills a [`snapshot::Snapshot`] with one LIST
-//!   per kind per namespace, a few GETs of the installation, and a few sidecar logs (the
-//!   goldens build the same snapshot from their objects: `tests/status_support`);
-//! - judge (pure, reads a snapshot): [`workload_report`] is the report on one workload, made of
-//!   [`install`] (opt-in and installation), [`read_lines`] (what it reads and what a change
-//!   does), [`hash_check`] (is the stamped hash current), and [`pods`] (with [`select`] for
-//!   which Pods and [`sidecar_log`] for their reload lines), over the ConfigMaps and Secrets
-//!   laid out by [`config_objects`]; [`config_report`] is the report on a ConfigMap or Secret,
-//!   [`summary`] the one-line-per-workload form, problems first; [`findings`] lists what they
-//!   can find;
-//! - render: [`render`] writes a report as text or JSON.
+//! Data flows one way: [`collect`] (thin kube I/O) fills a [`snapshot::Snapshot`] (the goldens
+//! build the same snapshot from their objects: `tests/status_support`); the pure judges read it
+//! ([`workload_report`] from [`install`], [`read_lines`], [`hash_check`] and [`pods`];
+//! [`config_report`]; [`summary`]); [`render`] writes the report as text or JSON.
 //!
 //! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
 
@@ -124,12 +113,8 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
             let scope = (!args.all_namespaces).then_some(namespace.as_str());
             let snapshot = reader.snapshot(scope, &target::WORKLOADS, true).await?;
             let summary = summary::summary(&snapshot, scope);
-            Ok(output(
-                json,
-                &summary,
-                summary.has_findings(),
-                render::summary_text,
-            ))
+            let found = summary.has_findings();
+            Ok(output(json, &summary, found, render::summary_text))
         }
         Some(target) if matches!(target.kind, Kind::ConfigMap | Kind::Secret) => {
             let report = config_report(&reader, target, namespace).await?;
@@ -236,15 +221,16 @@ fn target_readable(
     target: &Target,
     namespace: &str,
 ) -> Result<(), StatusError> {
-    if snapshot.unserved.contains(&target.kind) {
-        let (group, version, plural) = (
-            target.kind.group(),
-            target.kind.version(),
-            target.kind.plural(),
-        );
+    let kind = target.kind;
+    if snapshot.unserved.contains(&kind) {
         return Err(StatusError::TargetUnreadable {
-            what: format!("{}/{}", target.kind.short(), target.name),
-            reason: format!("the server does not serve {group}/{version} {plural}"),
+            what: format!("{}/{}", kind.short(), target.name),
+            reason: format!(
+                "the server does not serve {}/{} {}",
+                kind.group(),
+                kind.version(),
+                kind.plural()
+            ),
         });
     }
     if let Some(snapshot::Fetched::Failed(reason)) = snapshot.workloads.get(&target.kind) {
@@ -269,30 +255,22 @@ async fn connect(args: &StatusArgs) -> Result<(kube::Client, String), StatusErro
         context: args.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))?;
+            let kubeconfig = Kubeconfig::read_from(path).map_err(no_config)?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
         }
         None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await,
-        None => {
-            return kube::Config::infer()
-                .await
-                .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))
-                .and_then(client);
-        }
-    };
-    config
-        .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))
-        .and_then(client)
-}
-
-fn client(mut config: kube::Config) -> Result<(kube::Client, String), StatusError> {
+        None => Ok(kube::Config::infer().await.map_err(no_config)?),
+    }
+    .map_err(no_config)?;
     config.connect_timeout = Some(std::time::Duration::from_secs(10));
     config.read_timeout = Some(std::time::Duration::from_secs(30));
     let namespace = config.default_namespace.clone();
-    let client = kube::Client::try_from(config)
-        .map_err(|e| StatusError::NoConfig(crate::report::one_line(&e)))?;
+    let client = kube::Client::try_from(config).map_err(no_config)?;
     Ok((client, namespace))
+}
+
+fn no_config(err: impl std::error::Error + 'static) -> StatusError {
+    StatusError::NoConfig(crate::report::one_line(&err))
 }

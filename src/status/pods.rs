@@ -24,7 +24,6 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Pods {
-    /// Pods found.
     pub total: usize,
     /// Pods whose `config-hash` is the template's (`None` when the template is not stamped).
     pub current_hash: Option<usize>,
@@ -37,16 +36,14 @@ pub struct Pods {
 }
 
 /// One Pod.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodLine {
-    /// Its name.
     pub name: String,
     /// `status.phase`.
     pub phase: Option<String>,
     /// Whether its `config-hash` is the template's.
     pub current_hash: Option<bool>,
-    /// Whether it carries the sidecar.
     pub sidecar: bool,
     /// Its `mounted-config-hash`.
     pub mounted_stamped: Option<String>,
@@ -160,12 +157,7 @@ fn owned_pods<'a>(
         return Vec::new();
     };
     in_namespace
-        .filter(|p| {
-            matches(
-                selector,
-                p.pointer("/metadata/labels").unwrap_or(&Value::Null),
-            )
-        })
+        .filter(|p| matches(selector, &p["metadata"]["labels"]))
         .collect()
 }
 
@@ -173,21 +165,15 @@ fn owned_pods<'a>(
 /// current generation.
 fn updated(kind: Kind, object: &Value) -> Option<(i64, i64)> {
     let status = object.get("status")?;
-    let observed = status.get("observedGeneration").and_then(Value::as_i64);
-    let generation = object
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64);
-    if observed.is_none() || observed != generation {
+    let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
+    let observed = int(status, "observedGeneration");
+    if observed.is_none() || observed != int(&object["metadata"], "generation") {
         return None;
     }
-    let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
     match kind {
         Kind::Deployment | Kind::StatefulSet | Kind::Rollout => Some((
             int(status, "updatedReplicas").unwrap_or(0),
-            object
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1),
+            int(&object["spec"], "replicas").unwrap_or(1),
         )),
         Kind::DaemonSet => Some((
             int(status, "updatedNumberScheduled").unwrap_or(0),
@@ -224,11 +210,7 @@ fn pod_line(
         current_hash: stamped.map(|s| annotations.get(CONFIG_HASH).map(String::as_str) == Some(s)),
         sidecar,
         mounted_stamped: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
-        mounted_live: None,
-        mounted_state: None,
-        sidecar_restarts: None,
-        reloads: Vec::new(),
-        log_failed: None,
+        ..PodLine::default()
     };
     if !sidecar {
         return line;

@@ -16,11 +16,9 @@ use crate::inject::explain::{Explained, Mode, Via};
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadLine {
-    /// Container name.
     pub container: String,
     /// `ConfigMap` or `Secret`.
     pub object_kind: String,
-    /// Its name.
     pub object: String,
     /// The key, or `None` for every key.
     pub key: Option<String>,
@@ -32,7 +30,6 @@ pub struct ReadLine {
     pub optional: bool,
     /// Whether the object exists (`None`: could not be read).
     pub exists: Option<bool>,
-    /// What a change of it does.
     pub on_change: OnChange,
     /// Why, in a few words.
     pub detail: String,
@@ -111,13 +108,13 @@ pub fn read_lines(
                     _ => (OnChange::Rollout, "read at container start".to_owned()),
                 }
             };
-            let (key_name, object_kind) = match &read.consumed {
-                Consumed::Key(id, key) => (Some(key.clone()), id.kind),
-                Consumed::Whole(id) => (None, id.kind),
+            let key_name = match &read.consumed {
+                Consumed::Key(_, key) => Some(key.clone()),
+                Consumed::Whole(_) => None,
             };
             ReadLine {
                 container: read.container.clone(),
-                object_kind: object_kind.to_string(),
+                object_kind: id.kind.to_string(),
                 object: id.name.clone(),
                 key: key_name,
                 via: via_name(read.via),

@@ -59,15 +59,10 @@ fn opt_in_text(out: &mut String, namespace: &str, opt: &OptIn) {
         "NOT opted in"
     };
     let _ = writeln!(out, "   namespace {namespace:?}: {verdict} ({label})");
-    match opt.opted_out_by {
-        Some(by) => {
-            let _ = writeln!(
-                out,
-                "   pod template: opted OUT by {by} reload-injector.io/inject: \"false\""
-            );
-        }
-        None => out.push_str("   pod template: not opted out\n"),
-    }
+    let template = opt.opted_out_by.map_or("not opted out".to_owned(), |by| {
+        format!("opted OUT by {by} reload-injector.io/inject: \"false\"")
+    });
+    let _ = writeln!(out, "   pod template: {template}");
 }
 
 fn installation_text(out: &mut String, inst: &Installation) {

@@ -66,11 +66,7 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Value {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), json!(v)))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
+        Value::Object(pairs.iter().map(|(k, v)| ((*k).into(), json!(v))).collect())
     }
 
     #[test]
@@ -78,18 +74,13 @@ mod tests {
         let selector = json!({"matchLabels": {"app": "web"},
             "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
                                  {"key": "canary", "operator": "DoesNotExist"}]});
-        assert!(matches(
-            &selector,
-            &labels(&[("app", "web"), ("tier", "a")])
-        ));
-        assert!(!matches(
-            &selector,
-            &labels(&[("app", "web"), ("tier", "c")])
-        ));
-        assert!(!matches(
-            &selector,
-            &labels(&[("app", "web"), ("tier", "a"), ("canary", "1")])
-        ));
+        for (pod, expected) in [
+            (&[("app", "web"), ("tier", "a")][..], true),
+            (&[("app", "web"), ("tier", "c")], false),
+            (&[("app", "web"), ("tier", "a"), ("canary", "1")], false),
+        ] {
+            assert_eq!(matches(&selector, &labels(pod)), expected, "{pod:?}");
+        }
         assert!(!matches(&json!({}), &labels(&[("app", "web")])));
         assert!(!matches(
             &json!({"matchExpressions": [{"operator": "Exists"}]}),

@@ -108,15 +108,12 @@ pub struct Snapshot {
     pub workloads: BTreeMap<Kind, Fetched<Vec<Value>>>,
     /// Workload kinds the server does not serve (no CRD for Argo Rollouts, an old server).
     pub unserved: BTreeSet<Kind>,
-    /// ConfigMaps.
     pub config_maps: Fetched<Vec<ConfigMap>>,
     /// Secrets, reduced.
     pub secrets: Fetched<Vec<SecretSeen>>,
-    /// Pods.
     pub pods: Fetched<Vec<Value>>,
     /// Jobs (for the Pods of a CronJob).
     pub jobs: Fetched<Vec<Value>>,
-    /// Events.
     pub events: Fetched<Vec<Event>>,
     /// The `config-reloader` log of some sidecar Pods, by `namespace/name`: the last lines.
     pub logs: BTreeMap<String, Fetched<String>>,

@@ -17,9 +17,7 @@ use super::workload_report;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
-    /// One per workload.
     pub workloads: Vec<Line>,
-    /// What could not be read.
     pub notes: Vec<String>,
 }
 
@@ -27,13 +25,10 @@ pub struct Summary {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Line {
-    /// Its namespace.
     pub namespace: String,
-    /// Its kind.
     pub kind: Kind,
     /// `deploy`, `sts`, …
     pub kind_short: &'static str,
-    /// Its name.
     pub name: String,
     /// The codes of its findings (empty: all current).
     pub findings: Vec<Code>,
@@ -55,25 +50,16 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
                     findings.push(finding.code);
                 }
             }
-            let (namespace, name) = (report.namespace, report.name);
-            let kind_short = kind.short();
             Line {
-                namespace,
+                namespace: report.namespace,
                 kind,
-                kind_short,
-                name,
+                kind_short: kind.short(),
+                name: report.name,
                 findings,
             }
         })
         .collect();
-    lines.sort_by(|a, b| {
-        (a.findings.is_empty(), &a.namespace, a.kind, &a.name).cmp(&(
-            b.findings.is_empty(),
-            &b.namespace,
-            b.kind,
-            &b.name,
-        ))
-    });
+    lines.sort_by(|a, b| order(a).cmp(&order(b)));
     let failed = super::target::WORKLOADS.iter().filter_map(|kind| {
         let reason = snapshot.workloads.get(kind)?.failure()?;
         Some(format!("could not read {}: {reason}", kind.plural()))
@@ -85,6 +71,12 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
         workloads: lines,
         notes,
     }
+}
+
+/// Problems first, then by namespace, kind and name.
+fn order(line: &Line) -> (bool, &str, Kind, &str) {
+    let ok = line.findings.is_empty();
+    (ok, &line.namespace, line.kind, &line.name)
 }
 
 impl Summary {

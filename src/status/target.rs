@@ -35,7 +35,6 @@ pub fn template_pointer(kind: Kind) -> &'static str {
 /// One object to report on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    /// Its kind.
     pub kind: Kind,
     /// `metadata.name`.
     pub name: String,
@@ -56,7 +55,6 @@ pub enum TargetError {
     UnknownKind {
         /// The whole TARGET.
         target: String,
-        /// The kind as given.
         kind: String,
     },
 }
@@ -108,18 +106,10 @@ mod tests {
 
     #[test]
     fn bad_targets_say_which() {
-        assert!(matches!(
-            Target::parse("web"),
-            Err(TargetError::Malformed(_))
-        ));
-        assert!(matches!(
-            Target::parse("deploy/"),
-            Err(TargetError::Malformed(_))
-        ));
-        assert!(matches!(
-            Target::parse("deploy/Web_1"),
-            Err(TargetError::Malformed(_))
-        ));
+        for text in ["web", "deploy/", "deploy/Web_1"] {
+            let result = Target::parse(text);
+            assert!(matches!(result, Err(TargetError::Malformed(_))), "{text}");
+        }
         let err = Target::parse("service/web").unwrap_err();
         assert!(
             err.to_string().contains("unknown kind \"service\""),

@@ -1,8 +1,5 @@
-//! The report on one workload (pure): from the objects read to what a change of each consumed
-//! key does, whether the stamped hash is current, and how its Pods are doing. It asks each part
-//! in the order the report reads ([`super::install`], [`super::read_lines`],
-//! [`super::hash_check`], [`super::pods`]); each returns its findings. The text and JSON forms
-//! are rendered from [`Report`] ([`super::render`]).
+//! The report on one workload (pure): it asks each part in the order the report reads (opt-in
+//! and installation, reads, hash, Pods), each returning its findings.
 
 use std::collections::BTreeMap;
 
@@ -31,9 +28,7 @@ use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
 pub struct Report {
     /// `Deployment`, `StatefulSet`, …
     pub kind: Kind,
-    /// Its namespace.
     pub namespace: String,
-    /// Its name.
     pub name: String,
     /// 1. Opt-in.
     pub opt_in: OptIn,
@@ -61,7 +56,6 @@ pub struct Report {
 pub struct EventLine {
     /// Last seen, RFC 3339.
     pub at: Option<String>,
-    /// Seconds before the report.
     pub seconds_ago: Option<i64>,
     /// The message (names objects and keys, never a value).
     pub message: String,
@@ -115,11 +109,8 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     };
     findings.extend(consumed.findings);
     if consumed.hash.state == HashState::Stale {
-        findings.push(stale_finding(
-            kind,
-            &consumed.hash,
-            installation.controller_running,
-        ));
+        let running = installation.controller_running;
+        findings.push(stale_finding(kind, &consumed.hash, running));
     }
     let events = workload.events();
     findings.extend(workload.refresh_stopped(&events));

@@ -1,6 +1,5 @@
-//! After a signal: did the target reload, or die of it? A process that exits within the grace
-//! window right after our signal did not reload. The check reads `/proc` (thin I/O); what an
-//! exit status means is pure.
+//! After a signal: did the target reload, or die of it (exit within the grace window)? The check
+//! reads `/proc` (thin I/O); what an exit status means is pure.
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,14 +19,8 @@ pub struct Exited {
     pub status: Option<i32>,
 }
 
-impl Exited {
-    /// How it ended: `exited with status 129`, `was killed by SIGHUP`, or `exited`.
-    pub fn how(&self) -> String {
-        describe_status(self.status)
-    }
-}
-
-/// Words for a wait status (as `waitpid` reports it).
+/// Words for a wait status (as `waitpid` reports it): `exited with status 129`, `was killed
+/// by SIGHUP`, or `exited`.
 pub fn describe_status(status: Option<i32>) -> String {
     match status {
         None => "exited".to_owned(),
@@ -47,17 +40,14 @@ pub fn describe_status(status: Option<i32>) -> String {
 /// Whether `told` (read when it was signalled) is gone: no longer in `proc_root`, a zombie, or
 /// its PID reused by another process. `Some(status)` when the zombie's exit code was readable.
 fn gone(proc_root: &Path, told: &ProcessInfo) -> Option<Option<i32>> {
-    let text = std::fs::read_to_string(proc_root.join(told.pid.to_string()).join("stat")).ok();
-    let Some(text) = text else {
-        return Some(None);
-    };
-    let Some(stat) = procfs::parse_stat(&text) else {
-        return Some(None);
-    };
-    if stat.start_time != told.start_time {
-        return Some(None);
+    let path = proc_root.join(told.pid.to_string()).join("stat");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    match procfs::parse_stat(&text) {
+        Some(stat) if stat.start_time == told.start_time => {
+            (stat.state == 'Z').then(|| procfs::parse_exit_code(&text))
+        }
+        _ => Some(None),
     }
-    (stat.state == 'Z').then(|| procfs::parse_exit_code(&text))
 }
 
 /// Watches `told` for `grace`; the first that exits, if any. Returns as soon as one does.
@@ -66,10 +56,8 @@ pub async fn watch(proc_root: &Path, told: &[ProcessInfo], grace: Duration) -> O
     loop {
         for process in told {
             if let Some(status) = gone(proc_root, process) {
-                return Some(Exited {
-                    target: format!("{}[{}]", process.comm, process.pid),
-                    status,
-                });
+                let target = process.label();
+                return Some(Exited { target, status });
             }
         }
         let now = tokio::time::Instant::now();

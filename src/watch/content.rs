@@ -1,10 +1,7 @@
-//! Content hash of a watched directory: a digest of exactly what the app would read.
-//!
-//! The kubelet mounts a ConfigMap/Secret volume as user-visible symlinks (`key -> ..data/key`)
-//! plus a `..data` symlink to a timestamped directory. Reading through the user-visible names
-//! (and so through `..data`) gives what the app sees; entries whose name starts with `..` are
-//! the kubelet's bookkeeping and are skipped. A directory that does not exist hashes as
-//! [`ContentHash::Absent`], so deletion and re-creation are changes like any other.
+//! Content hash of a watched directory: a digest of exactly what the app would read, through
+//! the kubelet's user-visible symlinks (`key -> ..data/key`); its `..` bookkeeping entries are
+//! skipped. A directory that does not exist hashes as [`ContentHash::Absent`], so deletion and
+//! re-creation are changes like any other.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -70,18 +67,15 @@ impl fmt::Display for ContentHash {
 /// (their error kind is part of the digest, so a permission fix counts as a change).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hashed {
-    /// The digest.
     pub hash: ContentHash,
     /// Entries that could not be read, with why (for the error counter and a debug log).
     pub unreadable: Vec<String>,
 }
 
 /// Hashes what an app would read at `path`: a directory's visible entries (recursively,
-/// following symlinks), a single file's bytes, or [`ContentHash::Absent`].
-///
-/// This runs on every change before the app is told, so it asks the kernel as little as it
-/// can: the directory is opened without a `stat` first, and each entry is opened and then
-/// `fstat`ed through its descriptor rather than looked up by path twice.
+/// following symlinks), a single file's bytes, or [`ContentHash::Absent`]. It runs on every
+/// change before the app is told, so it asks the kernel little: no `stat` before opening the
+/// directory, and each entry is opened, then `fstat`ed through its descriptor.
 pub fn hash_path(path: &Path) -> Hashed {
     hash_path_listed(path, &mut None)
 }
@@ -92,63 +86,161 @@ pub type Names = Vec<OsString>;
 /// [`hash_path`], reusing the names `listed` for the directory last time when there are
 /// some, and keeping the names it lists for next time.
 ///
-/// The kubelet's swap renames only `..` names, so the names a directory shows stay the same
-/// across most updates, and listing the directory again (which also waits for the kubelet to
-/// finish its rename) can be skipped. The caller forgets `listed` whenever names may have come
-/// or gone (see [`super::events::Effect::relist`]); a reused name that is no longer there makes
-/// this list again, so the digest is always that of a fresh listing.
+/// The kubelet's swap renames only `..` names, so listing again (which also waits for the
+/// kubelet's rename) can mostly be skipped. The caller forgets `listed` when names may have
+/// come or gone ([`super::events::Effect::relist`]); a reused name that is gone makes this list
+/// again, so the digest is always that of a fresh listing.
 pub fn hash_path_listed(path: &Path, listed: &mut Option<Names>) -> Hashed {
     if let Some(names) = listed.as_deref() {
-        let mut hasher = Sha256::new();
-        let mut unreadable = Vec::new();
-        if hash_names(&mut hasher, &mut unreadable, path, names, 0) {
-            return Hashed {
-                hash: ContentHash::Present(hasher.finalize().into()),
-                unreadable,
-            };
+        let mut walk = Walk::default();
+        if walk.names(path, names, 0) {
+            return walk.finish();
         }
     }
     *listed = None;
-    let mut hasher = Sha256::new();
-    let mut unreadable = Vec::new();
+    let mut walk = Walk::default();
     match fs::read_dir(path) {
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             return Hashed {
                 hash: ContentHash::Absent,
-                unreadable,
+                unreadable: Vec::new(),
             };
         }
         Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
-            hash_entry(&mut hasher, &mut unreadable, path, None, 0);
+            walk.entry(path, None, 0);
         }
-        listing => *listed = hash_listing(&mut hasher, &mut unreadable, path, listing, 0),
+        listing => *listed = walk.listing(path, listing, 0),
     }
-    Hashed {
-        hash: ContentHash::Present(hasher.finalize().into()),
-        unreadable,
-    }
+    walk.finish()
 }
 
-/// Hashes the visible entries of `dir` from its `listing` and returns their names, or records
-/// why it has none.
-fn hash_listing(
-    hasher: &mut Sha256,
-    unreadable: &mut Vec<String>,
-    dir: &Path,
-    listing: io::Result<fs::ReadDir>,
-    depth: usize,
-) -> Option<Names> {
-    match listing {
-        Ok(entries) => {
-            let names = visible_names(entries);
-            hash_names(hasher, unreadable, dir, &names, depth);
-            Some(names)
+/// One hashing pass over a watched path: the digest so far, and the entries that could not be
+/// read.
+#[derive(Default)]
+struct Walk {
+    hasher: Sha256,
+    unreadable: Vec<String>,
+}
+
+impl Walk {
+    fn finish(self) -> Hashed {
+        Hashed {
+            hash: ContentHash::Present(self.hasher.finalize().into()),
+            unreadable: self.unreadable,
         }
-        Err(err) => {
-            let meta = fs::metadata(dir).ok();
-            record_unreadable(hasher, unreadable, dir, &err, meta.as_ref());
-            None
+    }
+
+    /// Hashes the visible entries of `dir` from its `listing` and returns their names, or
+    /// records why it has none.
+    fn listing(
+        &mut self,
+        dir: &Path,
+        listing: io::Result<fs::ReadDir>,
+        depth: usize,
+    ) -> Option<Names> {
+        match listing {
+            Ok(entries) => {
+                let names = visible_names(entries);
+                self.names(dir, &names, depth);
+                Some(names)
+            }
+            Err(err) => {
+                let meta = fs::metadata(dir).ok();
+                self.record_unreadable(dir, &err, meta.as_ref());
+                None
+            }
         }
+    }
+
+    /// Hashes the entries `names` of `dir`; returns whether every name was still there (a
+    /// dangling symlink is there: it is hashed as an absent entry).
+    fn names(&mut self, dir: &Path, names: &[OsString], depth: usize) -> bool {
+        let mut all_there = true;
+        for name in names {
+            let path = dir.join(name);
+            let found = self.entry(&path, Some(name.as_encoded_bytes()), depth);
+            all_there &= found || fs::symlink_metadata(&path).is_ok();
+        }
+        all_there
+    }
+
+    /// Hashes one entry of a directory (`name` is its record name), or the watched path itself
+    /// when that is a file (`name` is `None`); returns `false` if nothing could be opened there.
+    fn entry(&mut self, path: &Path, name: Option<&[u8]>, depth: usize) -> bool {
+        let tag = |walk: &mut Walk, tag: u8| {
+            if let Some(name) = name {
+                walk.put(tag, name);
+            }
+        };
+        let opened = fs::File::open(path).and_then(|file| Ok((file.metadata()?, file)));
+        match opened {
+            // A dangling symlink or an entry removed while we read: the app sees nothing.
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                tag(self, b'A');
+                return false;
+            }
+            // The path through a directory that is no longer one: as the app sees it.
+            Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
+                self.record_unreadable(path, &err, None);
+                return false;
+            }
+            Err(err) => {
+                let meta = fs::metadata(path).ok();
+                match &meta {
+                    Some(meta) if meta.is_dir() => tag(self, b'D'),
+                    Some(_) => tag(self, b'F'),
+                    None => {}
+                }
+                self.record_unreadable(path, &err, meta.as_ref());
+                if meta.is_some_and(|meta| meta.is_dir()) {
+                    tag(self, b'E');
+                }
+            }
+            Ok((meta, _)) if meta.is_dir() => {
+                tag(self, b'D');
+                if depth < MAX_DEPTH {
+                    self.listing(path, fs::read_dir(path), depth + 1);
+                }
+                tag(self, b'E');
+            }
+            Ok((meta, file)) => {
+                tag(self, b'F');
+                match read_all(file, meta.len()) {
+                    Ok(bytes) => self.put(b'C', &bytes),
+                    Err(err) => self.record_unreadable(path, &err, Some(&meta)),
+                }
+            }
+        }
+        true
+    }
+
+    /// Records an entry the watcher may not read. Its identity (inode, size, mtime) stands in
+    /// for its content: the kubelet writes every update to new files, so updates are still
+    /// seen (an identical update then counts as a change too).
+    fn record_unreadable(&mut self, path: &Path, err: &io::Error, meta: Option<&fs::Metadata>) {
+        let kind = format!("{:?}", err.kind());
+        self.put(b'U', kind.as_bytes());
+        if let Some(meta) = meta {
+            let identity = [
+                meta.dev(),
+                meta.ino(),
+                meta.size(),
+                meta.mtime() as u64,
+                meta.mtime_nsec() as u64,
+            ];
+            for value in identity {
+                self.hasher.update(value.to_le_bytes());
+            }
+        }
+        self.unreadable.push(format!("{}: {err}", path.display()));
+    }
+
+    /// Appends one tagged, length-prefixed record, so no two different trees share an
+    /// encoding.
+    fn put(&mut self, tag: u8, bytes: &[u8]) {
+        self.hasher.update([tag]);
+        self.hasher.update((bytes.len() as u64).to_le_bytes());
+        self.hasher.update(bytes);
     }
 }
 
@@ -160,86 +252,6 @@ fn visible_names(entries: fs::ReadDir) -> Names {
         .collect();
     names.sort();
     names
-}
-
-/// Hashes the entries `names` of `dir`; returns whether every name was still there (a
-/// dangling symlink is there: it is hashed as an absent entry).
-fn hash_names(
-    hasher: &mut Sha256,
-    unreadable: &mut Vec<String>,
-    dir: &Path,
-    names: &[OsString],
-    depth: usize,
-) -> bool {
-    let mut all_there = true;
-    for name in names {
-        let path = dir.join(name);
-        let found = hash_entry(
-            hasher,
-            unreadable,
-            &path,
-            Some(name.as_encoded_bytes()),
-            depth,
-        );
-        all_there &= found || fs::symlink_metadata(&path).is_ok();
-    }
-    all_there
-}
-
-/// Hashes one entry of a directory (`name` is its record name), or the watched path itself
-/// when that is a file (`name` is `None`); returns `false` if nothing could be opened there.
-fn hash_entry(
-    hasher: &mut Sha256,
-    unreadable: &mut Vec<String>,
-    path: &Path,
-    name: Option<&[u8]>,
-    depth: usize,
-) -> bool {
-    let tag = |hasher: &mut Sha256, tag: u8| {
-        if let Some(name) = name {
-            put(hasher, tag, name);
-        }
-    };
-    let opened = fs::File::open(path).and_then(|file| Ok((file.metadata()?, file)));
-    match opened {
-        // A dangling symlink or an entry removed while we read: the app sees nothing.
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            tag(hasher, b'A');
-            return false;
-        }
-        // The path through a directory that is no longer one: as the app sees it.
-        Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
-            record_unreadable(hasher, unreadable, path, &err, None);
-            return false;
-        }
-        Err(err) => {
-            let meta = fs::metadata(path).ok();
-            match &meta {
-                Some(meta) if meta.is_dir() => tag(hasher, b'D'),
-                Some(_) => tag(hasher, b'F'),
-                None => {}
-            }
-            record_unreadable(hasher, unreadable, path, &err, meta.as_ref());
-            if meta.is_some_and(|meta| meta.is_dir()) {
-                tag(hasher, b'E');
-            }
-        }
-        Ok((meta, _)) if meta.is_dir() => {
-            tag(hasher, b'D');
-            if depth < MAX_DEPTH {
-                hash_listing(hasher, unreadable, path, fs::read_dir(path), depth + 1);
-            }
-            tag(hasher, b'E');
-        }
-        Ok((meta, file)) => {
-            tag(hasher, b'F');
-            match read_all(file, meta.len()) {
-                Ok(bytes) => put(hasher, b'C', &bytes),
-                Err(err) => record_unreadable(hasher, unreadable, path, &err, Some(&meta)),
-            }
-        }
-    }
-    true
 }
 
 /// Reads a whole open file, sized by the metadata already at hand (no second `stat`).
@@ -262,40 +274,6 @@ fn read_all(mut file: fs::File, size_hint: u64) -> io::Result<Vec<u8>> {
             Err(err) => return Err(err),
         }
     }
-}
-
-/// Records an entry the watcher may not read. Its identity (inode, size, mtime) stands in for
-/// its content: the kubelet writes every update to new files, so updates are still seen
-/// (an identical update then counts as a change too).
-fn record_unreadable(
-    hasher: &mut Sha256,
-    unreadable: &mut Vec<String>,
-    path: &Path,
-    err: &io::Error,
-    meta: Option<&fs::Metadata>,
-) {
-    let kind = format!("{:?}", err.kind());
-    put(hasher, b'U', kind.as_bytes());
-    if let Some(meta) = meta {
-        let identity = [
-            meta.dev(),
-            meta.ino(),
-            meta.size(),
-            meta.mtime() as u64,
-            meta.mtime_nsec() as u64,
-        ];
-        for value in identity {
-            hasher.update(value.to_le_bytes());
-        }
-    }
-    unreadable.push(format!("{}: {err}", path.display()));
-}
-
-/// Appends one tagged, length-prefixed record, so no two different trees share an encoding.
-fn put(hasher: &mut Sha256, tag: u8, bytes: &[u8]) {
-    hasher.update([tag]);
-    hasher.update((bytes.len() as u64).to_le_bytes());
-    hasher.update(bytes);
 }
 
 #[cfg(test)]

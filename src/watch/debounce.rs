@@ -1,8 +1,6 @@
-//! Debounce: merge a burst of events into one re-check, a pure state machine over instants.
-//!
-//! Every event pushes the deadline to `delay` after it (a trailing debounce), but never
-//! beyond `max_wait` after the first event of the burst, so an endless stream of events
-//! still gets looked at. With `delay` zero the deadline is the event itself: immediate.
+//! Debounce: merge a burst of events into one re-check (pure, over instants). Every event pushes
+//! the deadline to `delay` after it, but never beyond `max_wait` after the burst's first event,
+//! so an endless stream still gets looked at. With `delay` zero it is immediate.
 
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::uri::InvalidUri;
 use http::{Method, Request, Uri, header};
 use http_body_util::Empty;
 use hyper_util::rt::TokioIo;
@@ -16,12 +17,7 @@ use tokio::net::TcpStream;
 pub enum HttpError {
     /// The URL did not parse.
     #[error("failed to parse URL {url:?}: {reason}")]
-    UrlInvalid {
-        /// The URL as given.
-        url: String,
-        /// Why.
-        reason: String,
-    },
+    UrlInvalid { url: String, reason: String },
     /// The URL is `https://` (or another scheme).
     #[error(
         "failed to use URL {0:?}: only http:// is supported (the app is reached on localhost \
@@ -36,23 +32,19 @@ pub enum HttpError {
     ConnectFailed {
         /// host:port.
         authority: String,
-        /// Why.
         #[source]
         source: std::io::Error,
     },
     /// The HTTP exchange broke.
     #[error("failed to get an answer from {url}")]
     ExchangeFailed {
-        /// The URL.
         url: String,
-        /// Why.
         #[source]
         source: hyper::Error,
     },
     /// No answer within the per-attempt timeout.
     #[error("failed to get an answer from {url} within {timeout:?} (timed out)")]
     TimedOut {
-        /// The URL.
         url: String,
         /// The per-attempt timeout.
         timeout: Duration,
@@ -60,11 +52,8 @@ pub enum HttpError {
     /// The answer was not 2xx.
     #[error("failed to reload: {method} {url} answered {status}")]
     StatusNotSuccess {
-        /// The method.
         method: Method,
-        /// The URL.
         url: String,
-        /// The status.
         status: http::StatusCode,
     },
 }
@@ -83,26 +72,21 @@ impl Endpoint {
     pub fn new(method: &str, url: &str, timeout: Duration) -> Result<Endpoint, HttpError> {
         let method = Method::from_bytes(method.trim().to_ascii_uppercase().as_bytes())
             .map_err(|_| HttpError::MethodInvalid(method.to_owned()))?;
+        let invalid = |reason: String| HttpError::UrlInvalid {
+            url: url.to_owned(),
+            reason,
+        };
         let uri: Uri = url
             .parse()
-            .map_err(|err: http::uri::InvalidUri| HttpError::UrlInvalid {
-                url: url.to_owned(),
-                reason: err.to_string(),
-            })?;
+            .map_err(|err: InvalidUri| invalid(err.to_string()))?;
         match uri.scheme_str() {
             Some("http") => {}
             Some(_) => return Err(HttpError::SchemeUnsupported(url.to_owned())),
-            None => {
-                return Err(HttpError::UrlInvalid {
-                    url: url.to_owned(),
-                    reason: "no scheme: write http://HOST:PORT/PATH".to_owned(),
-                });
-            }
+            None => return Err(invalid("no scheme: write http://HOST:PORT/PATH".to_owned())),
         }
-        let authority = uri.authority().ok_or_else(|| HttpError::UrlInvalid {
-            url: url.to_owned(),
-            reason: "no host".to_owned(),
-        })?;
+        let authority = uri
+            .authority()
+            .ok_or_else(|| invalid("no host".to_owned()))?;
         let authority = match authority.port_u16() {
             Some(_) => authority.to_string(),
             None => format!("{}:80", authority.host()),
@@ -148,14 +132,9 @@ impl Endpoint {
                 .await
                 .map_err(broke)?;
         let driver = tokio::spawn(connection);
-        let target = self
-            .uri
-            .path_and_query()
-            .map_or("/", |path| path.as_str())
-            .to_owned();
         let request = Request::builder()
             .method(self.method.clone())
-            .uri(target)
+            .uri(self.uri.path_and_query().map_or("/", |path| path.as_str()))
             .header(header::HOST, self.authority.as_str())
             .header(
                 header::USER_AGENT,
@@ -203,17 +182,11 @@ mod tests {
 
     #[test]
     fn bad_urls_and_methods_are_refused() {
-        assert!(matches!(
-            Endpoint::new("POST", "127.0.0.1:9090/x", T),
-            Err(HttpError::UrlInvalid { .. })
-        ));
-        assert!(matches!(
-            Endpoint::new("POST", "http://exa mple/", T),
-            Err(HttpError::UrlInvalid { .. })
-        ));
-        assert!(matches!(
-            Endpoint::new("PO ST", "http://127.0.0.1/", T),
-            Err(HttpError::MethodInvalid(_))
-        ));
+        for (method, url) in [("POST", "127.0.0.1:9090/x"), ("POST", "http://exa mple/")] {
+            let result = Endpoint::new(method, url, T);
+            assert!(matches!(result, Err(HttpError::UrlInvalid { .. })), "{url}");
+        }
+        let result = Endpoint::new("PO ST", "http://127.0.0.1/", T);
+        assert!(matches!(result, Err(HttpError::MethodInvalid(_))));
     }
 }

@@ -26,9 +26,7 @@ pub enum MetricsError {
     /// The listen address could not be bound.
     #[error("failed to listen on {addr} for metrics")]
     BindFailed {
-        /// The address.
         addr: SocketAddr,
-        /// Why.
         #[source]
         source: std::io::Error,
     },
@@ -124,12 +122,9 @@ fn config_labels(dir: &str, hash: &str) -> Labels {
 /// Binds `addr` and serves `/healthz` and `/metrics` on the current runtime; returns the
 /// address bound (port 0 picks a free port).
 pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<SocketAddr, MetricsError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| MetricsError::BindFailed { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| MetricsError::BindFailed { addr, source })?;
+    let failed = |source| MetricsError::BindFailed { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
     let registry = Arc::new(metrics.registry());
     tokio::spawn(async move {
         loop {

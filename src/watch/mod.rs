@@ -1,10 +1,6 @@
-//! `reload-injector watch`: the sidecar that reloads the app when its config changes.
-//!
-//! Pure parts — [`events`] (which inotify events matter), [`debounce`], [`retry`] (delivery
-//! with backoff), [`targets`] (whom to signal) — are driven by thin I/O: [`watches`]
-//! (inotify), [`content`] (hashing what the app reads), [`procfs`], [`signal`], [`http`],
-//! [`metrics`], [`trim`] (giving back code pages while idle), all wired together by [`runner`]
-//! on a single-threaded runtime.
+//! `reload-injector watch`: the sidecar that reloads the app when its config changes. Pure parts
+//! ([`events`], [`debounce`], [`retry`], [`targets`]) are driven by thin I/O modules, wired
+//! together by [`runner`] on a single-threaded runtime.
 
 pub mod aftermath;
 pub mod content;
@@ -43,7 +39,6 @@ const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
 /// Everything the watcher needs, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Paths to watch.
     pub dirs: Vec<PathBuf>,
     /// Which of `dirs` hold Secret data (their shown hash is keyed with `private_key`).
     pub private: Vec<bool>,

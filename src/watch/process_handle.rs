@@ -1,12 +1,9 @@
-//! An open handle on one process: how the watcher re-checks and signals a remembered target
-//! in two system calls, with no path lookup in `/proc` and no PID-reuse race.
-//!
-//! The handle is the process's `/proc/PID` directory, opened, plus its `comm` opened through
-//! it. Both name the process itself, not its number: once it exits and is reaped, reads and
-//! signals fail with `ESRCH` even if the PID is given to a new process. `comm` is re-read in
-//! place (`pread`; far cheaper for the kernel than `stat`), and the signal goes through the
-//! directory descriptor (`pidfd_send_signal`, Linux 5.1; where that call is missing or refused,
-//! `kill` by PID).
+//! An open handle on one process: the watcher re-checks and signals a remembered target in two
+//! system calls, with no path lookup in `/proc` and no PID-reuse race. The handle is the opened
+//! `/proc/PID` directory plus its `comm`; both name the process, not its number (once it is
+//! reaped they fail with `ESRCH`, whoever holds the PID). `comm` is re-read in place (`pread`,
+//! far cheaper than `stat`); the signal goes through the directory (`pidfd_send_signal`, Linux
+//! 5.1; `kill` by PID where that call is missing or refused).
 
 use std::fs::File;
 use std::io;
@@ -50,19 +47,13 @@ impl ProcessHandle {
         let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
             return kill(Pid::from_raw(self.pid), signal);
         };
+        use rustix::io::Errno as E;
         match rustix::process::pidfd_send_signal(&self.dir, sig) {
-            Ok(()) => Ok(()),
             // Before Linux 5.1 (ENOSYS), a `/proc` whose directories the kernel does not take
             // as process handles (EINVAL), or a seccomp profile that refuses the call (EPERM
             // or ENOSYS): fall back to the PID, which also tells a real EPERM.
-            Err(err)
-                if err == rustix::io::Errno::NOSYS
-                    || err == rustix::io::Errno::INVAL
-                    || err == rustix::io::Errno::PERM =>
-            {
-                kill(Pid::from_raw(self.pid), signal)
-            }
-            Err(err) => Err(Errno::from_raw(err.raw_os_error())),
+            Err(E::NOSYS | E::INVAL | E::PERM) => kill(Pid::from_raw(self.pid), signal),
+            result => result.map_err(|err| Errno::from_raw(err.raw_os_error())),
         }
     }
 }
@@ -82,16 +73,13 @@ mod tests {
             .stdin(Stdio::null())
             .spawn()
             .expect("start sleep");
-        let comm = Path::new("/proc").join(child.id().to_string()).join("comm");
-        for _ in 0..500 {
-            if std::fs::read_to_string(&comm).is_ok_and(|c| c == "sleep\n") {
-                return child;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        let handle = ProcessHandle::open(Path::new("/proc"), child.id() as i32).unwrap();
+        if wait_for_comm(&handle, "sleep").as_deref() != Some("sleep") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child did not become `sleep` within 5 s");
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the child did not become `sleep` within 5 s");
+        child
     }
 
     #[test]

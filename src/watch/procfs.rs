@@ -16,9 +16,7 @@ pub struct Stat {
     pub comm: String,
     /// One-letter state (`R`, `S`, `Z`, ...).
     pub state: char,
-    /// Parent PID.
     pub ppid: i32,
-    /// Kernel flags word.
     pub flags: u64,
     /// Start time in clock ticks after boot.
     pub start_time: u64,
@@ -81,30 +79,23 @@ pub fn list_processes(
     own_pid: i32,
 ) -> std::io::Result<Vec<ProcessInfo>> {
     let mut processes = Vec::new();
-    for entry in fs::read_dir(proc_root)? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
+    for entry in fs::read_dir(proc_root)?.flatten() {
+        let pid = entry
             .file_name()
             .to_str()
-            .and_then(|name| name.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == own_pid {
-            continue;
-        }
-        if let Some(process) = read_process(&entry.path(), pid, name) {
+            .and_then(|n| n.parse::<i32>().ok());
+        if let Some(pid) = pid.filter(|&pid| pid != own_pid)
+            && let Some(process) = read_process(&entry.path(), pid, name)
+        {
             processes.push(process);
         }
     }
     Ok(processes)
 }
 
-/// Reads one process from its directory in `/proc` (`None` if it has exited).
-///
-/// `argv[0]` is read only when looking for `name`, `comm` is not already `name`, and the process
-/// is not PID 1 (the only cases where it can change the choice; reading `cmdline` is the
-/// costly part of a scan).
+/// Reads one process from its directory in `/proc` (`None` if it has exited). `argv[0]` is
+/// read only when it can change the choice (looking for `name`, `comm` is not `name`, not PID
+/// 1): reading `cmdline` is the costly part of a scan.
 pub fn read_process(dir: &Path, pid: i32, name: Option<&str>) -> Option<ProcessInfo> {
     let mut buffer = [0u8; 1024];
     let stat = read_head(&dir.join("stat"), &mut buffer)

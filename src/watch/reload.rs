@@ -61,12 +61,9 @@ pub struct Report {
 pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     let started = Instant::now();
     let mut report = match &action {
-        Action::Signal(signaller) => match signaller.send_told() {
+        Action::Signal(signaller) => match signaller.send() {
             Ok(told) => {
-                let labels: Vec<String> = told
-                    .iter()
-                    .map(|p| format!("{}[{}]", p.comm, p.pid))
-                    .collect();
+                let labels: Vec<String> = told.iter().map(ProcessInfo::label).collect();
                 Report {
                     told,
                     ..success(labels.join(","))
@@ -95,11 +92,10 @@ pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     report
 }
 
-/// After a delivered signal: watches the processes told for `grace`. One that exits did not
-/// reload (it died of the signal): the reload failed, which is never retried (the restarted
-/// process reads the new config at start; signalling it again would kill it again). Runs beside
-/// the next attempts, so a change that follows is not held up; the reload is logged as a success
-/// only once this says so.
+/// After a delivered signal: watches the processes told for `grace`. One that exits died of
+/// the signal: the reload failed, and is never retried (the restarted process reads the new
+/// config; another signal would kill it again). Runs beside the next attempts; the reload is
+/// logged as a success only once this says so.
 pub async fn judge(
     signaller: Signaller,
     told: Vec<ProcessInfo>,
@@ -117,7 +113,7 @@ fn died(signaller: &Signaller, exited: &Exited, grace: Duration) -> String {
          reload-injector.io/on-change: restart, or set reload-injector.io/signal to the signal \
          it reloads on (or reload-url)",
         exited.target,
-        exited.how(),
+        aftermath::describe_status(exited.status),
         humantime::format_duration(grace),
         signaller.signal,
         signaller.signal,
@@ -147,10 +143,8 @@ fn failure(
     Report {
         outcome,
         result,
-        target,
         error: Some(crate::report::one_line(err)),
-        duration: Duration::ZERO,
-        told: Vec::new(),
+        ..success(target)
     }
 }
 

@@ -1,10 +1,7 @@
-//! Delivery of reloads: a pure state machine over content snapshots and instants.
-//!
-//! The app should run the latest content. A reload is wanted whenever the latest observed
-//! snapshot differs from the last one delivered. Failures are retried with exponential backoff
-//! (capped, reset by a success); a newer change supersedes the pending one and is attempted
-//! at once, but is never dropped. A failure that retrying cannot fix (permission denied) is
-//! set aside until the content changes again.
+//! Delivery of reloads: a pure state machine over content snapshots and instants. A reload is
+//! wanted whenever the latest snapshot differs from the last delivered. Failures are retried
+//! with capped exponential backoff (reset by a success); a newer change is attempted at once
+//! and never dropped; one retrying cannot fix (permission denied) waits for the next change.
 
 use std::time::{Duration, Instant};
 

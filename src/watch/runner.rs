@@ -320,14 +320,9 @@ impl State {
     /// Logs a delivered signal once its targets were watched: `reloaded`, or the one error line
     /// of a target that died of it (counted in `reload_failures_total`, never a success).
     fn judged(&mut self, verdict: Verdict) {
-        let Verdict {
-            failed,
-            dirs,
-            hashes,
-            targets,
-            duration_ms,
-        } = verdict;
-        match failed {
+        let Verdict { dirs, hashes, .. } = &verdict;
+        let (targets, duration_ms) = (&verdict.targets, &verdict.duration_ms);
+        match &verdict.failed {
             None => {
                 self.metrics.count_reload("success");
                 let unix = SystemTime::now()
@@ -349,14 +344,11 @@ impl State {
     /// The directories whose content differs between two snapshots, with the new short
     /// hashes, as two comma-separated lists.
     fn changes(&self, before: &Snapshot, after: &Snapshot) -> (String, String) {
-        let mut dirs = Vec::new();
-        let mut hashes = Vec::new();
-        for ((dir, old), new) in self.config.dirs.iter().zip(before).zip(after) {
-            if old != new {
-                dirs.push(dir.display().to_string());
-                hashes.push(new.short());
-            }
-        }
+        let pairs = self.config.dirs.iter().zip(before.iter().zip(after));
+        let changed = pairs.filter(|(_, (old, new))| old != new);
+        let (dirs, hashes): (Vec<_>, Vec<_>) = changed
+            .map(|(dir, (_, new))| (dir.display().to_string(), new.short()))
+            .unzip();
         (dirs.join(","), hashes.join(","))
     }
 }

@@ -1,6 +1,6 @@
 //! Signal mode: find the targets in the shared process namespace and signal them.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -26,9 +26,7 @@ pub enum SignalError {
     /// `/proc` could not be listed.
     #[error("failed to list processes in {path}")]
     ProcUnreadable {
-        /// The proc root.
         path: PathBuf,
-        /// Why.
         #[source]
         source: std::io::Error,
     },
@@ -39,7 +37,6 @@ pub enum SignalError {
          the same runAsUser as the app ({target_uid}) or add the CAP_KILL capability"
     )]
     PermissionDenied {
-        /// The signal.
         signal: Signal,
         /// `comm[pid]`.
         target: String,
@@ -52,11 +49,9 @@ pub enum SignalError {
     /// one: it is skipped).
     #[error("failed to send {signal} to {target}")]
     KillFailed {
-        /// The signal.
         signal: Signal,
         /// `comm[pid]`.
         target: String,
-        /// Why.
         #[source]
         source: Errno,
     },
@@ -71,15 +66,12 @@ pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
     Signal::from_str(signal.name).map_err(|_| unknown(ValueError::UnknownSignal(text.to_owned())))
 }
 
-/// Sends the reload signal to the chosen processes.
-///
-/// The targets of the last successful send are remembered, held open ([`ProcessHandle`]). The
-/// next send signals those whose command name is unchanged before it scans `/proc`: the app
-/// hears of the change without waiting for the scan. The full scan still follows: it signals
-/// any process that became a target since, and decides which remembered ones count as told.
+/// Sends the reload signal to the chosen processes. The targets of the last successful send
+/// are held open ([`ProcessHandle`]), and the next send signals those whose command name is
+/// unchanged before it scans `/proc`, so the app hears sooner. The scan still follows: it
+/// signals any new target, and decides which remembered ones count as told.
 #[derive(Debug, Clone)]
 pub struct Signaller {
-    /// The signal to send.
     pub signal: Signal,
     /// `--process`, if given.
     pub process: Option<String>,
@@ -118,14 +110,9 @@ impl Signaller {
         }
     }
 
-    /// Finds the targets and signals each once; returns them as `comm[pid]` on success.
-    pub fn send(&self) -> Result<Vec<String>, SignalError> {
-        self.send_told()
-            .map(|told| told.iter().map(label).collect())
-    }
-
-    /// Like [`Signaller::send`], returning the processes told, by PID, as they were read.
-    pub fn send_told(&self) -> Result<Vec<ProcessInfo>, SignalError> {
+    /// Finds the targets and signals each once; returns the processes told, by PID, as they
+    /// were read.
+    pub fn send(&self) -> Result<Vec<ProcessInfo>, SignalError> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         let name = self.process.as_deref();
         let mut sent = Sent::default();
@@ -206,14 +193,11 @@ impl Signaller {
     fn remember(&self, chosen: Vec<ProcessInfo>, mut held: Vec<Known>) -> Vec<Known> {
         let mut known = Vec::with_capacity(chosen.len());
         for info in chosen {
-            let handle = match held.iter().position(|k| same_process(&k.info, &info)) {
-                Some(index) => held.swap_remove(index).handle,
-                None => match self.open_checked(&info) {
-                    Some(handle) => handle,
-                    None => continue,
-                },
-            };
-            known.push(Known { info, handle });
+            let held_at = held.iter().position(|k| same_process(&k.info, &info));
+            let handle = held_at.map(|index| held.swap_remove(index).handle);
+            if let Some(handle) = handle.or_else(|| self.open_checked(&info)) {
+                known.push(Known { info, handle });
+            }
         }
         known
     }
@@ -241,13 +225,14 @@ impl Signaller {
             Err(Errno::ESRCH) => Ok(false),
             Err(Errno::EPERM) => Err(SignalError::PermissionDenied {
                 signal: self.signal,
-                target: label(process),
+                target: process.label(),
                 own_uid: nix::unistd::geteuid().as_raw(),
-                target_uid: uid_text(&self.proc_root, process.pid),
+                target_uid: procfs::process_uid(&self.proc_root, process.pid)
+                    .map_or_else(|| "?".to_owned(), |uid| uid.to_string()),
             }),
             Err(source) => Err(SignalError::KillFailed {
                 signal: self.signal,
-                target: label(process),
+                target: process.label(),
                 source,
             }),
         }
@@ -284,14 +269,6 @@ impl Sent {
     }
 }
 
-fn label(process: &ProcessInfo) -> String {
-    format!("{}[{}]", process.comm, process.pid)
-}
-
-fn uid_text(proc_root: &Path, pid: i32) -> String {
-    procfs::process_uid(proc_root, pid).map_or_else(|| "?".to_owned(), |uid| uid.to_string())
-}
-
 // The integration tests' helper for running copied programs, included by path.
 #[cfg(test)]
 #[path = "../../tests/watch_support/copies.rs"]
@@ -299,6 +276,8 @@ mod copies;
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::copies::{copy_program, run_copy};
     use super::*;
 
@@ -453,10 +432,8 @@ mod tests {
         kill(Pid::from_raw(sleeper.pid), Signal::SIGKILL).unwrap();
         assert!(sleeper.wait_until(|p| p.zombie), "never a zombie");
         let second = signaller.send();
-        assert_eq!(
-            first.unwrap(),
-            vec![format!("{}[{}]", sleeper.name, sleeper.pid)]
-        );
+        let first: Vec<String> = first.unwrap().iter().map(ProcessInfo::label).collect();
+        assert_eq!(first, vec![format!("{}[{}]", sleeper.name, sleeper.pid)]);
         assert!(
             matches!(second, Err(SignalError::NoTarget(_))),
             "a zombie is not told: {second:?}"

@@ -1,8 +1,6 @@
-//! Which processes to signal: a pure choice over a process list.
-//!
-//! In a pod with `shareProcessNamespace: true`, PID 1 is the pause process and every
-//! container's first process has parent PID 0 (its real parent lives outside the namespace).
-//! PID 1 and the watcher itself are never chosen, nor are kernel threads or zombies.
+//! Which processes to signal: a pure choice over a process list. In a pod with
+//! `shareProcessNamespace: true`, PID 1 is the pause process and every container's first
+//! process has parent PID 0 (its real parent lives outside the namespace).
 
 /// What the watcher knows about one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +19,13 @@ pub struct ProcessInfo {
     pub kernel_thread: bool,
     /// Exited but not yet reaped (never signalled).
     pub zombie: bool,
+}
+
+impl ProcessInfo {
+    /// `comm[pid]`, as log lines and errors name a process.
+    pub fn label(&self) -> String {
+        format!("{}[{}]", self.comm, self.pid)
+    }
 }
 
 /// Longest name the kernel keeps in `comm`.
@@ -43,11 +48,9 @@ fn truncate_to_boundary(name: &str, max: usize) -> &str {
     &name[..end]
 }
 
-/// Chooses the processes to signal.
-///
-/// With `name`, the processes called `name` whose parent is not also called `name` (the
-/// master, not its workers). Without, the first process of every other container: parent
-/// PID 0. Never PID 1, never `own_pid`, never kernel threads or zombies.
+/// Chooses the processes to signal: with `name`, those called `name` whose parent is not (the
+/// master, not its workers); without, every other container's first process (parent PID 0).
+/// Never PID 1, never `own_pid`, never kernel threads or zombies.
 pub fn choose(processes: &[ProcessInfo], own_pid: i32, name: Option<&str>) -> Vec<ProcessInfo> {
     let eligible = |p: &&ProcessInfo| p.pid != 1 && p.pid != own_pid && !p.kernel_thread;
     let mut chosen: Vec<ProcessInfo> = match name {
@@ -78,11 +81,8 @@ pub fn choose(processes: &[ProcessInfo], own_pid: i32, name: Option<&str>) -> Ve
 
 /// Whether a process chosen earlier (`before`, held open so it is that very process) may be
 /// signalled before the next `/proc` scan, given its command name `comm_now`: only if the name
-/// is unchanged. A new name means it exec'd another program, which may not expect the signal.
-///
-/// Everything else is left to the scan that follows: a remembered target that became a zombie,
-/// or a worker, gets a signal it does not act on, and counts as told only if the scan still
-/// chooses it.
+/// is unchanged (a new one means it exec'd another program, which may not expect the signal).
+/// The scan that follows decides whether it counts as told (a zombie or a worker does not).
 pub fn may_signal_early(before: &ProcessInfo, comm_now: &str) -> bool {
     !before.kernel_thread && before.comm == comm_now
 }

@@ -1,16 +1,11 @@
 //! Giving back the mapped pages of code the watcher is not running.
 //!
-//! The watcher shares one binary with the webhook. Start-up (parsing the command line,
-//! setting up logging and the runtime) and each reload touch code all over that binary, and
-//! the kernel maps 64 KiB around every page it faults in. Those pages stay in the process's
-//! RSS while it sleeps. So after start-up, and again at each `--resync` that finds nothing to
-//! do, the watcher drops its mappings of its own executable's clean pages (`MADV_DONTNEED`).
-//! The pages stay in the page cache, shared with every other process of the same image on the
-//! node, and no longer pinned by a mapping. What the event loop runs next is mapped again on
-//! first use: a few dozen minor faults on the first reload after a quiet period.
-//!
-//! Which mappings qualify is decided by [`droppable`], a pure function over the text of
-//! `/proc/self/smaps`.
+//! The watcher shares one binary with the webhook; start-up and each reload touch code all over
+//! it, and the kernel maps 64 KiB around every page it faults in, which stays in RSS while the
+//! watcher sleeps. So after start-up, and at each `--resync` that finds nothing to do, the
+//! watcher drops its mappings of its executable's clean pages (`MADV_DONTNEED`; which qualify is
+//! decided by the pure [`droppable`]). They stay in the page cache, shared with every process of
+//! the same image; the next reload after a quiet period maps a few dozen back (minor faults).
 
 use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
@@ -22,9 +17,7 @@ pub enum TrimError {
     /// `/proc/self/smaps` or `/proc/self/exe` could not be read.
     #[error("failed to read {path}")]
     Read {
-        /// What was read.
         path: &'static str,
-        /// Why.
         #[source]
         source: std::io::Error,
     },
@@ -33,7 +26,6 @@ pub enum TrimError {
     Advise {
         /// Start of the mapping.
         start: usize,
-        /// Why.
         #[source]
         source: nix::errno::Errno,
     },
@@ -44,7 +36,6 @@ pub enum TrimError {
 pub struct MappedFile {
     /// The path, as `/proc/self/smaps` shows it.
     pub path: String,
-    /// The inode number.
     pub inode: u64,
 }
 
@@ -94,9 +85,8 @@ fn parse_header(line: &str) -> Option<Mapping<'_>> {
     let (start, end) = fields.next()?.split_once('-')?;
     let range = usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?;
     let perms = fields.next()?;
-    let _offset = fields.next()?;
-    let _device = fields.next()?;
-    let inode = fields.next()?.parse().ok()?;
+    // offset, device, then inode.
+    let inode = fields.nth(2)?.parse().ok()?;
     Some(Mapping {
         range,
         perms,

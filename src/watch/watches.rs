@@ -25,9 +25,7 @@ pub enum WatchError {
     /// A watch could not be added.
     #[error("failed to watch {path}")]
     AddFailed {
-        /// The path.
         path: PathBuf,
-        /// Why.
         #[source]
         source: io::Error,
     },
@@ -111,10 +109,8 @@ impl WatchSet {
     }
 
     /// Re-plans every watch (after a watch went away, and on every resync); returns the
-    /// watches that could not be added (retried on the next re-plan).
-    ///
-    /// An ancestor is watched *before* checking again whether the path below it appeared,
-    /// so a directory created in between is never missed.
+    /// watches that could not be added (retried on the next re-plan). An ancestor is watched
+    /// *before* checking again whether the path below it appeared, so none is missed.
     pub fn rearm(&mut self) -> Vec<WatchError> {
         let mut errors = Vec::new();
         let mut roles: HashMap<WatchDescriptor, Vec<WatchRole>> = HashMap::new();
@@ -163,10 +159,9 @@ impl WatchSet {
     /// Waits for events, then takes every one already available; returns how many were
     /// read and what they mean together.
     pub async fn next_batch(&mut self) -> Result<(u64, Effect), WatchError> {
-        let first = self.stream.next().await;
+        let mut next = self.stream.next().await;
         let mut count = 0;
         let mut effect = Effect::default();
-        let mut next = first;
         loop {
             match next {
                 Some(Ok(event)) => {
@@ -216,43 +211,37 @@ mod tests {
 
     #[test]
     fn a_missing_path_is_watched_through_its_nearest_ancestor() {
-        let exists = |p: &Path| p == Path::new("/") || p == Path::new("/etc");
-        let (path, role) = plan(Path::new("/etc/config/app"), exists);
-        assert_eq!(path, Path::new("/etc"));
-        assert_eq!(
-            role,
-            WatchRole::Ancestor {
-                next: "config".into()
-            }
-        );
-    }
-
-    #[test]
-    fn relative_paths_fall_back_to_the_working_directory() {
-        let exists = |p: &Path| p == Path::new(".");
-        let (path, role) = plan(Path::new("config"), exists);
-        assert_eq!(path, Path::new("."));
-        assert_eq!(
-            role,
-            WatchRole::Ancestor {
-                next: "config".into()
-            }
-        );
+        for (case, target, existing, watched) in [
+            (
+                "nearest ancestor",
+                "/etc/config/app",
+                &["/", "/etc"][..],
+                "/etc",
+            ),
+            ("relative: the working directory", "config", &["."][..], "."),
+        ] {
+            let exists = |p: &Path| existing.iter().any(|e| p == Path::new(e));
+            let (path, role) = plan(Path::new(target), exists);
+            assert_eq!(path, Path::new(watched), "{case}");
+            let next = "config".into();
+            assert_eq!(role, WatchRole::Ancestor { next }, "{case}");
+        }
     }
 
     #[test]
     fn event_masks_map_to_kinds() {
-        assert_eq!(kind_of(EventMask::MOVED_TO), EventKind::Appeared);
-        assert_eq!(
-            kind_of(EventMask::CREATE | EventMask::ISDIR),
-            EventKind::Appeared
-        );
-        assert_eq!(kind_of(EventMask::MOVED_FROM), EventKind::Vanished);
-        assert_eq!(kind_of(EventMask::DELETE), EventKind::Vanished);
-        assert_eq!(kind_of(EventMask::CLOSE_WRITE), EventKind::Written);
-        assert_eq!(kind_of(EventMask::DELETE_SELF), EventKind::WatchGone);
-        assert_eq!(kind_of(EventMask::IGNORED), EventKind::WatchGone);
-        assert_eq!(kind_of(EventMask::Q_OVERFLOW), EventKind::Overflow);
-        assert_eq!(kind_of(EventMask::ACCESS), EventKind::Other);
+        for (mask, kind) in [
+            (EventMask::MOVED_TO, EventKind::Appeared),
+            (EventMask::CREATE | EventMask::ISDIR, EventKind::Appeared),
+            (EventMask::MOVED_FROM, EventKind::Vanished),
+            (EventMask::DELETE, EventKind::Vanished),
+            (EventMask::CLOSE_WRITE, EventKind::Written),
+            (EventMask::DELETE_SELF, EventKind::WatchGone),
+            (EventMask::IGNORED, EventKind::WatchGone),
+            (EventMask::Q_OVERFLOW, EventKind::Overflow),
+            (EventMask::ACCESS, EventKind::Other),
+        ] {
+            assert_eq!(kind_of(mask), kind, "{mask:?}");
+        }
     }
 }

@@ -52,9 +52,8 @@ pub enum HandleError {
     /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
     #[error("failed to review the object: internal error (a bug; please report it)")]
     Panicked,
-    /// The memory for reading the object is held by other reviews now (HTTP 503; the API
-    /// server retries or applies the failure policy). An object too large to read ever is
-    /// denied instead, as one that cannot be understood is.
+    /// Other reviews hold the memory for reading the object now (HTTP 503: the API server
+    /// retries or applies the failure policy); one too large ever to read is denied instead.
     #[error("failed to review the object: {}; retry", Refusal::Busy)]
     Busy,
 }

@@ -45,12 +45,9 @@ impl ConnectionLimit {
 }
 
 /// The most memory the reviews in flight hold at once: their bodies and what is read from
-/// them. A review reserves what it may need ([`BodyBudget::reserve_review`]) before reading
-/// its body and gives it back when it is done, so no review ever holds part of the budget
-/// while waiting for more.
-///
-/// A quarter of the budget is kept for bodies of at most [`SMALL_BODY`] (real reviews are a
-/// few KiB): large bodies queue among themselves and cannot hold up ordinary reviews.
+/// them, reserved up front ([`BodyBudget::reserve_review`]) so no review holds part of the
+/// budget while waiting for more. A quarter is kept for bodies of at most [`SMALL_BODY`] (real
+/// reviews are a few KiB): large bodies queue among themselves, not ahead of ordinary ones.
 #[derive(Debug, Clone)]
 pub struct BodyBudget {
     small: Arc<Semaphore>,
@@ -65,7 +62,6 @@ pub const SMALL_BODY: usize = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 #[error("failed to reserve {wanted} bytes of the in-flight body budget within {}ms", waited.as_millis())]
 pub struct BudgetExhausted {
-    /// Bytes asked for.
     pub wanted: usize,
     /// How long the request waited.
     pub waited: Duration,
@@ -208,28 +204,24 @@ async fn acquire(
     wanted: usize,
     wait: Duration,
 ) -> Result<OwnedSemaphorePermit, BudgetExhausted> {
-    let exhausted = BudgetExhausted {
+    // Budgets beyond 4 GiB: a single review can never need that much.
+    if let Ok(asked) = u32::try_from(wanted)
+        && let Ok(Ok(permit)) =
+            tokio::time::timeout(wait, pool.clone().acquire_many_owned(asked)).await
+    {
+        return Ok(permit);
+    }
+    Err(BudgetExhausted {
         wanted,
         waited: wait,
-    };
-    // Budgets beyond 4 GiB: a single review can never need that much.
-    let asked = u32::try_from(wanted).map_err(|_| exhausted)?;
-    match tokio::time::timeout(wait, pool.clone().acquire_many_owned(asked)).await {
-        Ok(Ok(permit)) => Ok(permit),
-        _ => Err(BudgetExhausted {
-            wanted,
-            waited: wait,
-        }),
-    }
+    })
 }
 
 /// Bytes to reserve for a body: its declared length, never more than `body_limit` (a longer
 /// body is refused or discarded, not kept); `body_limit` when the length is not declared.
 pub fn reservation(declared: Option<u64>, body_limit: usize) -> usize {
-    match declared {
-        Some(n) => usize::try_from(n).map_or(body_limit, |n| n.min(body_limit)),
-        None => body_limit,
-    }
+    let declared = declared.and_then(|n| usize::try_from(n).ok());
+    declared.map_or(body_limit, |n| n.min(body_limit))
 }
 
 #[cfg(test)]

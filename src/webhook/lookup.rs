@@ -1,11 +1,9 @@
-//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache.
-//!
-//! A review in steady state never waits on the API: fresh entries are served directly, and
-//! entries older than the TTL are served stale while one background task refreshes them.
-//! Objects not cached yet are fetched in parallel — one API request per object however many
-//! reviews want it at the same moment — and the whole review waits at most the lookup timeout; whatever has not answered by then becomes [`Lookup::Failed`], so the core
-//! admits the object with a warning instead of the API server timing the webhook out.
-//! Failures are not cached (the next review tries again). Values are never logged.
+//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache. In steady state a
+//! review never waits on the API: entries older than the TTL are served while one background
+//! task refreshes them. Objects not cached are fetched in parallel (one request per object,
+//! however many reviews want it), and a review waits at most the lookup timeout: what has not
+//! answered becomes [`Lookup::Failed`], so the core admits the object with a warning instead
+//! of the API server timing the webhook out. Failures are not cached; values are never logged.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
@@ -73,9 +71,8 @@ impl std::fmt::Debug for Lookups {
 }
 
 impl Lookups {
-    /// Lookups through `client`; `None` (`--no-kube`) makes every lookup fail with [`NO_KUBE`].
-    /// Secret values are reduced under `secret_key` as they arrive (without one, Secrets are
-    /// never asked for).
+    /// Lookups through `client` (`None`, `--no-kube`: every lookup fails with [`NO_KUBE`]);
+    /// Secret values are reduced under `secret_key` as they arrive (without one, never asked).
     pub fn new(
         client: Option<kube::Client>,
         secret_key: Option<SecretKey>,
@@ -191,13 +188,8 @@ impl Lookups {
         let timeout = self.inner.config.timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         for (id, wait) in waits {
-            let lookup = match tokio::time::timeout_at(deadline, wait).await {
-                Ok(lookup) => lookup,
-                Err(_) => Lookup::Failed(format!(
-                    "API timed out after {}",
-                    humantime::format_duration(timeout)
-                )),
-            };
+            let lookup = tokio::time::timeout_at(deadline, wait).await;
+            let lookup = lookup.unwrap_or_else(|_| timed_out(timeout));
             if let Lookup::Failed(reason) = &lookup {
                 self.inner.metrics.lookup_failed();
                 tracing::debug!(namespace, object = %id, reason, "config lookup failed");
@@ -242,12 +234,7 @@ impl Lookups {
                 get(client.clone(), self.inner.secret_key.as_ref(), &key),
             )
             .await
-            .unwrap_or_else(|_| {
-                Lookup::Failed(format!(
-                    "API timed out after {}",
-                    humantime::format_duration(request_timeout)
-                ))
-            }),
+            .unwrap_or_else(|_| timed_out(request_timeout)),
             None => Lookup::Failed(NO_KUBE.to_owned()),
         };
         if matches!(lookup, Lookup::Failed(_)) {
@@ -277,6 +264,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn timed_out(after: Duration) -> Lookup {
+    let after = humantime::format_duration(after);
+    Lookup::Failed(format!("API timed out after {after}"))
 }
 
 fn key(namespace: &str, id: &ConfigId) -> Key {

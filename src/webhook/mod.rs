@@ -1,11 +1,5 @@
-//! `reload-injector serve`: the HTTPS admission webhook.
-//!
-//! Wiring only; each concern has its module: [`review`] (AdmissionReview bytes in and out),
-//! [`handler`] (one review through the core), [`router`] (HTTP checks), [`server`] (TLS accept
-//! loop and drain) and [`read_buffer`] (its socket reads), [`tls`] and [`reload`] (certificate
-//! and its hot reload), [`lookup`] (cached ConfigMap/Secret lookups), [`health`] and
-//! [`metrics`] (the plain side port), [`startup`] (settings from flags, Kubernetes client,
-//! sidecar mode).
+//! `reload-injector serve`: the HTTPS admission webhook. Wiring only; each concern has its
+//! module (each says what it does).
 
 pub mod handler;
 pub mod health;
@@ -55,20 +49,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("failed to start the async runtime")?;
     runtime.block_on(serve(args, startup::termination()))
-}
-
-/// The controller's settings from the flags.
-fn controller_settings(
-    args: &ServeArgs,
-    secret_key: Option<crate::hash::SecretKey>,
-) -> crate::controller::Settings {
-    crate::controller::Settings {
-        own_namespace: args.namespace.clone(),
-        secret_key,
-        rollout_delay: args.rollout_delay,
-        max_writes_per_second: args.max_writes_per_second,
-        lease_duration: args.lease_duration,
-    }
 }
 
 /// The whole life of the server: check the TLS files, set up, bind, serve until `shutdown`
@@ -148,9 +128,16 @@ fn start_controller(
     let handed_over = async move {
         let _ = terminating.wait_for(|t| *t).await;
     };
+    let controller_settings = crate::controller::Settings {
+        own_namespace: args.namespace.clone(),
+        secret_key: settings.secret_key.clone(),
+        rollout_delay: args.rollout_delay,
+        max_writes_per_second: args.max_writes_per_second,
+        lease_duration: args.lease_duration,
+    };
     let controller = crate::controller::start(
         client,
-        controller_settings(args, settings.secret_key.clone()),
+        controller_settings,
         metrics.controller().clone(),
         handed_over,
     );
@@ -160,17 +147,12 @@ fn start_controller(
 
 /// Binds the HTTPS listener (`--listen`) and the side port (`--metrics-listen`).
 async fn bind(args: &ServeArgs) -> anyhow::Result<(TcpListener, TcpListener)> {
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("failed to listen on {} (--listen)", args.listen))?;
-    let side = TcpListener::bind(args.metrics_listen)
-        .await
-        .with_context(|| {
-            format!(
-                "failed to listen on {} (--metrics-listen)",
-                args.metrics_listen
-            )
-        })?;
+    let bind = |addr, flag| async move {
+        let listener = TcpListener::bind(addr).await;
+        listener.with_context(|| format!("failed to listen on {addr} ({flag})"))
+    };
+    let listener = bind(args.listen, "--listen").await?;
+    let side = bind(args.metrics_listen, "--metrics-listen").await?;
     Ok((listener, side))
 }
 
@@ -224,9 +206,8 @@ async fn stopping(
     ready.set(false);
 }
 
-/// Serves admission reviews over TLS on `listener`, within the connection and body limits of
-/// the flags, until `stopping` completes and the open connections drain (or
-/// `--drain-timeout` passes). Returns whether everything drained in time.
+/// Serves admission reviews over TLS on `listener`, within the flags' limits, until `stopping`
+/// completes and the connections drain (or `--drain-timeout` passes): whether they all did.
 async fn serve_reviews(
     args: &ServeArgs,
     listener: TcpListener,

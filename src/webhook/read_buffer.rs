@@ -1,9 +1,7 @@
-//! A read buffer beneath TLS that holds memory only while it holds bytes.
-//!
-//! rustls asks its socket for at most 4 KiB per read, so without a buffer a 5 KB review costs
-//! two `recvfrom` calls and a 1 MB one about 260. [`ReadBuffer`] reads up to its capacity at
-//! once and hands the bytes out as asked. Unlike `tokio::io::BufReader` it gives its memory
-//! back whenever it is empty, so an idle keep-alive connection costs nothing more.
+//! A read buffer beneath TLS that holds memory only while it holds bytes. rustls reads at most
+//! 4 KiB at a time: unbuffered, a 5 KB review costs two `recvfrom` calls and a 1 MB one about
+//! 260. Unlike `tokio::io::BufReader`, [`ReadBuffer`] gives its memory back whenever it is
+//! empty, so an idle keep-alive connection costs nothing more.
 
 use std::io;
 use std::pin::Pin;

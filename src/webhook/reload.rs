@@ -1,11 +1,8 @@
-//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key`.
-//!
-//! A mounted Secret changes by the kubelet's atomic swap (a new timestamped directory, a
-//! `..data_tmp` symlink renamed over `..data`), which shows up as an event in the mount
-//! directory; plain writes and renames of the files do too. Events are debounced, the pair is
-//! re-read and checked, and only a good, different pair replaces the served one. A bad pair
-//! is logged and counted, and the last good one stays. A slow periodic re-check catches
-//! anything inotify could not see (e.g. a directory replaced wholesale).
+//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key`, where the
+//! kubelet's atomic swap of a mounted Secret (`..data_tmp` renamed over `..data`) and plain
+//! writes and renames show up. Events are debounced; only a good, different pair replaces the
+//! served one (a bad one is logged and counted). A slow periodic re-check catches anything
+//! inotify could not see (e.g. a directory replaced wholesale).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,9 +20,7 @@ pub enum ReloadError {
     /// inotify refused to start or to watch a directory.
     #[error("failed to watch {} for certificate changes", path.display())]
     WatchFailed {
-        /// The directory.
         path: PathBuf,
-        /// What inotify said.
         #[source]
         source: std::io::Error,
     },
@@ -34,9 +29,7 @@ pub enum ReloadError {
 /// Where the pair lives and how to react to changes.
 #[derive(Debug, Clone)]
 pub struct ReloadConfig {
-    /// `--tls-cert`.
     pub cert: PathBuf,
-    /// `--tls-key`.
     pub key: PathBuf,
     /// Quiet period that merges a burst of events into one reload.
     pub debounce: Duration,
@@ -50,10 +43,11 @@ pub fn spawn(
     config: ReloadConfig,
     metrics: Metrics,
 ) -> Result<tokio::task::JoinHandle<()>, ReloadError> {
-    let inotify = Inotify::init().map_err(|source| ReloadError::WatchFailed {
-        path: config.cert.clone(),
-        source,
-    })?;
+    let failed = |path: &PathBuf| {
+        let path = path.clone();
+        move |source| ReloadError::WatchFailed { path, source }
+    };
+    let inotify = Inotify::init().map_err(failed(&config.cert))?;
     let mask = WatchMask::CREATE
         | WatchMask::MOVED_TO
         | WatchMask::CLOSE_WRITE
@@ -64,20 +58,10 @@ pub fn spawn(
         dirs.push(parent(&config.key));
     }
     for dir in &dirs {
-        inotify
-            .watches()
-            .add(dir, mask)
-            .map_err(|source| ReloadError::WatchFailed {
-                path: dir.clone(),
-                source,
-            })?;
+        inotify.watches().add(dir, mask).map_err(failed(dir))?;
     }
-    let events = inotify
-        .into_event_stream(vec![0u8; 4096])
-        .map_err(|source| ReloadError::WatchFailed {
-            path: dirs[0].clone(),
-            source,
-        })?;
+    let events = inotify.into_event_stream(vec![0u8; 4096]);
+    let events = events.map_err(failed(&dirs[0]))?;
     Ok(tokio::spawn(watch(events, resolver, config, metrics)))
 }
 

@@ -1,11 +1,7 @@
-//! AdmissionReview `admission.k8s.io/v1` on the wire: reading a request body and writing the
-//! answer. Pure: bytes in, bytes out.
-//!
-//! The body is read once (see `envelope`): the small fields of `request` as values, and the
-//! objects read on the way or kept as raw JSON borrowed from the body, so a review copies
-//! nothing large. The answer is written by hand-shaped structs rather than kube-core's response
-//! type, which would serialise the patch as an array of numbers instead of the documented
-//! base64 string.
+//! AdmissionReview `admission.k8s.io/v1` on the wire (pure: bytes in, bytes out). The body is
+//! read once (see `envelope`), borrowing the objects, so a review copies nothing large. The
+//! answer is written by hand-shaped structs: kube-core's response type would serialise the
+//! patch as an array of numbers instead of the documented base64 string.
 
 use base64::Engine;
 use serde::Serialize;
@@ -191,10 +187,6 @@ fn bad(field: &'static str, expected: &'static str) -> RequestFieldError {
     RequestFieldError { field, expected }
 }
 
-fn json_type(v: &Value) -> &'static str {
-    JsonType::of(v).name()
-}
-
 /// What is wrong with a body the envelope parser refused, found by reading it in full as a
 /// `Value` read would, keeping nothing (bad input only): not JSON (a nesting deeper than
 /// serde_json's recursion limit is named as such), or JSON that is not an object.
@@ -214,7 +206,7 @@ fn describe(v: Option<&Value>) -> String {
             let short: String = s.chars().take(64).collect();
             format!("{short:?}")
         }
-        Some(other) => format!("a {}", json_type(other)),
+        Some(other) => format!("a {}", JsonType::of(other).name()),
     }
 }
 

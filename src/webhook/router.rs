@@ -118,11 +118,8 @@ impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let status = self.status();
         tracing::debug!(status = status.as_u16(), error = %self, "rejected request");
-        let mut response = (status, format!("{self}\n")).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
+        let text_plain = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+        let mut response = (status, text_plain, format!("{self}\n")).into_response();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             response
                 .headers_mut()
@@ -185,14 +182,8 @@ async fn answer(routes: &Routes, request: Request) -> Result<Response, HttpError
     // What the review reads from the body is counted in the same reservation, held as long.
     let mut meter = memory.into_meter();
     let review = handle(&routes.state, &body, &mut meter).await?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        review,
-    )
-        .into_response())
+    let json = [(header::CONTENT_TYPE, "application/json")];
+    Ok((json, review).into_response())
 }
 
 fn check_content_type(headers: &HeaderMap) -> Result<(), HttpError> {
@@ -219,20 +210,17 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Reads the body, up to [`BODY_LIMIT`]. A longer body (sent without a length that gives it
-/// away) is read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out:
-/// closing a socket with unread data resets the connection, and the client would see a broken
-/// pipe instead of the answer.
+/// Reads the body, up to [`BODY_LIMIT`]. A longer one (with no length that gives it away) is
+/// read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a
+/// socket with unread data resets it, and the client would see a broken pipe instead.
 async fn read_body(
     body: Body,
     declared: Option<u64>,
     left: Duration,
     timeout: Duration,
 ) -> Result<bytes::Bytes, HttpError> {
-    match tokio::time::timeout(left, collect_limited(body, declared)).await {
-        Err(_) => Err(HttpError::TimedOut(timeout)),
-        Ok(result) => result,
-    }
+    let read = tokio::time::timeout(left, collect_limited(body, declared)).await;
+    read.unwrap_or(Err(HttpError::TimedOut(timeout)))
 }
 
 /// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.

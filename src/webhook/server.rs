@@ -19,11 +19,10 @@ use tokio_rustls::server::TlsStream;
 use super::limits::ConnectionLimit;
 use super::read_buffer::ReadBuffer;
 
-/// Largest read buffer of an HTTP/1.1 connection (hyper's default is about 400 KiB). A large
-/// body then arrives in 64 KiB pieces instead of pieces the size of hyper's grown buffer, which
-/// the allocator kept after the request: over HTTP/1.1, quiet RSS under a mix with 7 MiB bodies
-/// varied by up to 9.6 MiB with the default and 1.6 MiB with this. Request headers must fit in
-/// it too.
+/// Largest read buffer of an HTTP/1.1 connection (hyper's default is about 400 KiB; request
+/// headers must fit). A large body then arrives in 64 KiB pieces, not pieces the size of
+/// hyper's grown buffer, which the allocator kept: quiet RSS under a mix with 7 MiB bodies
+/// varied by up to 9.6 MiB with the default, 1.6 MiB with this.
 const H1_READ_BUFFER: usize = 64 * 1024;
 
 /// Bytes read from a socket at once, beneath TLS (see [`ReadBuffer`]): a 5 KB review in one
@@ -34,7 +33,6 @@ const TLS_READ_BUFFER: usize = 16 * 1024;
 /// Bounds of the connections and of the drain.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Most connections open at once.
     pub connections: ConnectionLimit,
     /// Longest a TLS handshake may take.
     pub handshake: Duration,
@@ -50,9 +48,8 @@ pub fn prepare_socket(stream: &TcpStream) -> std::io::Result<()> {
     stream.set_nodelay(true)
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes, then stops accepting and
-/// waits up to `limits.drain` for open connections to finish their requests. Returns `true`
-/// when everything drained in time.
+/// Serves `app` over TLS on `listener` until `shutdown` completes, then waits up to
+/// `limits.drain` for open connections to finish; `true` when everything drained in time.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<ServerConfig>,

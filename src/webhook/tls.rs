@@ -21,9 +21,7 @@ pub enum TlsError {
         what: &'static str,
         /// `--tls-cert` or `--tls-key`.
         flag: &'static str,
-        /// The file.
         path: PathBuf,
-        /// What the system said.
         #[source]
         source: std::io::Error,
     },
@@ -34,7 +32,6 @@ pub enum TlsError {
         what: &'static str,
         /// `--tls-cert` or `--tls-key`.
         flag: &'static str,
-        /// The file.
         path: PathBuf,
         /// What the PEM reader said.
         reason: String,
@@ -47,7 +44,6 @@ pub enum TlsError {
     KeyUnusable {
         /// The key file.
         path: PathBuf,
-        /// What rustls said.
         #[source]
         source: rustls::Error,
     },
@@ -62,7 +58,6 @@ pub enum TlsError {
         cert: PathBuf,
         /// The key file.
         key: PathBuf,
-        /// What rustls said.
         #[source]
         source: rustls::Error,
     },
@@ -70,28 +65,27 @@ pub enum TlsError {
 
 impl TlsError {
     fn pem(what: &'static str, flag: &'static str, path: &Path, err: PemError) -> Self {
-        match err {
-            PemError::Io(source) => TlsError::FileUnreadable {
-                what,
-                flag,
-                path: path.to_owned(),
-                source,
-            },
-            PemError::NoItemsFound if what == "certificate" => {
-                TlsError::NoCertificate(path.to_owned())
+        let path = path.to_owned();
+        let reason = match err {
+            PemError::Io(source) => {
+                return TlsError::FileUnreadable {
+                    what,
+                    flag,
+                    path,
+                    source,
+                };
             }
-            PemError::NoItemsFound => TlsError::PemInvalid {
-                what,
-                flag,
-                path: path.to_owned(),
-                reason: "no private key found".to_owned(),
-            },
-            other => TlsError::PemInvalid {
-                what,
-                flag,
-                path: path.to_owned(),
-                reason: other.to_string(),
-            },
+            PemError::NoItemsFound if what == "certificate" => {
+                return TlsError::NoCertificate(path);
+            }
+            PemError::NoItemsFound => "no private key found".to_owned(),
+            other => other.to_string(),
+        };
+        TlsError::PemInvalid {
+            what,
+            flag,
+            path,
+            reason,
         }
     }
 }

@@ -1,5 +1,12 @@
 use super::*;
 
+/// A delivery of 1 that has observed 2: a reload is wanted.
+fn changed() -> (Instant, Delivery<i32>) {
+    let mut delivery = Delivery::new(1);
+    delivery.observe(2);
+    (Instant::now(), delivery)
+}
+
 #[test]
 fn the_initial_state_is_never_delivered() {
     let t0 = Instant::now();
@@ -11,9 +18,7 @@ fn the_initial_state_is_never_delivered() {
 
 #[test]
 fn a_change_is_delivered_once() {
-    let t0 = Instant::now();
-    let mut delivery = Delivery::new(1);
-    delivery.observe(2);
+    let (t0, mut delivery) = changed();
     assert_eq!(delivery.start(t0), Some(2));
     assert_eq!(delivery.start(t0), None, "one attempt at a time");
     assert_eq!(delivery.finish(Outcome::Delivered, t0), None);
@@ -24,9 +29,7 @@ fn a_change_is_delivered_once() {
 
 #[test]
 fn failures_back_off_and_success_resets() {
-    let t0 = Instant::now();
-    let mut delivery = Delivery::new(1);
-    delivery.observe(2);
+    let (t0, mut delivery) = changed();
     delivery.start(t0).unwrap();
     assert_eq!(delivery.finish(Outcome::Retry, t0), Some(BACKOFF.first));
     assert_eq!(delivery.start(t0), None);
@@ -46,9 +49,7 @@ fn failures_back_off_and_success_resets() {
 
 #[test]
 fn a_newer_change_supersedes_a_pending_retry_and_is_delivered_once() {
-    let t0 = Instant::now();
-    let mut delivery = Delivery::new(1);
-    delivery.observe(2);
+    let (t0, mut delivery) = changed();
     delivery.start(t0).unwrap();
     delivery.finish(Outcome::Retry, t0);
     delivery.observe(3);
@@ -60,16 +61,13 @@ fn a_newer_change_supersedes_a_pending_retry_and_is_delivered_once() {
 
 #[test]
 fn a_change_during_an_attempt_follows_it() {
-    let t0 = Instant::now();
-    let mut delivery = Delivery::new(1);
-    delivery.observe(2);
+    let (t0, mut delivery) = changed();
     delivery.start(t0).unwrap();
     delivery.observe(3);
     assert_eq!(delivery.start(t0), None);
     delivery.finish(Outcome::Delivered, t0);
     assert_eq!(delivery.start(t0), Some(3));
-    let mut failing = Delivery::new(1);
-    failing.observe(2);
+    let (_, mut failing) = changed();
     failing.start(t0).unwrap();
     failing.observe(3);
     assert_eq!(failing.finish(Outcome::Retry, t0), Some(Duration::ZERO));
@@ -78,9 +76,7 @@ fn a_change_during_an_attempt_follows_it() {
 
 #[test]
 fn reverting_to_the_delivered_content_cancels_the_reload() {
-    let t0 = Instant::now();
-    let mut delivery = Delivery::new(1);
-    delivery.observe(2);
+    let (t0, mut delivery) = changed();
     delivery.start(t0).unwrap();
     delivery.finish(Outcome::Retry, t0);
     delivery.observe(1);
@@ -89,9 +85,7 @@ fn reverting_to_the_delivered_content_cancels_the_reload() {
 
 #[test]
 fn give_up_waits_for_the_next_change() {
-    let t0 = Instant::now();
-    let mut delivery = Delivery::new(1);
-    delivery.observe(2);
+    let (t0, mut delivery) = changed();
     delivery.start(t0).unwrap();
     assert_eq!(delivery.finish(Outcome::GiveUp, t0), None);
     delivery.observe(2);

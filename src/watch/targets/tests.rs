@@ -30,79 +30,54 @@ fn pod() -> Vec<ProcessInfo> {
     ]
 }
 
+/// One row per former test (named in the row): the processes, the watcher's PID, `--process`
+/// and the PIDs chosen.
 #[test]
-fn a_named_process_means_the_master_not_the_workers() {
-    assert_eq!(pids(&choose(&pod(), 30, Some("nginx"))), [7]);
-}
-
-#[test]
-fn without_a_name_each_other_containers_first_process() {
-    assert_eq!(pids(&choose(&pod(), 30, None)), [7, 20]);
-}
-
-#[test]
-fn never_pid_1_nor_self() {
-    let mut pod = pod();
-    pod[0].comm = "nginx".into();
-    assert_eq!(pids(&choose(&pod, 30, Some("nginx"))), [7]);
-    assert_eq!(
-        pids(&choose(&pod, 30, Some("reload-injector"))),
-        Vec::<i32>::new()
-    );
-}
-
-#[test]
-fn argv0_basename_matches_too() {
-    let processes = vec![
+fn the_choice() {
+    const WATCHER: &str = "reload-injector";
+    const LONG: &str = "a-very-long-process-name";
+    let mut pid1_nginx = pod();
+    pid1_nginx[0].comm = "nginx".into();
+    let argv0 = vec![
         process(5, 0, "bash", Some("my-server")),
         process(6, 5, "bash", Some("my-server")),
     ];
-    assert_eq!(pids(&choose(&processes, 99, Some("my-server"))), [5]);
-}
-
-#[test]
-fn long_names_match_the_truncated_comm() {
-    let processes = vec![process(5, 0, "a-very-long-pro", Some("python3"))];
-    assert_eq!(
-        pids(&choose(&processes, 99, Some("a-very-long-process-name"))),
-        [5]
-    );
     // The kernel kept only 15 bytes, so any name with the same start matches by comm.
-    assert!(!choose(&processes, 99, Some("a-very-long-pro-other")).is_empty());
-    assert!(choose(&processes, 99, Some("a-very")).is_empty());
-}
-
-#[test]
-fn truncation_respects_utf8() {
-    assert_eq!(truncate_to_boundary("ééééééééé", 15), "ééééééé");
-}
-
-#[test]
-fn two_independent_masters_are_both_chosen() {
-    let processes = vec![
+    let long = vec![process(5, 0, "a-very-long-pro", Some("python3"))];
+    let two_masters = vec![
         process(1, 0, "pause", None),
         process(5, 0, "postgres", None),
         process(6, 5, "postgres", None),
         process(10, 0, "sh", None),
         process(11, 10, "postgres", None),
     ];
-    assert_eq!(pids(&choose(&processes, 99, Some("postgres"))), [5, 11]);
-}
-
-#[test]
-fn kernel_threads_and_zombies_are_skipped() {
     let mut kthread = process(2, 0, "kthreadd", None);
     kthread.kernel_thread = true;
     let mut zombie = process(40, 0, "app", None);
     zombie.zombie = true;
-    let processes = vec![process(1, 0, "init", None), kthread, zombie];
-    assert!(choose(&processes, 99, None).is_empty());
-    assert!(choose(&processes, 99, Some("app")).is_empty());
+    let skipped = vec![process(1, 0, "init", None), kthread, zombie];
+    let none: &[i32] = &[];
+    for (case, processes, own, name, chosen) in [
+        ("master, not workers", &pod(), 30, Some("nginx"), &[7][..]),
+        ("each container's first", &pod(), 30, None, &[7, 20]),
+        ("never PID 1", &pid1_nginx, 30, Some("nginx"), &[7]),
+        ("never self", &pid1_nginx, 30, Some(WATCHER), none),
+        ("argv0's basename", &argv0, 99, Some("my-server"), &[5]),
+        ("truncated comm", &long, 99, Some(LONG), &[5]),
+        ("same start", &long, 99, Some("a-very-long-pro-other"), &[5]),
+        ("shorter", &long, 99, Some("a-very"), none),
+        ("two masters", &two_masters, 99, Some("postgres"), &[5, 11]),
+        ("kernel thread, zombie", &skipped, 99, None, none),
+        ("zombie by name", &skipped, 99, Some("app"), none),
+        ("nothing matching", &pod(), 30, Some("haproxy"), none),
+    ] {
+        assert_eq!(pids(&choose(processes, own, name)), chosen, "{case}");
+    }
 }
 
 #[test]
-fn nothing_matching_is_an_empty_choice() {
-    assert!(choose(&pod(), 30, Some("haproxy")).is_empty());
+fn truncation_respects_utf8() {
+    assert_eq!(truncate_to_boundary("ééééééééé", 15), "ééééééé");
 }
 
 #[test]

@@ -1,16 +1,12 @@
 //! One pass over a request body that keeps only what the webhook reads: the envelope's
-//! `apiVersion` and `kind`, the small fields of `request`, and the objects. When
-//! `request.kind` comes before `request.object` (kube-apiserver sends it so) and names a kind
-//! the core handles (a Rollout aside), the object is read on the way with [`ObjectSeed`], so
-//! the body is scanned once; otherwise it is kept as borrowed raw JSON and the core reads it
-//! later, with the same result. `request.oldObject` is always kept raw (it is read only for
-//! some UPDATEs). A body whose pod spec the lean read refuses is read a second time keeping
-//! the spec raw, so that the core can word the error.
-//!
-//! Every other field (`userInfo`, `options`, unknown fields) is scanned and dropped, without
-//! recursion, so a malformed body is still rejected and deep nesting cannot overflow the stack
-//! (the caller words the error from a full parse). A key given twice keeps its last value, as
-//! in a full parse.
+//! `apiVersion` and `kind`, the small fields of `request`, and the objects. When `request.kind`
+//! comes before `request.object` (kube-apiserver sends it so) and names a kind the core handles
+//! (a Rollout aside), the object is read on the way with [`ObjectSeed`] (one scan of the body);
+//! otherwise it is kept as borrowed raw JSON for the core to read later, with the same result. `request.oldObject` is
+//! always kept raw (only some UPDATEs read it). A pod spec the lean read refuses is read again
+//! kept raw, so that the core can word the error. Every other field is scanned and dropped
+//! without recursion (a malformed body is still rejected; deep nesting cannot overflow the
+//! stack). A key given twice keeps its last value, as in a full parse.
 
 use std::fmt;
 
@@ -23,9 +19,7 @@ use crate::inject::{Key, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, l
 /// The body as read: the top level and, when `request` is an object, its fields.
 #[derive(Debug, Default)]
 pub struct Envelope<'a> {
-    /// `apiVersion`.
     pub api_version: Option<Value>,
-    /// `kind`.
     pub kind: Option<Value>,
     /// `request`, when it is an object.
     pub request: Option<RequestFields<'a>>,
@@ -34,15 +28,11 @@ pub struct Envelope<'a> {
 /// The fields of `request` the webhook reads.
 #[derive(Debug, Default)]
 pub struct RequestFields<'a> {
-    /// `uid`.
     pub uid: Option<Value>,
     /// `kind` (`{group, version, kind}`).
     pub kind: Option<Value>,
-    /// `operation`.
     pub operation: Option<Value>,
-    /// `namespace`.
     pub namespace: Option<Value>,
-    /// `dryRun`.
     pub dry_run: Option<Value>,
     /// `object`: read at once when `kind` came before it and names a handled kind (as
     /// kube-apiserver sends it), otherwise kept as sent.
@@ -58,7 +48,6 @@ pub enum ObjectField<'a> {
     Raw(&'a RawValue),
     /// Read for the pod (template) at `pointer`, the pointer of the `kind` before it.
     Read {
-        /// The pointer.
         pointer: &'static str,
         /// What was read (boxed: it holds the lean pod spec).
         parts: Box<ObjectParts<'a>>,
@@ -337,12 +326,8 @@ mod tests {
         for text in ["[1, {}]", "\"s\"", "null", "-1.5", "true"] {
             assert!(from_slice(text.as_bytes()).is_err(), "{text}");
         }
-        assert!(
-            from_slice(br#"{"request": "s"}"#)
-                .unwrap()
-                .request
-                .is_none()
-        );
+        let request_not_an_object = from_slice(br#"{"request": "s"}"#).unwrap();
+        assert!(request_not_an_object.request.is_none());
     }
 
     #[test]

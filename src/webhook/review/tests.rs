@@ -215,11 +215,8 @@ fn the_object_read_with_the_envelope_or_later_gives_the_same_answer() {
                 let text = reordered(fixture, object_first);
                 let review = Review::parse(text.as_bytes()).unwrap();
                 let req = review.request().unwrap();
-                assert_eq!(
-                    matches!(req.object, Object::Raw(_)),
-                    object_first,
-                    "{fixture}"
-                );
+                let kept_raw = matches!(req.object, Object::Raw(_));
+                assert_eq!(kept_raw, object_first, "{fixture}");
                 let plan = crate::inject::Plan::new(&req, &settings).unwrap();
                 (
                     plan.config_refs(),
