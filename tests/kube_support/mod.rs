@@ -320,16 +320,31 @@ impl FakeApi {
 
     /// Closes the listener and cuts every open connection (watches included) now, then
     /// accepts again on the same port after `for_how_long`. Returns once the listener is
-    /// closed.
+    /// closed and every connection open before is cut (so no earlier watch sees what the test
+    /// does next).
     pub fn set_unreachable(&self, for_how_long: Duration) {
         let acks = lock(&self.outage_ack);
         while acks.try_recv().is_ok() {}
+        let mut epoch = 0;
         self.state.net.send_modify(|net: &mut Net| {
             net.epoch += 1;
             net.down_until = Some(Instant::now() + for_how_long);
+            epoch = net.epoch;
         });
         acks.recv_timeout(Duration::from_secs(5))
             .expect("the fake API closes its listener");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while lock(&self.state.open_connections)
+            .range(..epoch)
+            .next()
+            .is_some()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the fake API cuts its open connections"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     // ---- recording ----------------------------------------------------------------------

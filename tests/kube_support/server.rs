@@ -10,7 +10,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use super::http;
-use super::state::{Net, State};
+use super::state::{Net, State, lock};
 
 /// Accepts connections until `shutdown` fires. `net` is subscribed to `state.net` before the
 /// server starts, so an outage asked for at once is not taken for the starting state.
@@ -60,7 +60,8 @@ pub async fn serve(
             accepted = active.accept() => {
                 if let Ok((stream, _)) = accepted {
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection(state.clone(), stream, epoch));
+                    let open = Open::new(&state, epoch);
+                    tokio::spawn(connection(state.clone(), stream, open));
                 }
             }
             changed = net.changed() => {
@@ -82,8 +83,38 @@ pub async fn serve(
     }
 }
 
-/// Serves one connection until it ends or the network epoch moves past `epoch`.
-async fn connection(state: Arc<State>, stream: tokio::net::TcpStream, epoch: u64) {
+/// A connection counted open in the epoch it was accepted in, until dropped (so an outage can
+/// wait until every earlier connection is cut).
+struct Open {
+    state: Arc<State>,
+    epoch: u64,
+}
+
+impl Open {
+    fn new(state: &Arc<State>, epoch: u64) -> Self {
+        *lock(&state.open_connections).entry(epoch).or_default() += 1;
+        Open {
+            state: state.clone(),
+            epoch,
+        }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let mut open = lock(&self.state.open_connections);
+        if let Some(count) = open.get_mut(&self.epoch) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.epoch);
+            }
+        }
+    }
+}
+
+/// Serves one connection until it ends or the network epoch moves past its own.
+async fn connection(state: Arc<State>, stream: tokio::net::TcpStream, open: Open) {
+    let epoch = open.epoch;
     let mut net = state.net.subscribe();
     let service = {
         let state = state.clone();

@@ -2,7 +2,7 @@
 //! in-process test API use: create, update, patch, delete, each committed to the store and
 //! announced to watches and subscribers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicUsize;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,6 +47,8 @@ pub struct State {
     pub bookmark_interval: Mutex<Duration>,
     /// Outages.
     pub net: tokio::sync::watch::Sender<Net>,
+    /// Open connections by the network epoch they were accepted in.
+    pub open_connections: Mutex<BTreeMap<u64, usize>>,
     /// How many watches were answered with 410 `Expired`.
     pub expired_watches: AtomicUsize,
     /// Container logs by (namespace, pod, container), served at `pods/log`.
@@ -70,6 +72,7 @@ impl State {
             first_sent: Mutex::new(HashMap::new()),
             bookmark_interval: Mutex::new(Duration::from_secs(1)),
             net: tokio::sync::watch::Sender::new(Net::default()),
+            open_connections: Mutex::new(BTreeMap::new()),
             expired_watches: AtomicUsize::new(0),
             logs: Mutex::new(HashMap::new()),
         }
