@@ -10,6 +10,7 @@ mod webhook_support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use axum::body::{Body, to_bytes};
 use http::{Request, StatusCode, header};
@@ -74,6 +75,13 @@ impl Counting {
 }
 
 const MIB: usize = 1024 * 1024;
+
+/// The counters are the whole process's: every test here holds this while it runs, so no other
+/// test's allocations land in its peak (the harness runs tests on parallel threads).
+fn alone() -> MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `request.uid` of every review here.
 const UID: &str = "7d0c5e1a-9f3b-4c2d-8e6a-1b2c3d4e5f60";
@@ -216,6 +224,7 @@ async fn post_body(app: axum::Router, body: Body, len: usize) -> (StatusCode, St
 /// more than that part of the budget (the body, handed over whole here, is the test's own).
 #[test]
 fn a_review_holds_no_more_than_its_part_of_the_budget() {
+    let _alone = alone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -261,6 +270,7 @@ fn a_review_holds_no_more_than_its_part_of_the_budget() {
 /// counts for it. (Joining the pieces at the end held it twice.)
 #[test]
 fn a_body_that_arrives_in_pieces_is_held_once() {
+    let _alone = alone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -306,6 +316,7 @@ fn a_body_that_arrives_in_pieces_is_held_once() {
 /// HTTP error would leave the decision to the webhook's failure policy).
 #[test]
 fn an_object_too_large_to_read_is_denied_with_its_uid() {
+    let _alone = alone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -334,6 +345,7 @@ fn an_object_too_large_to_read_is_denied_with_its_uid() {
 /// 1,000 env entries with 100-byte values and 100 mounts each, and 100 volumes.
 #[test]
 fn large_real_pods_are_still_reviewed() {
+    let _alone = alone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -374,6 +386,7 @@ impl Allowance for HeldByOthers {
 /// the error the router answers with HTTP 503, so that kube-apiserver retries.
 #[test]
 fn an_object_that_can_be_read_later_is_not_denied() {
+    let _alone = alone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
