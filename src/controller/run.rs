@@ -669,7 +669,12 @@ impl Loop {
         let changes = changes.filter(|_| !ignore && self.view.is_opted_in(&key.namespace));
         if let Some(changes) = &changes {
             self.metrics.config_change(key.id.kind);
-            tracing::info!(object = %key, keys = changes.keys.len(), consumers = consumers.len(), "config data changed");
+            tracing::info!(
+                object = %key,
+                keys = changes.keys.len(),
+                consumers = consumers.len(),
+                "config data changed"
+            );
         }
         for target in consumers {
             match &changes {

@@ -380,7 +380,11 @@ impl Task {
                 return;
             }
             _ if second => {
-                tracing::info!(object = %target, to = %write.desired, "wrote {} (the second nudge)", write.annotation);
+                tracing::info!(
+                    object = %target,
+                    to = %write.desired,
+                    "wrote {} (the second nudge)", write.annotation
+                );
                 None
             }
             Sent::Written => {

@@ -2,11 +2,11 @@
 //! `apiVersion` and `kind`, the small fields of `request`, and the objects. When `request.kind`
 //! comes before `request.object` (kube-apiserver sends it so) and names a kind the core handles
 //! (a Rollout aside), the object is read on the way with [`ObjectSeed`] (one scan of the body);
-//! otherwise it is kept as borrowed raw JSON for the core to read later, with the same result. `request.oldObject` is
-//! always kept raw (only some UPDATEs read it). A pod spec the lean read refuses is read again
-//! kept raw, so that the core can word the error. Every other field is scanned and dropped
-//! without recursion (a malformed body is still rejected; deep nesting cannot overflow the
-//! stack). A key given twice keeps its last value, as in a full parse.
+//! otherwise it is kept as borrowed raw JSON for the core to read later, with the same result.
+//! `request.oldObject` is always kept raw (only some UPDATEs read it). A pod spec the lean read
+//! refuses is read again kept raw, so that the core can word the error. Every other field is
+//! scanned and dropped without recursion (a malformed body is still rejected; deep nesting
+//! cannot overflow the stack). A key given twice keeps its last value, as in a full parse.
 
 use std::fmt;
 
