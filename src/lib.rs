@@ -24,6 +24,8 @@ pub mod names;
 pub mod offline;
 pub mod policy;
 pub mod report;
+#[cfg(test)]
+mod scratch;
 pub mod status;
 pub mod telemetry;
 pub mod watch;

@@ -172,6 +172,7 @@ pub async fn termination() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scratch::Scratch;
 
     #[test]
     fn native_sidecars_from_version_strings() {
@@ -186,8 +187,8 @@ mod tests {
     #[test]
     fn secret_key_file_rules() {
         assert!(secret_key(None).unwrap().is_none());
-        let dir = std::env::temp_dir().join(format!("ri-key-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = Scratch::new("key");
+        let dir = &scratch.0;
         let empty = dir.join("empty");
         std::fs::write(&empty, "\n").unwrap();
         let err = secret_key(Some(&empty)).unwrap_err().to_string();

@@ -171,6 +171,7 @@ pub fn server_config(resolver: Arc<CertResolver>) -> Arc<ServerConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scratch::Scratch;
 
     fn write_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
         let key = rcgen::KeyPair::generate().unwrap();
@@ -185,26 +186,21 @@ mod tests {
         (c, k)
     }
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("ri-tls-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
     #[test]
     fn loads_a_matching_pair() {
-        let dir = temp_dir("ok");
-        let (c, k) = write_pair(&dir, "a");
+        let scratch = Scratch::new("tls-ok");
+        let dir = &scratch.0;
+        let (c, k) = write_pair(dir, "a");
         let pair = load_pair(&c, &k).unwrap();
         assert_eq!(pair.cert.len(), 1);
     }
 
     #[test]
     fn rejects_a_key_of_another_certificate() {
-        let dir = temp_dir("mismatch");
-        let (c, _) = write_pair(&dir, "a");
-        let (_, k) = write_pair(&dir, "b");
+        let scratch = Scratch::new("tls-mismatch");
+        let dir = &scratch.0;
+        let (c, _) = write_pair(dir, "a");
+        let (_, k) = write_pair(dir, "b");
         let err = load_pair(&c, &k).unwrap_err();
         assert!(matches!(err, TlsError::KeyMismatched { .. }), "{err}");
         assert!(err.to_string().starts_with("failed to match"), "{err}");
@@ -212,8 +208,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage_and_missing_files() {
-        let dir = temp_dir("garbage");
-        let (c, k) = write_pair(&dir, "a");
+        let scratch = Scratch::new("tls-garbage");
+        let dir = &scratch.0;
+        let (c, k) = write_pair(dir, "a");
         let junk = dir.join("junk");
         std::fs::write(&junk, "not a pem").unwrap();
         assert!(matches!(

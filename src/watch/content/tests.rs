@@ -1,29 +1,7 @@
 use std::os::unix::fs::symlink;
-use std::path::PathBuf;
 
 use super::*;
-
-/// A scratch directory removed on drop (unit tests avoid extra dev-dependencies).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let path =
-            std::env::temp_dir().join(format!("ri-content-{tag}-{}-{nanos}", std::process::id()));
-        fs::create_dir_all(&path).unwrap();
-        Scratch(path)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+use crate::scratch::Scratch;
 
 /// Lays out `dir` like the kubelet does, with `..data -> ts` and `key -> ..data/key`.
 fn kubelet_layout(dir: &Path, ts: &str, files: &[(&str, &str)]) {
@@ -41,7 +19,7 @@ fn kubelet_layout(dir: &Path, ts: &str, files: &[(&str, &str)]) {
 
 #[test]
 fn missing_path_hashes_as_absent() {
-    let scratch = Scratch::new("missing");
+    let scratch = Scratch::new("content-missing");
     let hashed = hash_path(&scratch.0.join("nope"));
     assert_eq!(hashed.hash, ContentHash::Absent);
     assert_eq!(hashed.hash.short(), "absent");
@@ -49,8 +27,8 @@ fn missing_path_hashes_as_absent() {
 
 #[test]
 fn same_content_through_different_timestamped_dirs_hashes_equal() {
-    let a = Scratch::new("a");
-    let b = Scratch::new("b");
+    let a = Scratch::new("content-a");
+    let b = Scratch::new("content-b");
     kubelet_layout(&a.0, "..2026_01_01_00_00_00.1", &[("k", "v"), ("x", "y")]);
     kubelet_layout(&b.0, "..2026_02_02_00_00_00.2", &[("x", "y"), ("k", "v")]);
     assert_eq!(hash_path(&a.0).hash, hash_path(&b.0).hash);
@@ -58,7 +36,7 @@ fn same_content_through_different_timestamped_dirs_hashes_equal() {
 
 #[test]
 fn a_changed_value_behind_data_changes_the_hash() {
-    let scratch = Scratch::new("change");
+    let scratch = Scratch::new("content-change");
     kubelet_layout(&scratch.0, "..ts1", &[("k", "one")]);
     let before = hash_path(&scratch.0).hash;
     kubelet_layout(&scratch.0, "..ts2", &[("k", "two")]);
@@ -69,7 +47,7 @@ fn a_changed_value_behind_data_changes_the_hash() {
 
 #[test]
 fn bookkeeping_entries_are_ignored() {
-    let scratch = Scratch::new("bookkeeping");
+    let scratch = Scratch::new("content-bookkeeping");
     kubelet_layout(&scratch.0, "..ts1", &[("k", "v")]);
     let before = hash_path(&scratch.0).hash;
     fs::create_dir(scratch.0.join("..ts_new")).unwrap();
