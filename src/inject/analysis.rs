@@ -175,31 +175,20 @@ impl PodAnalysis<'_> {
     }
 
     fn read_env(&mut self, container: &Container) {
-        let env = container.env.iter().flatten();
-        let keys = env.filter_map(|v| v.value_from.as_ref()).flat_map(|from| {
-            let cm = from
-                .config_map_key_ref
-                .as_ref()
-                .map(|r| (ConfigId::config_map(&r.name), r));
-            let secret = from
-                .secret_key_ref
-                .as_ref()
-                .map(|r| (ConfigId::secret(&r.name), r));
-            cm.into_iter().chain(secret)
-        });
-        let keys = keys.map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, EnvHow::Env));
-        let wholes = container.env_from.iter().flatten().flat_map(|from| {
-            let cm = from
-                .config_map_ref
-                .as_ref()
-                .map(|r| (ConfigId::config_map(&r.name), r));
-            let secret = from
-                .secret_ref
-                .as_ref()
-                .map(|r| (ConfigId::secret(&r.name), r));
-            cm.into_iter().chain(secret)
-        });
-        let wholes = wholes.map(|(id, r)| (Consumed::Whole(id), r.optional, EnvHow::EnvFrom));
+        let env = container
+            .env
+            .iter()
+            .flatten()
+            .filter_map(|v| v.value_from.as_ref());
+        let keys = env
+            .flat_map(|from| both(&from.config_map_key_ref, &from.secret_key_ref, |r| &r.name))
+            .map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, EnvHow::Env));
+        let wholes = container
+            .env_from
+            .iter()
+            .flatten()
+            .flat_map(|from| both(&from.config_map_ref, &from.secret_ref, |r| &r.name))
+            .map(|(id, r)| (Consumed::Whole(id), r.optional, EnvHow::EnvFrom));
         let refs = keys.chain(wholes).map(|(consumed, optional, how)| EnvRef {
             container: container.name.clone(),
             consumed,
@@ -208,6 +197,19 @@ impl PodAnalysis<'_> {
         });
         self.env_refs.extend(refs);
     }
+}
+
+/// The ConfigMap and the Secret an env source names (either may be absent), with their refs.
+fn both<'a, R>(
+    config_map: &'a Option<R>,
+    secret: &'a Option<R>,
+    name: fn(&R) -> &String,
+) -> impl Iterator<Item = (ConfigId, &'a R)> {
+    let config_map = config_map
+        .iter()
+        .map(move |r| (ConfigId::config_map(name(r)), r));
+    let secret = secret.iter().map(move |r| (ConfigId::secret(name(r)), r));
+    config_map.chain(secret)
 }
 
 /// The volumes some container mounts at the service-account token path: the API server's
