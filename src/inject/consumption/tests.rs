@@ -79,7 +79,7 @@ fn mounted_reads_the_sidecars_volumes_with_their_items() {
             ]}
         ],
         "initContainers": [
-            {"name": "config-reloader", "restartPolicy": "Always", "volumeMounts": [
+            {"name": "config-reloader", "restartPolicy": "Always", "args": ["watch"], "volumeMounts": [
                 {"name": "conf", "mountPath": "/etc/reload-injector/watch/conf"},
                 {"name": "picked", "mountPath": "/etc/reload-injector/watch/picked"}
             ]}
