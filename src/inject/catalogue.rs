@@ -293,7 +293,8 @@ impl Program {
     fn condition(&self) -> String {
         let mut parts = Vec::new();
         match self.needs {
-            Needs::Nothing => {}
+            Needs::Nothing if self.takes == Takes::AtStart => {}
+            Needs::Nothing => parts.push("always".to_owned()),
             Needs::Flag(flags) => parts.push(format!("only with {}", code_list(flags, " or "))),
             Needs::Subcommand(sub) => parts.push(format!("subcommand `{sub}`")),
         }
@@ -317,7 +318,7 @@ impl Program {
             parts.push(format!("{} reload by themselves{off}", itself.join(", ")));
         }
         if parts.is_empty() {
-            "always".to_owned()
+            "—".to_owned()
         } else {
             parts.join("; ")
         }
@@ -366,7 +367,7 @@ pub fn markdown() -> String {
     }
     let _ = writeln!(
         out,
-        "| any container with {} | already reloads the program beside it | every config volume it mounts | (the flags of configmap-reload and prometheus-config-reloader) |",
+        "| any container with {} | already reloads the program beside it | every config volume it mounts is never hashed and gets no second sidecar | (the flags of configmap-reload and prometheus-config-reloader) |",
         code_list(&RELOADER_FLAGS, " or ")
     );
     out

@@ -374,8 +374,8 @@ pub const RELOADERS: [Reloader; 4] = [
         watch_flags: &[],
         source: "https://github.com/jimmidyson/configmap-reload",
     },
-    // prometheus-operator docs: its config-reloader container watches the configuration and rule
-    // directories and calls Prometheus's or Alertmanager's reload endpoint (--reload-url).
+    // prometheus-config-reloader (prometheus-operator), its flags: it watches --config-file and
+    // --watched-dir and calls the reload endpoint (--reload-url) or signals the process.
     Reloader {
         title: "prometheus-config-reloader (prometheus-operator)",
         names: &[
@@ -384,7 +384,7 @@ pub const RELOADERS: [Reloader; 4] = [
         ],
         needs: Needs::Nothing,
         watch_flags: &[],
-        source: "https://prometheus-operator.dev/docs/platform/operator/",
+        source: "https://github.com/prometheus-operator/prometheus-operator/tree/main/cmd/prometheus-config-reloader",
     },
     // k8s-sidecar README: collects ConfigMaps and Secrets through the API into a shared folder and
     // calls the app's reload URL (REQ_URL), e.g. Grafana's provisioning reload.

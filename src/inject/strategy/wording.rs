@@ -70,7 +70,7 @@ pub fn warn(choice: &Choice, consequence: Consequence, warnings: &mut Warnings) 
                 volume_list(volumes),
                 quoted(by)
             )),
-            Strategy::Restart(why) => restart_line(container_name, why, restart, warnings),
+            Strategy::Restart(why) => restart_line(container_name, why, restart, volumes, warnings),
         }
     }
 }
@@ -85,8 +85,14 @@ fn volume_list(volumes: &BTreeSet<String>) -> String {
     format!("{noun} {}", quoted_list(volumes.iter().map(String::as_str)))
 }
 
-/// The line of a container whose config rolls the workload, and why.
-fn restart_line(container_name: &str, why: &Why, restart: &str, warnings: &mut Warnings) {
+/// The line of a container whose config (in `volumes`) rolls the workload, and why.
+fn restart_line(
+    container_name: &str,
+    why: &Why,
+    restart: &str,
+    volumes: &BTreeSet<String>,
+    warnings: &mut Warnings,
+) {
     let container = quoted(container_name);
     match why {
         // The error itself is the warning; an init container's reads are warned of one by one.
@@ -120,8 +126,9 @@ fn restart_line(container_name: &str, why: &Why, restart: &str, warnings: &mut W
             ))
         }
         Why::AtStart(program) => warnings.notice(format_args!(
-            "container {container} ({}): {restart}; it reads this config at start",
-            program.title
+            "container {container} ({}): {restart}; it reads {} at start",
+            program.title,
+            volume_list(volumes)
         )),
         Why::OtherTarget => warnings.push(format_args!(
             "container {container}: {restart}; the sidecar signals one process: see {PROCESS}"
