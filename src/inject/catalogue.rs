@@ -5,10 +5,7 @@
 
 mod entries;
 
-use std::fmt::Write as _;
-
 use super::pod::Container;
-use super::values;
 
 pub use entries::{LEGACY_PROGRAMS, PROGRAMS, RELOADERS};
 
@@ -276,115 +273,6 @@ impl Program {
         paths.extend(self.polls.iter().copied());
         paths
     }
-
-    /// How it reloads, in a few words (the docs table).
-    fn how(&self) -> String {
-        match self.takes {
-            Takes::Signal(signal) => format!("signal {signal} to `{}`", self.process),
-            Takes::Itself => "reloads by itself".to_owned(),
-            Takes::AtStart if self.watches.is_empty() && self.polls.is_empty() => {
-                "roll (reads its config at start)".to_owned()
-            }
-            Takes::AtStart => "roll, except what it re-reads by itself".to_owned(),
-        }
-    }
-
-    /// When it reloads that way, in a few words (the docs table).
-    fn condition(&self) -> String {
-        let mut parts = Vec::new();
-        match self.needs {
-            Needs::Nothing if self.takes == Takes::AtStart => {}
-            Needs::Nothing => parts.push("always".to_owned()),
-            Needs::Flag(flags) => parts.push(format!("only with {}", code_list(flags, " or "))),
-            Needs::Subcommand(sub) => parts.push(format!("subcommand `{sub}`")),
-        }
-        if let Some(image) = self.image.filter(|i| !i.adds.is_empty()) {
-            parts.push(format!(
-                "its image's entrypoint adds {} when no `command` is set",
-                code_list(image.adds, " ")
-            ));
-        }
-        let mut itself: Vec<String> = self
-            .watches
-            .iter()
-            .map(|f| format!("files named by `{f}`"))
-            .collect();
-        itself.extend(self.polls.iter().map(|p| format!("files under `{p}`")));
-        if !itself.is_empty() {
-            let off = self
-                .watch_off
-                .map(|o| format!(" (not with `{o}`)"))
-                .unwrap_or_default();
-            parts.push(format!("{} reload by themselves{off}", itself.join(", ")));
-        }
-        if parts.is_empty() {
-            "—".to_owned()
-        } else {
-            parts.join("; ")
-        }
-    }
-}
-
-/// `a`, `b` joined by `sep`, each in backticks.
-fn code_list(words: &[&str], sep: &str) -> String {
-    let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
-    quoted.join(sep)
-}
-
-/// The catalogue as one markdown table (program | how it reloads | condition | source), and the
-/// reloaders it recognises: what `docs/catalogue.md` holds between its markers.
-pub fn markdown() -> String {
-    let mut out =
-        String::from("| program | how it reloads | condition | source |\n|---|---|---|---|\n");
-    for p in &PROGRAMS {
-        let names = code_list(p.names, ", ");
-        let _ = writeln!(
-            out,
-            "| {} ({names}) | {} | {} | <{}> |",
-            p.title,
-            p.how(),
-            p.condition(),
-            p.source
-        );
-    }
-    for r in &RELOADERS {
-        let watches = if r.watch_flags.is_empty() {
-            "every config volume it mounts".to_owned()
-        } else {
-            format!("what {} name", code_list(r.watch_flags, ", "))
-        };
-        let when = match r.needs {
-            Needs::Subcommand(sub) => format!("subcommand `{sub}`; "),
-            _ => String::new(),
-        };
-        let _ = writeln!(
-            out,
-            "| {} ({}) | already reloads the program beside it | {when}{watches} is never hashed and gets no second sidecar | <{}> |",
-            r.title,
-            code_list(r.names, ", "),
-            r.source
-        );
-    }
-    let _ = writeln!(
-        out,
-        "| any container with {} | already reloads the program beside it | every config volume it mounts is never hashed and gets no second sidecar | (the flags of configmap-reload and prometheus-config-reloader) |",
-        code_list(&RELOADER_FLAGS, " or ")
-    );
-    out
-}
-
-/// Whether every entry is usable: a signal the sidecar sends, a process name it accepts, a source.
-pub fn check(programs: &[Program]) -> Result<(), String> {
-    for p in programs {
-        if let Takes::Signal(signal) = p.takes {
-            values::parse_signal(signal).map_err(|e| format!("{}: {e}", p.title))?;
-        }
-        values::parse_process(p.process).map_err(|e| format!("{}: {e}", p.title))?;
-        if !p.source.starts_with("https://") {
-            return Err(format!("{}: no source", p.title));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

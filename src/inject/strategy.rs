@@ -443,32 +443,29 @@ fn by_program(program: &'static Program, target: &mut Option<(&str, &str)>) -> S
 }
 
 /// Whether a mount at `mount_path` holds only what the program re-reads by itself (`watched`:
-/// directories and files; a glob counts from its directory): the mount is a watched directory
-/// or lies in one, or holds a watched file and nothing else on the command line (`words`) points
-/// into it.
+/// directories, files, globs): the mount is a watched directory or lies in one, is the directory
+/// of a watched glob, or holds a watched file and nothing else on the command line (`words`)
+/// points into it.
 pub fn covers(mount_path: &str, watched: &[&str], words: &[&str]) -> bool {
     let mount = mount_path.trim_end_matches('/');
     let within = |path: &str, dir: &str| path == dir || path.starts_with(&format!("{dir}/"));
-    let watched: Vec<&str> = watched.iter().map(|w| without_glob(w)).collect();
-    if watched.iter().any(|dir| within(mount, dir)) {
+    let (globs, paths): (Vec<&str>, Vec<&str>) = watched
+        .iter()
+        .map(|w| w.trim_end_matches('/'))
+        .partition(|w| w.contains(['*', '?', '[']));
+    let glob_dir = |glob: &&str| glob.rsplit_once('/').is_some_and(|(dir, _)| dir == mount);
+    if globs.iter().any(glob_dir) || paths.iter().any(|p| within(mount, p)) {
         return true;
     }
-    let inside = |path: &&str| within(path, mount);
-    let elsewhere = words
+    let named = words
         .iter()
         .filter_map(|w| w.rsplit('=').next())
-        .filter(|p| p.starts_with('/'))
-        .any(|p| inside(&p) && !watched.contains(&p));
-    watched.iter().any(inside) && !elsewhere
-}
-
-/// A path without its glob: the directory before the first `*`, `?` or `[`.
-fn without_glob(path: &str) -> &str {
-    let path = path.trim_end_matches('/');
-    match path.find(['*', '?', '[']) {
-        Some(at) => path[..at].rsplit_once('/').map_or("", |(dir, _)| dir),
-        None => path,
-    }
+        .flat_map(|value| value.split(','))
+        .filter(|p| p.starts_with('/'));
+    let elsewhere = named
+        .filter(|p| within(p, mount))
+        .any(|p| !watched.contains(&p));
+    paths.iter().any(|p| within(p, mount)) && !elsewhere
 }
 
 #[cfg(test)]

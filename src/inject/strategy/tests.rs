@@ -387,8 +387,19 @@ fn a_file_watched_in_a_mount_that_also_holds_start_config_rolls() {
     ));
     assert!(covers("/dyn/a", &["/dyn"], &[]));
     assert!(covers("/sd", &["/sd/*.json"], &[]));
-    assert!(!covers("/etc", &["/etc/sd/*.json"], &["--x=/etc/other"]));
+    // A glob names the files of its one directory: not a parent, nor a directory below.
+    assert!(!covers("/etc", &["/etc/sd/*.json"], &[]));
+    assert!(!covers("/sd/team", &["/sd/*.json"], &[]));
     assert!(!covers("/dynamic", &["/dyn"], &[]));
+    // Several files in one flag value: another one in the mount is read at start.
+    assert!(!covers(
+        "/etc/rt",
+        &["/etc/rt/a.yaml"],
+        &[
+            "-config.file=/etc/rt/main.yaml,/etc/other.yaml",
+            "-runtime-config.file=/etc/rt/a.yaml"
+        ]
+    ));
 }
 
 #[test]
