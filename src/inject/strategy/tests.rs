@@ -152,7 +152,7 @@ fn the_pod_chooses_explicitly() {
         (&java, (RELOAD_URL, url), http),
         (&nginx, (ON_CHANGE, "restart"), chosen),
         (&nginx, (ON_CHANGE, "none"), Strategy::Nothing),
-        // reload on a known server takes its table signal and process.
+        // reload on a program of the catalogue takes its signal and process.
         (&nginx, (ON_CHANGE, "reload"), sighup_to("nginx")),
     ] {
         assert_eq!(strategies(spec, &[pair]).0, [want], "{pair:?}");
