@@ -11,7 +11,7 @@ pub const WARNING_PREFIX: &str = "reload-injector: ";
 /// [`API_SERVER_WARNING_CHARS`], kube-apiserver cuts each to this many (`truncateItemRunes`).
 pub const MAX_WARNING_CHARS: usize = 256;
 /// Most characters of warnings kube-apiserver passes on whole to the client of one request
-/// (`truncateAtTotalRunes`); past it, it cuts every warning.
+/// (`truncateAtTotalRunes`); past it, it cuts each to [`MAX_WARNING_CHARS`] and drops the rest.
 pub const API_SERVER_WARNING_CHARS: usize = 4 * 1024;
 /// Longest name a message shows whole: the longest name a Kubernetes object can have. Only a
 /// value no object could be named (a long URL) is shortened.
