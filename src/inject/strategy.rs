@@ -213,35 +213,11 @@ fn choose_in(
 ) -> (Choice, Option<ValueError>) {
     let (consumers, reloaded) = consumers(table, analysis);
     let reloaded = &reloaded;
-    let keep_reloaded = |strategy: Strategy| {
-        move |_: &Container, mount: &DirMount| match reloaded.get(&mount.volume) {
-            Some(by) => Strategy::Reloaded(by.clone()),
-            None => strategy.clone(),
-        }
-    };
     let (mut choice, bad) = match asked(annotations) {
+        Ok(asked) => (by_asked(table, &asked, &consumers, reloaded), None),
         Err(err) => {
-            let every = per_mount(&consumers, keep_reloaded(Strategy::Restart(Why::BadValue)));
-            (every, Some(err))
-        }
-        Ok(asked) => {
-            let explicit = asked.url.is_some() || asked.signal.is_some() || asked.process.is_some();
-            let choice = match asked.on_change {
-                Some(OnChange::Nothing) => per_mount(&consumers, keep_reloaded(Strategy::Nothing)),
-                Some(OnChange::Restart) => {
-                    per_mount(&consumers, |_, _| Strategy::Restart(Why::Chosen))
-                }
-                Some(OnChange::Reload) => {
-                    let told = Strategy::Reload(asked_told(table, &asked, &consumers));
-                    per_mount(&consumers, keep_reloaded(told))
-                }
-                None if explicit => {
-                    let told = Strategy::Reload(asked_told(table, &asked, &consumers));
-                    per_mount(&consumers, keep_reloaded(told))
-                }
-                None => by_catalogue(table, &consumers, reloaded),
-            };
-            (choice, None)
+            let rolls = unless_reloaded(reloaded, Strategy::Restart(Why::BadValue));
+            (per_mount(&consumers, rolls), Some(err))
         }
     };
     rule_out(&mut choice, spec, analysis);
@@ -252,6 +228,37 @@ fn choose_in(
         }
     }
     (choice, bad)
+}
+
+/// What a helper already reloads stays with it, whatever else the Pod asks for.
+fn unless_reloaded(
+    reloaded: &BTreeMap<String, String>,
+    strategy: Strategy,
+) -> impl Fn(&DirMount) -> Strategy + '_ {
+    move |mount: &DirMount| match reloaded.get(&mount.volume) {
+        Some(by) => Strategy::Reloaded(by.clone()),
+        None => strategy.clone(),
+    }
+}
+
+/// The choice the annotations make, or the catalogue's when they make none.
+fn by_asked(
+    table: Table,
+    asked: &Asked,
+    consumers: &[Consumer<'_>],
+    reloaded: &BTreeMap<String, String>,
+) -> Choice {
+    let explicit = asked.url.is_some() || asked.signal.is_some() || asked.process.is_some();
+    let tell = || Strategy::Reload(asked_told(table, asked, consumers));
+    match asked.on_change {
+        Some(OnChange::Nothing) => {
+            per_mount(consumers, unless_reloaded(reloaded, Strategy::Nothing))
+        }
+        Some(OnChange::Restart) => per_mount(consumers, |_| Strategy::Restart(Why::Chosen)),
+        Some(OnChange::Reload) => per_mount(consumers, unless_reloaded(reloaded, tell())),
+        None if explicit => per_mount(consumers, unless_reloaded(reloaded, tell())),
+        None => by_catalogue(table, consumers, reloaded),
+    }
 }
 
 /// The containers that read config from directory mounts, and the volumes that helpers already
@@ -269,17 +276,16 @@ fn consumers<'a>(
             .iter()
             .filter(|m| m.container == container.name)
             .collect();
-        let helper = table.full.then(|| helps(container)).flatten();
-        let watched: Vec<&DirMount> = match helper {
+        let watched: Vec<&DirMount> = match table.full.then(|| helps(container)).flatten() {
             None => Vec::new(),
-            Some(Some(flags)) => {
+            Some(Watches::Named(flags)) => {
                 let line = catalogue::CommandLine::of(container);
                 let words = line.map(|l| l.words).unwrap_or_default();
                 let paths = catalogue::flag_values(&words, flags);
                 let watched = mounts.iter().filter(|m| covers(&m.mount_path, &paths, &[]));
                 watched.copied().collect()
             }
-            Some(None) => mounts.clone(),
+            Some(Watches::Everything) => mounts.clone(),
         };
         for mount in &watched {
             reloaded
@@ -297,31 +303,34 @@ fn consumers<'a>(
     (consumers, reloaded)
 }
 
-/// Whether a container is a helper that already reloads config: `Some(None)` when it watches
-/// every config volume it mounts, `Some(Some(flags))` when it watches what those flags name.
-fn helps(container: &Container) -> Option<Option<&'static [&'static str]>> {
+/// What a helper that already reloads config watches.
+#[derive(Debug, Clone, Copy)]
+enum Watches {
+    /// Every config volume it mounts.
+    Everything,
+    /// What these flags of its command line name.
+    Named(&'static [&'static str]),
+}
+
+/// What a container watches, if it is a helper that already reloads config.
+fn helps(container: &Container) -> Option<Watches> {
     if container.name == SIDECAR_NAME {
         // Not ours (ours is no app): someone's reloader by its very name, e.g.
         // prometheus-operator's.
-        return Some(None);
+        return Some(Watches::Everything);
     }
     match catalogue::reloader(container)? {
-        Helper::Listed(r) if !r.watch_flags.is_empty() => Some(Some(r.watch_flags)),
-        Helper::Listed(_) | Helper::Kin => Some(None),
+        Helper::Listed(r) if !r.watch_flags.is_empty() => Some(Watches::Named(r.watch_flags)),
+        Helper::Listed(_) | Helper::Kin => Some(Watches::Everything),
     }
 }
 
 /// Gives every mount of every consumer the strategy `of` it.
-fn per_mount(consumers: &[Consumer<'_>], of: impl Fn(&Container, &DirMount) -> Strategy) -> Choice {
+fn per_mount(consumers: &[Consumer<'_>], of: impl Fn(&DirMount) -> Strategy) -> Choice {
     let mut choice = Choice::default();
     for (container, mounts) in consumers {
         for mount in mounts {
-            push(
-                &mut choice,
-                &container.name,
-                of(container, mount),
-                &mount.volume,
-            );
+            push(&mut choice, &container.name, of(mount), &mount.volume);
         }
     }
     choice
