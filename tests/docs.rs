@@ -24,6 +24,30 @@ fn the_metrics_tables_are_the_registries() {
     Block::new("docs/reference.md", "metrics").check(&docs_support::metrics_tables());
 }
 
+/// The reload catalogue: whole in `docs/catalogue.md`, short in the README.
+#[test]
+fn the_catalogue_tables_are_the_code() {
+    use reload_injector::inject::catalogue::{PROGRAMS, RELOADERS};
+    let whole = docs_support::catalogue::markdown();
+    assert_eq!(
+        whole.lines().count(),
+        2 + PROGRAMS.len() + RELOADERS.len() + 1,
+        "a row per program and reloader, and one for the reloaders' flags:\n{whole}"
+    );
+    assert!(
+        whole.contains(
+            "| HAProxy (`haproxy`) | signal SIGUSR2 to `haproxy` | only with `-W` or `-Ws`; its \
+             image's entrypoint adds `-W` `-db` when no `command` is set |"
+        ),
+        "{whole}"
+    );
+    for p in &PROGRAMS {
+        assert!(whole.contains(p.source), "{}", p.title);
+    }
+    Block::new("docs/catalogue.md", "catalogue").check(&whole);
+    Block::new("README.md", "catalogue-short").check(&docs_support::catalogue::short_markdown());
+}
+
 /// The supported versions: the current and the floor the test suite builds and runs.
 #[test]
 fn the_supported_versions_are_the_tested_ones() {
@@ -37,7 +61,11 @@ fn the_supported_versions_are_the_tested_ones() {
 fn the_annotation_tables_name_what_the_code_defines() {
     let defined = docs_support::defined_names();
     let reference = doc("docs/reference.md");
-    let documented: BTreeSet<String> = docs_support::table_names(&reference);
+    let section = reference
+        .split("\n## ")
+        .find(|s| s.starts_with("Annotations and labels"))
+        .expect("docs/reference.md has an Annotations and labels section");
+    let documented: BTreeSet<String> = docs_support::table_names(section);
     let missing: Vec<&String> = defined.difference(&documented).collect();
     let unknown: Vec<&String> = documented.difference(&defined).collect();
     assert!(
@@ -46,6 +74,14 @@ fn the_annotation_tables_name_what_the_code_defines() {
          defined but not documented {missing:?}; documented but not defined {unknown:?}"
     );
     assert!(defined.len() >= 10, "found only {defined:?} in src/");
+}
+
+/// Every warning and denial the golden cases produce is explained in the reference's table, and
+/// every row of the table is a warning the code gives.
+#[test]
+fn the_warnings_table_is_what_the_code_says() {
+    let wrong = docs_support::warnings::mismatches();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// Links to files of the repository and to headings of its markdown files resolve.

@@ -1,8 +1,10 @@
 //! What the docs tests read and render: generated blocks between `<!-- NAME:start -->` and
 //! `<!-- NAME:end -->`, the tables rendered from the code, links, and the claims list.
 
+pub mod catalogue;
 pub mod claims;
 pub mod links;
+pub mod warnings;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
