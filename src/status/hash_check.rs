@@ -64,6 +64,11 @@ pub struct HashCheck {
     pub secrets_checked: bool,
     /// The consumed objects with the time their data was last written, newest first.
     pub written: Vec<Written>,
+    /// The stamp is the hash of what an earlier version counted (before the reload catalogue or
+    /// strategies) over the live data: the controller leaves it until that data changes.
+    /// Absent from JSON when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub earlier: bool,
 }
 
 /// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
@@ -153,12 +158,22 @@ pub fn hash_check(
         (Some(stamped), Some(live)) if stamped == live => HashState::Current,
         (Some(_), Some(_)) => HashState::Stale,
     };
+    // As the controller does: a hash an earlier version stamped over data unchanged since.
+    let earlier = state == HashState::Stale
+        && explained
+            .restart_only_earlier
+            .as_ref()
+            .is_some_and(|earlier| {
+                let data = configs.data(earlier.ids().iter().copied());
+                earlier.hash(&data, key.key()).hash == stamped
+            });
     HashCheck {
-        state,
+        state: if earlier { HashState::Current } else { state },
         stamped,
         live: report.hash,
         secrets_checked: checks_secrets || !secrets_read,
         written,
+        earlier,
     }
 }
 
