@@ -69,9 +69,6 @@ pub struct Explained {
     pub reads: Vec<Read>,
     /// What the `config-hash` is over (as the controller recomputes it).
     pub restart_only: Consumption,
-    /// What an earlier version counted instead, when it counted otherwise (a hash it stamped
-    /// over data unchanged since is left alone by the controller).
-    pub restart_only_earlier: Option<Consumption>,
     /// The sidecar, or `None` when none would be injected.
     pub watcher: Option<Watcher>,
     /// The webhook's warnings about the sidecar (why none, or why a reload may fail), each
@@ -134,12 +131,9 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             consumption,
         }
     });
-    let restart_only = consumption::restart_only(spec, annotations);
-    let earlier = consumption::restart_only_earlier(spec, annotations);
     Explained {
         reads,
-        restart_only_earlier: (earlier != restart_only).then_some(earlier),
-        restart_only,
+        restart_only: consumption::restart_only(spec, annotations),
         watcher,
         sidecar_warnings: warnings.into_list(None),
     }

@@ -17,6 +17,7 @@ use super::read_lines::{Judging, ReadLine, mode_text, read_findings, read_lines}
 use super::snapshot::Snapshot;
 use super::target::Kind;
 use crate::controller::waves::REFRESH_STOPPED;
+use crate::inject::consumption;
 use crate::inject::explain::{self, Explained};
 use crate::inject::pod::PodSpec;
 use crate::inject::strategy::Consequence;
@@ -89,8 +90,8 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, annotations, labels);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
-    let explained = match workload.explain() {
-        Ok(explained) => Some(explained),
+    let core = match workload.explain() {
+        Ok(core) => Some(core),
         Err(NotExplained::Elsewhere(note)) => {
             notes.push(note);
             None
@@ -103,22 +104,22 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     let stamped = workload.annotations.get(CONFIG_HASH).cloned();
     let (key, key_note) = hash_key(
         snapshot,
-        explained.as_ref().map(|e| &e.0),
+        core.as_ref().map(|c| &c.explained),
         configs,
         stamped.as_deref(),
     );
     notes.extend(key_note);
     let active = opt_in.opted_in && opt_in.opted_out_by.is_none();
-    let consumed = match &explained {
-        Some((explained, consequence)) => {
+    let consumed = match &core {
+        Some(core) => {
             let judging = Judging {
                 kind,
-                consequence: *consequence,
+                consequence: core.consequence,
                 key,
                 stamped: stamped.is_some(),
                 active,
             };
-            workload.consumed(explained, &judging, stamped)
+            workload.consumed(core, &judging, stamped)
         }
         None => Consumed::unknown(stamped, &key),
     };
@@ -129,7 +130,7 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     }
     let events = workload.events();
     findings.extend(workload.refresh_stopped(&events));
-    let sidecar = explained.as_ref().is_some_and(|e| e.0.watcher.is_some()) && active;
+    let sidecar = core.as_ref().is_some_and(|c| c.explained.watcher.is_some()) && active;
     let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, sidecar);
     findings.extend(pod_findings);
     notes.extend(snapshot.failed_reads());
@@ -160,6 +161,15 @@ struct Workload<'a> {
     template: Option<&'a Value>,
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
+}
+
+/// The pod template as the core reads it.
+struct Core {
+    spec: PodSpec,
+    /// What it reads and what the sidecar would do.
+    explained: Explained,
+    /// What a change of restart-only config does to the workload.
+    consequence: Consequence,
 }
 
 /// Why a workload's template was not explained.
@@ -217,7 +227,7 @@ impl<'a> Workload<'a> {
 
     /// What the pod template reads and what the sidecar would do, by the webhook's own
     /// [`explain::explain`], and what a change of restart-only config does to it.
-    fn explain(&self) -> Result<(Explained, Consequence), NotExplained> {
+    fn explain(&self) -> Result<Core, NotExplained> {
         let Some(template) = self.template else {
             let workload_ref = self
                 .object
@@ -246,10 +256,12 @@ impl<'a> Workload<'a> {
                     .map_or(Consequence::Rolls, |w| {
                         Consequence::of(kind, w, self.controlled(), &spec)
                     });
-                Ok((
-                    explain::explain(&self.annotations, &spec, true),
+                let explained = explain::explain(&self.annotations, &spec, true);
+                Ok(Core {
+                    spec,
+                    explained,
                     consequence,
-                ))
+                })
             }
             Err(err) => Err(NotExplained::Unreadable(Finding::new(
                 Code::UnreadableSpec,
@@ -260,12 +272,9 @@ impl<'a> Workload<'a> {
     }
 
     /// 3. and 4.: the read lines and their findings, the stamp's findings, the hash check.
-    fn consumed(
-        &self,
-        explained: &Explained,
-        judging: &Judging<'_>,
-        stamped: Option<String>,
-    ) -> Consumed {
+    fn consumed(&self, core: &Core, judging: &Judging<'_>, stamped: Option<String>) -> Consumed {
+        let explained = &core.explained;
+        let earlier = || consumption::restart_only_earlier(&core.spec, &self.annotations);
         let reads = read_lines(explained, self.configs, judging);
         let mut findings = read_findings(&reads);
         // A stamp (and the label the controller watches stamps by) matters only where a change
@@ -281,6 +290,7 @@ impl<'a> Workload<'a> {
                 self.configs,
                 &judging.key,
                 stamped,
+                earlier,
             ),
             reads,
             findings,
