@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::config_store::ConfigKey;
 use super::reduce::Consumer;
-use super::store::ConfigKey;
-use super::target::Target;
 use super::waves::Budget;
+use super::write_target::Target;
 use crate::policy;
 
 /// A consumer and when the view last saw its hash or consumption change.
@@ -154,7 +154,7 @@ impl View {
     }
 
     /// How many targets of each kind are tracked.
-    pub fn count(&self, kind: super::target::TargetKind) -> usize {
+    pub fn count(&self, kind: super::write_target::TargetKind) -> usize {
         self.consumers.keys().filter(|t| t.kind == kind).count()
     }
 }
@@ -175,7 +175,7 @@ pub fn config_keys(target: &Target, consumer: &Consumer) -> BTreeSet<ConfigKey> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::target::TargetKind;
+    use crate::controller::write_target::TargetKind;
     use crate::hash::{ConfigId, Consumed};
     use crate::inject::consumption::Consumption;
 
