@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::config_store::{ConfigKey, Digests, Meta};
 use super::config_watches::Scope;
+use super::intern::Interner;
 use super::reduce::{self, Consumer, ReduceError};
 use super::waves::{self, Budget};
 use super::write_target::{Target, TargetKind};
@@ -104,6 +105,16 @@ impl Item {
             }),
             Item::Target { target, .. } => Source::Cluster(Stream::Targets(target.kind)),
         }
+    }
+
+    /// The item with its namespace's shared name (one copy for every record of a namespace).
+    pub fn interned(mut self, names: &mut Interner) -> Item {
+        match &mut self {
+            Item::Config { key, .. } => key.namespace = names.intern(&key.namespace),
+            Item::Target { target, .. } => target.namespace = names.intern(&target.namespace),
+            Item::Namespace { .. } => {}
+        }
+        self
     }
 
     /// Its name within its source (a relist keeps the names it listed).

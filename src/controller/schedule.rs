@@ -76,13 +76,7 @@ impl Schedule {
             let latest = due.first + self.rollout_delay * MAX_DELAYS;
             (now + self.rollout_delay).min(latest)
         };
-        self.put(
-            target.clone(),
-            Due {
-                wait: Wait::Until(at),
-                ..due
-            },
-        );
+        self.put(target.clone(), Wait::Until(at), due);
     }
 
     /// `target` is to be checked: at once, unless changes already wait for their time.
@@ -92,13 +86,7 @@ impl Schedule {
             Wait::Until(at) if !due.causes.is_empty() => at,
             _ => now,
         };
-        self.put(
-            target.clone(),
-            Due {
-                wait: Wait::Until(at),
-                ..due
-            },
-        );
+        self.put(target.clone(), Wait::Until(at), due);
     }
 
     /// `target` is due again at `at` with `causes` merged in (a write that conflicted).
@@ -107,24 +95,12 @@ impl Schedule {
         for (key, keys) in causes {
             due.causes.entry(key).or_default().extend(keys);
         }
-        self.put(
-            target.clone(),
-            Due {
-                wait: Wait::Until(at),
-                ..due
-            },
-        );
+        self.put(target.clone(), Wait::Until(at), due);
     }
 
     /// `target`, just popped, waits for fetched digests before it is decided again.
     pub fn await_fetch(&mut self, target: Target, due: Due) {
-        self.put(
-            target,
-            Due {
-                wait: Wait::Fetch,
-                ..due
-            },
-        );
+        self.put(target, Wait::Fetch, due);
     }
 
     /// Whether `target` waits for fetched digests.
@@ -193,8 +169,9 @@ impl Schedule {
         Some(due)
     }
 
-    fn put(&mut self, target: Target, due: Due) {
-        if let Wait::Until(at) = due.wait {
+    fn put(&mut self, target: Target, wait: Wait, mut due: Due) {
+        due.wait = wait;
+        if let Wait::Until(at) = wait {
             self.times.insert((at, target.clone()));
         }
         self.entries.insert(target, due);

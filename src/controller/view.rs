@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::config_store::ConfigKey;
+use super::config_store::{Changes, ConfigKey};
 use super::reduce::Consumer;
-use super::waves::Budget;
+use super::waves::{self, Budget};
 use super::write_target::Target;
+use crate::hash::Consumed;
 use crate::policy;
 
 /// A consumer and when the view last saw its hash or consumption change.
@@ -151,6 +152,31 @@ impl View {
             .get(target)
             .map(|t| config_keys(target, &t.consumer))
             .unwrap_or_default()
+    }
+
+    /// Whether `changes` of `key` touch what `target` reads of it.
+    pub fn reads_changed(&self, target: &Target, key: &ConfigKey, changes: &Changes) -> bool {
+        let Some(tracked) = self.consumers.get(target) else {
+            return false;
+        };
+        let consumed = tracked.consumer.consumption.consumed().iter();
+        consumed.filter(|c| c.id() == &key.id).any(|c| match c {
+            Consumed::Key(_, k) => changes.touches(Some(k)),
+            Consumed::Whole(_) => changes.touches(None),
+        })
+    }
+
+    /// Pods per refresh wave of `workload`, with `left` Pods to refresh (by its budget).
+    pub fn wave_size(&self, workload: &Target, left: usize) -> usize {
+        match self.budgets.get(workload) {
+            Some(budget) => budget.wave_size(left),
+            None => waves::default_wave_size(left),
+        }
+    }
+
+    /// A Pod's `Ready` condition, when it has one.
+    pub fn ready(&self, pod: &Target) -> Option<bool> {
+        self.consumers.get(pod)?.consumer.ready
     }
 
     /// How many targets of each kind are tracked.

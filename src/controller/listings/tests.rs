@@ -65,7 +65,7 @@ fn config_watches_start_once_every_served_workload_and_pod_watch_has_listed() {
 #[test]
 fn the_view_syncs_once_when_every_stream_and_opted_in_namespace_has_settled() {
     let mut listings = Listings::default();
-    let opted_in = vec!["shop".to_owned(), "bank".to_owned()];
+    let opted_in = ["shop".to_owned(), "bank".to_owned()];
     assert!(!listings.sync(opted_in.iter()), "nothing served yet");
     listings.serve(HashSet::from([Stream::Namespaces, PODS]));
     list(&mut listings, Source::Cluster(Stream::Namespaces), &[]);
