@@ -26,6 +26,8 @@ use super::write_target::{Target, TargetKind};
 use super::writer::{Outcome, Writer};
 use crate::hash::{ConfigKind, SecretKey};
 
+#[cfg(test)]
+mod tests;
 mod watch_intake;
 
 /// After a conflict, the target is checked again this late if no watch event came first.
