@@ -117,12 +117,8 @@ impl FetchBook {
         self.retries.first().map(|(until, _)| *until)
     }
 
-    /// How many objects a GET is bringing or will retry.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether none is.
+    /// Whether no GET is under way or waiting to be retried.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -80,7 +80,6 @@ async fn retries_come_due_in_time_order_and_an_answer_cancels_one() {
             book.failed(&key(name), now);
         }
     }
-    assert_eq!(book.len(), 3);
     // A late answer of a GET now waiting to be retried: no retry follows.
     assert!(!book.answered(&key("gone")));
     tokio::time::advance(Duration::from_secs(1)).await;
