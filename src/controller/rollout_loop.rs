@@ -336,8 +336,8 @@ impl Loop {
             // Checked again (with the changes behind the write) once the view has the
             // object's newer version, or after a while if no event brings one.
             (Outcome::Conflict(target), Some(causes)) => {
-                let at = Instant::now() + CONFLICT_RECHECK;
-                self.schedule.retry(&target, causes, at);
+                let now = Instant::now();
+                self.schedule.retry(&target, causes, now, CONFLICT_RECHECK);
             }
             (Outcome::Gone(target), _) => self.forget(&target),
             _ => {}

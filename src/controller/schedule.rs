@@ -89,9 +89,10 @@ impl Schedule {
         self.put(target.clone(), Wait::Until(at), due);
     }
 
-    /// `target` is due again at `at` with `causes` merged in (a write that conflicted).
-    pub fn retry(&mut self, target: &Target, causes: Causes, at: Instant) {
-        let mut due = self.take(target, at);
+    /// `target` is due again `after` `now`, with `causes` merged in (a write that conflicted).
+    pub fn retry(&mut self, target: &Target, causes: Causes, now: Instant, after: Duration) {
+        let at = now + after;
+        let mut due = self.take(target, now);
         for (key, keys) in causes {
             due.causes.entry(key).or_default().extend(keys);
         }

@@ -149,7 +149,7 @@ fn a_conflict_retries_with_its_causes_and_removal_returns_them() {
     let web = target(TargetKind::Deployment, "w");
     let causes = Causes::from([(key("a"), BTreeSet::from(["k".to_owned()]))]);
     schedule.change(&web, &key("b"), &keys(&["j"]), start);
-    schedule.retry(&web, causes, start + 2 * S);
+    schedule.retry(&web, causes, start, 2 * S);
     assert_eq!(
         schedule.next_due(),
         Some(start + 2 * S),
