@@ -65,6 +65,12 @@ impl View {
         self.opted_in.contains(namespace)
     }
 
+    /// Whether the ConfigMaps and Secrets of `namespace` are watched and kept: the one
+    /// decision of the config watches' scope (the opted-in namespaces).
+    pub fn config_watched(&self, namespace: &str) -> bool {
+        self.is_opted_in(namespace)
+    }
+
     /// The opted-in namespaces.
     pub fn namespaces(&self) -> impl Iterator<Item = &String> {
         self.opted_in.iter()

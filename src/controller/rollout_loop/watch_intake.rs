@@ -95,7 +95,7 @@ impl Loop {
     }
 
     fn refused(&mut self, scope: Scope) {
-        if !self.view.is_opted_in(&scope.namespace) {
+        if !self.view.config_watched(&scope.namespace) {
             return;
         }
         tracing::warn!(
@@ -119,7 +119,7 @@ impl Loop {
             Item::Namespace { name, labelled } => self.set_namespace(&name, labelled),
             Item::Config { key, meta, digests } => {
                 // Late news from a watch stopped when its namespace opted out.
-                if !self.view.is_opted_in(&key.namespace) {
+                if !self.view.config_watched(&key.namespace) {
                     return;
                 }
                 let (ignore, resource_version) = (meta.ignore, meta.resource_version.clone());
@@ -217,7 +217,7 @@ impl Loop {
             return;
         }
         let shared = self.names.intern(name);
-        if self.view.is_opted_in(name) {
+        if self.view.config_watched(name) {
             if self.listings.configs_started() {
                 self.out.config_watches.start(&shared);
             }
@@ -270,7 +270,7 @@ impl Loop {
         let Source::Config(scope) = source else {
             return Some(source);
         };
-        if !self.view.is_opted_in(&scope.namespace) {
+        if !self.view.config_watched(&scope.namespace) {
             return None;
         }
         let namespace = self.names.intern(&scope.namespace);
