@@ -43,11 +43,22 @@ fn is_semver(version: &str) -> bool {
 
 #[test]
 fn the_version_is_semver() {
-    assert!(is_semver(VERSION), "Cargo.toml's version {VERSION} is not semver");
+    assert!(
+        is_semver(VERSION),
+        "Cargo.toml's version {VERSION} is not semver"
+    );
     for good in ["0.2.0", "1.10.3", "2.0.0-rc.1", "0.3.0-alpha-2.0"] {
         assert!(is_semver(good), "{good}");
     }
-    for bad in ["v0.2.0", "0.2", "01.2.3", "0.2.0-", "0.2.0-rc.01", "0.2.0+build", "0.2.0 "] {
+    for bad in [
+        "v0.2.0",
+        "0.2",
+        "01.2.3",
+        "0.2.0-",
+        "0.2.0-rc.01",
+        "0.2.0+build",
+        "0.2.0 ",
+    ] {
         assert!(!is_semver(bad), "{bad}");
     }
 }
@@ -55,7 +66,11 @@ fn the_version_is_semver() {
 #[test]
 fn every_file_that_states_the_version_follows_cargo_toml() {
     let chart = read("charts/reload-injector/Chart.yaml");
-    assert_eq!(yaml_field(&chart, "version").as_deref(), Some(VERSION), "Chart.yaml version");
+    assert_eq!(
+        yaml_field(&chart, "version").as_deref(),
+        Some(VERSION),
+        "Chart.yaml version"
+    );
     assert_eq!(
         yaml_field(&chart, "appVersion").as_deref(),
         Some(VERSION),
@@ -78,7 +93,32 @@ fn every_file_that_states_the_version_follows_cargo_toml() {
         read("SECURITY.md").contains(&format!("| {minor}.x | yes |")),
         "SECURITY.md does not list {minor}.x as supported"
     );
-    for (path, text) in [("docs/install.md", read("docs/install.md")), ("Dockerfile", read("Dockerfile"))] {
+    let guide = read("docs/install.md");
+    let block = guide
+        .split_once("<!-- install:start -->")
+        .and_then(|(_, rest)| rest.split_once("<!-- install:end -->"))
+        .expect("docs/install.md's install block")
+        .0;
+    let versions: Vec<&str> = block
+        .match_indices("--version ")
+        .map(|(at, _)| {
+            block[at + "--version ".len()..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert!(!versions.is_empty(), "the install block names no --version");
+    for said in versions {
+        assert_eq!(
+            said, VERSION,
+            "docs/install.md's install block installs --version {said}"
+        );
+    }
+    for (path, text) in [
+        ("docs/install.md", guide.clone()),
+        ("Dockerfile", read("Dockerfile")),
+    ] {
         let image = "ghcr.io/reload-injector/reload-injector:";
         for (at, _) in text.match_indices(image) {
             let tag: String = text[at + image.len()..]
