@@ -5,7 +5,6 @@
 //! it holds exactly what it held before.
 
 mod cluster_support;
-#[allow(dead_code)]
 mod release_support;
 
 use std::path::{Path, PathBuf};
