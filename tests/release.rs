@@ -561,7 +561,7 @@ fn upgrade_refuses_nothing(world: &World, next: &Checkout, run: &Release) {
             &next.version,
             "-n",
             OWN,
-            "--reuse-values",
+            "--reset-then-reuse-values",
             "--wait",
             "--timeout=5m",
         ],
