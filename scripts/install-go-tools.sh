@@ -34,8 +34,10 @@ tool() {
             pkg=github.com/google/go-containerregistry/cmd/crane
             stamp="-X github.com/google/go-containerregistry/cmd/crane/cmd.Version=v$version" ;;
         registry)
-            version=$(sed -n 's/^require github.com\/google\/go-containerregistry v//p' "$here/tool-build/registry/go.mod")
-            module="$here/tool-build/registry" pkg=. stamp="" ;;
+            # Our own main.go: the cache key holds a digest of its source as well.
+            module="$here/tool-build/registry" pkg=. stamp=""
+            version=$(sed -n 's/^require github.com\/google\/go-containerregistry v//p' "$module/go.mod")
+            version+="-$(cat "$module/main.go" "$module/go.mod" "$module/go.sum" | sha256sum | cut -c1-12)" ;;
         syft)
             version=1.57.1 module="$here/tool-build/syft-v$version"
             pkg=github.com/anchore/syft/cmd/syft stamp="-X main.version=$version" ;;

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,6 +41,11 @@ func main() {
 	server := &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler:           registry.New(registry.WithBlobHandler(registry.NewDiskBlobHandler(*disk))),
+		// HTTP/1.1 only. pkg/registry holds one lock while it reads an upload's body; over
+		// HTTP/2, crane's concurrent uploads share one connection, and a second upload's unread
+		// data can fill the connection's flow-control window while the first waits for more:
+		// a push of two layers hung for good. (`crane registry serve` is plain HTTP/1.1.)
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
 	fmt.Printf("listening on https://%s\n", listener.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
