@@ -112,6 +112,9 @@ binary() {
     case "$built" in /*) ;; *) built="$repo/$built" ;; esac
     if [ -n "$cached" ]; then
         mkdir -p "$(dirname "$cached")" && cp "$built" "$cached.tmp" && mv "$cached.tmp" "$cached"
+        # The eight newest builds are kept (four releases of two architectures).
+        find "$RELEASE_CACHE" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\n' | sort -rn | tail -n +9 \
+            | cut -d' ' -f2- | while read -r old; do rm -rf -- "$old"; done
     fi
     echo "$built"
 }
