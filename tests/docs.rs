@@ -114,6 +114,18 @@ fn the_readme_is_short_and_installs_early() {
     assert!(test_command, "README.md must say how to run the test suite");
 }
 
+/// The README's install commands are the guide's, which the release test runs on a real cluster.
+#[test]
+fn the_readme_installs_as_the_guide_does() {
+    let readme = docs_support::install_blocks("README.md");
+    let guide = docs_support::install_blocks("docs/install.md");
+    assert!(!guide.is_empty(), "docs/install.md has no install block");
+    assert_eq!(
+        readme, guide,
+        "README.md's install commands differ from docs/install.md's"
+    );
+}
+
 /// The README's offline example prints what the README says it prints, and writes what it
 /// quotes on stderr.
 #[test]

@@ -182,7 +182,7 @@ fn write_flags(out: &mut String, title: &str, args: &[&clap::Arg]) {
 /// is shown only once it has a series, so each gets one first; [`registered_names`] then checks
 /// that no metric was left out.
 pub fn metrics_tables() -> String {
-    use reload_injector::controller::target::TargetKind;
+    use reload_injector::controller::write_target::TargetKind;
     use reload_injector::hash::ConfigKind;
     let serve = reload_injector::webhook::metrics::Metrics::new();
     serve.review("Pod", "CREATE", "allowed", std::time::Duration::ZERO);
@@ -394,6 +394,23 @@ pub fn kube_patch_versions(line: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The fenced `sh` blocks between `<!-- install:start -->` and `<!-- install:end -->`.
+pub fn install_blocks(file: &str) -> Vec<String> {
+    let text = doc(file);
+    let Some(start) = text.find("<!-- install:start -->") else {
+        return Vec::new();
+    };
+    let end = text[start..]
+        .find("<!-- install:end -->")
+        .map_or(text.len(), |e| start + e);
+    text[start..end]
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Runs the README's offline example; what it writes on stderr is the README's

@@ -76,7 +76,7 @@ fn pieces(pattern: &str) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut text = String::new();
     let mut chars = pattern.chars().peekable();
-    let mut flush = |text: &mut String, out: &mut Vec<Piece>| {
+    let flush = |text: &mut String, out: &mut Vec<Piece>| {
         if !text.is_empty() {
             out.push(Piece::Text(std::mem::take(text)));
         }
