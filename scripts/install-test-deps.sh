@@ -11,10 +11,10 @@ apt_install() {
         exit 1
     fi
     if [ "$apt_updated" -eq 0 ]; then
-        apt-get update -qq
+        apt-get -o DPkg::Lock::Timeout=600 update -qq
         apt_updated=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # Real nginx for the watcher's end-to-end test.

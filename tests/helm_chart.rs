@@ -9,7 +9,7 @@
 //!   [`HELM_LABELS`] and [`assert_same_objects`];
 //! - each value changes what it should and nothing else (every documented value is exercised);
 //! - bad values fail the render with a message naming the value;
-//! - the README's values table is generated from `values.yaml`.
+//! - the chart README's values table is generated from `values.yaml`.
 //!
 //! Needs the pinned helm (`scripts/install-helm.sh`) and the manifest tools
 //! (`scripts/install-test-deps.sh`); a missing one fails the test saying how to get it.
@@ -1110,18 +1110,18 @@ const TABLE_BEGIN: &str = "<!-- values-table:begin";
 const TABLE_END: &str = "<!-- values-table:end -->";
 
 #[test]
-fn the_readme_values_table_is_generated_from_values_yaml() {
+fn the_values_table_is_generated_from_values_yaml() {
     let values = std::fs::read_to_string(helm::chart().join("values.yaml")).unwrap();
     let table = values_table::markdown(&values_table::rows(&values));
-    let readme_path = repo().join("README.md");
+    let readme_path = helm::chart().join("README.md");
     let readme = std::fs::read_to_string(&readme_path).unwrap();
     let start = readme
         .find(TABLE_BEGIN)
-        .expect("README.md has no values-table:begin marker");
+        .expect("the chart's README.md has no values-table:begin marker");
     let body_start = start + readme[start..].find("-->\n").unwrap() + 4;
     let end = readme
         .find(TABLE_END)
-        .expect("README.md has no values-table:end marker");
+        .expect("the chart's README.md has no values-table:end marker");
     if std::env::var_os("UPDATE_README").is_some() {
         let updated = format!("{}{table}{}", &readme[..body_start], &readme[end..]);
         std::fs::write(&readme_path, updated).unwrap();
@@ -1130,7 +1130,7 @@ fn the_readme_values_table_is_generated_from_values_yaml() {
     assert_eq!(
         &readme[body_start..end],
         table,
-        "the README's values table is not the one values.yaml gives: run \
-         UPDATE_README=1 cargo test --test helm_chart the_readme_values_table"
+        "the chart README's values table is not the one values.yaml gives: run \
+         UPDATE_README=1 cargo test --test helm_chart the_values_table"
     );
 }
