@@ -33,6 +33,8 @@
 #                 (default https://github.com/reload-injector/reload-injector/releases/download/vVERSION)
 #   RELEASE_CACHE a directory where binaries are kept by commit, target and toolchain: a second
 #                 run for the same commit builds nothing (the tests use it; a release does not)
+#   RELEASE_ARCHES the architectures to build (default "amd64 arm64"; a published release has
+#                 both: the tests' upgrade release builds only the node's, to save a build)
 #   CRANE, HELM, SYFT  the tools (default: built by scripts/install-go-tools.sh, install-helm.sh)
 #
 # The last two lines of stdout are `image REF@DIGEST` and `chart REF@DIGEST`.
@@ -51,6 +53,11 @@ semver='^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-((0|[1-9][0-9]*|[0-9
 [[ "$version" =~ $semver ]] || fail "'$version' is not a semver version (like 0.2.0 or 1.0.0-rc.1, no leading v)"
 [ -n "${REGISTRY:-}" ] || fail "REGISTRY is not set (e.g. REGISTRY=ghcr.io/reload-injector)"
 registry=${REGISTRY%/}
+read -r -a arches <<<"${RELEASE_ARCHES:-amd64 arm64}"
+[ ${#arches[@]} -gt 0 ] || fail "RELEASE_ARCHES names no architecture (amd64, arm64)"
+for arch in "${arches[@]}"; do
+    case "$arch" in amd64 | arm64) ;; *) fail "RELEASE_ARCHES: '$arch' is not amd64 or arm64" ;; esac
+done
 
 # The tree states one version (tests/release_version.rs holds every file to Cargo.toml's).
 stated=$(sed -n '/^\[package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
@@ -100,7 +107,8 @@ trap 'rm -rf "$work"' EXIT
 say "$version from $commit into $out"
 
 # The binaries: one static build per architecture, kept by content when RELEASE_CACHE is set.
-toolchain=$(rustc -vV | sha256sum | cut -c1-12)
+# The toolchain and any profile override (the test suite builds with thin LTO) are in the key.
+toolchain=$( (rustc -vV; env | grep '^CARGO_PROFILE_RELEASE_' | sort) | sha256sum | cut -c1-12)
 binary() {
     local arch=$1 cached="" built
     if [ -n "${RELEASE_CACHE:-}" ]; then
@@ -133,7 +141,7 @@ archive() {
 
 layout="$work/image"
 descriptors=()
-for arch in amd64 arm64; do
+for arch in "${arches[@]}"; do
     bin=$(binary "$arch")
     install -m 0755 "$bin" "$out/reload-injector-linux-$arch"
     mkdir -p "$work/archive-$arch"
@@ -155,8 +163,8 @@ tar -C "$layout" --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-own
     -cf "$out/reload-injector-$version-oci.tar" oci-layout index.json blobs
 
 # An SBOM per image, from a layout that holds that image alone.
-for i in 0 1; do
-    arch=$([ "$i" = 0 ] && echo amd64 || echo arm64)
+for i in "${!arches[@]}"; do
+    arch=${arches[$i]}
     one="$work/image-$arch"
     cp -al "$layout" "$one"
     rm "$one/index.json"
@@ -197,7 +205,7 @@ spec:
     reload lines. Read-only. Usage: kubectl reload-injector status deploy/NAME
   platforms:
 EOF
-    for arch in amd64 arm64; do
+    for arch in "${arches[@]}"; do
         cat <<EOF
     - selector:
         matchLabels:
@@ -215,9 +223,12 @@ EOF
     done
 } >"$out/reload-injector.yaml"
 
-(cd "$out" && sha256sum reload-injector-linux-amd64 reload-injector-linux-arm64 \
-    "reload-injector-$version-linux-amd64.tar.gz" "reload-injector-$version-linux-arm64.tar.gz" \
-    "reload-injector-$version-oci.tar" "reload-injector-$version.tgz" reload-injector.yaml >SHA256SUMS)
+summed=()
+for arch in "${arches[@]}"; do
+    summed+=("reload-injector-linux-$arch" "reload-injector-$version-linux-$arch.tar.gz")
+done
+(cd "$out" && sha256sum "${summed[@]}" "reload-injector-$version-oci.tar" "reload-injector-$version.tgz" \
+    reload-injector.yaml >SHA256SUMS)
 
 # Everything is built and checked: push.
 pushed=$("$crane" push "$layout" "$image_repo:$version" 2>"$work/crane.log") \
