@@ -68,6 +68,9 @@ pub fn record(dir: &Path, run: &Path, state: &Path, names: &HostNames) {
         names.nat_chain,
     );
     write(dir, "node.env", &env);
+    // Beside the run directory's name (which carries the test binary's PID), for
+    // [`reap_orphans`].
+    write(run, "node-dir", &dir.display().to_string());
     let created: Vec<&str> = OUTSIDE
         .iter()
         .copied()
@@ -191,6 +194,49 @@ pub fn cgroups(names: &HostNames) {
             }
         }
     }
+}
+
+/// Removes the nodes of test binaries that no longer run and whose watchdog died with them (a
+/// run killed as a whole, watchdog included, never cleans up): each left its run directory
+/// `/run/ri-node-PID`, whose `node-dir` names the directory `scripts/node-down.sh` reads. A node
+/// whose binary runs, or whose watchdog is still at work, is left alone. Returns the
+/// directories it removed.
+pub fn reap_orphans() -> Vec<PathBuf> {
+    let alive = |pid: &str| Path::new("/proc").join(pid.trim()).exists();
+    let mut reaped = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/run") else {
+        return reaped;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("ri-node-") else {
+            continue;
+        };
+        if pid.parse::<u32>().is_err() || alive(pid) {
+            continue;
+        }
+        let Ok(dir) = std::fs::read_to_string(entry.path().join("node-dir")) else {
+            continue;
+        };
+        let dir = PathBuf::from(dir.trim());
+        let watchdog = std::fs::read_to_string(dir.join("pids/node-down")).unwrap_or_default();
+        if !watchdog.trim().is_empty() && alive(&watchdog) {
+            continue;
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/node-down.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(&dir)
+            .output()
+            .unwrap_or_else(|e| panic!("failed to run {}: {e}", script.display()));
+        eprintln!(
+            "removed the node a killed test binary left in {}:\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        reaped.push(dir);
+    }
+    reaped
 }
 
 /// Whether the bridge exists already (another node runs, or one was not cleaned up).

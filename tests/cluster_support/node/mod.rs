@@ -124,6 +124,7 @@ impl Node {
     /// Starts the node on `cluster` and returns once it is Ready.
     pub fn start(cluster: &'static Cluster) -> Node {
         let begin = Instant::now();
+        host::reap_orphans();
         // The previous test binary's watchdog may still be removing its node (over 30 s on
         // a loaded machine, seen in a full run).
         let gone = Instant::now() + Duration::from_secs(120);
@@ -133,7 +134,8 @@ impl Node {
         assert!(
             !host::bridge_exists(),
             "the bridge {BRIDGE} exists already: another node runs (scripts/dev-cluster.sh?) \
-             or one was not removed (scripts/node-down.sh DIR)"
+             or one was not removed (scripts/node-down.sh DIR; a node of a killed test binary is \
+             removed here when its /run/ri-node-PID/node-dir names its directory)"
         );
         let dir = cluster.dir.join("node");
         let run = PathBuf::from(format!("/run/ri-node-{}", std::process::id()));
