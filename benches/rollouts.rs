@@ -345,6 +345,7 @@ fn pod(name: &str, cm: &str, hash: Option<&str>) -> Value {
         "spec": {
             "containers": [{"name": "app", "image": "x", "volumeMounts": [{"name": "conf", "mountPath": "/etc/app"}]}],
             "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
+                "args": ["watch", "--dir", "/reload-injector/watch/conf"],
                 "volumeMounts": [{"name": "conf", "mountPath": "/reload-injector/watch/conf"}]}],
             "volumes": [{"name": "conf", "configMap": {"name": cm}}]
         }
