@@ -58,6 +58,12 @@ struct CaseSettings {
     secret_key: bool,
     #[serde(default)]
     inject_into_templates: bool,
+    /// Reviewed as from a namespace without the opt-in label (`/mutate/opted-in`).
+    #[serde(default)]
+    unlabelled_namespace: bool,
+    /// Reloader may still run beside us (`serve` without `--reloader-retired`).
+    #[serde(default)]
+    reloader_beside: bool,
 }
 
 fn create() -> String {
@@ -75,6 +81,7 @@ fn settings(case: &CaseSettings) -> Settings {
             .secret_key
             .then(|| SecretKey::new(b"golden-test-key").expect("non-empty key")),
         warning_chars: None,
+        reloader_retired: !case.reloader_beside,
     }
 }
 
@@ -149,6 +156,7 @@ fn review(case: &Case, object: &Value, settings: &Settings) -> Outcome {
         namespace: &namespace,
         object: Object::Raw(&raw),
         old_object: old_raw.as_deref(),
+        namespace_labelled: !case.settings.unlabelled_namespace,
         dry_run: false,
     };
     let plan = Plan::new(&req, settings).expect("fixture objects are readable");

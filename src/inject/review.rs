@@ -15,6 +15,7 @@ use super::object::{self, Workload};
 use super::parts::{self, Entries, MapField, Meta, ObjectParts, PodParts};
 use super::rollout::Unstamped;
 use super::rules::{self, How, SubPathPolicy, Use, describe};
+use super::selected;
 use super::sidecar;
 use super::strategy;
 use super::{
@@ -22,7 +23,8 @@ use super::{
     Operation, Outcome, PROCESS, RELOAD_URL, Request, ReviewError, SIDECAR_LABEL, SIGNAL, Settings,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
-use crate::policy;
+use crate::policy::{self, Selection, Verdict, WORKLOAD_OPT_IN};
+use opt_ins::{release, reloader_notes, warn_unlike_reloader, warn_unreferenced};
 
 /// A request read and understood, waiting for its config data.
 #[derive(Debug)]
@@ -71,8 +73,14 @@ struct Target<'a> {
     refs: BTreeSet<ConfigId>,
     /// On a workload UPDATE, the annotations of `oldObject`'s pod template, when readable.
     old_annotations: Option<BTreeMap<String, String>>,
-    /// The workload's own `metadata`, as far as it is edited (its labels).
+    /// The workload's own `metadata`, as far as it is read and edited (its opt-ins, its labels).
     own: Meta,
+    /// Whether and why the product acts on it.
+    verdict: Verdict,
+    /// What counts of what it reads ([`Verdict::selection`]).
+    selection: Selection,
+    /// On a template whose [`WORKLOAD_OPT_IN`] must change, its new value (`None`: removed).
+    stamp: Option<Option<String>>,
 }
 
 impl<'a> Plan<'a> {
@@ -135,7 +143,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     }
     let (controlled, own) = (object.controlled, object.own.clone());
     let pod = pod_of(req, workload, object)?;
-    let annotations = pod.meta.string_map(MapField::Annotations);
+    let mut annotations = pod.meta.string_map(MapField::Annotations);
     let labels = pod.meta.string_map(MapField::Labels);
     if policy::opted_out(&labels, &annotations).is_some() {
         return Ok(None);
@@ -146,6 +154,16 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     if workload.is_template() && controlled {
         return Ok(None);
     }
+    let stamp = workload
+        .is_template()
+        .then(|| carry_opt_ins(&own, &mut annotations))
+        .flatten();
+    let verdict = policy::verdict(
+        req.namespace_labelled,
+        &labels,
+        &annotations,
+        settings.reloader_retired,
+    );
     if workload == Workload::Rollout
         && let Some(what) = unreadable_metadata(&pod.meta)
     {
@@ -159,7 +177,13 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     }
     .map_err(|source| unreadable(req, source))?;
     let policy = subpath_policy(req, workload, &pod, &annotations);
-    let refs = config_refs(workload, &spec, &annotations, &policy, settings);
+    let selection = verdict.selection();
+    let refs = match verdict {
+        Verdict::Managed { .. } => {
+            config_refs(workload, &spec, &annotations, &policy, &selection, settings)
+        }
+        _ => BTreeSet::new(),
+    };
     Ok(Some(Target {
         workload,
         pod,
@@ -170,7 +194,24 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         refs,
         old_annotations: old_template_annotations(req, workload),
         own,
+        verdict,
+        selection,
+        stamp,
     }))
+}
+
+/// Puts the opt-ins of a workload's own `metadata` into its template's `annotations` under
+/// [`WORKLOAD_OPT_IN`] (as the webhook will leave them: its Pods carry them), and returns the
+/// new value when it differs from the one there.
+fn carry_opt_ins(own: &Meta, annotations: &mut BTreeMap<String, String>) -> Option<Option<String>> {
+    let own_labels = own.string_map(MapField::Labels);
+    let stamp = policy::workload_opt_in(&own_labels, &own.string_map(MapField::Annotations));
+    let changed = annotations.get(WORKLOAD_OPT_IN) != stamp.as_ref();
+    match &stamp {
+        Some(value) => annotations.insert(WORKLOAD_OPT_IN.to_owned(), value.clone()),
+        None => annotations.remove(WORKLOAD_OPT_IN),
+    };
+    changed.then_some(stamp)
 }
 
 /// The kind under review, when the product handles it in this operation and namespace.
@@ -259,9 +300,11 @@ fn config_refs(
     spec: &PodSpec,
     annotations: &BTreeMap<String, String>,
     policy: &SubPathPolicy,
+    selection: &Selection,
     settings: &Settings,
 ) -> BTreeSet<ConfigId> {
-    let analysis = analyse(spec);
+    let analysis = selected::analysed(spec, selection);
+    let unreferenced = selected::unreferenced(selection, &analysis);
     let outcome = rules::apply(&analysis, policy);
     let (choice, _) = strategy::choose(annotations, spec, &analysis);
     let restart = choice.restart_uses(&analysis);
@@ -275,6 +318,7 @@ fn config_refs(
         .chain(&restart)
         .map(|u| u.consumed.id())
         .chain(watchable.ids())
+        .chain(&unreferenced)
         .filter(|id| id.kind == ConfigKind::ConfigMap || settings.secret_key.is_some())
         .cloned()
         .collect()
@@ -363,9 +407,13 @@ fn subpath_policy(
 }
 
 fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
-    let analysis = analyse(&target.spec);
+    if !target.verdict.managed() {
+        return release(settings, target);
+    }
+    let analysis = selected::analysed(&target.spec, &target.selection);
     let outcome = rules::apply(&analysis, &target.policy);
     let mut warnings = Warnings::default();
+    reloader_notes(target, &mut warnings);
     let on_template = target.workload.is_template();
     if !outcome.denied.is_empty() {
         let message = rules::denial_message(&analysis, &outcome.denied, on_template);
@@ -394,7 +442,11 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     uses.extend(choice.restart_uses(&analysis));
     strategy::warn(&choice, rolls, &mut warnings);
     warn_uses(&uses, rolls, settings, &mut warnings);
-    let report = consumption::of_uses(&uses).hash(configs, settings.secret_key.as_ref());
+    let unreferenced = selected::unreferenced(&target.selection, &analysis);
+    warn_unreferenced(&unreferenced, rolls, settings, &mut warnings);
+    let mut restart_only = consumption::of_uses(&uses);
+    selected::add_unreferenced(&mut restart_only, &unreferenced);
+    let report = restart_only.hash(configs, settings.secret_key.as_ref());
     warn_hash(&uses, &report, &mut warnings);
     let plan = sidecar::plan(
         &target.annotations,
@@ -404,6 +456,15 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
         settings.native_sidecars,
         &mut warnings,
     );
+    if let (
+        Verdict::Managed {
+            reloader: Some(_), ..
+        },
+        Some(plan),
+    ) = (&target.verdict, &plan)
+    {
+        warn_unlike_reloader(plan, &analysis, &mut warnings);
+    }
 
     // Edit a copy of only what may change, and diff it against the same unedited view.
     let pointer = target.workload.pointer();
@@ -415,7 +476,13 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     let Some(pod) = edited.pointer_mut(pointer) else {
         return Outcome::untouched();
     };
-    stamp_hash(pod, &target.annotations, &uses, report.hash.as_deref());
+    write_stamp(pod, target);
+    stamp_hash(
+        pod,
+        &target.annotations,
+        restart_only.is_empty(),
+        report.hash.as_deref(),
+    );
     let inject_here = !on_template || settings.inject_into_templates;
     let inserted = match (&plan, inject_here, analysis.has_sidecar) {
         (Some(plan), true, false) => {
@@ -556,14 +623,25 @@ fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
 fn stamp_hash(
     pod: &mut Value,
     annotations: &BTreeMap<String, String>,
-    uses: &[Use],
+    nothing_restart_only: bool,
     hash: Option<&str>,
 ) {
     let current = annotations.get(CONFIG_HASH).map(String::as_str);
     match hash {
         Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
-        None if uses.is_empty() && current.is_some() => object::remove_annotation(pod, CONFIG_HASH),
+        None if nothing_restart_only && current.is_some() => {
+            object::remove_annotation(pod, CONFIG_HASH)
+        }
         _ => {}
+    }
+}
+
+/// Writes a template's new [`WORKLOAD_OPT_IN`], when it changed.
+fn write_stamp(pod: &mut Value, target: &Target) {
+    match &target.stamp {
+        Some(Some(value)) => object::set_annotation(pod, WORKLOAD_OPT_IN, value),
+        Some(None) => object::remove_annotation(pod, WORKLOAD_OPT_IN),
+        None => {}
     }
 }
 
@@ -592,5 +670,6 @@ fn insert_sidecar(
     }
 }
 
+mod opt_ins;
 #[cfg(test)]
 mod tests;
