@@ -9,6 +9,7 @@ use super::consumption::{self, Consumption};
 use super::messages::Warnings;
 use super::pod::PodSpec;
 use super::rules::{self, How, SubPathPolicy};
+use super::selected;
 use super::sidecar;
 use super::strategy;
 use crate::hash::Consumed;
@@ -116,17 +117,19 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             });
         }
     }
+    // The sidecar watches only what counts (Reloader's annotations may leave some out).
+    let counted = selected::analysed(spec, &crate::policy::selection_of(annotations));
     let mut warnings = Warnings::default();
-    let (choice, bad) = strategy::choose(annotations, spec, &analysis);
+    let (choice, bad) = strategy::choose(annotations, spec, &counted);
     if let Some(bad) = bad {
         warnings.push(format_args!("{bad}"));
     }
     strategy::warn(&choice, true, &mut warnings);
-    let plan = sidecar::plan(annotations, spec, &analysis, &choice, native, &mut warnings);
+    let plan = sidecar::plan(annotations, spec, &counted, &choice, native, &mut warnings);
     let watcher = plan.map(|plan| {
         let consumption = consumption::of_volumes(
             plan.volumes.iter().map(String::as_str),
-            &analysis.config_volumes,
+            &counted.config_volumes,
         );
         Watcher {
             volumes: plan.volumes,

@@ -8,9 +8,10 @@ use super::config_objects::Configs;
 use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
 use super::hash_check::KeyState;
 use super::target::Kind;
-use crate::hash::{ConfigKind, Consumed};
+use crate::hash::{ConfigId, ConfigKind, Consumed};
 use crate::inject::describe;
 use crate::inject::explain::{Explained, Mode, Via};
+use crate::policy::{Counts, Selection, reloader};
 
 /// One key or object a container reads.
 #[derive(Debug, Clone, Serialize)]
@@ -50,15 +51,30 @@ pub enum OnChange {
 /// What a change does to a Secret read through env when the webhook has no hash key.
 const UNKEYED_SECRET: &str = "Secret without a hash key";
 
+/// How the workload is judged, for its read lines.
+#[derive(Debug, Clone, Copy)]
+pub struct Judged<'a> {
+    /// Its template carries a `config-hash`.
+    pub stamped: bool,
+    /// The product acts on it.
+    pub active: bool,
+    /// What counts of what it reads (Reloader's annotations may leave some out).
+    pub selection: &'a Selection,
+}
+
 /// One line per key or volume `explained` reads: how, and what a change of it does.
 pub fn read_lines(
     kind: Kind,
     explained: &Explained,
     configs: &Configs,
     key: &KeyState<'_>,
-    stamped: bool,
-    active: bool,
+    judged: Judged<'_>,
 ) -> Vec<ReadLine> {
+    let Judged {
+        stamped,
+        active,
+        selection,
+    } = judged;
     let watched: Vec<&str> = explained
         .watcher
         .as_ref()
@@ -71,8 +87,14 @@ pub fn read_lines(
             let id = read.consumed.id();
             let seen = configs.get(id);
             let ignored = seen.is_some_and(|s| s.ignored);
+            let counts = match selection.counts(id) {
+                Counts::IfMatched if !seen.is_some_and(|s| s.matched) => Counts::No,
+                counts => counts,
+            };
             let (on_change, detail) = if !active {
                 (OnChange::Nothing, "not opted in".to_owned())
+            } else if counts == Counts::No {
+                (OnChange::Nothing, left_out(selection, id))
             } else {
                 match read.via {
                     Via::Directory => {
@@ -126,6 +148,14 @@ pub fn read_lines(
             }
         })
         .collect()
+}
+
+/// Why Reloader's annotations leave `id` out.
+fn left_out(selection: &Selection, id: &ConfigId) -> String {
+    match selection.counts(id) {
+        Counts::IfMatched => format!("search: not annotated {}: \"true\"", reloader::MATCH),
+        _ => "left out by Reloader's annotations".to_owned(),
+    }
 }
 
 /// The findings about `reads`, once per object: `missing-config`, `subpath`,

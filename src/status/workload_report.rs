@@ -13,7 +13,7 @@ use super::findings::{Code, Finding};
 use super::hash_check::{HashCheck, HashState, KeyState, hash_check, hash_key, stale_finding};
 use super::install::{self, Installation, OptIn};
 use super::pods::{self, Pods};
-use super::read_lines::{ReadLine, mode_text, read_findings, read_lines};
+use super::read_lines::{Judged, ReadLine, mode_text, read_findings, read_lines};
 use super::snapshot::Snapshot;
 use super::target::Kind;
 use crate::controller::waves::REFRESH_STOPPED;
@@ -21,6 +21,7 @@ use crate::inject::explain::{self, Explained};
 use crate::inject::pod::PodSpec;
 use crate::inject::string_map;
 use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
+use crate::policy::{self, WORKLOAD_OPT_IN};
 
 /// The whole report on one workload. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]
@@ -84,8 +85,13 @@ pub fn report(snapshot: &Snapshot, kind: Kind, object: &Value) -> Report {
 /// lays them out once per namespace). The sections in the order the report reads.
 pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
     let workload = Workload::new(snapshot, kind, object, configs);
-    let (annotations, labels) = (&workload.annotations, &workload.labels);
-    let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, annotations, labels);
+    let metas = install::Metas {
+        own_labels: &workload.own_labels,
+        own_annotations: &workload.own_annotations,
+        labels: &workload.labels,
+        annotations: &workload.annotations,
+    };
+    let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, metas);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
     let explained = match workload.explain() {
@@ -143,8 +149,12 @@ struct Workload<'a> {
     namespace: &'a str,
     name: &'a str,
     template: Option<&'a Value>,
+    /// The pod template's, with the workload's own opt-ins carried as the webhook copies them.
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
+    /// The workload's own `metadata` labels and annotations (empty for a Pod).
+    own_labels: BTreeMap<String, String>,
+    own_annotations: BTreeMap<String, String>,
 }
 
 /// Why a workload's template was not explained.
@@ -186,6 +196,21 @@ impl<'a> Workload<'a> {
     fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
         let template = object.pointer(super::target::template_pointer(kind));
         let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
+        let (own_labels, own_annotations) = match kind {
+            Kind::Pod => Default::default(),
+            _ => (
+                string_map(object, "labels"),
+                string_map(object, "annotations"),
+            ),
+        };
+        let mut annotations = map("annotations");
+        if kind != Kind::Pod {
+            // What the webhook copies onto the template at the workload's next admission.
+            match policy::workload_opt_in(&own_labels, &own_annotations) {
+                Some(stamp) => annotations.insert(WORKLOAD_OPT_IN.to_owned(), stamp),
+                None => annotations.remove(WORKLOAD_OPT_IN),
+            };
+        }
         Workload {
             snapshot,
             kind,
@@ -194,8 +219,10 @@ impl<'a> Workload<'a> {
             namespace: meta_str(object, "namespace").unwrap_or_default(),
             name: meta_str(object, "name").unwrap_or_default(),
             template,
-            annotations: map("annotations"),
+            annotations,
             labels: map("labels"),
+            own_labels,
+            own_annotations,
         }
     }
 
@@ -242,7 +269,13 @@ impl<'a> Workload<'a> {
         active: bool,
     ) -> Consumed {
         let is_stamped = stamped.is_some();
-        let reads = read_lines(self.kind, explained, self.configs, key, is_stamped, active);
+        let selection = policy::selection_of(&self.annotations);
+        let judged = Judged {
+            stamped: is_stamped,
+            active,
+            selection: &selection,
+        };
+        let reads = read_lines(self.kind, explained, self.configs, key, judged);
         let mut findings = read_findings(&reads);
         if active {
             findings.extend(self.stamp_findings(explained, is_stamped));
