@@ -78,12 +78,43 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
         Some(format!("could not read {}: {reason}", kind.plural()))
     });
     let mut notes: Vec<String> = failed.collect();
+    notes.extend(reloader_running(snapshot, namespace));
     notes.extend(snapshot.hash_key.failure().map(key_unreadable));
     notes.extend(snapshot.failed_reads());
     Summary {
         workloads: lines,
         notes,
     }
+}
+
+/// The Reloader controllers among the workloads read (an image from `stakater/reloader`), said
+/// with what `serve` was told: while it runs, `--reloader-retired` would let a change roll a
+/// workload twice.
+fn reloader_running(snapshot: &Snapshot, namespace: Option<&str>) -> Vec<String> {
+    let retired = super::install::reloader_retired(snapshot);
+    snapshot
+        .workload_objects(namespace)
+        .filter(|(_, object)| {
+            let pointer = "/spec/template/spec/containers";
+            let containers = object.pointer(pointer).and_then(|c| c.as_array());
+            containers.into_iter().flatten().any(|c| {
+                c["image"]
+                    .as_str()
+                    .is_some_and(|image| image.contains("stakater/reloader"))
+            })
+        })
+        .map(|(kind, object)| {
+            let ns = meta_str(object, "namespace").unwrap_or_default();
+            let name = meta_str(object, "name").unwrap_or_default();
+            let what = format!("Reloader runs: {ns}/{}/{name}", kind.short());
+            match retired {
+                Some(true) => format!(
+                    "{what}, while serve runs with {RETIRED_FLAG}: a change may roll a workload twice; remove Reloader or the flag"
+                ),
+                _ => format!("{what}; the workloads its annotations select are left to it"),
+            }
+        })
+        .collect()
 }
 
 /// What a workload will get from reload-injector, from its report: left to Reloader, nothing, or
