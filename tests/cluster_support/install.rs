@@ -372,13 +372,18 @@ fn apply_manifests(cluster: &Cluster) -> Applied {
     }
 }
 
-/// The shipped webhook configuration with only `clientConfig` changed to `https://127.0.0.1:port`.
+/// The shipped webhook configuration with only `clientConfig` changed to `https://127.0.0.1:port`
+/// (each webhook keeping its path).
 pub fn local_webhook(shipped: &Value, port: u16, ca_pem: &str) -> Value {
     let mut config = shipped.clone();
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     for webhook in config["webhooks"].as_array_mut().expect("webhooks") {
+        let path = webhook["clientConfig"]["service"]["path"]
+            .as_str()
+            .expect("each shipped webhook names its Service path")
+            .to_owned();
         webhook["clientConfig"] = json!({
-            "url": format!("https://127.0.0.1:{port}/mutate"),
+            "url": format!("https://127.0.0.1:{port}{path}"),
             "caBundle": bundle,
         });
     }
