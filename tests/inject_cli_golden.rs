@@ -1,6 +1,6 @@
 //! Golden tests of the offline `inject` command as a user runs it: every
 //! `tests/fixtures/inject-cli/NAME.yaml` is given to `reload-injector inject -f`, and its exit
-//! code, stdout and stderr are compared with `NAME.golden.txt`.
+//! code, stdout and stderr are compared with `NAME.golden.txt` (the flags of `NAME.args` added).
 //!
 //! Refresh on purpose with `UPDATE_GOLDEN=1 cargo test --test inject_cli_golden`, then read the
 //! diff. A golden without a case, or a case without a golden, fails.
@@ -27,10 +27,15 @@ fn cases() -> Vec<PathBuf> {
     cases
 }
 
+/// Runs `inject` on a case, with the flags of `NAME.args` beside it, if there is one (one line,
+/// split on whitespace).
 fn run(case: &Path) -> String {
+    let args = std::fs::read_to_string(case.with_extension("args")).unwrap_or_default();
     let out = Command::new(env!("CARGO_BIN_EXE_reload-injector"))
         .current_dir(repo())
-        .args(["inject", "--sidecar-image", "reload-injector:test", "-f"])
+        .args(["inject", "--sidecar-image", "reload-injector:test"])
+        .args(args.split_whitespace())
+        .arg("-f")
         .arg(case.strip_prefix(repo()).unwrap())
         .output()
         .expect("run reload-injector inject");
