@@ -24,7 +24,7 @@ use super::{
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 use crate::policy::{self, Selection, Verdict, WORKLOAD_OPT_IN};
-use opt_ins::{release, reloader_notes, warn_unlike_reloader, warn_unreferenced};
+use opt_ins::{carry_opt_ins, release, reloader_notes, warn_unlike_reloader, warn_unreferenced};
 
 /// A request read and understood, waiting for its config data.
 #[derive(Debug)]
@@ -198,20 +198,6 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         selection,
         stamp,
     }))
-}
-
-/// Puts the opt-ins of a workload's own `metadata` into its template's `annotations` under
-/// [`WORKLOAD_OPT_IN`] (as the webhook will leave them: its Pods carry them), and returns the
-/// new value when it differs from the one there.
-fn carry_opt_ins(own: &Meta, annotations: &mut BTreeMap<String, String>) -> Option<Option<String>> {
-    let own_labels = own.string_map(MapField::Labels);
-    let stamp = policy::workload_opt_in(&own_labels, &own.string_map(MapField::Annotations));
-    let changed = annotations.get(WORKLOAD_OPT_IN) != stamp.as_ref();
-    match &stamp {
-        Some(value) => annotations.insert(WORKLOAD_OPT_IN.to_owned(), value.clone()),
-        None => annotations.remove(WORKLOAD_OPT_IN),
-    };
-    changed.then_some(stamp)
 }
 
 /// The kind under review, when the product handles it in this operation and namespace.
@@ -423,31 +409,14 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
         };
     }
     let (choice, bad) = strategy::choose(&target.annotations, &target.spec, &analysis);
-    if let Some(bad) = &bad {
-        // A person is at the terminal: deny, unless an UPDATE keeps the value the workload
-        // already had (so that `kubectl rollout restart` of it keeps working).
-        if on_template && !kept_from_old(target) {
-            return Outcome::Denied {
-                message: format!(
-                    "reload-injector: {bad}. The config-reloader sidecar would refuse this value; fix the \
-                     annotation on the pod template."
-                ),
-                warnings: warnings.into_list(settings.warning_chars),
-            };
-        }
-        warnings.push(format_args!("{bad}"));
+    if let Some(denied) = bad.and_then(|bad| bad_value(settings, target, &bad, &mut warnings)) {
+        return denied;
     }
     let rolls = on_template || target.pod.meta.controlled();
     let mut uses = outcome.uses;
     uses.extend(choice.restart_uses(&analysis));
     strategy::warn(&choice, rolls, &mut warnings);
-    warn_uses(&uses, rolls, settings, &mut warnings);
-    let unreferenced = selected::unreferenced(&target.selection, &analysis);
-    warn_unreferenced(&unreferenced, rolls, settings, &mut warnings);
-    let mut restart_only = consumption::of_uses(&uses);
-    selected::add_unreferenced(&mut restart_only, &unreferenced);
-    let report = restart_only.hash(configs, settings.secret_key.as_ref());
-    warn_hash(&uses, &report, &mut warnings);
+    let (restart_only, report) = hashed(target, &analysis, &uses, settings, configs, &mut warnings);
     let plan = sidecar::plan(
         &target.annotations,
         &target.spec,
@@ -456,15 +425,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
         settings.native_sidecars,
         &mut warnings,
     );
-    if let (
-        Verdict::Managed {
-            reloader: Some(_), ..
-        },
-        Some(plan),
-    ) = (&target.verdict, &plan)
-    {
-        warn_unlike_reloader(plan, &analysis, &mut warnings);
-    }
+    warn_unlike_reloader(&target.verdict, plan.as_ref(), &analysis, &mut warnings);
 
     // Edit a copy of only what may change, and diff it against the same unedited view.
     let pointer = target.workload.pointer();
@@ -491,24 +452,7 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
         }
         _ => None,
     };
-    // A template the webhook reviews stays as written apart from the hash; a Pod (or a template
-    // the offline `inject` puts the sidecar into) carries the label the controller watches by.
-    let labels_here = !on_template || inserted.is_some();
-    if labels_here && (inserted.is_some() || analysis.has_sidecar) {
-        if target.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
-            object::set_label(pod, SIDECAR_LABEL, "true");
-        }
-        if !on_template {
-            let mounted = match inserted {
-                Some(plan) => {
-                    let volumes = plan.volumes.iter().map(String::as_str);
-                    consumption::of_volumes(volumes, &analysis.config_volumes)
-                }
-                None => consumption::mounted(&target.spec),
-            };
-            stamp_mounted_hash(pod, &target.annotations, &mounted, configs, settings);
-        }
-    }
+    label_sidecar_pod(pod, target, inserted, &analysis, configs, settings);
     if on_template {
         let stamped = super::string_map(pod, "annotations").contains_key(CONFIG_HASH);
         let hot_reloads = plan.is_some() || analysis.has_sidecar;
@@ -518,6 +462,58 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     Outcome::Allowed {
         patch,
         warnings: warnings.into_list(settings.warning_chars),
+    }
+}
+
+/// The restart-only consumption (with the objects a `reload` list names but the pod does not
+/// read) and its hash, with the warnings about them.
+fn hashed(
+    target: &Target,
+    analysis: &PodAnalysis<'_>,
+    uses: &[Use],
+    settings: &Settings,
+    configs: &ConfigData,
+    warnings: &mut Warnings,
+) -> (Consumption, hash::HashReport) {
+    let rolls = target.workload.is_template() || target.pod.meta.controlled();
+    warn_uses(uses, rolls, settings, warnings);
+    let unreferenced = selected::unreferenced(&target.selection, analysis);
+    warn_unreferenced(&unreferenced, rolls, settings, warnings);
+    let mut restart_only = consumption::of_uses(uses);
+    selected::add_unreferenced(&mut restart_only, &unreferenced);
+    let report = restart_only.hash(configs, settings.secret_key.as_ref());
+    warn_hash(uses, &report, warnings);
+    (restart_only, report)
+}
+
+/// A template the webhook reviews stays as written apart from the hash; a Pod (or a template
+/// the offline `inject` puts the sidecar into) carries the label the controller watches by,
+/// and a Pod the hash of what its sidecar watches.
+fn label_sidecar_pod(
+    pod: &mut Value,
+    target: &Target,
+    inserted: Option<&sidecar::SidecarPlan>,
+    analysis: &PodAnalysis<'_>,
+    configs: &ConfigData,
+    settings: &Settings,
+) {
+    let on_template = target.workload.is_template();
+    let labels_here = !on_template || inserted.is_some();
+    if !labels_here || (inserted.is_none() && !analysis.has_sidecar) {
+        return;
+    }
+    if target.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
+        object::set_label(pod, SIDECAR_LABEL, "true");
+    }
+    if !on_template {
+        let mounted = match inserted {
+            Some(plan) => {
+                let volumes = plan.volumes.iter().map(String::as_str);
+                consumption::of_volumes(volumes, &analysis.config_volumes)
+            }
+            None => consumption::mounted(&target.spec),
+        };
+        stamp_mounted_hash(pod, &target.annotations, &mounted, configs, settings);
     }
 }
 
@@ -578,6 +574,28 @@ fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warn
             ));
         }
     }
+}
+
+/// A value the sidecar would refuse: a person is at the terminal, so a template is denied, unless
+/// an UPDATE keeps the value the workload already had (so that `kubectl rollout restart` of it
+/// keeps working); otherwise it is a warning.
+fn bad_value(
+    settings: &Settings,
+    target: &Target,
+    bad: &impl std::fmt::Display,
+    warnings: &mut Warnings,
+) -> Option<Outcome> {
+    if target.workload.is_template() && !kept_from_old(target) {
+        return Some(Outcome::Denied {
+            message: format!(
+                "reload-injector: {bad}. The config-reloader sidecar would refuse this value; fix the \
+                 annotation on the pod template."
+            ),
+            warnings: std::mem::take(warnings).into_list(settings.warning_chars),
+        });
+    }
+    warnings.push(format_args!("{bad}"));
+    None
 }
 
 /// Whether an UPDATE keeps the choosing annotations of `oldObject` as they were.

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::config_objects::Configs;
+use super::config_objects::{Configs, Seen};
 use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
 use super::hash_check::KeyState;
 use super::target::Kind;
@@ -70,11 +70,6 @@ pub fn read_lines(
     key: &KeyState<'_>,
     judged: Judged<'_>,
 ) -> Vec<ReadLine> {
-    let Judged {
-        stamped,
-        active,
-        selection,
-    } = judged;
     let watched: Vec<&str> = explained
         .watcher
         .as_ref()
@@ -87,14 +82,8 @@ pub fn read_lines(
             let id = read.consumed.id();
             let seen = configs.get(id);
             let ignored = seen.is_some_and(|s| s.ignored);
-            let counts = match selection.counts(id) {
-                Counts::IfMatched if !seen.is_some_and(|s| s.matched) => Counts::No,
-                counts => counts,
-            };
-            let (on_change, detail) = if !active {
-                (OnChange::Nothing, "not opted in".to_owned())
-            } else if counts == Counts::No {
-                (OnChange::Nothing, left_out(selection, id))
+            let (on_change, detail) = if let Some(nothing) = not_counted(judged, id, seen) {
+                nothing
             } else {
                 match read.via {
                     Via::Directory => {
@@ -119,7 +108,7 @@ pub fn read_lines(
                     _ if id.kind == ConfigKind::Secret && matches!(key, KeyState::NoKey) => {
                         (OnChange::Nothing, UNKEYED_SECRET.to_owned())
                     }
-                    _ if !stamped => (OnChange::Nothing, "not stamped".to_owned()),
+                    _ if !judged.stamped => (OnChange::Nothing, "not stamped".to_owned()),
                     _ if kind == Kind::Pod => (OnChange::Nothing,
                         "this Pod keeps it until replaced (its workload rolls)".to_owned(),
                     ),
@@ -150,12 +139,22 @@ pub fn read_lines(
         .collect()
 }
 
-/// Why Reloader's annotations leave `id` out.
-fn left_out(selection: &Selection, id: &ConfigId) -> String {
-    match selection.counts(id) {
-        Counts::IfMatched => format!("search: not annotated {}: \"true\"", reloader::MATCH),
-        _ => "left out by Reloader's annotations".to_owned(),
-    }
+/// Nothing, and why, when the workload is not acted on or Reloader's annotations leave `id` out
+/// (in `search` mode: it does not carry `match`, as `seen`).
+fn not_counted(
+    judged: Judged<'_>,
+    id: &ConfigId,
+    seen: Option<&Seen>,
+) -> Option<(OnChange, String)> {
+    let why = match judged.selection.counts(id) {
+        _ if !judged.active => "not opted in".to_owned(),
+        Counts::IfMatched if !seen.is_some_and(|s| s.matched) => {
+            format!("search: not annotated {}: \"true\"", reloader::MATCH)
+        }
+        Counts::No => "left out by Reloader's annotations".to_owned(),
+        Counts::Yes | Counts::IfMatched => return None,
+    };
+    Some((OnChange::Nothing, why))
 }
 
 /// The findings about `reads`, once per object: `missing-config`, `subpath`,

@@ -8,14 +8,33 @@ use json_patch::Patch;
 use super::super::analysis::PodAnalysis;
 use super::super::messages::{Warnings, quoted};
 use super::super::object;
-use super::super::parts::{self, MapField};
+use super::super::parts::{self, MapField, Meta};
 use super::super::rules::describe;
 use super::super::sidecar::SidecarPlan;
 use super::super::{CONFIG_HASH, Outcome, Settings};
 use super::{Target, mark_managed, write_stamp};
 use crate::hash::{ConfigId, ConfigKind};
 use crate::policy::reloader::{self, reload_key};
-use crate::policy::{INJECT, OPT_IN_VALUE, RETIRED_FLAG, Unmanaged, Verdict};
+use crate::policy::{
+    self, INJECT, OPT_IN_VALUE, RETIRED_FLAG, Unmanaged, Verdict, WORKLOAD_OPT_IN,
+};
+
+/// Puts the opt-ins of a workload's own `metadata` into its template's `annotations` under
+/// [`WORKLOAD_OPT_IN`] (as the webhook will leave them: its Pods carry them), and returns the
+/// new value when it differs from the one there.
+pub(super) fn carry_opt_ins(
+    own: &Meta,
+    annotations: &mut BTreeMap<String, String>,
+) -> Option<Option<String>> {
+    let own_labels = own.string_map(MapField::Labels);
+    let stamp = policy::workload_opt_in(&own_labels, &own.string_map(MapField::Annotations));
+    let changed = annotations.get(WORKLOAD_OPT_IN) != stamp.as_ref();
+    match &stamp {
+        Some(value) => annotations.insert(WORKLOAD_OPT_IN.to_owned(), value.clone()),
+        None => annotations.remove(WORKLOAD_OPT_IN),
+    };
+    changed.then_some(stamp)
+}
 
 /// The outcome for an object the product does not act on: a Pod is admitted as it is; a
 /// template keeps its workload's opt-ins current and loses the hash and label the product put
@@ -100,13 +119,23 @@ pub(super) fn warn_unreferenced(
     }
 }
 
-/// Says once where the product differs from Reloader: what the sidecar hot-reloads is never
-/// rolled, where Reloader would roll the pods.
+/// Says once where the product differs from Reloader: what the sidecar of an object opted in by
+/// Reloader's annotations hot-reloads is never rolled, where Reloader would roll the pods.
 pub(super) fn warn_unlike_reloader(
-    plan: &SidecarPlan,
+    verdict: &Verdict,
+    plan: Option<&SidecarPlan>,
     analysis: &PodAnalysis<'_>,
     warnings: &mut Warnings,
 ) {
+    let (
+        Verdict::Managed {
+            reloader: Some(_), ..
+        },
+        Some(plan),
+    ) = (verdict, plan)
+    else {
+        return;
+    };
     let mut objects = plan
         .volumes
         .iter()
