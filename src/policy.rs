@@ -170,6 +170,73 @@ impl Verdict {
     }
 }
 
+/// What a Pod or pod template says about itself, whatever its namespace and however `serve`
+/// runs: with the namespace's label and `--reloader-retired`, it gives the [`Verdict`] (small and
+/// comparable, so the rollout controller keeps it with each object it may write to).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OptIns {
+    /// The pod template or Pod opts out.
+    pub opted_out: Option<OptOut>,
+    /// `reload-injector.io/inject: enabled` on it, or carried from its workload.
+    pub ours: bool,
+    /// Reloader's annotations, when it carries any: whether they select something.
+    pub reloader: Option<bool>,
+}
+
+impl OptIns {
+    /// Reads them from a Pod's or pod template's `labels` and `annotations` (a template's
+    /// carrying its workload's [`WORKLOAD_OPT_IN`]), with what Reloader's annotations select.
+    pub fn read(labels: &Map, annotations: &Map) -> (OptIns, Option<Selection>) {
+        let workload = carried_opt_ins(annotations);
+        let enabled = |map: &Map| map.get(INJECT).map(String::as_str) == Some(OPT_IN_VALUE);
+        let selection = Selection::read(&workload, annotations);
+        let opt_ins = OptIns {
+            opted_out: opted_out(labels, annotations),
+            ours: enabled(labels) || enabled(annotations) || enabled(&workload),
+            reloader: selection.as_ref().map(|s| !s.is_nothing()),
+        };
+        (opt_ins, selection)
+    }
+
+    /// Whether the product acts on it, in a namespace that carries the label or not.
+    pub fn acted_on(self, namespace_labelled: bool, reloader_retired: bool) -> bool {
+        matches!(
+            self.verdict(namespace_labelled, reloader_retired, None),
+            Verdict::Managed { .. }
+        )
+    }
+
+    /// The verdict, with what Reloader's annotations select (as [`OptIns::read`] gave it).
+    fn verdict(
+        self,
+        namespace_labelled: bool,
+        reloader_retired: bool,
+        selection: Option<Selection>,
+    ) -> Verdict {
+        if let Some(by) = self.opted_out {
+            return Verdict::Unmanaged(Unmanaged::OptedOut(by));
+        }
+        let by = |fallback| match (namespace_labelled, self.ours) {
+            (true, _) => OptedInBy::Namespace,
+            (false, true) => OptedInBy::Annotation,
+            (false, false) => fallback,
+        };
+        match self.reloader {
+            Some(false) => Verdict::Unmanaged(Unmanaged::ReloaderSelectsNothing),
+            Some(true) if !reloader_retired => Verdict::LeftToReloader,
+            Some(true) => Verdict::Managed {
+                by: by(OptedInBy::Reloader),
+                reloader: selection,
+            },
+            None if namespace_labelled || self.ours => Verdict::Managed {
+                by: by(OptedInBy::Annotation),
+                reloader: None,
+            },
+            None => Verdict::Unmanaged(Unmanaged::NotOptedIn),
+        }
+    }
+}
+
 /// Decides on a Pod or pod template with these `labels` and `annotations` (a template's carrying
 /// its workload's [`WORKLOAD_OPT_IN`]), in a namespace that carries the label or not, with
 /// Reloader still possibly running beside us unless `reloader_retired`. The namespace is not
@@ -180,32 +247,8 @@ pub fn verdict(
     annotations: &Map,
     reloader_retired: bool,
 ) -> Verdict {
-    if let Some(by) = opted_out(labels, annotations) {
-        return Verdict::Unmanaged(Unmanaged::OptedOut(by));
-    }
-    let workload = carried_opt_ins(annotations);
-    let enabled = |map: &Map| map.get(INJECT).map(String::as_str) == Some(OPT_IN_VALUE);
-    let ours = enabled(labels) || enabled(annotations) || enabled(&workload);
-    let by = |fallback| match (namespace_labelled, ours) {
-        (true, _) => OptedInBy::Namespace,
-        (false, true) => OptedInBy::Annotation,
-        (false, false) => fallback,
-    };
-    match Selection::read(&workload, annotations) {
-        Some(selection) if selection.is_nothing() => {
-            Verdict::Unmanaged(Unmanaged::ReloaderSelectsNothing)
-        }
-        Some(_) if !reloader_retired => Verdict::LeftToReloader,
-        Some(selection) => Verdict::Managed {
-            by: by(OptedInBy::Reloader),
-            reloader: Some(selection),
-        },
-        None if namespace_labelled || ours => Verdict::Managed {
-            by: by(OptedInBy::Annotation),
-            reloader: None,
-        },
-        None => Verdict::Unmanaged(Unmanaged::NotOptedIn),
-    }
+    let (opt_ins, selection) = OptIns::read(labels, annotations);
+    opt_ins.verdict(namespace_labelled, reloader_retired, selection)
 }
 
 /// What counts for a pod (template) with these annotations (its own and its workload's carried
