@@ -118,6 +118,14 @@ fn every_documented_case_maps_as_reloader_describes() {
             verdict_name(&verdict).into(),
             case.verdict.clone(),
         );
+        // What the controller keeps of it says the same.
+        let (opt_ins, _) = policy::OptIns::read(&case.pod_labels, &pod);
+        let acted_on = opt_ins.acted_on(case.namespace_labelled, case.retired);
+        check(
+            "acted on",
+            acted_on.to_string(),
+            verdict.managed().to_string(),
+        );
         // What counts is the same whoever opted the pod in: the webhook and the controller
         // read it from the pod (template)'s annotations alone.
         let selection = policy::selection_of(&pod);
