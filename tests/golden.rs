@@ -18,8 +18,8 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplateSpec, Secret};
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
 use reload_injector::inject::{
-    MAX_WARNING_CHARS, NO_TOKEN_VOLUME, Object, Operation, Outcome, Plan, Request, SIDECAR_NAME,
-    Settings, TOKEN_MOUNT_PATH, WARNING_PREFIX,
+    API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, Object, Operation, Outcome, Plan,
+    Request, SIDECAR_NAME, Settings, TOKEN_MOUNT_PATH, WARNING_PREFIX,
 };
 use serde::Deserialize;
 use serde_json::value::to_raw_value;
@@ -80,7 +80,8 @@ fn settings(case: &CaseSettings) -> Settings {
         secret_key: case
             .secret_key
             .then(|| SecretKey::new(b"golden-test-key").expect("non-empty key")),
-        warning_chars: None,
+        // As the webhook answers: each warning within what the API server passes on whole.
+        warning_chars: Some(API_SERVER_WARNING_CHARS),
         reloader_retired: !case.reloader_beside,
     }
 }

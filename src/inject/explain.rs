@@ -1,19 +1,21 @@
-//! What a pod (template) reads from ConfigMaps/Secrets, one line per key or volume, and how
-//! its sidecar would reload the app: the webhook's own analysis, rules and sidecar plan, laid
-//! out for `reload-injector status` (which must never keep a second copy of them).
+//! What a pod (template) reads from ConfigMaps/Secrets, one line per key or volume, what a
+//! change of each directory mount does, and how its sidecar would reload the app: the webhook's
+//! own analysis, rules, strategies and sidecar plan, laid out for `reload-injector status` (which
+//! must never keep a second copy of them).
 
 use std::collections::BTreeMap;
 
-use super::analysis::analyse;
+use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
 use super::messages::Warnings;
 use super::pod::PodSpec;
 use super::rules::{self, How, SubPathPolicy};
 use super::selected;
 use super::sidecar;
-use super::strategy;
+use super::strategy::{self, Choice, Strategy};
 use crate::hash::Consumed;
 
+pub use super::analysis::is_ours;
 pub use super::sidecar::Mode;
 
 /// How one container reads one key or object.
@@ -29,6 +31,8 @@ pub enum Via {
     InitSubPath,
     /// A volume mounted as a directory: the kubelet updates the files.
     Directory,
+    /// A volume mounted as a directory by a regular init container: read once per pod.
+    InitDirectory,
 }
 
 /// One thing a container reads.
@@ -42,6 +46,9 @@ pub struct Read {
     pub via: Via,
     /// The volume, for mounts.
     pub volume: Option<String>,
+    /// What a change of a directory mount does, as [`strategy::choose`] decided it; `None` for
+    /// env and subPath reads, which always count in the `config-hash`.
+    pub strategy: Option<Strategy>,
 }
 
 /// What the sidecar of a pod made from this spec would watch, and how it reloads.
@@ -58,7 +65,8 @@ pub struct Watcher {
 /// Everything [`explain`] finds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explained {
-    /// One line per key/object read, restart-only first, then directory mounts.
+    /// One line per key/object read: env and subPath first, then directory mounts (init
+    /// containers' first).
     pub reads: Vec<Read>,
     /// What the `config-hash` is over (as the controller recomputes it).
     pub restart_only: Consumption,
@@ -94,7 +102,7 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             How::SubPath => (Via::SubPath, volume_of(&used.container, &used.consumed)),
             How::InitSubPath => (Via::InitSubPath, volume_of(&used.container, &used.consumed)),
             // Directory mounts are laid out below, whatever their strategy.
-            How::Mount => continue,
+            How::Mount | How::InitMount => continue,
         };
         reads.push(Read {
             container: used.container,
@@ -102,29 +110,19 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             optional: used.optional,
             via,
             volume,
+            strategy: None,
         });
     }
-    for mount in &analysis.dir_mounts {
-        let shown = consumption::of_volumes([mount.volume.as_str()], &analysis.config_volumes);
-        for consumed in shown.consumed {
-            let optional = shown.optional.contains(consumed.id());
-            reads.push(Read {
-                container: mount.container.clone(),
-                consumed,
-                optional,
-                via: Via::Directory,
-                volume: Some(mount.volume.clone()),
-            });
-        }
-    }
-    // The sidecar watches only what counts (Reloader's annotations may leave some out).
+    // The sidecar watches only what counts (Reloader's annotations may leave some out); every
+    // directory mount still gets its line.
     let counted = selected::analysed(spec, &crate::policy::selection_of(annotations));
-    let mut warnings = Warnings::default();
     let (choice, bad) = strategy::choose(annotations, spec, &counted);
+    reads.extend(directory_reads(&analysis, &choice));
+    let mut warnings = Warnings::default();
     if let Some(bad) = bad {
         warnings.push(format_args!("{bad}"));
     }
-    strategy::warn(&choice, true, &mut warnings);
+    strategy::warn(&choice, strategy::Consequence::Rolls, &mut warnings);
     let plan = sidecar::plan(annotations, spec, &counted, &choice, native, &mut warnings);
     let watcher = plan.map(|plan| {
         let consumption = consumption::of_volumes(
@@ -143,6 +141,37 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
         watcher,
         sidecar_warnings: warnings.into_list(None),
     }
+}
+
+/// One line per key or object each directory mount shows (init containers' first), with the
+/// strategy [`strategy::choose`] gave it.
+fn directory_reads(analysis: &PodAnalysis<'_>, choice: &Choice) -> Vec<Read> {
+    let mut reads = Vec::new();
+    let inits = analysis
+        .init_dir_mounts
+        .iter()
+        .map(|m| (m, Via::InitDirectory));
+    for (mount, via) in inits.chain(analysis.dir_mounts.iter().map(|m| (m, Via::Directory))) {
+        let chosen = choice.containers.iter().find(|(container, _, volumes)| {
+            *container == mount.container && volumes.contains(&mount.volume)
+        });
+        // The only directory mounts without a strategy are what a helper that already reloads
+        // config watches itself.
+        let strategy = chosen.map_or(Strategy::Reloaded(mount.container.clone()), |c| c.1.clone());
+        let shown = consumption::of_volumes([mount.volume.as_str()], &analysis.config_volumes);
+        for consumed in shown.consumed {
+            let optional = shown.optional.contains(consumed.id());
+            reads.push(Read {
+                container: mount.container.clone(),
+                consumed,
+                optional,
+                via,
+                volume: Some(mount.volume.clone()),
+                strategy: Some(strategy.clone()),
+            });
+        }
+    }
+    reads
 }
 
 #[cfg(test)]

@@ -140,6 +140,9 @@ fn change_text(on_change: OnChange) -> &'static str {
     match on_change {
         OnChange::Rollout => "rollout",
         OnChange::HotReload => "hot reload",
+        OnChange::ReloadsItself => "reloads by itself",
+        OnChange::AlreadyReloaded => "already reloaded",
+        OnChange::NextJob => "next Job",
         OnChange::Nothing => "nothing",
     }
 }
@@ -147,6 +150,10 @@ fn change_text(on_change: OnChange) -> &'static str {
 fn hash_text(out: &mut String, hash: &HashCheck) {
     let short = |h: &Option<String>| h.clone().unwrap_or_else(|| "none".to_owned());
     let line = match hash.state {
+        HashState::Current if hash.earlier => format!(
+            "config-hash: current ({}, over what an earlier version counted: the next change re-stamps it)",
+            short(&hash.stamped)
+        ),
         HashState::Current => format!("config-hash: current ({})", short(&hash.stamped)),
         HashState::Stale => format!(
             "config-hash: STALE (stamped {}, live data {})",

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use json_patch::Patch;
+use serde_json::Value;
 
 use super::super::analysis::PodAnalysis;
 use super::super::messages::{Warnings, quoted};
@@ -12,8 +13,10 @@ use super::super::parts::{self, MapField, Meta};
 use super::super::rules::describe;
 use super::super::sidecar::SidecarPlan;
 use super::super::{CONFIG_HASH, Outcome, Settings};
-use super::{Target, mark_managed, write_stamp};
+use super::Target;
+use super::decision::mark_managed;
 use crate::hash::{ConfigId, ConfigKind};
+use crate::inject::strategy::Consequence;
 use crate::policy::reloader::{self, reload_key};
 use crate::policy::{
     self, INJECT, OPT_IN_VALUE, RETIRED_FLAG, Unmanaged, Verdict, WORKLOAD_OPT_IN,
@@ -95,18 +98,23 @@ pub(super) fn reloader_notes(target: &Target, warnings: &mut Warnings) {
     }
 }
 
+/// Writes a template's new [`WORKLOAD_OPT_IN`], when it changed.
+pub(super) fn write_stamp(pod: &mut Value, target: &Target) {
+    match &target.stamp {
+        Some(Some(value)) => object::set_annotation(pod, WORKLOAD_OPT_IN, value),
+        Some(None) => object::remove_annotation(pod, WORKLOAD_OPT_IN),
+        None => {}
+    }
+}
+
 /// One line per object a `reload` list names that the pod does not read: it counts whole.
 pub(super) fn warn_unreferenced(
     objects: &[ConfigId],
-    rolls: bool,
+    consequence: Consequence,
     settings: &Settings,
     warnings: &mut Warnings,
 ) {
-    let consequence = if rolls {
-        "pods roll when it changes"
-    } else {
-        "a change needs a new pod"
-    };
+    let consequence = consequence.when_it_changes();
     for id in objects {
         let (what, key) = (describe(id), reload_key(id.kind));
         if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {

@@ -1,0 +1,307 @@
+//! The decision on a request read into a [`Target`]: deny, or admit with the hash stamped, the
+//! sidecar planned and inserted, the labels the controller watches by, and the warnings.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::Target;
+use super::opt_ins::{
+    release, reloader_notes, warn_unlike_reloader, warn_unreferenced, write_stamp,
+};
+use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
+use crate::inject::analysis::PodAnalysis;
+use crate::inject::consumption::{self, Consumption};
+use crate::inject::messages::{Warnings, quoted};
+use crate::inject::object;
+use crate::inject::parts::{self, MapField, Meta};
+use crate::inject::pod::PodSpec;
+use crate::inject::rules::{self, How, Use, describe};
+use crate::inject::selected;
+use crate::inject::sidecar::{self, SidecarPlan};
+use crate::inject::strategy::{self, Consequence};
+use crate::inject::{
+    CONFIG_HASH, INJECTED, MANAGED_LABEL, MOUNTED_CONFIG_HASH, ON_CHANGE, Outcome, PROCESS,
+    RELOAD_URL, SIDECAR_LABEL, SIGNAL, Settings,
+};
+
+/// Decides on a target, given the lookups of its config.
+pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
+    if !target.verdict.managed() {
+        return release(settings, target);
+    }
+    let analysis = selected::analysed(&target.spec, &target.selection);
+    let outcome = rules::apply(&analysis, &target.policy);
+    let mut warnings = Warnings::default();
+    reloader_notes(target, &mut warnings);
+    let on_template = target.workload.is_template();
+    let denied = |message: String, warnings: Warnings| Outcome::Denied {
+        message,
+        warnings: warnings.into_list(settings.warning_chars),
+    };
+    if !outcome.denied.is_empty() {
+        let message = rules::denial_message(&analysis, &outcome.denied, on_template);
+        return denied(message, warnings);
+    }
+    let (choice, bad) = strategy::choose(&target.annotations, &target.spec, &analysis);
+    if let Some(bad) = &bad {
+        // A person is at the terminal: deny, unless an UPDATE keeps the value the workload
+        // already had (so that `kubectl rollout restart` of it keeps working).
+        if on_template && !kept_from_old(target) {
+            let message = format!(
+                "reload-injector: {bad}. The config-reloader sidecar would refuse this value; fix the \
+                 annotation on the pod template."
+            );
+            return denied(message, warnings);
+        }
+        warnings.push(format_args!("{bad}"));
+    }
+    let mut uses = outcome.uses;
+    uses.extend(choice.restart_uses(&analysis));
+    strategy::warn(&choice, target.consequence, &mut warnings);
+    warn_uses(&uses, target.consequence, settings, &mut warnings);
+    let restart_only = restart_only(target, &analysis, &uses, settings, &mut warnings);
+    let report = restart_only.hash(configs, settings.secret_key.as_ref());
+    warn_hash(&uses, &report, &mut warnings);
+    let plan = sidecar::plan(
+        &target.annotations,
+        &target.spec,
+        &analysis,
+        &choice,
+        settings.native_sidecars,
+        &mut warnings,
+    );
+    warn_unlike_reloader(&target.verdict, plan.as_ref(), &analysis, &mut warnings);
+    let stamp = Stamp {
+        restart_only: &restart_only,
+        hash: report.hash.as_deref(),
+        plan: plan.as_ref(),
+        configs,
+    };
+    Outcome::Allowed {
+        patch: edit(settings, target, &analysis, &stamp),
+        warnings: warnings.into_list(settings.warning_chars),
+    }
+}
+
+/// The restart-only consumption: what the uses read, and the objects a `reload` list names that
+/// the pod does not read (whole, with a warning).
+fn restart_only(
+    target: &Target,
+    analysis: &PodAnalysis<'_>,
+    uses: &[Use],
+    settings: &Settings,
+    warnings: &mut Warnings,
+) -> Consumption {
+    let unreferenced = selected::unreferenced(&target.selection, analysis);
+    warn_unreferenced(&unreferenced, target.consequence, settings, warnings);
+    let mut restart_only = consumption::of_uses(uses);
+    selected::add_unreferenced(&mut restart_only, &unreferenced);
+    restart_only
+}
+
+/// What the decision writes into the object.
+struct Stamp<'a> {
+    /// The restart-only config, hashed.
+    restart_only: &'a Consumption,
+    /// Its hash, when it could be computed.
+    hash: Option<&'a str>,
+    /// The sidecar, when one is due.
+    plan: Option<&'a SidecarPlan>,
+    configs: &'a ConfigData,
+}
+
+/// The patch: edits a copy of only what may change, and diffs it against the same unedited view.
+fn edit(
+    settings: &Settings,
+    target: &Target,
+    analysis: &PodAnalysis<'_>,
+    stamp: &Stamp<'_>,
+) -> json_patch::Patch {
+    let on_template = target.workload.is_template();
+    let pointer = target.workload.pointer();
+    let mut original = parts::at_pointer(target.pod.editable(&target.spec), pointer);
+    if on_template {
+        original = parts::with_own_meta(original, &target.own);
+    }
+    let mut edited = original.clone();
+    let Some(pod) = edited.pointer_mut(pointer) else {
+        return json_patch::Patch(Vec::new());
+    };
+    write_stamp(pod, target);
+    stamp_hash(
+        pod,
+        &target.annotations,
+        stamp.restart_only.is_empty(),
+        stamp.hash,
+    );
+    let inject_here = !on_template || settings.inject_into_templates;
+    let inserted = match (stamp.plan, inject_here, analysis.has_sidecar) {
+        (Some(plan), true, false) => {
+            insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
+            Some(plan)
+        }
+        _ => None,
+    };
+    // A template the webhook reviews stays as written apart from the hash; a Pod (or a template
+    // the offline `inject` puts the sidecar into) carries the label the controller watches by.
+    let labels_here = !on_template || inserted.is_some();
+    if labels_here && (inserted.is_some() || analysis.has_sidecar) {
+        if target.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
+            object::set_label(pod, SIDECAR_LABEL, "true");
+        }
+        if !on_template {
+            let mounted = match inserted {
+                Some(plan) => {
+                    let volumes = plan.volumes.iter().map(String::as_str);
+                    consumption::of_volumes(volumes, &analysis.config_volumes)
+                }
+                None => consumption::mounted(&target.spec),
+            };
+            stamp_mounted_hash(pod, &target.annotations, &mounted, stamp.configs, settings);
+        }
+    }
+    if on_template {
+        let stamped = crate::inject::string_map(pod, "annotations").contains_key(CONFIG_HASH);
+        let hot_reloads = stamp.plan.is_some() || analysis.has_sidecar;
+        mark_managed(&mut edited, &target.own, stamped || hot_reloads);
+    }
+    json_patch::diff(&original, &edited)
+}
+
+/// Labels a workload [`MANAGED_LABEL`] when its template reads config the product acts on
+/// (`managed`), and unlabels it when not. Labels or a `metadata` that are not objects are left
+/// as they are: the workload stays unlabelled rather than have them replaced.
+pub(super) fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
+    let current = own.string_map(MapField::Labels);
+    let labelled = current.get(MANAGED_LABEL).map(String::as_str);
+    if managed && labelled != Some("true") && own.labels_editable() {
+        object::set_label(object, MANAGED_LABEL, "true");
+    } else if !managed && labelled.is_some() {
+        object::remove_label(object, MANAGED_LABEL);
+    }
+}
+
+/// Writes the `mounted-config-hash` of a Pod's sidecar volumes when it can be computed and
+/// differs; a failed lookup leaves it as it is (the rollout controller fills it in later).
+fn stamp_mounted_hash(
+    pod: &mut Value,
+    annotations: &BTreeMap<String, String>,
+    mounted: &Consumption,
+    configs: &ConfigData,
+    settings: &Settings,
+) {
+    let report = mounted.hash(configs, settings.secret_key.as_ref());
+    if let Some(hash) = report.hash
+        && annotations.get(MOUNTED_CONFIG_HASH) != Some(&hash)
+    {
+        object::set_annotation(pod, MOUNTED_CONFIG_HASH, &hash);
+    }
+}
+
+/// One warning per container and object: what happens when it changes.
+fn warn_uses(uses: &[Use], consequence: Consequence, settings: &Settings, warnings: &mut Warnings) {
+    let consequence = consequence.when_it_changes();
+    for u in uses {
+        let id = u.consumed.id();
+        let (who, verb, via) = match u.how {
+            How::Env => ("container", "reads", "via env"),
+            How::EnvFrom => ("container", "reads", "via envFrom"),
+            How::SubPath => ("container", "mounts", "via subPath (never updated)"),
+            How::Mount => ("container", "mounts", "as a directory, no hot reload"),
+            How::InitSubPath => ("init container", "reads", "via subPath once, at start"),
+            How::InitMount => ("init container", "reads", "as a directory once, at start"),
+        };
+        let (container, what) = (quoted(&u.container), describe(id));
+        if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {
+            warnings.push(format_args!(
+                "{who} {container} {verb} {what} {via}; no secret hash key, so no restart on change"
+            ));
+        } else {
+            warnings.notice(format_args!(
+                "{who} {container} {verb} {what} {via}; {consequence}"
+            ));
+        }
+    }
+}
+
+/// Whether an UPDATE keeps the choosing annotations of `oldObject` as they were.
+fn kept_from_old(target: &Target) -> bool {
+    let Some(old) = &target.old_annotations else {
+        return false;
+    };
+    [ON_CHANGE, RELOAD_URL, SIGNAL, PROCESS]
+        .iter()
+        .all(|key| old.get(*key) == target.annotations.get(*key))
+}
+
+fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
+    if report.missing.is_empty() && report.failed.is_empty() {
+        return;
+    }
+    // The first container that uses each config, found once: a Pod may have 20,000 of them.
+    let mut first_user: BTreeMap<&ConfigId, &str> = BTreeMap::new();
+    for u in uses {
+        first_user
+            .entry(u.consumed.id())
+            .or_insert(u.container.as_str());
+    }
+    let container_of = |id: &ConfigId| quoted(first_user.get(id).copied().unwrap_or_default());
+    for id in &report.missing {
+        warnings.push(format_args!(
+            "container {} needs {}, which does not exist: the pod cannot start until it does",
+            container_of(id),
+            describe(id)
+        ));
+    }
+    for (id, reason) in &report.failed {
+        warnings.push(format_args!(
+            "container {}: could not read {} ({reason}); hash unchanged",
+            container_of(id),
+            describe(id)
+        ));
+    }
+}
+
+/// Writes the hash, removes a stale one when nothing restart-only is left, and leaves the
+/// annotation alone when the hash could not be computed.
+fn stamp_hash(
+    pod: &mut Value,
+    annotations: &BTreeMap<String, String>,
+    nothing_restart_only: bool,
+    hash: Option<&str>,
+) {
+    let current = annotations.get(CONFIG_HASH).map(String::as_str);
+    match hash {
+        Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
+        None if nothing_restart_only && current.is_some() => {
+            object::remove_annotation(pod, CONFIG_HASH)
+        }
+        _ => {}
+    }
+}
+
+fn insert_sidecar(
+    pod: &mut Value,
+    plan: &SidecarPlan,
+    spec: &PodSpec,
+    annotations: &BTreeMap<String, String>,
+    settings: &Settings,
+) {
+    let list = if settings.native_sidecars {
+        "initContainers"
+    } else {
+        "containers"
+    };
+    let container = plan.container(&settings.sidecar_image, settings.native_sidecars);
+    object::push_to_spec(pod, list, container);
+    if plan.hides_token {
+        object::push_to_spec(pod, "volumes", sidecar::no_token_volume());
+    }
+    if plan.needs_shared_pid() && spec.share_process_namespace != Some(true) {
+        object::share_process_namespace(pod);
+    }
+    if !annotations.contains_key(INJECTED) {
+        object::set_annotation(pod, INJECTED, &settings.version);
+    }
+}
