@@ -1,12 +1,13 @@
 //! End to end through a real kube-apiserver: in a namespace without the opt-in label, a Pod, a
 //! Deployment, a StatefulSet and a CronJob opt in on their own (`reload-injector.io/inject:
-//! enabled`) and are handled exactly as in a labelled namespace, while an object beside them
-//! that does not opt in is left exactly as it was written.
+//! enabled`) and are handled exactly as in a labelled namespace (hashes, sidecars, the
+//! controller's rollouts and Pod refreshes), while an object beside them that does not opt in is
+//! left exactly as it was written, and never written to.
 
 mod cluster_support;
 
 use cluster_support::Cluster;
-use cluster_support::install::Install;
+use cluster_support::install::{Install, OWN};
 use cluster_support::objects::{config_map, container, deployment, env_from_config_map};
 use serde_json::{Value, json};
 
@@ -14,6 +15,32 @@ const CONFIG_HASH: &str = "reload-injector.io/config-hash";
 const WORKLOAD_OPT_IN: &str = "reload-injector.io/workload-opt-in";
 const MANAGED: &str = "reload-injector.io/managed";
 const SIDECAR: &str = "config-reloader";
+const MOUNTED: &str = "reload-injector.io/mounted-config-hash";
+
+/// The writes (`verb resource/name`) `serve` made to objects of `ns` since audit event `from`.
+fn writes_since(cluster: &Cluster, from: usize, ns: &str) -> Vec<String> {
+    let user = format!("system:serviceaccount:{OWN}:{OWN}");
+    cluster
+        .audit_events()
+        .into_iter()
+        .skip(from)
+        .filter(|e| e["user"]["username"] == user.as_str() && e["stage"] == "ResponseComplete")
+        .filter(|e| e["objectRef"]["namespace"] == ns)
+        .filter(|e| {
+            let verb = e["verb"].as_str().unwrap_or_default();
+            ["create", "update", "patch", "delete"].contains(&verb)
+        })
+        .map(|e| {
+            let r = &e["objectRef"];
+            let name = r["name"].as_str().unwrap_or_default();
+            format!(
+                "{} {}/{name}",
+                e["verb"].as_str().unwrap_or_default(),
+                r["resource"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
 
 /// An nginx Deployment reading `app-env` through env and mounting `web-conf`.
 fn web(name: &str, replicas: u32) -> Value {
@@ -175,6 +202,46 @@ fn each_kind_opts_in_alone_in_a_namespace_without_the_label() {
     applied(cluster, &ns, &bare_pod("bare-plain", json!({})));
     assert!(has_sidecar(&cluster.get(&ns, "pod", "bare")));
     assert!(!has_sidecar(&cluster.get(&ns, "pod", "bare-plain")));
+
+    // The controller's part: a change of what it reads at start rolls the opted-in Deployment;
+    // a change of its mounted nginx config refreshes its Pods (and the bare Pod's), never rolls.
+    // Nothing is written to the objects beside them that did not opt in.
+    let audit = cluster.audit_events().len();
+    let hash_of = |name: &str| {
+        cluster.get(&ns, "deployment", name)["spec"]["template"]["metadata"]["annotations"]
+            [CONFIG_HASH]
+            .clone()
+    };
+    let before = hash_of("opted");
+    applied(cluster, &ns, &config_map("app-env", &[("mode", "slow")]));
+    cluster.wait_for(
+        "the opted-in Deployment to roll",
+        cluster_support::PATIENCE,
+        || (hash_of("opted") != before).then_some(()),
+    );
+    let mounted =
+        |pod: &str| cluster.get(&ns, "pod", pod)["metadata"]["annotations"][MOUNTED].clone();
+    let bare = mounted("bare");
+    let rolled = hash_of("opted");
+    applied(
+        cluster,
+        &ns,
+        &config_map("web-conf", &[("default.conf", "server { listen 81; }")]),
+    );
+    cluster.wait_for("the bare Pod's refresh", cluster_support::PATIENCE, || {
+        (mounted("bare") != bare).then_some(())
+    });
+    install.serve.wait_caught_up(cluster);
+    assert_eq!(hash_of("opted"), rolled, "a mounted change never rolls");
+    let writes = writes_since(cluster, audit, &ns);
+    assert!(
+        writes.iter().all(|w| !w.contains("plain")),
+        "nothing written to what did not opt in: {writes:#?}"
+    );
+    assert!(
+        writes.iter().any(|w| w.contains("deployments/opted")),
+        "{writes:#?}"
+    );
 
     // Taking the opt-in off takes off what the product wrote (the template then carries only
     // what the user wrote, and the next Pods no sidecar).
