@@ -25,6 +25,7 @@ fn settings() -> Settings {
         inject_into_templates: false,
         secret_key: None,
         warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
+        reloader_retired: true,
     }
 }
 
@@ -56,6 +57,7 @@ fn full_request<'a>(doc: &'a serde_json::Value, object: &'a RawValue) -> inject:
         namespace: r["namespace"].as_str().unwrap(),
         object: inject::Object::Raw(object),
         old_object: None,
+        namespace_labelled: true,
         dry_run: false,
     }
 }
@@ -181,6 +183,7 @@ fn main() {
     // Every warning is kept (as offline), so that all of them are made and counted.
     let every_warning = Settings {
         warning_chars: None,
+        reloader_retired: true,
         ..settings.clone()
     };
     let (few, many) = (2_000, 8_000);

@@ -128,6 +128,12 @@ cat > "$out/cabundle-patch.yaml" <<YAML
 - op: add
   path: /webhooks/1/clientConfig/caBundle
   value: $bundle
+- op: add
+  path: /webhooks/2/clientConfig/caBundle
+  value: $bundle
+- op: add
+  path: /webhooks/3/clientConfig/caBundle
+  value: $bundle
 YAML
 
 base=$(realpath --relative-to="$out" "$repo/manifests/base")

@@ -83,6 +83,12 @@ pub struct InjectionArgs {
     /// `inject` takes `always`, Kubernetes ≥ 1.29).
     #[arg(long, value_enum, default_value_t = NativeSidecars::Auto, env = "RELOAD_INJECTOR_NATIVE_SIDECARS")]
     pub native_sidecars: NativeSidecars,
+
+    /// Reloader (stakater/Reloader) no longer runs beside reload-injector: act on the workloads
+    /// its annotations select. Until then they are left to Reloader, so that no change rolls a
+    /// workload twice (a warning and `status` say so).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_name = "true|false", env = "RELOAD_INJECTOR_RELOADER_RETIRED")]
+    pub reloader_retired: bool,
 }
 
 /// Flags of `reload-injector serve`.
@@ -329,6 +335,12 @@ pub struct InjectArgs {
     /// Output format of the mutated objects.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml, env = "RELOAD_INJECTOR_OUTPUT")]
     pub output: OutputFormat,
+
+    /// Review the objects as the webhook does in a namespace without the opt-in label: only
+    /// those that opt in themselves (`reload-injector.io/inject: enabled`, or Reloader's
+    /// annotations) are changed, the others are listed as not managed.
+    #[arg(long, env = "RELOAD_INJECTOR_UNLABELLED_NAMESPACE")]
+    pub unlabelled_namespace: bool,
 }
 
 /// Output format of `inject`.

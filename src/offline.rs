@@ -124,6 +124,7 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
         secret_key,
         // Offline, every warning is printed.
         warning_chars: None,
+        reloader_retired: args.injection.reloader_retired,
     };
     let configs = if args.configs.is_empty() {
         None
@@ -139,16 +140,31 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
         }
         Some(by_namespace)
     };
-    inject_text(
+    let place = Place {
+        namespace: &args.namespace,
+        labelled: !args.unlabelled_namespace,
+    };
+    inject_text_in(
         &read_input(&args.filename)?,
         &args.filename,
-        &args.namespace,
+        place,
         &configs,
         &settings,
     )
 }
 
-/// Injects every object of a YAML text (the testable heart of the command).
+/// Where the objects are reviewed: the namespace of those that name none, and whether the
+/// namespaces carry the opt-in label (else only objects that opt in themselves are changed).
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    /// For objects that have none.
+    pub namespace: &'a str,
+    /// Whether the namespaces carry `reload-injector.io/inject=enabled`.
+    pub labelled: bool,
+}
+
+/// Injects every object of a YAML text, as in labelled namespaces (the testable heart of the
+/// command).
 pub fn inject_text(
     text: &str,
     path: &Path,
@@ -156,10 +172,25 @@ pub fn inject_text(
     configs: &Configs,
     settings: &Settings,
 ) -> Result<Injected, OfflineError> {
+    let place = Place {
+        namespace,
+        labelled: true,
+    };
+    inject_text_in(text, path, place, configs, settings)
+}
+
+/// Injects every object of a YAML text, reviewed at `place`.
+pub fn inject_text_in(
+    text: &str,
+    path: &Path,
+    place: Place<'_>,
+    configs: &Configs,
+    settings: &Settings,
+) -> Result<Injected, OfflineError> {
     let mut injected = Injected::default();
     for mut document in parse_documents(text, path)? {
         for object in objects_mut(&mut document) {
-            inject_object(object, path, namespace, configs, settings, &mut injected)?;
+            inject_object(object, path, place, configs, settings, &mut injected)?;
         }
         injected.documents.push(document);
     }
@@ -201,7 +232,7 @@ fn objects_mut(document: &mut Value) -> Vec<&mut Value> {
 fn inject_object(
     object: &mut Value,
     path: &Path,
-    default_namespace: &str,
+    place: Place<'_>,
     configs: &Configs,
     settings: &Settings,
     out: &mut Injected,
@@ -222,7 +253,7 @@ fn inject_object(
         return Ok(());
     };
     let namespace = str_at(object, "/metadata/namespace")
-        .unwrap_or(default_namespace)
+        .unwrap_or(place.namespace)
         .to_owned();
     if policy::excluded(&namespace, &settings.own_namespace) {
         out.warnings.push(format!(
@@ -247,6 +278,7 @@ fn inject_object(
         kind: &kind,
         operation: Operation::Create,
         namespace: &namespace,
+        namespace_labelled: place.labelled,
         object: Object::Raw(&raw),
         old_object: None,
         dry_run: false,

@@ -58,6 +58,12 @@ struct CaseSettings {
     secret_key: bool,
     #[serde(default)]
     inject_into_templates: bool,
+    /// Reviewed as from a namespace without the opt-in label (`/mutate/opted-in`).
+    #[serde(default)]
+    unlabelled_namespace: bool,
+    /// Reloader may still run beside us (`serve` without `--reloader-retired`).
+    #[serde(default)]
+    reloader_beside: bool,
 }
 
 fn create() -> String {
@@ -76,6 +82,7 @@ fn settings(case: &CaseSettings) -> Settings {
             .then(|| SecretKey::new(b"golden-test-key").expect("non-empty key")),
         // As the webhook answers: each warning within what the API server passes on whole.
         warning_chars: Some(API_SERVER_WARNING_CHARS),
+        reloader_retired: !case.reloader_beside,
     }
 }
 
@@ -150,6 +157,7 @@ fn review(case: &Case, object: &Value, settings: &Settings) -> Outcome {
         namespace: &namespace,
         object: Object::Raw(&raw),
         old_object: old_raw.as_deref(),
+        namespace_labelled: !case.settings.unlabelled_namespace,
         dry_run: false,
     };
     let plan = Plan::new(&req, settings).expect("fixture objects are readable");

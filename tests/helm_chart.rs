@@ -460,11 +460,16 @@ fn serve_flag(set: &str, arg: &'static str) -> Case {
 fn value_cases() -> Vec<Case> {
     let c = |s: &str| format!("{CONTAINER}{s}");
     let p = |s: &str| format!("{POD}{s}");
-    let both = |s: &str| {
-        vec![
-            format!("{HOOKS} /webhooks/0{s}"),
-            format!("{HOOKS} /webhooks/1{s}"),
-        ]
+    // Every webhook: those of labelled namespaces and those of single opted-in objects.
+    let both = |s: &str| -> Vec<String> {
+        (0..4)
+            .map(|i| format!("{HOOKS} /webhooks/{i}{s}"))
+            .collect()
+    };
+    let hooks = |at: &[usize], s: &str| -> Vec<String> {
+        at.iter()
+            .map(|i| format!("{HOOKS} /webhooks/{i}{s}"))
+            .collect()
     };
     let cert_manager_objects = [
         "-Certificate/reload-injector-ca",
@@ -582,13 +587,20 @@ fn value_cases() -> Vec<Case> {
             &["--set", "securityContext.readOnlyRootFilesystem=false"],
             &[&c("/securityContext/readOnlyRootFilesystem")],
         ),
+        Case {
+            set: strings(&["--set", "webhook.pods.failurePolicy=Fail"]),
+            changes: hooks(&[0, 2], "/failurePolicy"),
+            ..case(&[], &[])
+        },
+        Case {
+            set: strings(&["--set", "webhook.workloads.failurePolicy=Ignore"]),
+            changes: hooks(&[1, 3], "/failurePolicy"),
+            ..case(&[], &[])
+        },
+        // Without the webhooks of single opted-in objects, the list is shorter.
         case(
-            &["--set", "webhook.pods.failurePolicy=Fail"],
-            &[&format!("{HOOKS} /webhooks/0/failurePolicy")],
-        ),
-        case(
-            &["--set", "webhook.workloads.failurePolicy=Ignore"],
-            &[&format!("{HOOKS} /webhooks/1/failurePolicy")],
+            &["--set", "webhook.optedInObjects=false"],
+            &[&format!("{HOOKS} /webhooks")],
         ),
         Case {
             set: strings(&["--set", "webhook.timeoutSeconds=3"]),
@@ -662,6 +674,7 @@ fn value_cases() -> Vec<Case> {
         serve_flag("serve.leaseDuration=30s", "--lease-duration=30s"),
         serve_flag("serve.lookupTimeout=2s", "--lookup-timeout=2s"),
         serve_flag("serve.drainTimeout=20s", "--drain-timeout=20s"),
+        serve_flag("serve.reloaderRetired=true", "--reloader-retired=true"),
         serve_flag("serve.extraArgs={--cache-ttl=1m}", "--cache-ttl=1m"),
         case(
             &["--set", "metrics.port=9100"],

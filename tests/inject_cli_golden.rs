@@ -1,7 +1,7 @@
 //! Golden tests of the offline `inject` command as a user runs it: every
 //! `tests/fixtures/inject-cli/NAME.yaml` is given to `reload-injector inject -f` (with
-//! `--configs configs/NAME.yaml` when that file exists), and its exit code, stdout and stderr
-//! are compared with `NAME.golden.txt`.
+//! `--configs configs/NAME.yaml` when that file exists, and the flags of `NAME.args`), and its
+//! exit code, stdout and stderr are compared with `NAME.golden.txt`.
 //!
 //! Refresh on purpose with `UPDATE_GOLDEN=1 cargo test --test inject_cli_golden`, then read the
 //! diff. A golden without a case, or a case without a golden, fails.
@@ -28,11 +28,16 @@ fn cases() -> Vec<PathBuf> {
     cases
 }
 
+/// Runs `inject` on a case, with the flags of `NAME.args` beside it, if there is one (one line,
+/// split on whitespace).
 fn run(case: &Path) -> String {
+    let args = std::fs::read_to_string(case.with_extension("args")).unwrap_or_default();
     let mut command = Command::new(env!("CARGO_BIN_EXE_reload-injector"));
     command
         .current_dir(repo())
-        .args(["inject", "--sidecar-image", "reload-injector:test", "-f"])
+        .args(["inject", "--sidecar-image", "reload-injector:test"])
+        .args(args.split_whitespace())
+        .arg("-f")
         .arg(case.strip_prefix(repo()).unwrap());
     let configs = case
         .with_file_name("configs")

@@ -25,6 +25,7 @@ fn settings() -> Settings {
         inject_into_templates: false,
         secret_key: None,
         warning_chars: None,
+        reloader_retired: true,
     }
 }
 
@@ -49,6 +50,7 @@ fn decide(kind: &str, group: &str, object: &Value) -> Outcome {
         namespace: "shop",
         object: Object::Raw(&raw),
         old_object: None,
+        namespace_labelled: true,
         dry_run: false,
     };
     review(&req, &settings(), &ConfigData::new()).expect("a readable object")

@@ -393,7 +393,7 @@ fn an_object_that_can_be_read_later_is_not_denied() {
         .unwrap();
     let body = review_with(|o| o["spec"]["containers"] = containers(20_000, json!({})));
     let mut meter = Meter::new(64 * 1024, HeldByOthers);
-    let answer = runtime.block_on(handle(&state(), &body, &mut meter));
+    let answer = runtime.block_on(handle(&state(), &body, &mut meter, true));
     let err = answer.expect_err("the read needs more than 64 KiB");
     assert!(matches!(err, HandleError::Busy), "{err:?}");
     assert_eq!(

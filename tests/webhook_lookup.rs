@@ -436,6 +436,7 @@ fn view_with(upstream: &str) -> StoreReader {
     let meta = Meta {
         resource_version: "1".into(),
         ignore: false,
+        matched: false,
     };
     store.set_meta(key.clone(), meta);
     let fetched = Fetched {

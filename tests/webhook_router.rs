@@ -17,7 +17,16 @@ use tower::ServiceExt;
 use webhook_support::{apply_patch, check_answer, pod_review, state, subpath_deployment_review};
 
 async fn post(app: Router, content_type: Option<&str>, body: Vec<u8>) -> (StatusCode, String) {
-    let mut req = Request::post("/mutate");
+    post_to("/mutate", app, content_type, body).await
+}
+
+async fn post_to(
+    path: &str,
+    app: Router,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (StatusCode, String) {
+    let mut req = Request::post(path);
     if let Some(ct) = content_type {
         req = req.header(header::CONTENT_TYPE, ct);
     }
@@ -383,8 +392,15 @@ async fn only_post_to_mutate_is_served() {
     assert_eq!(allow.as_ref().map(|v| v.to_str().unwrap()), Some("POST"));
     assert_eq!(
         text,
-        "failed to accept the request: /mutate takes POST, got GET\n"
+        "failed to accept the request: reviews take POST, got GET\n"
     );
+    let (status, _, _) = send(
+        Request::get("/mutate/opted-in")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     for path in ["/validate", "/mutate/pods", "/"] {
         let request = Request::post(path)
             .header(header::CONTENT_TYPE, "application/json")
@@ -400,7 +416,7 @@ async fn only_post_to_mutate_is_served() {
     }
     let metrics = state.metrics().render();
     for line in [
-        r#"reload_injector_rejected_requests_total{code="405"} 1"#,
+        r#"reload_injector_rejected_requests_total{code="405"} 2"#,
         r#"reload_injector_rejected_requests_total{code="404"} 3"#,
     ] {
         assert!(
@@ -461,4 +477,68 @@ async fn requests_refused_with_an_http_error_are_counted_by_status() {
         2,
         "{text}"
     );
+}
+
+/// A Deployment CREATE in namespace `plain` that reads a ConfigMap through env, with these
+/// annotations on its own metadata.
+fn plain_deployment_review(uid: &str, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "namespace": "plain",
+            "operation": "CREATE",
+            "object": {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "plain", "annotations": annotations},
+                "spec": {
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{
+                            "name": "app",
+                            "image": "example/app:1",
+                            "envFrom": [{"configMapRef": {"name": "web-env"}}]
+                        }]}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The webhooks of namespaces without the label call /mutate/opted-in: there only an object
+/// that opts in itself is changed; /mutate (labelled namespaces) changes every one.
+#[tokio::test]
+async fn the_opted_in_path_changes_only_objects_that_opt_in() {
+    let answer_at = |path: &'static str, review: Value| async move {
+        let body = serde_json::to_vec(&review).unwrap();
+        let (status, text) = post_to(path, app(state()), Some("application/json"), body).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        check_answer(&answer, "u")
+    };
+    let plain = plain_deployment_review("u", json!({}));
+    let opted_in = plain_deployment_review("u", json!({"reload-injector.io/inject": "enabled"}));
+
+    let left = answer_at("/mutate/opted-in", plain.clone()).await;
+    assert_eq!(left["allowed"], true);
+    assert!(left.get("patch").is_none(), "{left}");
+    let warnings = left["warnings"].to_string();
+    assert!(warnings.contains("not managed"), "{warnings}");
+
+    // Without a cluster the hash cannot be computed: the warning about web-env says the
+    // Deployment was looked at, as in a labelled namespace.
+    for (path, review) in [("/mutate/opted-in", opted_in), ("/mutate", plain)] {
+        let response = answer_at(path, review.clone()).await;
+        let warnings = response["warnings"].to_string();
+        assert!(
+            warnings.contains("ConfigMap \\\"web-env\\\"") && !warnings.contains("not managed"),
+            "{path}: {warnings}"
+        );
+    }
 }

@@ -245,8 +245,9 @@ fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
     let reduced = match kind {
         TargetKind::Pod => {
             let annotations = metadata.annotations.clone().unwrap_or_default();
+            let labels = metadata.labels.clone().unwrap_or_default();
             let owner = waves::owner_of(&target.namespace, metadata);
-            reduce::pod(&uid, &annotations, &object.data, owner).map(Some)
+            reduce::pod(&uid, (&labels, &annotations), &object.data, owner).map(Some)
         }
         _ => reduce::workload(kind, &uid, &object.data),
     };

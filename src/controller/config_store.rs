@@ -41,8 +41,11 @@ impl std::fmt::Display for ConfigKey {
 pub struct Meta {
     /// `metadata.resourceVersion`.
     pub resource_version: String,
-    /// Annotated `reload-injector.io/ignore: "true"`: its changes never cause a write.
+    /// Annotated `reload-injector.io/ignore: "true"` (or Reloader's `ignore`): its changes
+    /// never cause a write.
     pub ignore: bool,
+    /// Annotated `reloader.stakater.com/match: "true"`: it counts for Reloader's `search`.
+    pub matched: bool,
 }
 
 /// An object's digests as last fetched.
@@ -361,6 +364,7 @@ mod tests {
         Meta {
             resource_version: rv.into(),
             ignore: false,
+            matched: false,
         }
     }
 

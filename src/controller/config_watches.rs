@@ -298,6 +298,7 @@ pub fn config_item(
     digests: Option<Digests>,
 ) -> Option<Item> {
     let ignore = crate::policy::ignored(metadata.annotations.as_ref());
+    let matched = crate::policy::reloader::matched(metadata.annotations.as_ref());
     Some(Item::Config {
         key: ConfigKey {
             namespace: metadata.namespace?.into(),
@@ -309,6 +310,7 @@ pub fn config_item(
         meta: Meta {
             resource_version: metadata.resource_version.unwrap_or_default(),
             ignore,
+            matched,
         },
         digests,
     })

@@ -67,6 +67,8 @@ pub struct Settings {
     pub max_writes_per_second: f64,
     /// `--lease-duration`.
     pub lease_duration: Duration,
+    /// `--reloader-retired`: the objects Reloader's annotations select are acted on.
+    pub reloader_retired: bool,
 }
 
 /// A running controller: the view's config half (for the webhook) and whether it has synced.
@@ -127,7 +129,7 @@ pub fn start(
         metrics,
     };
     let controller_loop = rollout_loop::Loop::new(
-        &settings.own_namespace,
+        view::View::new(&settings.own_namespace, settings.reloader_retired),
         store,
         settings.secret_key,
         settings.rollout_delay,

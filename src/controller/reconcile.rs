@@ -40,7 +40,8 @@ pub fn evaluate(
     let Some(tracked) = view.consumer(target) else {
         return Verdict::Nothing;
     };
-    if !view.is_opted_in(&target.namespace) {
+    // Its namespace is labelled or it opts in itself, and it is not left to Reloader.
+    if !view.acts_on(target) {
         return Verdict::Nothing;
     }
     let keys: BTreeSet<ConfigKey> = view
@@ -78,8 +79,13 @@ pub fn evaluate(
     }
     if causes.is_empty() {
         // A Pod without a mounted hash is left alone until its config changes; a mismatch an
-        // ignored object may explain is never acted on.
-        let ignored = keys.iter().any(|k| store.meta(k).is_some_and(|m| m.ignore));
+        // ignored object (or one Reloader's `search` counts only with `match`, and without it)
+        // may explain is never acted on.
+        let ignored = keys.iter().any(|k| {
+            store
+                .meta(k)
+                .is_some_and(|m| m.ignore || !view.counts_change(target, &k.id, m.matched))
+        });
         if current.is_none() || ignored {
             return Verdict::Nothing;
         }

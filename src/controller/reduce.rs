@@ -1,6 +1,8 @@
 //! Reduces watched objects to the little the controller keeps (pure): for a stamped workload,
 //! its hash and what its pod template reads restart-only; for a sidecar Pod, its mounted hash and
-//! what its sidecar watches. Nothing else of an object is kept.
+//! what its sidecar watches; for both, what they say about opting in (so that one in a namespace
+//! without the label is acted on when it opts in itself) and which objects count only with
+//! Reloader's `match`. Nothing else of an object is kept.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,7 +15,7 @@ use super::write_target::{Target, TargetKind};
 use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::inject::consumption::{self, Consumption};
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, string_map};
-use crate::policy;
+use crate::policy::{Counts, OptIns, Selection};
 
 /// An object the controller may write to, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +35,11 @@ pub struct Consumer {
     pub owner: Option<Target>,
     /// A Pod's `Ready` condition, when it has one.
     pub ready: Option<bool>,
+    /// What it says about opting in: with its namespace's label and `--reloader-retired`,
+    /// whether it is acted on.
+    pub opt_ins: OptIns,
+    /// What it reads that counts only while it carries Reloader's `match` (its `search`).
+    pub if_matched: Box<[ConfigId]>,
 }
 
 /// What a consumer reads, kept compact: a [`Consumption`]'s two sets as boxed slices in the same
@@ -90,8 +97,8 @@ pub enum ReduceError {
 }
 
 /// A workload as the controller keeps it, or `None` when it must never be written to: no stamped
-/// hash (never adopted), opted out, or a Rollout without a template of its own. `object` is the
-/// whole object (`spec` inside).
+/// hash (never adopted), opted out (or Reloader's annotations selecting nothing), or a Rollout
+/// without a template of its own. `object` is the whole object (`spec` inside).
 pub fn workload(
     kind: TargetKind,
     uid: &str,
@@ -108,8 +115,9 @@ pub fn workload(
     };
     let annotations = string_map(template, "annotations");
     let labels = string_map(template, "labels");
-    let opted_out = policy::opted_out(&labels, &annotations).is_some();
-    let Some(hash) = annotations.get(CONFIG_HASH).filter(|_| !opted_out) else {
+    let (opt_ins, selection) = OptIns::read(&labels, &annotations);
+    let never = opt_ins.opted_out.is_some() || opt_ins.reloader == Some(false);
+    let Some(hash) = annotations.get(CONFIG_HASH).filter(|_| !never) else {
         return Ok(None);
     };
     let spec = pod_spec(template)?;
@@ -119,9 +127,11 @@ pub fn workload(
         uid: uid.to_owned(),
         hash: Some(hash.clone()),
         earlier: (before != now).then(|| before.into()),
+        if_matched: if_matched(&now, selection.as_ref()),
         consumption: now.into(),
         owner: None,
         ready: None,
+        opt_ins,
     }))
 }
 
@@ -129,19 +139,34 @@ pub fn workload(
 /// its owning workload and its readiness (`object` holds its `spec` and `status`).
 pub fn pod(
     uid: &str,
-    annotations: &BTreeMap<String, String>,
+    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
     object: &Value,
     owner: Option<Target>,
 ) -> Result<Consumer, ReduceError> {
     let spec = pod_spec(object)?;
+    let (opt_ins, selection) = OptIns::read(labels, annotations);
+    let mounted = consumption::mounted(&spec);
     Ok(Consumer {
         uid: uid.to_owned(),
         hash: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
-        consumption: consumption::mounted(&spec).into(),
+        if_matched: if_matched(&mounted, selection.as_ref()),
+        consumption: mounted.into(),
         earlier: None,
         owner,
         ready: waves::ready_of(object),
+        opt_ins,
     })
+}
+
+/// The objects of `consumption` that count only while they carry Reloader's `match`.
+fn if_matched(consumption: &Consumption, selection: Option<&Selection>) -> Box<[ConfigId]> {
+    let Some(selection) = selection else {
+        return Box::default();
+    };
+    let ids = consumption.ids().into_iter();
+    ids.filter(|id| selection.counts(id) == Counts::IfMatched)
+        .cloned()
+        .collect()
 }
 
 fn pod_spec(pod: &Value) -> Result<PodSpec, ReduceError> {
@@ -154,7 +179,7 @@ mod tests {
 
     use super::*;
     use crate::hash::{ConfigId, Consumed};
-    use crate::policy::INJECT;
+    use crate::policy::{INJECT, WORKLOAD_OPT_IN};
 
     fn deployment(annotations: Value, labels: Value) -> Value {
         json!({"spec": {"template": {
@@ -192,6 +217,42 @@ mod tests {
             let kept = workload(TargetKind::Deployment, "u", &object).unwrap();
             assert_eq!(kept, None, "{case}");
         }
+    }
+
+    #[test]
+    fn what_a_workload_says_about_opting_in_is_kept() {
+        let stamp = r#"{"reloader.stakater.com/search":"true"}"#;
+        let annotations = json!({CONFIG_HASH: "sha256:1", WORKLOAD_OPT_IN: stamp});
+        let object = deployment(annotations, json!({}));
+        let got = workload(TargetKind::Deployment, "u", &object)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.opt_ins.reloader, Some(true));
+        assert!(
+            got.opt_ins.acted_on(false, true),
+            "opted in by Reloader's search"
+        );
+        assert!(
+            !got.opt_ins.acted_on(true, false),
+            "left to Reloader while it may run"
+        );
+        assert_eq!(&*got.if_matched, [ConfigId::config_map("env")]);
+
+        let nothing = r#"{"reloader.stakater.com/auto":"false"}"#;
+        let annotations = json!({CONFIG_HASH: "sha256:1", WORKLOAD_OPT_IN: nothing});
+        let object = deployment(annotations, json!({}));
+        let kept = workload(TargetKind::Deployment, "u", &object).unwrap();
+        assert_eq!(
+            kept, None,
+            "Reloader's annotations select nothing: never written"
+        );
+
+        let plain = deployment(json!({CONFIG_HASH: "sha256:1"}), json!({}));
+        let got = workload(TargetKind::Deployment, "u", &plain)
+            .unwrap()
+            .unwrap();
+        assert!(got.opt_ins.acted_on(true, false) && !got.opt_ins.acted_on(false, true));
+        assert!(got.if_matched.is_empty());
     }
 
     #[test]
@@ -257,6 +318,7 @@ mod tests {
             err.to_string().starts_with("failed to read the pod spec"),
             "{err}"
         );
-        assert!(pod("u", &BTreeMap::new(), &json!({"spec": 7}), None).is_err());
+        let none = BTreeMap::new();
+        assert!(pod("u", (&none, &none), &json!({"spec": 7}), None).is_err());
     }
 }

@@ -86,16 +86,16 @@ pub struct Loop {
 }
 
 impl Loop {
-    /// A loop with an empty view for a webhook running in `own_namespace` (never acted on).
+    /// A loop starting from `view` (an empty one: [`View::new`]).
     pub fn new(
-        own_namespace: &str,
+        view: View,
         store: StoreWriter,
         secret_key: Option<SecretKey>,
         rollout_delay: Duration,
         out: Outputs,
     ) -> Self {
         Self {
-            view: View::new(own_namespace),
+            view,
             names: Interner::default(),
             store,
             listings: Listings::default(),
@@ -165,7 +165,7 @@ impl Loop {
     /// A target's hash or consumption changed (or it became relevant): make sure its digests
     /// are coming, and check it.
     fn track(&mut self, target: &Target) {
-        if !self.listings.synced() || !self.view.is_opted_in(&target.namespace) {
+        if !self.listings.synced() || !self.view.acts_on(target) {
             return;
         }
         let stale: Vec<ConfigKey> = self.store.read(|store| {
@@ -244,7 +244,10 @@ impl Loop {
         let consumers: Vec<Target> = self.view.consumers_of(&key).cloned().collect();
         // First digests, or a change that causes nothing by itself, make due only the
         // consumers waiting for these digests.
-        let changes = changes.filter(|_| !ignore && self.view.is_opted_in(&key.namespace));
+        let changes = changes.filter(|_| !ignore && self.view.config_watched(&key.namespace));
+        let matched = self
+            .store
+            .read(|store| store.meta(&key).is_some_and(|m| m.matched));
         if let Some(changes) = &changes {
             self.out.metrics.config_change(key.id.kind);
             tracing::info!(
@@ -257,7 +260,10 @@ impl Loop {
         let now = Instant::now();
         for target in consumers {
             match &changes {
-                Some(changes) if self.view.reads_changed(&target, &key, changes) => {
+                Some(changes)
+                    if self.view.reads_changed(&target, &key, changes)
+                        && self.view.counts_change(&target, &key.id, matched) =>
+                {
                     self.schedule.change(&target, &key, changes, now);
                 }
                 _ if self.schedule.awaits_fetch(&target) => self.schedule.check(&target, now),

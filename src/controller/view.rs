@@ -1,6 +1,7 @@
 //! The controller's own half of the view (pure): which namespaces opted in, the objects it may
 //! write to (stamped workloads, sidecar Pods) reduced to what they consume, and the index from
-//! each ConfigMap/Secret to its consumers.
+//! each ConfigMap/Secret to its consumers. An object in a namespace without the label is acted
+//! on when it opts in itself; the config of its namespace is then watched too.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -8,7 +9,7 @@ use super::config_store::{Changes, ConfigKey};
 use super::reduce::Consumer;
 use super::waves::{self, Budget};
 use super::write_target::Target;
-use crate::hash::Consumed;
+use crate::hash::{ConfigId, Consumed};
 use crate::policy;
 
 /// A consumer and when the view last saw its hash or consumption change.
@@ -24,7 +25,11 @@ pub struct Tracked {
 #[derive(Debug, Default)]
 pub struct View {
     own_namespace: String,
+    /// `--reloader-retired`: the objects Reloader's annotations select are acted on.
+    reloader_retired: bool,
     opted_in: BTreeSet<String>,
+    /// Namespaces without the label, with how many consumers there opt in themselves.
+    held: HashMap<String, usize>,
     consumers: HashMap<Target, Tracked>,
     /// A `HashSet` rather than a `BTreeSet`, whose first node has room for 11 targets: most
     /// objects have one to a few consumers.
@@ -36,10 +41,12 @@ pub struct View {
 }
 
 impl View {
-    /// An empty view for a webhook running in `own_namespace` (never acted on).
-    pub fn new(own_namespace: &str) -> Self {
+    /// An empty view for a webhook running in `own_namespace` (never acted on), told whether
+    /// Reloader is gone (`--reloader-retired`).
+    pub fn new(own_namespace: &str, reloader_retired: bool) -> Self {
         Self {
             own_namespace: own_namespace.to_owned(),
+            reloader_retired,
             ..Self::default()
         }
     }
@@ -66,9 +73,51 @@ impl View {
     }
 
     /// Whether the ConfigMaps and Secrets of `namespace` are watched and kept: the one
-    /// decision of the config watches' scope (the opted-in namespaces).
+    /// decision of the config watches' scope (the labelled namespaces, and those where a consumer
+    /// opts in itself).
     pub fn config_watched(&self, namespace: &str) -> bool {
-        self.is_opted_in(namespace)
+        self.is_opted_in(namespace) || self.held.contains_key(namespace)
+    }
+
+    /// The namespaces whose config is watched.
+    pub fn config_namespaces(&self) -> impl Iterator<Item = &String> {
+        let held = self.held.keys().filter(|ns| !self.opted_in.contains(*ns));
+        self.opted_in.iter().chain(held)
+    }
+
+    /// Whether the product acts on `target`: its namespace is labelled or it opts in itself,
+    /// and Reloader's annotations do not leave it to Reloader.
+    pub fn acts_on(&self, target: &Target) -> bool {
+        let labelled = self.is_opted_in(&target.namespace);
+        self.consumers.get(target).is_some_and(|t| {
+            let opt_ins = t.consumer.opt_ins;
+            opt_ins.acted_on(labelled, self.reloader_retired)
+        })
+    }
+
+    /// Whether a change of `id` counts for `target`: not an object its Reloader `search` counts
+    /// only while it carries `match` (`matched`: it does now).
+    pub fn counts_change(&self, target: &Target, id: &ConfigId, matched: bool) -> bool {
+        matched
+            || self
+                .consumers
+                .get(target)
+                .is_none_or(|t| !t.consumer.if_matched.contains(id))
+    }
+
+    /// Whether `consumer` in a namespace without the label is acted on.
+    fn holds(&self, target: &Target, consumer: &Consumer) -> bool {
+        !policy::excluded(&target.namespace, &self.own_namespace)
+            && consumer.opt_ins.acted_on(false, self.reloader_retired)
+    }
+
+    /// Counts `target`'s namespace held (`by` +1 or -1).
+    fn hold(&mut self, namespace: &str, by: isize) {
+        let count = self.held.entry(namespace.to_owned()).or_default();
+        *count = count.saturating_add_signed(by);
+        if *count == 0 {
+            self.held.remove(namespace);
+        }
     }
 
     /// The opted-in namespaces.
@@ -79,12 +128,22 @@ impl View {
     /// Records a consumer (or its removal with `None`). Returns whether its hash or what it
     /// reads changed.
     pub fn set_consumer(&mut self, target: &Target, consumer: Option<Consumer>) -> bool {
+        let held_before = self
+            .consumers
+            .get(target)
+            .is_some_and(|t| self.holds(target, &t.consumer));
+        let held_now = consumer.as_ref().is_some_and(|c| self.holds(target, c));
+        if held_before != held_now {
+            self.hold(&target.namespace, if held_now { 1 } else { -1 });
+        }
         let old = match consumer {
             None => self.consumers.remove(target),
             Some(consumer) => {
                 if let Some(tracked) = self.consumers.get_mut(target)
                     && tracked.consumer.hash == consumer.hash
                     && tracked.consumer.consumption == consumer.consumption
+                    && tracked.consumer.opt_ins == consumer.opt_ins
+                    && tracked.consumer.if_matched == consumer.if_matched
                 {
                     tracked.consumer.uid = consumer.uid;
                     tracked.consumer.owner = consumer.owner;
@@ -147,9 +206,10 @@ impl View {
         self.by_config.get(key).into_iter().flatten()
     }
 
-    /// Whether something in an opted-in namespace consumes `key` (so its digests are kept).
+    /// Whether something in a namespace whose config is watched consumes `key` (so its digests
+    /// are kept).
     pub fn wants(&self, key: &ConfigKey) -> bool {
-        self.is_opted_in(&key.namespace) && self.by_config.contains_key(key)
+        self.config_watched(&key.namespace) && self.by_config.contains_key(key)
     }
 
     /// The objects a target reads.
@@ -234,6 +294,8 @@ mod tests {
             earlier: None,
             owner: None,
             ready: None,
+            opt_ins: Default::default(),
+            if_matched: Box::default(),
         }
     }
 
@@ -246,7 +308,7 @@ mod tests {
 
     #[test]
     fn the_index_follows_what_each_consumer_reads() {
-        let mut view = View::new("reload-injector");
+        let mut view = View::new("reload-injector", true);
         assert!(view.set_namespace("shop", true));
         assert!(view.set_consumer(&target("a"), Some(consumer("h1", &["x", "y"]))));
         assert!(view.set_consumer(&target("b"), Some(consumer("h1", &["y"]))));
@@ -270,7 +332,7 @@ mod tests {
 
     #[test]
     fn only_labelled_namespaces_that_are_not_excluded_are_acted_on() {
-        let mut view = View::new("reload-injector");
+        let mut view = View::new("reload-injector", true);
         assert!(!view.set_namespace("kube-system", true));
         assert!(!view.set_namespace("reload-injector", true));
         assert!(!view.set_namespace("other", false));
@@ -280,5 +342,56 @@ mod tests {
         assert!(view.wants(&key("x")));
         assert!(view.set_namespace("shop", false));
         assert!(!view.wants(&key("x")), "opted out: its config is not kept");
+    }
+
+    #[test]
+    fn a_consumer_that_opts_in_itself_has_its_namespaces_config_watched() {
+        use crate::policy::OptIns;
+        let mut view = View::new("reload-injector", true);
+        let plain = |name: &str| Target {
+            namespace: "plain".into(),
+            ..target(name)
+        };
+        let key = ConfigKey {
+            namespace: "plain".into(),
+            id: ConfigId::config_map("x"),
+        };
+        let ours = OptIns {
+            ours: true,
+            ..OptIns::default()
+        };
+        assert!(view.set_consumer(&plain("other"), Some(consumer("h", &["x"]))));
+        assert!(!view.config_watched("plain") && !view.acts_on(&plain("other")));
+        let opted = Consumer {
+            opt_ins: ours,
+            ..consumer("h", &["x"])
+        };
+        assert!(view.set_consumer(&plain("a"), Some(opted.clone())));
+        assert!(view.config_watched("plain") && view.wants(&key));
+        assert!(view.acts_on(&plain("a")) && !view.acts_on(&plain("other")));
+        assert_eq!(view.config_namespaces().collect::<Vec<_>>(), ["plain"]);
+        assert!(view.set_consumer(&plain("b"), Some(opted)));
+        assert!(view.set_consumer(&plain("a"), None));
+        assert!(view.config_watched("plain"), "b still holds it");
+        assert!(view.set_consumer(&plain("b"), Some(consumer("h2", &["x"]))));
+        assert!(!view.config_watched("plain"), "b no longer opts in");
+
+        // Reloader's annotations, while Reloader may run: left to it, its namespace not watched.
+        let mut beside = View::new("reload-injector", false);
+        let reloader = Consumer {
+            opt_ins: OptIns {
+                reloader: Some(true),
+                ..OptIns::default()
+            },
+            if_matched: vec![ConfigId::config_map("x")].into(),
+            ..consumer("h", &["x"])
+        };
+        assert!(beside.set_consumer(&plain("r"), Some(reloader.clone())));
+        assert!(!beside.config_watched("plain") && !beside.acts_on(&plain("r")));
+        assert!(view.set_consumer(&plain("r"), Some(reloader)));
+        assert!(view.acts_on(&plain("r")));
+        let x = ConfigId::config_map("x");
+        assert!(!view.counts_change(&plain("r"), &x, false), "x lacks match");
+        assert!(view.counts_change(&plain("r"), &x, true));
     }
 }

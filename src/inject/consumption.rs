@@ -9,6 +9,7 @@ use super::pod::PodSpec;
 
 use super::analysis::{ConfigVolume, PodAnalysis, analyse, is_ours};
 use super::rules::{self, SubPathPolicy, Use};
+use super::selected;
 use super::strategy;
 use crate::hash::{self, ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 
@@ -71,10 +72,14 @@ pub fn of_uses(uses: &[Use]) -> Consumption {
 /// allowed or already there).
 ///
 /// Directory mounts of containers whose strategy is restart (see [`strategy::choose`]) count
-/// too: `annotations` are the pod (template)'s, which choose.
+/// too: `annotations` are the pod (template)'s, which choose, and which say what counts (only
+/// what Reloader's annotations select, and the objects they name, see [`selected`]).
 pub fn restart_only(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> Consumption {
-    let analysis = analyse(spec);
-    of_uses(&restart_uses(annotations, spec, &analysis))
+    let selection = crate::policy::selection_of(annotations);
+    let analysis = selected::analysed(spec, &selection);
+    let mut out = of_uses(&restart_uses(annotations, spec, &analysis));
+    selected::add_unreferenced(&mut out, &selected::unreferenced(&selection, &analysis));
+    out
 }
 
 /// Restart-only consumption as an earlier version counted it, for recognising a `config-hash`

@@ -10,6 +10,7 @@ use super::consumption::{self, Consumption};
 use super::messages::Warnings;
 use super::pod::PodSpec;
 use super::rules::{self, How, SubPathPolicy};
+use super::selected;
 use super::sidecar;
 use super::strategy::{self, Choice, Strategy};
 use crate::hash::Consumed;
@@ -112,18 +113,21 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             strategy: None,
         });
     }
-    let (choice, bad) = strategy::choose(annotations, spec, &analysis);
+    // The sidecar watches only what counts (Reloader's annotations may leave some out); every
+    // directory mount still gets its line.
+    let counted = selected::analysed(spec, &crate::policy::selection_of(annotations));
+    let (choice, bad) = strategy::choose(annotations, spec, &counted);
     reads.extend(directory_reads(&analysis, &choice));
     let mut warnings = Warnings::default();
     if let Some(bad) = bad {
         warnings.push(format_args!("{bad}"));
     }
     strategy::warn(&choice, strategy::Consequence::Rolls, &mut warnings);
-    let plan = sidecar::plan(annotations, spec, &analysis, &choice, native, &mut warnings);
+    let plan = sidecar::plan(annotations, spec, &counted, &choice, native, &mut warnings);
     let watcher = plan.map(|plan| {
         let consumption = consumption::of_volumes(
             plan.volumes.iter().map(String::as_str),
-            &analysis.config_volumes,
+            &counted.config_volumes,
         );
         Watcher {
             volumes: plan.volumes,

@@ -19,6 +19,7 @@ pub mod pod;
 mod review;
 mod rollout;
 mod rules;
+pub mod selected;
 mod sidecar;
 mod skim;
 pub mod strategy;
@@ -104,6 +105,9 @@ pub struct Settings {
     /// counted in a last line. The webhook gives what kube-apiserver passes on
     /// ([`API_SERVER_WARNING_CHARS`]); the offline `inject` gives every warning (`None`).
     pub warning_chars: Option<usize>,
+    /// Reloader no longer runs beside us: objects its annotations select are acted on. Until
+    /// then they are left to Reloader, so that no change rolls them twice.
+    pub reloader_retired: bool,
 }
 
 /// The admission operation.
@@ -151,6 +155,10 @@ pub struct Request<'a> {
     pub operation: Operation,
     /// `request.namespace`.
     pub namespace: &'a str,
+    /// Whether the namespace carries the opt-in label: the API server called the webhook of
+    /// labelled namespaces (`/mutate`), not the one of single opted-in objects
+    /// (`/mutate/opted-in`).
+    pub namespace_labelled: bool,
     /// `request.object` (`null` when absent).
     pub object: Object<'a>,
     /// `request.oldObject` (UPDATE only), as sent.

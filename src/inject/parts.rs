@@ -18,7 +18,6 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::PREFIX;
 use super::key::Key;
 use super::meter;
 use super::pod::{PodSpec, Sent, SpecShape};
@@ -33,8 +32,8 @@ pub struct ObjectParts<'a> {
     pub namespace: Option<String>,
     /// Whether `metadata.ownerReferences` names a controller.
     pub controlled: bool,
-    /// The object's own `metadata` as far as the core may edit it: the `reload-injector.io/`
-    /// entries of its `labels`, as sent (a Pod's are read at its pod, not here).
+    /// The object's own `metadata` as far as the core reads and edits it: the entries of its
+    /// `annotations` and `labels` the product reads, as sent (a Pod's are read at its pod).
     pub own: Meta,
     /// The pod (template) at the workload's pointer, when it is there and an object.
     pub pod: Option<PodParts<'a>>,
@@ -181,7 +180,7 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
             is_null: node.is_null,
             namespace: meta.namespace(),
             controlled: meta.controlled(),
-            own: meta.labels_only(),
+            own: meta.without_place(),
             pod: node.pod,
         })
     }
@@ -249,13 +248,18 @@ impl Meta {
         }
     }
 
-    /// This `metadata` with its labels alone (what the core may edit of a workload's own).
-    fn labels_only(self) -> Meta {
+    /// This `metadata` with its annotations and labels alone (a workload's own: the core reads
+    /// its opt-ins and edits its labels).
+    fn without_place(self) -> Meta {
         match self {
-            Meta::Object { labels, .. } => Meta::Object {
+            Meta::Object {
+                annotations,
+                labels,
+                ..
+            } => Meta::Object {
                 namespace: None,
                 controlled: false,
-                annotations: Entries::Absent,
+                annotations,
                 labels,
             },
             other => other,
@@ -706,7 +710,8 @@ impl<'de> MapReader<'de> for OwnerRefReader {
     }
 }
 
-/// Reads `annotations` or `labels`: the prefixed entries, the rest dropped.
+/// Reads `annotations` or `labels`: the entries the product reads (its own prefix, Reloader's),
+/// the rest dropped.
 struct EntriesReader;
 
 impl<'de> MapReader<'de> for EntriesReader {
@@ -716,7 +721,7 @@ impl<'de> MapReader<'de> for EntriesReader {
         // A map, not a list searched for each key: a body may hold 100,000 prefixed keys.
         let mut entries = Map::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if !key.as_str().starts_with(PREFIX) {
+            if !crate::policy::reads_key(key.as_str()) {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }

@@ -3,6 +3,7 @@
 //! (see [`decision`]).
 
 mod decision;
+mod opt_ins;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,10 +19,12 @@ use super::object::Workload;
 use super::parts::{self, Entries, MapField, Meta, ObjectParts, PodParts};
 use super::rollout::Unstamped;
 use super::rules::{self, SubPathPolicy};
+use super::selected;
 use super::strategy::{self, Consequence};
 use super::{ALLOW_SUBPATH, Object, Operation, Outcome, Request, ReviewError, Settings};
 use crate::hash::{ConfigData, ConfigId, ConfigKind};
-use crate::policy;
+use crate::policy::{self, Selection, Verdict};
+use opt_ins::carry_opt_ins;
 
 /// A request read and understood, waiting for its config data.
 #[derive(Debug)]
@@ -70,10 +73,17 @@ struct Target<'a> {
     refs: BTreeSet<ConfigId>,
     /// On a workload UPDATE, the annotations of `oldObject`'s pod template, when readable.
     old_annotations: Option<BTreeMap<String, String>>,
-    /// The workload's own `metadata`, as far as it is edited (its labels).
+    /// The workload's own `metadata`, as far as it is read and edited (its opt-ins, its labels).
     own: Meta,
     /// What a change of its restart-only config does.
     consequence: Consequence,
+    /// Whether and why the product acts on it.
+    verdict: Verdict,
+    /// What counts of what it reads ([`Verdict::selection`]).
+    selection: Selection,
+    /// On a template whose `reload-injector.io/workload-opt-in` must change, its new value
+    /// (`None`: removed).
+    stamp: Option<Option<String>>,
 }
 
 impl<'a> Plan<'a> {
@@ -136,7 +146,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     }
     let (controlled, own) = (object.controlled, object.own.clone());
     let pod = pod_of(req, workload, object)?;
-    let annotations = pod.meta.string_map(MapField::Annotations);
+    let mut annotations = pod.meta.string_map(MapField::Annotations);
     let labels = pod.meta.string_map(MapField::Labels);
     if policy::opted_out(&labels, &annotations).is_some() {
         return Ok(None);
@@ -148,6 +158,16 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     if workload.is_template() && controlled && matches!(req.kind, "ReplicaSet" | "Job") {
         return Ok(None);
     }
+    let stamp = workload
+        .is_template()
+        .then(|| carry_opt_ins(&own, &mut annotations))
+        .flatten();
+    let verdict = policy::verdict(
+        req.namespace_labelled,
+        &labels,
+        &annotations,
+        settings.reloader_retired,
+    );
     if workload == Workload::Rollout
         && let Some(what) = unreadable_metadata(&pod.meta)
     {
@@ -161,7 +181,13 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     }
     .map_err(|source| unreadable(req, source))?;
     let policy = subpath_policy(req, workload, controlled, &annotations);
-    let refs = config_refs(workload, &spec, &annotations, &policy, settings);
+    let selection = verdict.selection();
+    let refs = match verdict {
+        Verdict::Managed { .. } => {
+            config_refs(workload, &spec, &annotations, &policy, &selection, settings)
+        }
+        _ => BTreeSet::new(),
+    };
     let consequence = Consequence::of(req.kind, workload, controlled, &spec);
     Ok(Some(Target {
         workload,
@@ -174,6 +200,9 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         old_annotations: old_template_annotations(req, workload),
         own,
         consequence,
+        verdict,
+        selection,
+        stamp,
     }))
 }
 
@@ -263,9 +292,11 @@ fn config_refs(
     spec: &PodSpec,
     annotations: &BTreeMap<String, String>,
     policy: &SubPathPolicy,
+    selection: &Selection,
     settings: &Settings,
 ) -> BTreeSet<ConfigId> {
-    let analysis = analyse(spec);
+    let analysis = selected::analysed(spec, selection);
+    let unreferenced = selected::unreferenced(selection, &analysis);
     let outcome = rules::apply(&analysis, policy);
     let (choice, _) = strategy::choose(annotations, spec, &analysis);
     let restart = choice.restart_uses(&analysis);
@@ -279,6 +310,7 @@ fn config_refs(
         .chain(&restart)
         .map(|u| u.consumed.id())
         .chain(watchable.ids())
+        .chain(&unreferenced)
         .filter(|id| id.kind == ConfigKind::ConfigMap || settings.secret_key.is_some())
         .cloned()
         .collect()

@@ -1,5 +1,5 @@
 //! The thin kube I/O of `status`: one paged LIST per kind per namespace, a few GETs of the
-//! installation, and the `config-reloader` log of a few Pods. A forbidden or unserved read
+//! installation (webhook configuration, Lease, hash key, the webhook's Deployment), and the `config-reloader` log of a few Pods. A forbidden or unserved read
 //! becomes a [`Fetched::Failed`]; only an unreachable API server, refused credentials or a
 //! missing namespace stop the command.
 
@@ -8,6 +8,7 @@ use std::fmt::Debug;
 use futures_util::future::{OptionFuture, join_all};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
@@ -87,12 +88,16 @@ impl Reader {
         let webhook_namespace = Some(snapshot.webhook_namespace.as_str());
         let leases = self.api::<Lease>(webhook_namespace);
         let secrets = self.api::<Secret>(webhook_namespace);
-        let (lease, key, namespaces) = futures_util::join!(
+        let deployments = self.api::<Deployment>(webhook_namespace);
+        let (lease, key, deployment, namespaces) = futures_util::join!(
             leases.get(INSTALL_NAME),
             secrets.get(HASH_KEY_SECRET),
+            deployments.get(INSTALL_NAME),
             self.namespaces(namespace),
         );
         snapshot.lease = classify(lease)?;
+        snapshot.serve_deployment =
+            classify(deployment)?.map(|d| d.and_then(|d| serde_json::to_value(d).ok()));
         snapshot.set_hash_key(classify(key)?);
         snapshot.set_namespaces(namespaces?);
         Ok(())

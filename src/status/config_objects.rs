@@ -15,8 +15,10 @@ use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
 /// One object as seen.
 #[derive(Debug, Clone)]
 pub struct Seen {
-    /// Annotated `reload-injector.io/ignore: "true"`.
+    /// Annotated `reload-injector.io/ignore: "true"` (or Reloader's `ignore`).
     pub ignored: bool,
+    /// Annotated `reloader.stakater.com/match: "true"` (it counts for Reloader's `search`).
+    pub matched: bool,
     /// When its data was last written, as far as the API tells (see [`data_written`]).
     pub written: Option<Timestamp>,
     /// Its digests, when they could be made.
@@ -41,6 +43,7 @@ impl Configs {
             if meta.namespace.as_deref() == Some(namespace) {
                 let seen = Seen {
                     ignored: crate::policy::ignored(meta.annotations.as_ref()),
+                    matched: crate::policy::reloader::matched(meta.annotations.as_ref()),
                     written: data_written(meta),
                     digests,
                 };

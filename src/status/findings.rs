@@ -26,12 +26,16 @@ macro_rules! codes {
 }
 
 codes! {
-    /// The namespace lacks the opt-in label.
+    /// Neither the namespace (label) nor the object opts in.
     NamespaceNotOptedIn = "namespace-not-opted-in",
     /// A namespace the webhook never mutates.
     NamespaceExcluded = "namespace-excluded",
     /// The pod template opts out.
     OptedOut = "opted-out",
+    /// Reloader's annotations select it while Reloader may still run.
+    LeftToReloader = "left-to-reloader",
+    /// Reloader's annotations select nothing (`auto: "false"` alone).
+    ReloaderSelectsNothing = "reloader-selects-nothing",
     /// No MutatingWebhookConfiguration.
     WebhookMissing = "webhook-missing",
     /// A webhook without a CA bundle.

@@ -1,17 +1,19 @@
-//! Opt-in (the namespace label, the template's opt-out) and the installation (webhook
-//! configuration, CA bundle, the controller's Lease). Pure.
-
-use std::collections::BTreeMap;
+//! Opt-in (the namespace label, the object's own opt-in or Reloader's annotations, the
+//! template's opt-out) and the installation (webhook configuration, CA bundle, the controller's
+//! Lease, whether `serve` was told Reloader is gone). Pure.
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
+use serde_json::Value;
 
 use super::common::{age, seconds_between};
 use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, INSTALL_NAME, Snapshot};
-use crate::policy::{self, INJECT, OPT_IN_VALUE};
+use crate::policy::{
+    self, INJECT, Map, OPT_IN_VALUE, OptedInBy, RETIRED_FLAG, Unmanaged, Verdict, reloader,
+};
 
 /// Is the workload opted in?
 #[derive(Debug, Clone, Serialize)]
@@ -20,13 +22,34 @@ pub struct OptIn {
     /// The namespace's `reload-injector.io/inject` label, if any.
     pub namespace_label: Option<String>,
     pub namespace_read: bool,
-    /// Labelled `enabled` and not excluded (`true` when the namespace could not be read, as
-    /// nothing says otherwise).
+    /// The product acts on it: its namespace is labelled `enabled` (`true` when the namespace
+    /// could not be read, as nothing says otherwise) or it opts in itself, and it is not
+    /// excluded, opted out, or left to Reloader.
     pub opted_in: bool,
     /// A namespace never mutated whatever its labels say.
     pub excluded: bool,
     /// `label` or `annotation` when the pod template opts out.
     pub opted_out_by: Option<&'static str>,
+    /// Who opts it in when it is acted on: `namespace`, `annotation` or `reloader`.
+    pub opted_in_by: Option<&'static str>,
+    /// Reloader's annotations on it (`key=value`), its own metadata's then its template's.
+    pub reloader: Vec<String>,
+    /// Reloader's annotations select it while Reloader may still run: left to Reloader.
+    pub left_to_reloader: bool,
+}
+
+/// The labels and annotations the opt-in is decided on.
+#[derive(Debug, Clone, Copy)]
+pub struct Metas<'a> {
+    /// The workload's own `metadata` labels (empty for a Pod).
+    pub own_labels: &'a Map,
+    /// The workload's own `metadata` annotations (empty for a Pod).
+    pub own_annotations: &'a Map,
+    /// The pod template's (or the Pod's) labels.
+    pub labels: &'a Map,
+    /// The pod template's (or the Pod's) annotations, carrying the workload's own opt-ins as
+    /// the webhook copies them (`reload-injector.io/workload-opt-in`).
+    pub annotations: &'a Map,
 }
 
 /// The webhook configuration as read (`present`, `missing` or `unreadable` in JSON).
@@ -54,58 +77,153 @@ pub struct Installation {
     /// A leader holds an unexpired Lease (`false` when the Lease could not be read).
     pub controller_running: bool,
     pub lease_read: bool,
+    /// Whether `serve` runs with `--reloader-retired` (`None`: its Deployment could not be read).
+    pub reloader_retired: Option<bool>,
 }
 
-/// The opt-in part, and its findings.
-pub fn opt_in(
-    snapshot: &Snapshot,
-    namespace: &str,
-    annotations: &BTreeMap<String, String>,
-    labels: &BTreeMap<String, String>,
-) -> (OptIn, Vec<Finding>) {
+/// The opt-in part, and its findings. Reloader is taken to run beside us unless `serve` is known
+/// to run with `--reloader-retired`.
+pub fn opt_in(snapshot: &Snapshot, namespace: &str, metas: Metas<'_>) -> (OptIn, Vec<Finding>) {
     let mut findings = Vec::new();
-    let opted_out_by = policy::opted_out(labels, annotations).map(policy::OptOut::as_str);
     let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
     let namespaces = snapshot.namespaces.ok();
     let namespace_read = namespaces.is_some();
     let namespace_label = namespaces
         .and_then(|map| map.get(namespace)?.metadata.labels.as_ref()?.get(INJECT))
         .cloned();
-    let labelled = namespace_label.as_deref() == Some(OPT_IN_VALUE);
-    let opted_in = !excluded && (labelled || !namespace_read);
+    let labelled = namespace_label.as_deref() == Some(OPT_IN_VALUE) || !namespace_read;
+    let retired = reloader_retired(snapshot) == Some(true);
+    let verdict = policy::verdict(labelled, metas.labels, metas.annotations, retired);
+    let reloader = reloader_annotations(metas);
     if excluded {
         findings.push(Finding::new(
             Code::NamespaceExcluded,
             format!("namespace {namespace:?} is never mutated, whatever its labels say"),
             "run the workload in another namespace",
         ));
-    } else if namespace_read && !labelled {
-        findings.push(Finding::new(
-            Code::NamespaceNotOptedIn,
-            format!(
-                "namespace {namespace:?} is not opted in (label {INJECT}: {})",
-                namespace_label
-                    .as_deref()
-                    .map_or("absent".to_owned(), |v| format!("{v:?}"))
-            ),
-            format!("kubectl label namespace {namespace} {INJECT}={OPT_IN_VALUE}"),
+    } else {
+        findings.extend(verdict_finding(
+            &verdict,
+            namespace,
+            &namespace_label,
+            &reloader,
         ));
     }
-    if let Some(by) = opted_out_by {
-        findings.push(Finding::new(
-            Code::OptedOut,
-            format!("the pod template opts out: {by} {INJECT}: \"false\""),
-            format!("remove the {by} {INJECT} from the pod template if it should reload"),
-        ));
-    }
+    let opted_out_by = match verdict {
+        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => Some(by.as_str()),
+        _ => None,
+    };
+    let opted_in_by = match verdict {
+        Verdict::Managed { by, .. } if !excluded => Some(match by {
+            OptedInBy::Namespace => "namespace",
+            OptedInBy::Annotation => "annotation",
+            OptedInBy::Reloader => "reloader",
+        }),
+        _ => None,
+    };
     let opt_in = OptIn {
         namespace_label,
         namespace_read,
-        opted_in,
+        opted_in: opted_in_by.is_some(),
         excluded,
         opted_out_by,
+        opted_in_by,
+        reloader,
+        left_to_reloader: matches!(verdict, Verdict::LeftToReloader) && !excluded,
     };
     (opt_in, findings)
+}
+
+/// The finding of an object the product does not act on, with its fix.
+fn verdict_finding(
+    verdict: &Verdict,
+    namespace: &str,
+    label: &Option<String>,
+    reloader: &[String],
+) -> Option<Finding> {
+    let annotations = reloader.join(", ");
+    Some(match verdict {
+        Verdict::Managed { .. } => return None,
+        Verdict::Unmanaged(Unmanaged::NotOptedIn) => Finding::new(
+            Code::NamespaceNotOptedIn,
+            format!(
+                "neither namespace {namespace:?} (label {INJECT}: {}) nor the object opts in",
+                label
+                    .as_deref()
+                    .map_or("absent".to_owned(), |v| format!("{v:?}"))
+            ),
+            format!(
+                "kubectl label namespace {namespace} {INJECT}={OPT_IN_VALUE}, or opt this object in \
+                 alone: the annotation {INJECT}: {OPT_IN_VALUE} on it"
+            ),
+        ),
+        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => Finding::new(
+            Code::OptedOut,
+            format!(
+                "the pod template opts out: {} {INJECT}: \"false\"",
+                by.as_str()
+            ),
+            format!(
+                "remove the {} {INJECT} from the pod template if it should reload",
+                by.as_str()
+            ),
+        ),
+        Verdict::Unmanaged(Unmanaged::ReloaderSelectsNothing) => Finding::new(
+            Code::ReloaderSelectsNothing,
+            format!("Reloader's annotations ({annotations}) select no ConfigMap or Secret"),
+            format!(
+                "set {} \"true\", or name what counts in a reload list",
+                reloader::AUTO
+            ),
+        ),
+        Verdict::LeftToReloader => Finding::new(
+            Code::LeftToReloader,
+            format!(
+                "left to Reloader: its annotations ({annotations}) select it and serve runs \
+                 without {RETIRED_FLAG}, so that no change rolls it twice"
+            ),
+            format!(
+                "once Reloader is gone: serve {RETIRED_FLAG} (chart: --set serve.reloaderRetired=true), \
+                 then roll it once (kubectl rollout restart)"
+            ),
+        ),
+    })
+}
+
+/// Reloader's annotations on the workload's own metadata, then on its pod template, as
+/// `key=value` (the template's carried copy of the metadata's left out).
+fn reloader_annotations(metas: Metas<'_>) -> Vec<String> {
+    let own = metas.own_annotations.iter();
+    let template = metas.annotations.iter();
+    own.chain(template)
+        .filter(|(key, _)| reloader::is_key(key))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect()
+}
+
+/// Whether the webhook's Deployment runs `serve` with `--reloader-retired` (a `true` value, or
+/// the flag alone; the environment variable too), when it could be read.
+pub fn reloader_retired(snapshot: &Snapshot) -> Option<bool> {
+    let deployment = snapshot.serve_deployment.ok()?.as_ref()?;
+    let containers = deployment
+        .pointer("/spec/template/spec/containers")?
+        .as_array()?;
+    let mut retired = false;
+    for container in containers {
+        let env = container["env"].as_array().into_iter().flatten();
+        for var in env.filter(|v| v["name"] == "RELOAD_INJECTOR_RELOADER_RETIRED") {
+            retired = var["value"].as_str() == Some("true");
+        }
+        let args = container["args"].as_array().into_iter().flatten();
+        for arg in args.filter_map(Value::as_str) {
+            match arg.strip_prefix(RETIRED_FLAG) {
+                Some("" | "=true") => retired = true,
+                Some("=false") => retired = false,
+                _ => {}
+            }
+        }
+    }
+    Some(retired)
 }
 
 /// The installation part, its findings, and what could not be read of it.
@@ -131,6 +249,7 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
         lease_duration_seconds: None,
         controller_running: false,
         lease_read: false,
+        reloader_retired: reloader_retired(snapshot),
     };
     let mut findings: Vec<Finding> = webhook_finding(webhook, ca_bundle).into_iter().collect();
     let mut notes = Vec::new();

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use super::config_objects::Configs;
+use super::config_objects::{Configs, Seen};
 use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
 use super::hash_check::KeyState;
 use super::target::Kind;
@@ -16,6 +16,7 @@ use crate::inject::catalogue::Takes;
 use crate::inject::explain::{Explained, Mode, Read, Via};
 use crate::inject::strategy::{Consequence, Strategy, Why};
 use crate::inject::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted};
+use crate::policy::{Counts, Selection, reloader};
 
 /// One key or object a container reads.
 #[derive(Debug, Clone, Serialize)]
@@ -78,6 +79,8 @@ pub struct Judging<'k> {
     pub stamped: bool,
     /// Opted in, and not opted out.
     pub active: bool,
+    /// What counts of what it reads (Reloader's annotations may leave some out).
+    pub selection: &'k Selection,
 }
 
 /// What a change does to a Secret read through env when the webhook has no hash key.
@@ -91,11 +94,11 @@ pub fn read_lines(
 ) -> Vec<ReadLine> {
     let line = |read: &Read| {
         let id = read.consumed.id();
-        let ignored = configs.get(id).is_some_and(|s| s.ignored);
-        let (on_change, detail) = if judging.active {
-            change(read, explained, ignored, judging)
-        } else {
-            (OnChange::Nothing, "not opted in".to_owned())
+        let seen = configs.get(id);
+        let ignored = seen.is_some_and(|s| s.ignored);
+        let (on_change, detail) = match not_counted(judging, id, seen) {
+            Some(nothing) => nothing,
+            None => change(read, explained, ignored, judging),
         };
         let (program, reloaded_by) = match &read.strategy {
             Some(Strategy::Itself(title)) => (Some(*title), None),
@@ -122,6 +125,24 @@ pub fn read_lines(
         }
     };
     explained.reads.iter().map(line).collect()
+}
+
+/// Nothing, and why, when the workload is not acted on or Reloader's annotations leave `id` out
+/// (in `search` mode: it does not carry `match`, as `seen`).
+fn not_counted(
+    judging: &Judging<'_>,
+    id: &ConfigId,
+    seen: Option<&Seen>,
+) -> Option<(OnChange, String)> {
+    let why = match judging.selection.counts(id) {
+        _ if !judging.active => "not opted in".to_owned(),
+        Counts::IfMatched if !seen.is_some_and(|s| s.matched) => {
+            format!("search: not annotated {}: \"true\"", reloader::MATCH)
+        }
+        Counts::No => "left out by Reloader's annotations".to_owned(),
+        Counts::Yes | Counts::IfMatched => return None,
+    };
+    Some((OnChange::Nothing, why))
 }
 
 /// What a change of `read` does, as the core decided it, and why in a few words.
@@ -353,6 +374,7 @@ mod tests {
             key: KeyState::NoKey,
             stamped,
             active: true,
+            selection: Box::leak(Box::new(crate::policy::Selection::everything())),
         }
     }
 

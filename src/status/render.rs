@@ -14,6 +14,7 @@ use super::pods::{PodLine, Pods};
 use super::read_lines::{OnChange, ReadLine};
 use super::summary::Summary;
 use super::workload_report::{EventLine, Report};
+use crate::policy::{INJECT, OPT_IN_VALUE, RETIRED_FLAG};
 
 /// The report as JSON (pretty, with `exitCode`).
 pub fn json<T: Serialize>(value: &T, exit_code: u8) -> String {
@@ -34,6 +35,11 @@ pub fn json<T: Serialize>(value: &T, exit_code: u8) -> String {
 pub fn text(report: &Report) -> String {
     let mut out = format!("{} {}/{}\n", report.kind, report.namespace, report.name);
     opt_in_text(&mut out, &report.namespace, &report.opt_in);
+    reloader_text(
+        &mut out,
+        &report.opt_in,
+        report.installation.reloader_retired,
+    );
     installation_text(&mut out, &report.installation);
     reads_text(&mut out, &report.reads, report.reload.as_deref());
     out.push_str("\n4. Is it current?\n");
@@ -51,9 +57,10 @@ fn opt_in_text(out: &mut String, namespace: &str, opt: &OptIn) {
         (Some(v), true) => format!("label reload-injector.io/inject={v}"),
         (None, true) => "no reload-injector.io/inject label".to_owned(),
     };
+    let labelled = opt.namespace_label.as_deref() == Some(OPT_IN_VALUE) || !opt.namespace_read;
     let verdict = if opt.excluded {
         "never mutated"
-    } else if opt.opted_in {
+    } else if labelled {
         "opted in"
     } else {
         "NOT opted in"
@@ -257,7 +264,33 @@ fn notes_text(out: &mut String, notes: &[String]) {
     }
 }
 
-/// A summary as text: one line per workload, problems first.
+/// How the object itself opts in, and what its Reloader annotations do (only when it opts in
+/// itself or carries Reloader's annotations).
+fn reloader_text(out: &mut String, opt: &OptIn, retired: Option<bool>) {
+    let annotations = opt.reloader.join(", ");
+    let object = match opt.opted_in_by {
+        _ if opt.left_to_reloader => format!(
+            "LEFT TO RELOADER: Reloader's annotations ({annotations}) select it and serve runs without {RETIRED_FLAG}"
+        ),
+        Some("reloader") => format!("opted in by Reloader's annotations ({annotations})"),
+        Some("annotation") => format!("opted in by its own {INJECT}: {OPT_IN_VALUE}"),
+        _ if opt.reloader.is_empty() => return,
+        Some(_) => format!("Reloader's annotations ({annotations}) say what counts"),
+        None => format!("Reloader's annotations: {annotations}"),
+    };
+    let _ = writeln!(out, "   the object: {object}");
+    if !opt.reloader.is_empty() {
+        let serve = match retired {
+            Some(true) => format!("gone (serve runs with {RETIRED_FLAG})"),
+            Some(false) => format!("may still run (serve runs without {RETIRED_FLAG})"),
+            None => "unknown (the webhook's Deployment could not be read)".to_owned(),
+        };
+        let _ = writeln!(out, "   Reloader: {serve}");
+    }
+}
+
+/// A summary as text: one line per workload, problems first; then the workloads that carry
+/// Reloader's annotations, and what each will get.
 pub fn summary_text(summary: &Summary) -> String {
     let mut out = String::new();
     if summary.workloads.is_empty() {
@@ -278,6 +311,23 @@ pub fn summary_text(summary: &Summary) -> String {
             codes.join(", ")
         };
         let _ = writeln!(out, "{target:<width$}  {state}");
+    }
+    let reloader: Vec<_> = summary
+        .workloads
+        .iter()
+        .filter(|w| !w.reloader.is_empty())
+        .collect();
+    if !reloader.is_empty() {
+        let _ = writeln!(out, "\nWith Reloader's annotations ({}):", reloader.len());
+        for line in reloader {
+            let target = format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
+            let _ = writeln!(out, "   {target}: {}", line.reloader.join(", "));
+            let _ = writeln!(
+                out,
+                "      -> {}",
+                line.will.as_deref().unwrap_or("nothing")
+            );
+        }
     }
     if summary.has_findings() {
         out.push_str("\nThe report and fixes of one: status KIND/NAME -n NAMESPACE\n");

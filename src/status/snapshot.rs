@@ -101,6 +101,9 @@ pub struct Snapshot {
     pub webhook_namespace: String,
     /// The controller's Lease `reload-injector` in the webhook's namespace (`None`: not found).
     pub lease: Fetched<Option<Lease>>,
+    /// The webhook's Deployment `reload-injector` in its namespace (its `serve` flags say whether
+    /// Reloader is gone; `None`: not found).
+    pub serve_deployment: Fetched<Option<Value>>,
     /// The webhook's Secret-hash key: `None` when the Secret does not exist (then the webhook
     /// hashes no Secret either).
     pub hash_key: Fetched<Option<SecretKey>>,

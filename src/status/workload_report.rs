@@ -23,6 +23,7 @@ use crate::inject::pod::PodSpec;
 use crate::inject::strategy::Consequence;
 use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
 use crate::inject::{Workload as Classified, string_map};
+use crate::policy::{self, WORKLOAD_OPT_IN};
 
 /// The whole report on one workload. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]
@@ -86,8 +87,13 @@ pub fn report(snapshot: &Snapshot, kind: Kind, object: &Value) -> Report {
 /// lays them out once per namespace). The sections in the order the report reads.
 pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
     let workload = Workload::new(snapshot, kind, object, configs);
-    let (annotations, labels) = (&workload.annotations, &workload.labels);
-    let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, annotations, labels);
+    let metas = install::Metas {
+        own_labels: &workload.own_labels,
+        own_annotations: &workload.own_annotations,
+        labels: &workload.labels,
+        annotations: &workload.annotations,
+    };
+    let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, metas);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
     let core = match workload.explain() {
@@ -110,6 +116,7 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     );
     notes.extend(key_note);
     let active = opt_in.opted_in && opt_in.opted_out_by.is_none();
+    let selection = policy::selection_of(&workload.annotations);
     let consumed = match &core {
         Some(core) => {
             let judging = Judging {
@@ -118,6 +125,7 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
                 key,
                 stamped: stamped.is_some(),
                 active,
+                selection: &selection,
             };
             workload.consumed(core, &judging, stamped)
         }
@@ -159,8 +167,12 @@ struct Workload<'a> {
     namespace: &'a str,
     name: &'a str,
     template: Option<&'a Value>,
+    /// The pod template's, with the workload's own opt-ins carried as the webhook copies them.
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
+    /// The workload's own `metadata` labels and annotations (empty for a Pod).
+    own_labels: BTreeMap<String, String>,
+    own_annotations: BTreeMap<String, String>,
 }
 
 /// The pod template as the core reads it.
@@ -212,6 +224,21 @@ impl<'a> Workload<'a> {
     fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
         let template = object.pointer(super::target::template_pointer(kind));
         let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
+        let (own_labels, own_annotations) = match kind {
+            Kind::Pod => Default::default(),
+            _ => (
+                string_map(object, "labels"),
+                string_map(object, "annotations"),
+            ),
+        };
+        let mut annotations = map("annotations");
+        if kind != Kind::Pod {
+            // What the webhook copies onto the template at the workload's next admission.
+            match policy::workload_opt_in(&own_labels, &own_annotations) {
+                Some(stamp) => annotations.insert(WORKLOAD_OPT_IN.to_owned(), stamp),
+                None => annotations.remove(WORKLOAD_OPT_IN),
+            };
+        }
         Workload {
             snapshot,
             kind,
@@ -220,8 +247,10 @@ impl<'a> Workload<'a> {
             namespace: meta_str(object, "namespace").unwrap_or_default(),
             name: meta_str(object, "name").unwrap_or_default(),
             template,
-            annotations: map("annotations"),
+            annotations,
             labels: map("labels"),
+            own_labels,
+            own_annotations,
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::inject::meter::{Meter, Refusal, metered};
-use crate::inject::{Outcome, Plan, Settings};
+use crate::inject::{Outcome, Plan, Request, Settings};
 
 use super::lookup::Lookups;
 use super::metrics::Metrics;
@@ -60,11 +60,13 @@ pub enum HandleError {
 
 /// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200). What
 /// the review reads from the body is counted by `meter`, which the caller keeps until the
-/// answer is sent.
+/// answer is sent. `namespace_labelled`: the API server sent it by the webhooks of namespaces
+/// that carry the opt-in label.
 pub async fn handle(
     state: &AppState,
     body: &[u8],
     meter: &mut Meter,
+    namespace_labelled: bool,
 ) -> Result<Vec<u8>, HandleError> {
     let started = Instant::now();
     let parsed = metered(meter, || Review::parse(body));
@@ -84,7 +86,7 @@ pub async fn handle(
     } = &*state.inner;
     let (answer, outcome, warnings) = match refused {
         Some(refusal) => unaffordable(review.uid(), refusal)?,
-        None => decide(&review, settings, lookups, meter).await?,
+        None => decide(&review, settings, lookups, meter, namespace_labelled).await?,
     };
     let took = started.elapsed();
     metrics.review(review.kind(), review.operation(), outcome, took);
@@ -108,10 +110,14 @@ async fn decide(
     settings: &Settings,
     lookups: &Lookups,
     meter: &mut Meter,
+    namespace_labelled: bool,
 ) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
     let uid = review.uid();
     let request = match review.request() {
-        Ok(request) => request,
+        Ok(request) => Request {
+            namespace_labelled,
+            ..request
+        },
         Err(err) => return Ok(not_understood(uid, &err.to_string())),
     };
     // One plan serves both steps, so the object is read once.

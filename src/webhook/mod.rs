@@ -134,6 +134,7 @@ fn start_controller(
         rollout_delay: args.rollout_delay,
         max_writes_per_second: args.max_writes_per_second,
         lease_duration: args.lease_duration,
+        reloader_retired: args.injection.reloader_retired,
     };
     let controller = crate::controller::start(
         client,

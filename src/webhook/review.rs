@@ -158,6 +158,8 @@ impl<'a> Review<'a> {
             kind: kind_name,
             operation: Operation::parse(operation),
             namespace,
+            // The webhooks of labelled namespaces call `/mutate`; the handler says otherwise.
+            namespace_labelled: true,
             object,
             old_object,
             dry_run,

@@ -1,5 +1,7 @@
-//! The HTTPS routes: `POST /mutate`. HTTP-level checks happen here (method, path, content
-//! type, size, read time); everything that reaches [`super::handler`] is a body to review.
+//! The HTTPS routes: `POST /mutate` (reviews from namespaces that carry the opt-in label) and
+//! `POST /mutate/opted-in` (from the others, where only single opted-in objects are sent).
+//! HTTP-level checks happen here (method, path, content type, size, read time); everything that
+//! reaches [`super::handler`] is a body to review.
 
 use std::time::Duration;
 
@@ -13,6 +15,10 @@ use http_body_util::BodyExt;
 
 use super::handler::{AppState, HandleError, handle};
 use super::limits::{BodyBudget, reservation};
+
+/// The path of the webhooks that send single opted-in objects from namespaces without the
+/// opt-in label.
+pub const OPTED_IN_PATH: &str = "/mutate/opted-in";
 
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
 pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
@@ -63,6 +69,7 @@ pub fn app(state: AppState) -> Router {
 pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
     Router::new()
         .route("/mutate", post(mutate).fallback(wrong_method))
+        .route(OPTED_IN_PATH, post(mutate_opted_in).fallback(wrong_method))
         .fallback(no_route)
         .with_state(Routes { state, limits })
 }
@@ -92,8 +99,8 @@ pub enum HttpError {
     /// A path other than `/mutate` (404): the webhook configuration names the wrong path.
     #[error("failed to accept the request: no such path; reviews go to POST /mutate")]
     NoRoute,
-    /// `/mutate` with a method other than POST (405).
-    #[error("failed to accept the request: /mutate takes POST, got {0}")]
+    /// `/mutate` (or [`OPTED_IN_PATH`]) with a method other than POST (405).
+    #[error("failed to accept the request: reviews take POST, got {0}")]
     WrongMethod(Method),
 }
 
@@ -130,7 +137,14 @@ impl IntoResponse for HttpError {
 }
 
 async fn mutate(State(routes): State<Routes>, request: Request) -> Response {
-    match answer(&routes, request).await {
+    match answer(&routes, request, true).await {
+        Ok(response) => response,
+        Err(err) => reject(&routes, err),
+    }
+}
+
+async fn mutate_opted_in(State(routes): State<Routes>, request: Request) -> Response {
+    match answer(&routes, request, false).await {
         Ok(response) => response,
         Err(err) => reject(&routes, err),
     }
@@ -151,8 +165,13 @@ fn reject(routes: &Routes, err: HttpError) -> Response {
     err.into_response()
 }
 
-/// The answer to one request to `/mutate`, or the HTTP error it gets.
-async fn answer(routes: &Routes, request: Request) -> Result<Response, HttpError> {
+/// The answer to one request to `/mutate` (from a labelled namespace: `namespace_labelled`) or
+/// [`OPTED_IN_PATH`], or the HTTP error it gets.
+async fn answer(
+    routes: &Routes,
+    request: Request,
+    namespace_labelled: bool,
+) -> Result<Response, HttpError> {
     check_content_type(request.headers())?;
     let declared = declared_length(request.headers());
     let HttpLimits {
@@ -181,7 +200,7 @@ async fn answer(routes: &Routes, request: Request) -> Result<Response, HttpError
     let body = read_body(request.into_body(), declared, left, *body_timeout).await?;
     // What the review reads from the body is counted in the same reservation, held as long.
     let mut meter = memory.into_meter();
-    let review = handle(&routes.state, &body, &mut meter).await?;
+    let review = handle(&routes.state, &body, &mut meter, namespace_labelled).await?;
     let json = [(header::CONTENT_TYPE, "application/json")];
     Ok((json, review).into_response())
 }

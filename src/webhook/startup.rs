@@ -34,6 +34,7 @@ pub fn settings(
         inject_into_templates: false,
         secret_key,
         warning_chars: Some(crate::inject::API_SERVER_WARNING_CHARS),
+        reloader_retired: args.injection.reloader_retired,
     }
 }
 

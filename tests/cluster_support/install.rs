@@ -42,6 +42,8 @@ pub struct Install {
     ca_pem: String,
     hash_key: PathBuf,
     kubeconfig: PathBuf,
+    /// Flags every `serve` started here gets besides the harness's own.
+    serve_args: Mutex<Vec<String>>,
 }
 
 impl Applied {
@@ -66,6 +68,11 @@ impl Install {
 
     /// Applies the manifests, registers the webhook and starts one `serve`, ready.
     pub fn new(cluster: &'static Cluster) -> Install {
+        Install::with_serve_args(cluster, &[])
+    }
+
+    /// [`Install::new`], with `args` added to the flags of every `serve` it starts.
+    pub fn with_serve_args(cluster: &'static Cluster, args: &[&str]) -> Install {
         let applied = apply_manifests(cluster);
         let dir = &cluster.dir;
         let bundle = generate(&CertRequest {
@@ -103,6 +110,7 @@ impl Install {
             ca_pem: bundle.ca_cert_pem.clone(),
             hash_key,
             kubeconfig,
+            serve_args: Mutex::new(args.iter().map(|a| (*a).to_owned()).collect()),
         };
         install.serve = install.start_serve_on("serve-0", port);
         install.serve.wait_ready(cluster);
@@ -131,6 +139,14 @@ impl Install {
             self.serve.wait_ready(self.cluster);
         }
         self.point_webhook_at(&self.serve);
+    }
+
+    /// Stops the first `serve` and starts it again on its ports with `args` as its extra flags
+    /// (instead of those it had), ready; later starts get them too.
+    pub fn restart_serve_with(&self, args: &[&str]) {
+        *self.serve_args.lock().unwrap() = args.iter().map(|a| (*a).to_owned()).collect();
+        self.serve.kill();
+        self.revive_serve();
     }
 
     /// Starts another `serve` replica (its own ports; the webhook keeps calling the first).
@@ -172,7 +188,8 @@ impl Install {
             .arg(&self.tls.1)
             .arg("--secret-hash-key-file")
             .arg(&self.hash_key)
-            .arg("--lease-duration=6s");
+            .arg("--lease-duration=6s")
+            .args(self.serve_args.lock().unwrap().iter());
         let log = self.cluster.dir.join(format!("{name}.log"));
         Serve {
             name: name.to_owned(),
@@ -363,13 +380,18 @@ fn apply_manifests(cluster: &Cluster) -> Applied {
     }
 }
 
-/// The shipped webhook configuration with only `clientConfig` changed to `https://127.0.0.1:port`.
+/// The shipped webhook configuration with only `clientConfig` changed to `https://127.0.0.1:port`
+/// (each webhook keeping its path).
 pub fn local_webhook(shipped: &Value, port: u16, ca_pem: &str) -> Value {
     let mut config = shipped.clone();
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     for webhook in config["webhooks"].as_array_mut().expect("webhooks") {
+        let path = webhook["clientConfig"]["service"]["path"]
+            .as_str()
+            .expect("each shipped webhook names its Service path")
+            .to_owned();
         webhook["clientConfig"] = json!({
-            "url": format!("https://127.0.0.1:{port}/mutate"),
+            "url": format!("https://127.0.0.1:{port}{path}"),
             "caBundle": bundle,
         });
     }

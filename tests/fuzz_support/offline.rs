@@ -29,6 +29,7 @@ impl Offline {
             inject_into_templates: true,
             secret_key: key,
             warning_chars: None,
+            reloader_retired: true,
         };
         Offline {
             variants: vec![

@@ -403,6 +403,7 @@ fn state(client: Option<kube::Client>, native: bool, secret_key: Option<SecretKe
         inject_into_templates: false,
         secret_key: secret_key.clone(),
         warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
+        reloader_retired: true,
     };
     AppState::new(
         settings,

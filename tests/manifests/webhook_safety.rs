@@ -27,11 +27,17 @@ pub fn strings(value: &Value) -> Vec<&str> {
 
 /// Asserts the safety properties DESIGN.md promises of the MutatingWebhookConfiguration among
 /// `objects`, served from `namespace`; `extra_excluded` are namespaces excluded beyond the
-/// system ones and the webhook's own.
+/// system ones and the webhook's own. The Pod and workload webhooks of labelled namespaces come
+/// first; the same pair for single opted-in objects of the other namespaces may follow.
 pub fn assert_safe(objects: &[Value], namespace: &str, extra_excluded: &[&str]) {
     let hooks = webhooks(objects);
-    assert_eq!(hooks.len(), 2);
-    for hook in &hooks {
+    assert!(
+        hooks.len() == 2 || hooks.len() == 4,
+        "{} webhooks",
+        hooks.len()
+    );
+    for (i, hook) in hooks.iter().enumerate() {
+        let labelled = i < 2;
         let name = hook["name"].as_str().unwrap();
         assert_eq!(strings(&hook["admissionReviewVersions"]), ["v1"], "{name}");
         assert_eq!(hook["sideEffects"], "None", "{name}");
@@ -43,15 +49,20 @@ pub fn assert_safe(objects: &[Value], namespace: &str, extra_excluded: &[&str]) 
         let service = &hook["clientConfig"]["service"];
         assert_eq!(service["name"], "reload-injector", "{name}");
         assert_eq!(service["namespace"], namespace, "{name}");
-        assert_eq!(service["path"], "/mutate", "{name}");
+        let path = if labelled {
+            "/mutate"
+        } else {
+            "/mutate/opted-in"
+        };
+        assert_eq!(service["path"], path, "{name}");
         assert!(hook["clientConfig"].get("url").is_none(), "{name}");
 
         let expressions = hook["namespaceSelector"]["matchExpressions"]
             .as_array()
             .unwrap();
         assert!(hook["namespaceSelector"].get("matchLabels").is_none());
-        let opt_in =
-            json!({"key": "reload-injector.io/inject", "operator": "In", "values": ["enabled"]});
+        let operator = if labelled { "In" } else { "NotIn" };
+        let opt_in = json!({"key": "reload-injector.io/inject", "operator": operator, "values": ["enabled"]});
         assert!(expressions.contains(&opt_in), "{name}: no opt-in selector");
         let excluded = expressions
             .iter()
@@ -70,7 +81,18 @@ pub fn assert_safe(objects: &[Value], namespace: &str, extra_excluded: &[&str]) 
         assert_eq!(hook["objectSelector"], opt_out, "{name}");
     }
 
-    let pods = &hooks[0];
+    for pair in hooks.chunks(2) {
+        assert_pair(&pair[0], &pair[1]);
+    }
+    if let [pods, workloads, opted_in_pods, opted_in_workloads] = hooks.as_slice() {
+        assert_opted_in_only(pods, opted_in_pods, "opted-in");
+        assert_opted_in_only(workloads, opted_in_workloads, "opted-in-or-managed");
+    }
+}
+
+/// The Pod webhook (Ignore, CREATE) and the workload webhook (Fail, the workload kinds, never
+/// what a controller creates) of one kind of namespace.
+fn assert_pair(pods: &Value, workloads: &Value) {
     assert_eq!(pods["failurePolicy"], "Ignore");
     let rules = pods["rules"].as_array().unwrap();
     assert_eq!(rules.len(), 1);
@@ -78,7 +100,6 @@ pub fn assert_safe(objects: &[Value], namespace: &str, extra_excluded: &[&str]) 
     assert_eq!(strings(&rules[0]["apiGroups"]), [""]);
     assert_eq!(strings(&rules[0]["resources"]), ["pods"]);
 
-    let workloads = &hooks[1];
     assert_eq!(workloads["failurePolicy"], "Fail");
     let mut covered = Vec::new();
     for rule in workloads["rules"].as_array().unwrap() {
@@ -111,6 +132,29 @@ pub fn assert_safe(objects: &[Value], namespace: &str, extra_excluded: &[&str]) 
         .expect("a rule for Argo Rollouts");
     assert_eq!(strings(&argo["apiVersions"]), ["v1alpha1"]);
     assert_controllers_skip(workloads);
+}
+
+/// A webhook of single opted-in objects keeps every condition of its labelled-namespace twin,
+/// in order, and adds one (`extra`) that sends only opted-in objects. Each optional field it
+/// reads is checked with has() first: a failing expression would fall back to Fail.
+fn assert_opted_in_only(twin: &Value, hook: &Value, extra: &str) {
+    let name = hook["name"].as_str().unwrap();
+    let conditions = hook["matchConditions"].as_array().expect("matchConditions");
+    let twins = twin["matchConditions"].as_array().expect("matchConditions");
+    assert_eq!(conditions.len(), twins.len() + 1, "{name}");
+    assert_eq!(conditions[..twins.len()], twins[..], "{name}");
+    let last = &conditions[twins.len()];
+    assert_eq!(last["name"], extra, "{name}");
+    let cel = last["expression"].as_str().unwrap();
+    for key in ["reload-injector.io/inject", "reloader.stakater.com/auto"] {
+        assert!(cel.contains(key), "{name}: {key} not in {cel}");
+    }
+    for read in ["metadata.labels", "metadata.annotations"] {
+        assert!(
+            cel.contains(&format!("has(object.{read})")),
+            "{name}: {read}"
+        );
+    }
 }
 
 /// The workload webhook (Fail by default) never gates what a controller creates or scales: its
@@ -147,7 +191,6 @@ fn controller_condition(hook: &Value) -> String {
     let conditions = hook["matchConditions"]
         .as_array()
         .expect("the Fail webhook has matchConditions");
-    assert_eq!(conditions.len(), 1, "{conditions:?}");
     assert_eq!(conditions[0]["name"], "not-created-by-a-controller");
     conditions[0]["expression"]
         .as_str()

@@ -11,8 +11,9 @@ use serde_json::Value;
 use reload_injector::status::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
 use reload_injector::status::target;
 
-/// Names of reads for `failed`: `namespaces`, `webhook`, `lease`, `hashKey`, `configmaps`,
-/// `secrets`, `pods`, `jobs`, `events`, a workload plural (`deployments`), or `log:NS/POD`.
+/// Names of reads for `failed`: `namespaces`, `webhook`, `lease`, `serveDeployment`, `hashKey`,
+/// `configmaps`, `secrets`, `pods`, `jobs`, `events`, a workload plural (`deployments`), or
+/// `log:NS/POD`.
 pub fn assemble(
     now: Timestamp,
     objects: &[Value],
@@ -36,6 +37,8 @@ pub fn assemble(
         .map(typed)
         .transpose()?;
     snapshot.lease = fetched(failure("lease"), lease);
+    let deployment = of_kind("Deployment").find(|o| in_webhook_ns(o, INSTALL_NAME));
+    snapshot.serve_deployment = fetched(failure("serveDeployment"), deployment.cloned());
     let key_secret = of_kind("Secret")
         .find(|o| in_webhook_ns(o, HASH_KEY_SECRET))
         .map(typed)

@@ -100,6 +100,7 @@ pub fn settings() -> Settings {
         inject_into_templates: false,
         secret_key: None,
         warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
+        reloader_retired: true,
     }
 }
 

@@ -68,6 +68,8 @@ fn consumer(hash: Option<&str>, names: &[&str]) -> Consumer {
         earlier: None,
         owner: None,
         ready: None,
+        opt_ins: Default::default(),
+        if_matched: Box::default(),
     }
 }
 
@@ -75,6 +77,7 @@ fn meta(rv: &str, ignore: bool) -> Meta {
     Meta {
         resource_version: rv.into(),
         ignore,
+        matched: false,
     }
 }
 
@@ -93,7 +96,7 @@ struct World {
 
 impl World {
     fn new() -> Self {
-        let mut view = View::new("reload-injector");
+        let mut view = View::new("reload-injector", true);
         view.set_namespace(NS, true);
         World {
             view,

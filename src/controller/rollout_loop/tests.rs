@@ -23,14 +23,18 @@ struct Harness {
     store: StoreReader,
     /// `(method, path, body)` of every request the API answered.
     requests: Arc<Mutex<Vec<(String, String, Value)>>>,
+    /// The paths of the GETs left unanswered (the config watches' lists).
+    gets: Arc<Mutex<Vec<String>>>,
 }
 
 fn start() -> Harness {
     let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
+    let gets = Arc::new(Mutex::new(Vec::new()));
+    let (seen, got) = (requests.clone(), gets.clone());
     let client = mock_api::client(move |parts, body| {
         let method = parts.method.to_string();
         if method == "GET" {
+            got.lock().unwrap().push(parts.uri.path().to_owned());
             return None; // the config watches' lists: the test feeds their events
         }
         let reply = if method == "PATCH" {
@@ -66,7 +70,8 @@ fn start() -> Harness {
     };
     let store = StoreWriter::new(ConfigStore::default());
     let reader = store.reader();
-    let controller = Loop::new("reload-injector", store, None, DELAY, out);
+    let view = View::new("reload-injector", true);
+    let controller = Loop::new(view, store, None, DELAY, out);
     let inputs = Inputs {
         watched,
         fetched,
@@ -80,6 +85,7 @@ fn start() -> Harness {
         synced,
         store: reader,
         requests,
+        gets,
     }
 }
 
@@ -99,6 +105,7 @@ fn config(rv: &str, value: &str) -> Item {
         meta: Meta {
             resource_version: rv.into(),
             ignore: false,
+            matched: false,
         },
         digests: Some(digests(value)),
     }
@@ -236,5 +243,90 @@ async fn a_follower_keeps_the_view_and_writes_nothing_and_a_relist_forgets_what_
     assert!(
         harness.requests.lock().unwrap().is_empty(),
         "nothing written"
+    );
+}
+
+/// A Deployment named `name` in `namespace` reading key `a` of ConfigMap `env`, stamped `hash`,
+/// its template carrying `annotations` besides.
+fn deployment_in(namespace: &str, name: &str, hash: &str, annotations: Value) -> Item {
+    let mut template_annotations = annotations;
+    template_annotations[CONFIG_HASH] = json!(hash);
+    let object = json!({"spec": {"template": {
+        "metadata": {"annotations": template_annotations},
+        "spec": {"containers": [{"name": "app", "env": [
+            {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}
+        ]}]}
+    }}});
+    Item::Target {
+        target: Target {
+            kind: TargetKind::Deployment,
+            namespace: namespace.into(),
+            name: name.into(),
+        },
+        reduced: reduce::workload(TargetKind::Deployment, name, &object),
+        budget: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_a_namespace_without_the_label_only_a_workload_that_opts_in_is_acted_on() {
+    let mut harness = start();
+    let deployments = Stream::Targets(TargetKind::Deployment);
+    let served = HashSet::from([Stream::Namespaces, deployments]);
+    harness.watched.send(Watched::Served(served)).await.unwrap();
+    let plain = Item::Namespace {
+        name: "plain".into(),
+        labelled: false,
+    };
+    list(&harness, Source::Cluster(Stream::Namespaces), vec![plain]).await;
+    let opt_in =
+        json!({"reload-injector.io/workload-opt-in": r#"{"reload-injector.io/inject":"enabled"}"#});
+    let opted = deployment_in("plain", "opted", &stamped("1"), opt_in);
+    // Stamped, but no longer opted in (what the webhook wrote is taken off at its next UPDATE).
+    let left = deployment_in("plain", "left", &stamped("1"), json!({}));
+    list(&harness, Source::Cluster(deployments), vec![opted, left]).await;
+
+    // The namespace holds a workload that opts in: its config is watched, and synced.
+    let config_in = |rv: &str, value: &str| match config(rv, value) {
+        Item::Config { key, meta, digests } => Item::Config {
+            key: ConfigKey {
+                namespace: "plain".into(),
+                ..key
+            },
+            meta,
+            digests,
+        },
+        other => other,
+    };
+    let maps = Source::Config(Scope::new(ConfigKind::ConfigMap, "plain"));
+    list(&harness, maps, vec![config_in("1", "1")]).await;
+    let secrets = Source::Config(Scope::new(ConfigKind::Secret, "plain"));
+    list(&harness, secrets, vec![]).await;
+    harness.synced.wait_for(|s| *s).await.unwrap();
+    let gets = harness.gets.lock().unwrap().clone();
+    assert!(
+        gets.iter()
+            .any(|p| p.ends_with("/namespaces/plain/configmaps")),
+        "the config watch of plain started: {gets:?}"
+    );
+
+    // A change rolls the one that opts in, once; the other is never written.
+    harness.leader.send(true).unwrap();
+    let watched = &harness.watched;
+    watched
+        .send(Watched::Apply(config_in("2", "2")))
+        .await
+        .unwrap();
+    tokio::time::sleep(DELAY * 2).await;
+    let requests = harness.requests.lock().unwrap().clone();
+    let written: Vec<&str> = requests
+        .iter()
+        .filter(|(method, _, _)| method == "PATCH")
+        .map(|(_, path, _)| path.as_str())
+        .collect();
+    assert_eq!(
+        written,
+        ["/apis/apps/v1/namespaces/plain/deployments/opted"],
+        "{requests:?}"
     );
 }

@@ -159,12 +159,14 @@ impl Loop {
                     self.writes.seen(&target, consumer.hash.as_ref());
                 }
                 let present = consumer.is_some();
+                let watched = self.view.config_watched(&target.namespace);
                 if self.view.set_consumer(&target, consumer) && present {
                     self.track(&target);
                 }
                 if !present {
                     self.forget(&target);
                 }
+                self.rescope(&target.namespace, watched);
             }
             Item::Target {
                 target,
@@ -207,17 +209,35 @@ impl Loop {
 
     /// A workload or Pod was deleted (or can no longer be written to).
     fn target_gone(&mut self, target: &Target) {
+        let watched = self.view.config_watched(&target.namespace);
         self.view.set_consumer(target, None);
         self.forget(target);
+        self.rescope(&target.namespace, watched);
     }
 
-    /// Records a namespace's opt-in label: its config watches start or stop with it.
+    /// Records a namespace's opt-in label: which of its consumers are acted on changes with it,
+    /// and its config watches may start or stop.
     fn set_namespace(&mut self, name: &str, labelled: bool) {
+        let watched = self.view.config_watched(name);
         if !self.view.set_namespace(name, labelled) {
             return;
         }
+        if !self.rescope(name, watched) && self.view.config_watched(name) {
+            let shared = self.names.intern(name);
+            self.track_where(|t| t.namespace == shared);
+        }
+    }
+
+    /// Starts or stops the config watches of `name` when whether its config is watched changed
+    /// from `was` (its label, or the consumers there that opt in themselves); returns whether it
+    /// did.
+    fn rescope(&mut self, name: &str, was: bool) -> bool {
+        let now = self.view.config_watched(name);
+        if now == was {
+            return false;
+        }
         let shared = self.names.intern(name);
-        if self.view.config_watched(name) {
+        if now {
             if self.listings.configs_started() {
                 self.out.config_watches.start(&shared);
             }
@@ -227,6 +247,7 @@ impl Loop {
             self.listings.forget_namespace(name);
             self.store.write(|store| store.forget_namespace(name));
         }
+        true
     }
 
     /// Once every workload and Pod watch has listed, starts the config watches of the
@@ -235,14 +256,15 @@ impl Loop {
         if !self.listings.start_configs() {
             return;
         }
-        for namespace in self.view.namespaces() {
-            let namespace = self.names.intern(namespace);
+        let namespaces: Vec<String> = self.view.config_namespaces().cloned().collect();
+        for namespace in namespaces {
+            let namespace = self.names.intern(&namespace);
             self.out.config_watches.start(&namespace);
         }
     }
 
     fn check_synced(&mut self) {
-        if !self.listings.sync(self.view.namespaces()) {
+        if !self.listings.sync(self.view.config_namespaces()) {
             return;
         }
         self.store.write(|store| {

@@ -6,14 +6,18 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::Target;
+use super::opt_ins::{
+    release, reloader_notes, warn_unlike_reloader, warn_unreferenced, write_stamp,
+};
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
-use crate::inject::analysis::{PodAnalysis, analyse};
+use crate::inject::analysis::PodAnalysis;
 use crate::inject::consumption::{self, Consumption};
 use crate::inject::messages::{Warnings, quoted};
 use crate::inject::object;
 use crate::inject::parts::{self, MapField, Meta};
 use crate::inject::pod::PodSpec;
 use crate::inject::rules::{self, How, Use, describe};
+use crate::inject::selected;
 use crate::inject::sidecar::{self, SidecarPlan};
 use crate::inject::strategy::{self, Consequence};
 use crate::inject::{
@@ -23,9 +27,13 @@ use crate::inject::{
 
 /// Decides on a target, given the lookups of its config.
 pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
-    let analysis = analyse(&target.spec);
+    if !target.verdict.managed() {
+        return release(settings, target);
+    }
+    let analysis = selected::analysed(&target.spec, &target.selection);
     let outcome = rules::apply(&analysis, &target.policy);
     let mut warnings = Warnings::default();
+    reloader_notes(target, &mut warnings);
     let on_template = target.workload.is_template();
     let denied = |message: String, warnings: Warnings| Outcome::Denied {
         message,
@@ -52,7 +60,8 @@ pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData)
     uses.extend(choice.restart_uses(&analysis));
     strategy::warn(&choice, target.consequence, &mut warnings);
     warn_uses(&uses, target.consequence, settings, &mut warnings);
-    let report = consumption::of_uses(&uses).hash(configs, settings.secret_key.as_ref());
+    let restart_only = restart_only(target, &analysis, &uses, settings, &mut warnings);
+    let report = restart_only.hash(configs, settings.secret_key.as_ref());
     warn_hash(&uses, &report, &mut warnings);
     let plan = sidecar::plan(
         &target.annotations,
@@ -62,8 +71,9 @@ pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData)
         settings.native_sidecars,
         &mut warnings,
     );
+    warn_unlike_reloader(&target.verdict, plan.as_ref(), &analysis, &mut warnings);
     let stamp = Stamp {
-        uses: &uses,
+        restart_only: &restart_only,
         hash: report.hash.as_deref(),
         plan: plan.as_ref(),
         configs,
@@ -74,10 +84,26 @@ pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData)
     }
 }
 
+/// The restart-only consumption: what the uses read, and the objects a `reload` list names that
+/// the pod does not read (whole, with a warning).
+fn restart_only(
+    target: &Target,
+    analysis: &PodAnalysis<'_>,
+    uses: &[Use],
+    settings: &Settings,
+    warnings: &mut Warnings,
+) -> Consumption {
+    let unreferenced = selected::unreferenced(&target.selection, analysis);
+    warn_unreferenced(&unreferenced, target.consequence, settings, warnings);
+    let mut restart_only = consumption::of_uses(uses);
+    selected::add_unreferenced(&mut restart_only, &unreferenced);
+    restart_only
+}
+
 /// What the decision writes into the object.
 struct Stamp<'a> {
     /// The restart-only config, hashed.
-    uses: &'a [Use],
+    restart_only: &'a Consumption,
     /// Its hash, when it could be computed.
     hash: Option<&'a str>,
     /// The sidecar, when one is due.
@@ -102,7 +128,13 @@ fn edit(
     let Some(pod) = edited.pointer_mut(pointer) else {
         return json_patch::Patch(Vec::new());
     };
-    stamp_hash(pod, &target.annotations, stamp.uses, stamp.hash);
+    write_stamp(pod, target);
+    stamp_hash(
+        pod,
+        &target.annotations,
+        stamp.restart_only.is_empty(),
+        stamp.hash,
+    );
     let inject_here = !on_template || settings.inject_into_templates;
     let inserted = match (stamp.plan, inject_here, analysis.has_sidecar) {
         (Some(plan), true, false) => {
@@ -140,7 +172,7 @@ fn edit(
 /// Labels a workload [`MANAGED_LABEL`] when its template reads config the product acts on
 /// (`managed`), and unlabels it when not. Labels or a `metadata` that are not objects are left
 /// as they are: the workload stays unlabelled rather than have them replaced.
-fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
+pub(super) fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
     let current = own.string_map(MapField::Labels);
     let labelled = current.get(MANAGED_LABEL).map(String::as_str);
     if managed && labelled != Some("true") && own.labels_editable() {
@@ -236,13 +268,15 @@ fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
 fn stamp_hash(
     pod: &mut Value,
     annotations: &BTreeMap<String, String>,
-    uses: &[Use],
+    nothing_restart_only: bool,
     hash: Option<&str>,
 ) {
     let current = annotations.get(CONFIG_HASH).map(String::as_str);
     match hash {
         Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
-        None if uses.is_empty() && current.is_some() => object::remove_annotation(pod, CONFIG_HASH),
+        None if nothing_restart_only && current.is_some() => {
+            object::remove_annotation(pod, CONFIG_HASH)
+        }
         _ => {}
     }
 }

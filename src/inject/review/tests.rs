@@ -18,6 +18,7 @@ fn settings() -> Settings {
         inject_into_templates: false,
         secret_key: None,
         warning_chars: None,
+        reloader_retired: true,
     }
 }
 
@@ -59,6 +60,7 @@ fn admitted(group: &str, kind: &str, object: &Value) -> (json_patch::Patch, Valu
         namespace: "shop",
         object: Object::Raw(&raw),
         old_object: None,
+        namespace_labelled: true,
         dry_run: false,
     };
     let Outcome::Allowed { patch, .. } = review(&request, &settings(), &configs()).unwrap() else {

@@ -176,6 +176,7 @@ fn settings() -> crate::inject::Settings {
         inject_into_templates: false,
         secret_key: None,
         warning_chars: Some(crate::inject::API_SERVER_WARNING_CHARS),
+        reloader_retired: true,
     }
 }
 
