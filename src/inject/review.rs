@@ -10,6 +10,8 @@ use super::pod::PodSpec;
 
 use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
+use super::in_place::{self, EnvPlan};
+use super::insertion::{PodView, insert_once, mark_sidecar_pod};
 use super::messages::{Warnings, quoted};
 use super::object::{self, Workload};
 use super::parts::{self, Entries, MapField, Meta, ObjectParts, PodParts};
@@ -18,10 +20,11 @@ use super::rules::{self, How, SubPathPolicy, Use, describe};
 use super::sidecar;
 use super::strategy;
 use super::{
-    ALLOW_SUBPATH, CONFIG_HASH, INJECTED, MANAGED_LABEL, MOUNTED_CONFIG_HASH, ON_CHANGE, Object,
-    Operation, Outcome, PROCESS, RELOAD_URL, Request, ReviewError, SIDECAR_LABEL, SIGNAL, Settings,
+    ALLOW_SUBPATH, CONFIG_HASH, ENV_CHANGE, MANAGED_LABEL, ON_CHANGE, Object, Operation, Outcome,
+    PROCESS, RELOAD_URL, Request, ReviewError, SIGNAL, Settings,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
+use crate::kinds::Kind;
 use crate::policy;
 
 /// A request read and understood, waiting for its config data.
@@ -73,6 +76,20 @@ struct Target<'a> {
     old_annotations: Option<BTreeMap<String, String>>,
     /// The workload's own `metadata`, as far as it is edited (its labels).
     own: Meta,
+    /// A Job's or CronJob's template (never restarted in place).
+    job: bool,
+}
+
+impl Target<'_> {
+    /// The pod (template) as the edits read it.
+    fn view(&self) -> PodView<'_> {
+        PodView {
+            spec: &self.spec,
+            annotations: &self.annotations,
+            labels: &self.labels,
+            template: self.workload.is_template(),
+        }
+    }
 }
 
 impl<'a> Plan<'a> {
@@ -170,6 +187,10 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         refs,
         old_annotations: old_template_annotations(req, workload),
         own,
+        job: matches!(
+            Kind::of(req.group, req.kind),
+            Some(Kind::Job | Kind::CronJob)
+        ),
     }))
 }
 
@@ -362,36 +383,74 @@ fn subpath_policy(
     }
 }
 
-fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
-    let analysis = analyse(&target.spec);
-    let outcome = rules::apply(&analysis, &target.policy);
-    let mut warnings = Warnings::default();
+/// What the rules, the reload strategy and restart in place make of a pod (template): the
+/// strategy's choice, the restart-only config, and whether env changes restart in place; or the
+/// denial. A bad annotation value is a warning where it is not denied.
+fn choose(
+    settings: &Settings,
+    target: &Target,
+    analysis: &PodAnalysis<'_>,
+    warnings: &mut Warnings,
+) -> Result<(strategy::Choice, Vec<Use>, in_place::Decision), String> {
+    let outcome = rules::apply(analysis, &target.policy);
     let on_template = target.workload.is_template();
     if !outcome.denied.is_empty() {
-        let message = rules::denial_message(&analysis, &outcome.denied, on_template);
-        return Outcome::Denied {
-            message,
-            warnings: warnings.into_list(settings.warning_chars),
-        };
+        return Err(rules::denial_message(
+            analysis,
+            &outcome.denied,
+            on_template,
+        ));
     }
-    let (choice, bad) = strategy::choose(&target.annotations, &target.spec, &analysis);
-    if let Some(bad) = &bad {
+    let (choice, bad) = strategy::choose(&target.annotations, &target.spec, analysis);
+    let mut uses = outcome.uses;
+    uses.extend(choice.restart_uses(analysis));
+    let subject = in_place::Subject {
+        template: on_template,
+        controlled: target.pod.meta.controlled(),
+        job: target.job,
+    };
+    let annotations = &target.annotations;
+    let (env, env_bad) = in_place::decide(
+        annotations,
+        &target.spec,
+        analysis,
+        subject,
+        &uses,
+        settings,
+    );
+    let refused = bad.iter().map(|bad| (bad, SIDECAR_REFUSES));
+    for (bad, why) in refused.chain(env_bad.iter().map(|bad| (bad, ""))) {
         // A person is at the terminal: deny, unless an UPDATE keeps the value the workload
         // already had (so that `kubectl rollout restart` of it keeps working).
         if on_template && !kept_from_old(target) {
-            return Outcome::Denied {
-                message: format!(
-                    "reload-injector: {bad}. The config-reloader sidecar would refuse this value; fix the \
-                     annotation on the pod template."
-                ),
-                warnings: warnings.into_list(settings.warning_chars),
-            };
+            return Err(format!(
+                "reload-injector: {bad}{why}; fix the annotation on the pod template."
+            ));
         }
         warnings.push(format_args!("{bad}"));
     }
+    Ok((choice, uses, env))
+}
+
+/// Why a value of the annotations the sidecar reads is denied, in the denial.
+const SIDECAR_REFUSES: &str = ". The config-reloader sidecar would refuse this value";
+
+fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
+    let analysis = analyse(&target.spec);
+    let mut warnings = Warnings::default();
+    let on_template = target.workload.is_template();
+    let (choice, mut uses, env) = match choose(settings, target, &analysis, &mut warnings) {
+        Ok(chosen) => chosen,
+        Err(message) => {
+            return Outcome::Denied {
+                message,
+                warnings: warnings.into_list(settings.warning_chars),
+            };
+        }
+    };
     let rolls = on_template || target.pod.meta.controlled();
-    let mut uses = outcome.uses;
-    uses.extend(choice.restart_uses(&analysis));
+    in_place::warn(&env, &uses, on_template, &mut warnings);
+    uses.retain(|u| !env.covers(u));
     strategy::warn(&choice, rolls, &mut warnings);
     warn_uses(&uses, rolls, settings, &mut warnings);
     let report = consumption::of_uses(&uses).hash(configs, settings.secret_key.as_ref());
@@ -417,35 +476,26 @@ fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome
     };
     stamp_hash(pod, &target.annotations, &uses, report.hash.as_deref());
     let inject_here = !on_template || settings.inject_into_templates;
-    let inserted = match (&plan, inject_here, analysis.has_sidecar) {
-        (Some(plan), true, false) => {
-            insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
-            Some(plan)
-        }
-        _ => None,
-    };
-    // A template the webhook reviews stays as written apart from the hash; a Pod (or a template
-    // the offline `inject` puts the sidecar into) carries the label the controller watches by.
-    let labels_here = !on_template || inserted.is_some();
-    if labels_here && (inserted.is_some() || analysis.has_sidecar) {
-        if target.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
-            object::set_label(pod, SIDECAR_LABEL, "true");
-        }
-        if !on_template {
-            let mounted = match inserted {
-                Some(plan) => {
-                    let volumes = plan.volumes.iter().map(String::as_str);
-                    consumption::of_volumes(volumes, &analysis.config_volumes)
-                }
-                None => consumption::mounted(&target.spec),
-            };
-            stamp_mounted_hash(pod, &target.annotations, &mounted, configs, settings);
-        }
-    }
+    let env_plan = EnvPlan::new(&env, &target.spec).filter(|_| inject_here);
+    let view = target.view();
+    let parts = (plan.as_ref(), env_plan.as_ref());
+    let inserted =
+        inject_here && insert_once(pod, parts, &view, &analysis, settings, &mut warnings);
+    let restarts = env_plan.filter(|_| inserted || analysis.has_sidecar);
+    in_place::stamp(
+        pod,
+        (&target.annotations, on_template),
+        &env,
+        restarts.as_ref(),
+        configs,
+    );
+    let sidecar = (inserted, plan.as_ref().filter(|_| inserted));
+    mark_sidecar_pod(pod, &view, &analysis, sidecar, configs, settings);
     if on_template {
         let stamped = super::string_map(pod, "annotations").contains_key(CONFIG_HASH);
         let hot_reloads = plan.is_some() || analysis.has_sidecar;
-        mark_managed(&mut edited, &target.own, stamped || hot_reloads);
+        let managed = stamped || hot_reloads || env.applies();
+        mark_managed(&mut edited, &target.own, managed);
     }
     let patch = json_patch::diff(&original, &edited);
     Outcome::Allowed {
@@ -464,23 +514,6 @@ fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
         object::set_label(object, MANAGED_LABEL, "true");
     } else if !managed && labelled.is_some() {
         object::remove_label(object, MANAGED_LABEL);
-    }
-}
-
-/// Writes the `mounted-config-hash` of a Pod's sidecar volumes when it can be computed and
-/// differs; a failed lookup leaves it as it is (the rollout controller fills it in later).
-fn stamp_mounted_hash(
-    pod: &mut Value,
-    annotations: &BTreeMap<String, String>,
-    mounted: &Consumption,
-    configs: &ConfigData,
-    settings: &Settings,
-) {
-    let report = mounted.hash(configs, settings.secret_key.as_ref());
-    if let Some(hash) = report.hash
-        && annotations.get(MOUNTED_CONFIG_HASH) != Some(&hash)
-    {
-        object::set_annotation(pod, MOUNTED_CONFIG_HASH, &hash);
     }
 }
 
@@ -518,7 +551,7 @@ fn kept_from_old(target: &Target) -> bool {
     let Some(old) = &target.old_annotations else {
         return false;
     };
-    [ON_CHANGE, RELOAD_URL, SIGNAL, PROCESS]
+    [ON_CHANGE, RELOAD_URL, SIGNAL, PROCESS, ENV_CHANGE]
         .iter()
         .all(|key| old.get(*key) == target.annotations.get(*key))
 }
@@ -564,31 +597,6 @@ fn stamp_hash(
         Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
         None if uses.is_empty() && current.is_some() => object::remove_annotation(pod, CONFIG_HASH),
         _ => {}
-    }
-}
-
-fn insert_sidecar(
-    pod: &mut Value,
-    plan: &sidecar::SidecarPlan,
-    spec: &PodSpec,
-    annotations: &BTreeMap<String, String>,
-    settings: &Settings,
-) {
-    let list = if settings.native_sidecars {
-        "initContainers"
-    } else {
-        "containers"
-    };
-    let container = plan.container(&settings.sidecar_image, settings.native_sidecars);
-    object::push_to_spec(pod, list, container);
-    if plan.hides_token {
-        object::push_to_spec(pod, "volumes", sidecar::no_token_volume());
-    }
-    if plan.needs_shared_pid() && spec.share_process_namespace != Some(true) {
-        object::share_process_namespace(pod);
-    }
-    if !annotations.contains_key(INJECTED) {
-        object::set_annotation(pod, INJECTED, &settings.version);
     }
 }
 
