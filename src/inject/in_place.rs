@@ -282,6 +282,67 @@ pub fn restarts_in_place(sidecar: &Container) -> bool {
     sidecar.args.iter().flatten().any(|a| a == HASH_FILE_FLAG)
 }
 
+/// What a `config-reloader` container restarts its Pod in place for, from its arguments (as
+/// the sidecar reads them); `None` for one that does not restart in place.
+pub fn sidecar_reads(sidecar: &Container) -> Option<BTreeSet<Consumed>> {
+    if !restarts_in_place(sidecar) {
+        return None;
+    }
+    let args = sidecar.args.as_deref().unwrap_or_default();
+    let (mut keys, mut objects) = (Vec::new(), Vec::new());
+    for pair in args.windows(2) {
+        match pair[0].as_str() {
+            "--env-key" => keys.push(pair[1].clone()),
+            "--env-object" => objects.push(pair[1].clone()),
+            _ => {}
+        }
+    }
+    parse_reads(&keys, &objects).ok()
+}
+
+/// A `--env-key` value that does not name a ConfigMap and a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to read --env-key {0:?}: write NAME/KEY (a ConfigMap and one of its keys)")]
+pub struct BadEnvKey(pub String);
+
+/// What the sidecar's `--env-key NAME/KEY` and `--env-object NAME` values name.
+pub fn parse_reads(keys: &[String], objects: &[String]) -> Result<BTreeSet<Consumed>, BadEnvKey> {
+    let mut consumed = BTreeSet::new();
+    for text in keys {
+        match text.split_once('/') {
+            Some((name, key)) if !name.is_empty() && !key.is_empty() && !key.contains('/') => {
+                consumed.insert(Consumed::Key(ConfigId::config_map(name), key.to_owned()));
+            }
+            _ => return Err(BadEnvKey(text.clone())),
+        }
+    }
+    for name in objects.iter().filter(|n| !n.is_empty()) {
+        consumed.insert(Consumed::Whole(ConfigId::config_map(name)));
+    }
+    Ok(consumed)
+}
+
+/// The env reads a pod (template) restarts in place for, as recorded: on a template (or a Pod
+/// made from one) whose [`ENV_RESTART`] says so, its env reads of ConfigMaps; on a Pod, also
+/// what its sidecar restarts it for.
+pub fn recorded_reads(
+    annotations: &std::collections::BTreeMap<String, String>,
+    spec: &PodSpec,
+    uses: &[Use],
+) -> BTreeSet<Consumed> {
+    let mut reads = BTreeSet::new();
+    if annotations.get(ENV_RESTART).map(|v| v.trim()) == Some(IN_PLACE) {
+        reads.extend(env_reads(uses).into_iter().map(|u| u.consumed));
+    }
+    reads.extend(
+        existing_sidecar(spec)
+            .and_then(sidecar_reads)
+            .into_iter()
+            .flatten(),
+    );
+    reads
+}
+
 /// What the decision means at admission, one line each, the Secrets still rolled included.
 pub fn warn(decision: &Decision, uses: &[Use], template: bool, warnings: &mut Warnings) {
     match decision {

@@ -35,7 +35,7 @@ pub struct ReadLine {
     pub detail: String,
 }
 
-/// What a change of a read does (`rollout`, `hotReload` or `nothing` in JSON).
+/// What a change of a read does (`rollout`, `hotReload`, `restartInPlace` or `nothing` in JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum OnChange {
@@ -43,6 +43,8 @@ pub enum OnChange {
     Rollout,
     /// The sidecar reloads the app.
     HotReload,
+    /// Each Pod restarts every container in place, wave by wave (`restartInPlace`).
+    RestartInPlace,
     /// Nothing, and the detail says why.
     Nothing,
 }
@@ -97,6 +99,10 @@ pub fn read_lines(
                     _ if id.kind == ConfigKind::Secret && matches!(key, KeyState::NoKey) => {
                         (OnChange::Nothing, UNKEYED_SECRET.to_owned())
                     }
+                    _ if explained.in_place.contains(&read.consumed) => (
+                        OnChange::RestartInPlace,
+                        "read at container start; the pods restart in place, wave by wave".to_owned(),
+                    ),
                     _ if !stamped => (OnChange::Nothing, "not stamped".to_owned()),
                     _ if kind == Kind::Pod => (OnChange::Nothing,
                         "this Pod keeps it until replaced (its workload rolls)".to_owned(),

@@ -10,10 +10,6 @@
 //! initial state never restarts the Pod, one change never restarts it twice, and a sidecar that
 //! restarts alone (an OOM kill) does not take new data for what the app runs with.
 
-use std::collections::BTreeSet;
-
-use crate::hash::{ConfigId, Consumed};
-
 /// What one check of the desired hash and the view says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next {
@@ -55,27 +51,9 @@ pub fn read_hash(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_owned())
 }
 
-/// An `--env-key` value the sidecar cannot use.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("failed to read --env-key {0:?}: write NAME/KEY (a ConfigMap and one of its keys)")]
-pub struct BadEnvKey(String);
-
-/// What the Pod's containers read through env, from `--env-key NAME/KEY` and `--env-object NAME`.
-pub fn consumed(keys: &[String], objects: &[String]) -> Result<BTreeSet<Consumed>, BadEnvKey> {
-    let mut consumed = BTreeSet::new();
-    for text in keys {
-        match text.split_once('/') {
-            Some((name, key)) if !name.is_empty() && !key.is_empty() && !key.contains('/') => {
-                consumed.insert(Consumed::Key(ConfigId::config_map(name), key.to_owned()));
-            }
-            _ => return Err(BadEnvKey(text.clone())),
-        }
-    }
-    for name in objects.iter().filter(|n| !n.is_empty()) {
-        consumed.insert(Consumed::Whole(ConfigId::config_map(name)));
-    }
-    Ok(consumed)
-}
+/// What the Pod's containers read through env, from `--env-key NAME/KEY` and `--env-object NAME`
+/// (the admission's own reading of the sidecar's arguments).
+pub use crate::inject::in_place::parse_reads as consumed;
 
 #[cfg(test)]
 mod tests {
