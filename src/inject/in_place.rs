@@ -46,6 +46,8 @@ pub const STATE_DIR: &str = "/etc/reload-injector/state";
 pub const IN_PLACE: &str = "in-place";
 /// The sidecar flag naming the desired-hash file; a sidecar without it cannot restart in place.
 pub const HASH_FILE_FLAG: &str = "--env-hash-file";
+/// What the Event on a workload says when its restarts in place stopped (`status` looks for it).
+pub const RESTARTS_STOPPED: &str = "restart in place stopped";
 /// The first Kubernetes minor version with `RestartAllContainers` on by default.
 pub const FIRST_MINOR: u32 = 36;
 
