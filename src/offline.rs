@@ -18,9 +18,10 @@ use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
 use crate::inject::{
     Object, Operation, Outcome, Plan, Request, ReviewError, Settings, WARNING_PREFIX, Workload,
-    fit, quoted,
+    quoted,
 };
 use crate::kinds::Kind;
+use crate::policy;
 
 /// Why `inject` could not do its job.
 #[derive(Debug, thiserror::Error)]
@@ -170,16 +171,36 @@ pub fn inject_text(
     Ok(injected)
 }
 
-/// The objects of a document: the `items` of a `kind: List` (none when it has no list of them),
-/// or the document itself.
+/// The objects of a document: the `items` of a list (`kind: List`, or a typed list such as
+/// `DaemonSetList` or `ConfigMapList` with a list of `items`; none when a `List` has no list of
+/// them), or the document itself. An item of a typed list that names no `kind`/`apiVersion` (the
+/// API server's lists leave them out) gets the list's: an item is read as what the list holds.
 fn objects_mut(document: &mut Value) -> Vec<&mut Value> {
-    if str_at(document, "/kind") != Some("List") {
+    let kind = str_at(document, "/kind").unwrap_or_default().to_owned();
+    let Some(of) = kind.strip_suffix("List") else {
         return vec![document];
+    };
+    let api_version = document.get("apiVersion").cloned();
+    let is_list = document.get("items").is_some_and(Value::is_array);
+    if !is_list {
+        return if of.is_empty() {
+            Vec::new()
+        } else {
+            vec![document]
+        };
     }
-    match document.get_mut("items").and_then(Value::as_array_mut) {
-        Some(items) => items.iter_mut().collect(),
-        None => Vec::new(),
+    let items = document.get_mut("items").and_then(Value::as_array_mut);
+    let mut items: Vec<&mut Value> = items.into_iter().flatten().collect();
+    let typed = items.iter_mut().filter(|_| !of.is_empty());
+    for map in typed.filter_map(|item| item.as_object_mut()) {
+        map.entry("kind")
+            .or_insert_with(|| Value::String(of.to_owned()));
+        if let Some(api_version) = &api_version {
+            map.entry("apiVersion")
+                .or_insert_with(|| api_version.clone());
+        }
     }
+    items
 }
 
 fn inject_object(
@@ -202,26 +223,22 @@ fn inject_object(
         .find(|k| k.api_version() == api_version)
         .map(Kind::group);
     let Some(group) = group.filter(|g| Workload::classify(g, &kind).is_some()) else {
-        // A typo (`kind: Deploymnet`, `apps/v2`) would pass unchecked: say so when the object
-        // carries pods, as the kinds the webhook checks do.
-        if carries_pods(object) {
-            let mut said = format!(
-                "{WARNING_PREFIX}{} {} is not a kind reload-injector checks; left as it is",
-                quoted(api_version),
-                quoted(&kind)
-            );
-            fit(&mut said);
-            out.warnings.push(format!("{label}: {said}"));
-            out.warnings.push(format!(
-                "{label}: {WARNING_PREFIX}kinds it checks: {}",
-                Workload::known().join(", ")
-            ));
-        }
+        unchecked_kind(object, &label, out);
         return Ok(());
     };
     let namespace = str_at(object, "/metadata/namespace")
         .unwrap_or(default_namespace)
         .to_owned();
+    if policy::excluded(&namespace, &settings.own_namespace) {
+        out.warnings.push(format!(
+            "{label}: {WARNING_PREFIX}namespace {} is excluded, so nothing was checked: the webhook never \
+             acts on {} or its own namespace ({})",
+            quoted(&namespace),
+            policy::EXCLUDED_NAMESPACES.join(", "),
+            settings.own_namespace
+        ));
+        return Ok(());
+    }
     let unreadable = |kind, cause| OfflineError::ObjectUnreadable {
         object: label.clone(),
         kind,
@@ -248,7 +265,31 @@ fn inject_object(
         Err(ReviewError::MissingObject { .. }) => return Ok(()),
     };
     let data = lookups(&plan, configs.as_ref().map(|c| c.get(&namespace)));
-    let outcome = plan.decide(&data);
+    apply(plan.decide(&data), object, &label, out);
+    Ok(())
+}
+
+/// A typo (`kind: Deploymnet`, `apps/v2`) would pass unchecked: says so when the object carries
+/// pods, as the kinds the webhook checks do.
+fn unchecked_kind(object: &Value, label: &str, out: &mut Injected) {
+    if !carries_pods(object) {
+        return;
+    }
+    let api_version = str_at(object, "/apiVersion").unwrap_or_default();
+    let kind = str_at(object, "/kind").unwrap_or_default();
+    out.warnings.push(format!(
+        "{label}: {WARNING_PREFIX}{} {} is not a kind reload-injector checks; left as it is",
+        quoted(api_version),
+        quoted(kind)
+    ));
+    out.warnings.push(format!(
+        "{label}: {WARNING_PREFIX}kinds it checks: {}",
+        Workload::known().join(", ")
+    ));
+}
+
+/// Records an outcome: its warnings, and its denial or its patch applied to `object`.
+fn apply(outcome: Outcome, object: &mut Value, label: &str, out: &mut Injected) {
     let (Outcome::Allowed { warnings, .. } | Outcome::Denied { warnings, .. }) = &outcome;
     out.warnings
         .extend(warnings.iter().map(|w| format!("{label}: {w}")));
@@ -256,7 +297,7 @@ fn inject_object(
         Outcome::Allowed { patch, .. } => patch,
         Outcome::Denied { message, .. } => {
             out.denials.push(format!("{label}: {message}"));
-            return Ok(());
+            return;
         }
     };
     let mut mutated = object.clone();
@@ -266,7 +307,6 @@ fn inject_object(
             "{label}: internal error: the patch does not apply: {err}"
         )),
     }
-    Ok(())
 }
 
 /// Whether an object has a pod spec or pod template where workloads keep theirs.

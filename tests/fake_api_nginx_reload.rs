@@ -40,7 +40,7 @@ fn a_configmap_update_at_the_api_reaches_nginx_through_a_pod_refresh() {
         "spec": {
             "shareProcessNamespace": true,
             "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}]}],
-            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
+            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always", "args": ["watch", "--dir", "/etc/reload-injector/watch/conf"],
                 "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf", "readOnly": true}]}],
             "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
         }

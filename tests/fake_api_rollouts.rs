@@ -191,7 +191,7 @@ fn a_mounted_config_change_refreshes_the_pod_and_rolls_nothing() {
             "annotations": {"reload-injector.io/mounted-config-hash": "sha256:stale-before-start"}},
         "spec": {
             "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}]}],
-            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
+            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always", "args": ["watch", "--dir", "/etc/reload-injector/watch/conf"],
                 "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf", "readOnly": true}]}],
             "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
         }
@@ -475,7 +475,7 @@ fn the_rbac_rules_are_exactly_the_calls_serve_makes() {
         "spec": {
             "containers": [
                 {"name": "app", "image": "x", "volumeMounts": [{"name": "conf", "mountPath": "/etc/app"}]},
-                {"name": "config-reloader", "image": "ri", "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf"}]}
+                {"name": "config-reloader", "image": "ri", "args": ["watch", "--dir", "/etc/reload-injector/watch/conf"], "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf"}]}
             ],
             "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
         }
@@ -576,7 +576,7 @@ fn web_pod(name: &str, hash: &str, ready: bool) -> Value {
                 "name": "web-5d8f9c", "uid": "rs-uid", "controller": true}]},
         "spec": {
             "containers": [{"name": "nginx", "image": "nginx", "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}]}],
-            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always",
+            "initContainers": [{"name": "config-reloader", "image": "ri", "restartPolicy": "Always", "args": ["watch", "--dir", "/etc/reload-injector/watch/conf"],
                 "volumeMounts": [{"name": "conf", "mountPath": "/etc/reload-injector/watch/conf", "readOnly": true}]}],
             "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
         },

@@ -22,8 +22,8 @@ use reload_injector::inject::in_place::{
 };
 use reload_injector::inject::values::{self, EnvChange};
 use reload_injector::inject::{
-    MAX_WARNING_CHARS, NO_TOKEN_VOLUME, Object, Operation, Outcome, Plan, Request, SIDECAR_NAME,
-    Settings, TOKEN_MOUNT_PATH, WARNING_PREFIX,
+    API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, Object, Operation, Outcome, Plan,
+    Request, SIDECAR_NAME, Settings, TOKEN_MOUNT_PATH, WARNING_PREFIX,
 };
 use serde::Deserialize;
 use serde_json::value::to_raw_value;
@@ -90,7 +90,8 @@ fn settings(case: &CaseSettings) -> Settings {
             }),
             support: case.no_in_place.clone().map_or(Support::Yes, Support::No),
         },
-        warning_chars: None,
+        // As the webhook answers: each warning within what the API server passes on whole.
+        warning_chars: Some(API_SERVER_WARNING_CHARS),
     }
 }
 

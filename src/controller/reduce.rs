@@ -114,7 +114,7 @@ pub fn workload(
     };
     let spec = pod_spec(template)?;
     let now = consumption::restart_only(&spec, &annotations);
-    let before = consumption::restart_only_before_strategies(&spec);
+    let before = consumption::restart_only_earlier(&spec, &annotations);
     Ok(Some(Consumer {
         uid: uid.to_owned(),
         hash: Some(hash.clone()),

@@ -73,11 +73,12 @@ pub struct SubPathMount {
     pub long_running: bool,
 }
 
-/// A config volume mounted as a directory by a long-running container.
+/// A config volume mounted as a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirMount {
     pub container: String,
     pub volume: String,
+    pub mount_path: String,
 }
 
 /// How an env reference reads config.
@@ -107,12 +108,31 @@ pub struct PodAnalysis<'a> {
     pub apps: Vec<&'a Container>,
     /// Directory mounts of config volumes by long-running containers.
     pub dir_mounts: Vec<DirMount>,
+    /// Directory mounts of config volumes by regular init containers (they read it once, at
+    /// start, like env).
+    pub init_dir_mounts: Vec<DirMount>,
     /// subPath mounts of config volumes by any container.
     pub subpath_mounts: Vec<SubPathMount>,
     /// env/envFrom references by any container.
     pub env_refs: Vec<EnvRef>,
-    /// A `config-reloader` container is already there.
+    /// Our `config-reloader` sidecar is already there.
     pub has_sidecar: bool,
+    /// A container of the sidecar's name that is not ours (prometheus-operator names its reloader
+    /// so): ours cannot be added beside it.
+    pub name_taken: bool,
+}
+
+/// Whether `container` is the sidecar we inject: its name, and our `watch` command line (a
+/// container of that name running anything else is someone else's, e.g. prometheus-operator's).
+pub fn is_ours(container: &Container) -> bool {
+    container.name == SIDECAR_NAME
+        && container.command.is_none()
+        && container
+            .args
+            .as_ref()
+            .and_then(|a| a.first())
+            .map(String::as_str)
+            == Some("watch")
 }
 
 /// Analyses `spec`.
@@ -131,10 +151,11 @@ pub fn analyse(spec: &PodSpec) -> PodAnalysis<'_> {
     };
     let inits = spec.init_containers.iter().flatten().map(|c| (c, true));
     for (container, is_init) in inits.chain(spec.containers.iter().map(|c| (c, false))) {
-        if container.name == SIDECAR_NAME {
+        if is_ours(container) {
             analysis.has_sidecar = true;
             continue;
         }
+        analysis.name_taken |= container.name == SIDECAR_NAME;
         let native_sidecar = is_init && container.restart_policy.as_deref() == Some("Always");
         let long_running = !is_init || native_sidecar;
         if long_running {
@@ -165,10 +186,16 @@ impl PodAnalysis<'_> {
                     sub_path: sub_path.map(str::to_owned),
                     long_running,
                 });
-            } else if long_running {
-                self.dir_mounts.push(DirMount {
+            } else {
+                let mounts = if long_running {
+                    &mut self.dir_mounts
+                } else {
+                    &mut self.init_dir_mounts
+                };
+                mounts.push(DirMount {
                     container: container.name.clone(),
                     volume: mount.name.clone(),
+                    mount_path: mount.mount_path.clone(),
                 });
             }
         }

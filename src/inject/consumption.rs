@@ -7,8 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::PodSpec;
 
-use super::SIDECAR_NAME;
-use super::analysis::{ConfigVolume, PodAnalysis, analyse};
+use super::analysis::{ConfigVolume, PodAnalysis, analyse, is_ours};
 use super::in_place;
 use super::rules::{self, SubPathPolicy, Use};
 use super::strategy;
@@ -79,11 +78,23 @@ pub fn restart_only(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> C
     of_uses(&restart_uses(annotations, spec, &analysis))
 }
 
-/// Restart-only consumption as versions before the reload strategies counted it (env, envFrom,
-/// subPath): what a `config-hash` they stamped is over.
-pub fn restart_only_before_strategies(spec: &PodSpec) -> Consumption {
+/// Restart-only consumption as an earlier version counted it, for recognising a `config-hash`
+/// it stamped over config unchanged since (so that upgrading starts no rollout): versions before
+/// the catalogue (their table of eight servers, no helpers, no init containers) when they count
+/// otherwise than [`restart_only`], else versions before the reload strategies (env, envFrom,
+/// subPath). Equal to [`restart_only`] when neither counts otherwise.
+pub fn restart_only_earlier(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> Consumption {
     let analysis = analyse(spec);
-    of_uses(&rules::apply(&analysis, &SubPathPolicy::Allow).uses)
+    let env_and_subpath = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
+    let mut before_catalogue = env_and_subpath.clone();
+    let legacy = strategy::choose_before_catalogue(annotations, spec, &analysis);
+    before_catalogue.extend(legacy.restart_uses(&analysis));
+    let before_catalogue = of_uses(&before_catalogue);
+    if before_catalogue != of_uses(&restart_uses(annotations, spec, &analysis)) {
+        before_catalogue
+    } else {
+        of_uses(&env_and_subpath)
+    }
 }
 
 /// The restart-only uses of an analysed pod whose subPath mounts are all allowed: env, envFrom,
@@ -100,16 +111,17 @@ pub fn restart_uses(
     in_place::without_recorded(annotations, uses)
 }
 
-/// What the sidecar watches in a pod that has one: the config volumes mounted into the
+/// What the sidecar watches in a pod that has one: the config volumes mounted into our
 /// `config-reloader` container, but for the ConfigMaps it mounts to restart in place (those are
-/// the env hash's). Empty when there is no sidecar.
+/// the env hash's). Empty when there is none (a container of that name that is not ours watches
+/// nothing of ours).
 pub fn mounted(spec: &PodSpec) -> Consumption {
     let sidecar = spec
         .init_containers
         .iter()
         .flatten()
         .chain(&spec.containers)
-        .find(|c| c.name == SIDECAR_NAME);
+        .find(|c| is_ours(c));
     let Some(sidecar) = sidecar else {
         return Consumption::default();
     };

@@ -97,7 +97,7 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             How::SubPath => (Via::SubPath, volume_of(&used.container, &used.consumed)),
             How::InitSubPath => (Via::InitSubPath, volume_of(&used.container, &used.consumed)),
             // Directory mounts are laid out below, whatever their strategy.
-            How::Mount => continue,
+            How::Mount | How::InitMount => continue,
         };
         reads.push(Read {
             container: used.container,
@@ -128,7 +128,7 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
     if let Some(bad) = bad {
         warnings.push(format_args!("{bad}"));
     }
-    strategy::warn(&choice, true, &mut warnings);
+    strategy::warn(&choice, strategy::Consequence::Rolls, &mut warnings);
     let plan = sidecar::plan(annotations, spec, &analysis, &choice, native, &mut warnings);
     let watcher = plan.map(|plan| {
         let consumption = consumption::of_volumes(

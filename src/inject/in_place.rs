@@ -18,14 +18,15 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::analysis::PodAnalysis;
+use super::analysis::{PodAnalysis, is_ours};
 use super::messages::{Warnings, quoted};
 use super::object::{remove_annotation, set_annotation};
 use super::pod::{Container, PodSpec};
 use super::rules::{How, Use, describe};
 use super::sidecar::{object, read_only_mount, string};
+use super::strategy::Consequence;
 use super::values::{self, EnvChange, ValueError};
-use super::{ENV_CHANGE, ENV_HASH, ENV_RESTART, SIDECAR_NAME};
+use super::{ENV_CHANGE, ENV_HASH, ENV_RESTART};
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind, Consumed};
 
 /// The sidecar's exit code that makes the kubelet restart every container of its Pod (the one
@@ -256,7 +257,7 @@ fn blocked(
         .iter()
         .flatten()
         .chain(&spec.containers);
-    let mut others = containers.filter(|c| c.name != SIDECAR_NAME);
+    let mut others = containers.filter(|c| !is_ours(c));
     if let Some(own) = others.find(|c| {
         c.restart_policy_rules
             .as_ref()
@@ -276,7 +277,7 @@ pub fn existing_sidecar(spec: &PodSpec) -> Option<&Container> {
         .iter()
         .flatten()
         .chain(&spec.containers)
-        .find(|c| c.name == SIDECAR_NAME)
+        .find(|c| is_ours(c))
 }
 
 /// Whether a `config-reloader` container restarts its Pod in place.
@@ -346,14 +347,14 @@ pub fn recorded_reads(
 }
 
 /// What the decision means at admission, one line each, the Secrets still rolled included.
-pub fn warn(decision: &Decision, uses: &[Use], template: bool, warnings: &mut Warnings) {
+/// `consequence` is what a change of restart-only config does to the object under review.
+pub fn warn(decision: &Decision, uses: &[Use], consequence: Consequence, warnings: &mut Warnings) {
     match decision {
         Decision::Off => {}
         Decision::InPlace(reads) => {
-            let what = if template {
-                "its pods restart"
-            } else {
-                "restarts"
+            let what = match consequence {
+                Consequence::Rolls => "its pods restart",
+                _ => "restarts",
             };
             for u in reads {
                 let via = if u.how == How::Env { "env" } else { "envFrom" };
@@ -369,8 +370,9 @@ pub fn warn(decision: &Decision, uses: &[Use], template: bool, warnings: &mut Wa
             });
             if let Some(u) = secret {
                 warnings.push(format_args!(
-                    "restart in place covers ConfigMaps: a change of {} still rolls the pods",
-                    describe(u.consumed.id())
+                    "restart in place covers ConfigMaps; for {}: {}",
+                    describe(u.consumed.id()),
+                    consequence.when_it_changes()
                 ));
             }
         }
@@ -383,9 +385,11 @@ pub fn warn(decision: &Decision, uses: &[Use], template: bool, warnings: &mut Wa
                 Blocked::OwnRules(c) => format!("container {} has restart rules", quoted(c)),
                 Blocked::OldSidecar => "its config-reloader predates it".to_owned(),
             };
-            warnings.push(format_args!(
-                "no restart in place ({why}): pods roll when config read via env changes"
-            ));
+            let then = match consequence {
+                Consequence::Rolls => "pods roll when config read via env changes",
+                other => other.on_change(),
+            };
+            warnings.push(format_args!("no restart in place ({why}): {then}"));
         }
     }
 }

@@ -1,16 +1,21 @@
-//! Warning and denial texts: every warning starts with `reload-injector:`, fits in 120
-//! characters, carries no control characters and never a config value.
+//! Warning and denial texts: every warning starts with `reload-injector:`, carries no control
+//! characters and never a config value, and at admission fits what the API server passes on
+//! whole (256 characters each, 4 Ki in all); offline, nothing is cut.
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
 /// Every warning starts with this.
 pub const WARNING_PREFIX: &str = "reload-injector: ";
-/// Longest warning, in characters.
-pub const MAX_WARNING_CHARS: usize = 120;
-/// Most characters of warnings kube-apiserver passes on to the client of one request. It
-/// drops every warning after the one that crosses this, without saying so.
+/// Longest warning at admission, in characters: once a response's warnings pass
+/// [`API_SERVER_WARNING_CHARS`], kube-apiserver cuts each to this many (`truncateItemRunes`).
+pub const MAX_WARNING_CHARS: usize = 256;
+/// Most characters of warnings kube-apiserver passes on whole to the client of one request
+/// (`truncateAtTotalRunes`); past it, it cuts each to [`MAX_WARNING_CHARS`] and drops the rest.
 pub const API_SERVER_WARNING_CHARS: usize = 4 * 1024;
+/// Longest name a message shows whole: the longest name a Kubernetes object can have. Only a
+/// value no object could be named (a long URL) is shortened.
+const MAX_NAME_CHARS: usize = 253;
 
 /// Collects warnings in order, without duplicates.
 #[derive(Debug, Default)]
@@ -28,8 +33,7 @@ enum Weight {
 }
 
 impl Warnings {
-    /// Adds `text` (without the prefix), cleaned and shortened to fit. `format_args!` writes
-    /// straight into the line.
+    /// Adds `text` (without the prefix), cleaned. `format_args!` writes straight into the line.
     pub fn push(&mut self, text: impl fmt::Display) {
         self.add(text, Weight::Problem);
     }
@@ -41,8 +45,8 @@ impl Warnings {
     }
 
     fn add(&mut self, text: impl fmt::Display, weight: Weight) {
-        // Room for the longest line in ASCII; a longer text grows it before `fit` cuts it.
-        let mut line = String::with_capacity(WARNING_PREFIX.len() + MAX_WARNING_CHARS);
+        // Room for a long line in ASCII; a longer text grows it.
+        let mut line = String::with_capacity(WARNING_PREFIX.len() + 120);
         line.push_str(WARNING_PREFIX);
         // Writing to a String cannot fail.
         let _ = write!(line, "{text}");
@@ -50,17 +54,21 @@ impl Warnings {
             line.truncate(WARNING_PREFIX.len());
             line.push_str(&cleaned);
         }
-        fit(&mut line);
         self.list.push((line, weight));
     }
 
-    /// The warnings in the order given, each only the first time it was given. When they
-    /// come to more than `budget` characters in all, only as many are given as fit with a
-    /// last line that counts the rest: problems first, then notices, each in the order given.
+    /// The warnings in the order given, each only the first time it was given. With a
+    /// `budget` (admission), each is cut to [`MAX_WARNING_CHARS`], and when they come to more
+    /// than `budget` characters in all, only as many are given as fit with a last line that
+    /// counts the rest: problems first, then notices, each in the order given. Without one
+    /// (offline), every warning is given whole.
     pub fn into_list(self, budget: Option<usize>) -> Vec<String> {
-        let list = unique(self.list);
+        let mut list = unique(self.list);
         match budget {
-            Some(budget) => within(list, budget),
+            Some(budget) => {
+                list.iter_mut().for_each(|(line, _)| fit(line));
+                within(list, budget)
+            }
             None => list.into_iter().map(|(line, _)| line).collect(),
         }
     }
@@ -128,7 +136,7 @@ pub struct Quoted<'a>(&'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const MAX: usize = 48;
+        const MAX: usize = MAX_NAME_CHARS;
         let cleaned = clean(self.0);
         // Fewer bytes than the limit means fewer characters too.
         if cleaned.len() <= MAX || cleaned.chars().count() <= MAX {
@@ -187,20 +195,33 @@ pub fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn warnings_are_prefixed_cleaned_short_and_unique() {
+    /// Two copies of a short line and one of 300 characters.
+    fn with_a_long_one() -> Warnings {
         let mut w = Warnings::default();
         w.push("container \"a\nb\" reads x");
         w.push("container \"a\nb\" reads x");
         w.push("y".repeat(300));
-        let list = w.into_list(None);
+        w
+    }
+
+    #[test]
+    fn warnings_at_admission_are_prefixed_cleaned_cut_to_256_and_unique() {
+        let list = with_a_long_one().into_list(Some(API_SERVER_WARNING_CHARS));
         assert_eq!(list.len(), 2);
         assert_eq!(list[0], "reload-injector: container \"a?b\" reads x");
         assert!(
             list.iter()
                 .all(|l| l.starts_with(WARNING_PREFIX) && l.chars().count() <= MAX_WARNING_CHARS)
         );
+        assert_eq!(list[1].chars().count(), MAX_WARNING_CHARS);
         assert!(list[1].ends_with('…'));
+    }
+
+    #[test]
+    fn warnings_offline_are_never_cut() {
+        let list = with_a_long_one().into_list(None);
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[1], format!("{WARNING_PREFIX}{}", "y".repeat(300)));
     }
 
     #[test]
@@ -305,10 +326,13 @@ mod tests {
     }
 
     #[test]
-    fn long_names_are_shortened_on_char_boundaries() {
-        let name = "é".repeat(100);
+    fn names_are_shown_whole_up_to_the_longest_object_name() {
+        let longest = "n".repeat(253);
+        assert_eq!(quoted(&longest).to_string(), format!("\"{longest}\""));
+        // Longer than any object name (a URL): shortened, on a char boundary.
+        let name = "é".repeat(300);
         let q = quoted(&name).to_string();
-        assert_eq!(q.chars().count(), 50);
+        assert_eq!(q.chars().count(), 255);
         assert!(q.ends_with("…\""));
     }
 

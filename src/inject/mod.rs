@@ -7,6 +7,7 @@
 //! untouched — and the patch is the diff between the original and the edited copy.
 
 mod analysis;
+pub mod catalogue;
 pub mod consumption;
 pub mod explain;
 pub mod in_place;
@@ -48,8 +49,8 @@ pub const SIGNAL: &str = "reload-injector.io/signal";
 /// Name of the process to signal.
 pub const PROCESS: &str = "reload-injector.io/process";
 /// What a change of mounted config does: `reload` (tell the running app), `restart` (roll the
-/// workload, as for env) or `none`. Without it, only a server known to reload on a signal is
-/// signalled (see [`strategy`]), or one the Pod names with `signal`, `process` or `reload-url`.
+/// workload, as for env) or `none`. Without it, the [`catalogue`] decides (see [`strategy`]),
+/// or the Pod names a reload with `signal`, `process` or `reload-url`.
 pub const ON_CHANGE: &str = "reload-injector.io/on-change";
 /// What a change of a ConfigMap read through env or envFrom does: `restart-in-place` (every
 /// container of each Pod restarts in place, wave by wave, Kubernetes >= 1.36) or `roll` (the

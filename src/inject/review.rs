@@ -1,5 +1,8 @@
 //! One review from start to end: [`Plan::new`] reads the request and says which
-//! ConfigMaps/Secrets to fetch; [`Plan::decide`] takes their contents and returns the outcome.
+//! ConfigMaps/Secrets to fetch; [`Plan::decide`] takes their contents and returns the outcome
+//! (see [`decision`]).
+
+mod decision;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,21 +13,14 @@ use super::pod::PodSpec;
 
 use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
-use super::in_place::{self, EnvPlan};
-use super::insertion::{PodView, insert_once, mark_sidecar_pod};
-use super::messages::{Warnings, quoted};
-use super::object::{self, Workload};
+use super::messages::Warnings;
+use super::object::Workload;
 use super::parts::{self, Entries, MapField, Meta, ObjectParts, PodParts};
 use super::rollout::Unstamped;
-use super::rules::{self, How, SubPathPolicy, Use, describe};
-use super::sidecar;
-use super::strategy;
-use super::{
-    ALLOW_SUBPATH, CONFIG_HASH, ENV_CHANGE, MANAGED_LABEL, ON_CHANGE, Object, Operation, Outcome,
-    PROCESS, RELOAD_URL, Request, ReviewError, SIGNAL, Settings,
-};
-use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
-use crate::kinds::Kind;
+use super::rules::{self, SubPathPolicy};
+use super::strategy::{self, Consequence};
+use super::{ALLOW_SUBPATH, Object, Operation, Outcome, Request, ReviewError, Settings};
+use crate::hash::{ConfigData, ConfigId, ConfigKind};
 use crate::policy;
 
 /// A request read and understood, waiting for its config data.
@@ -76,20 +72,8 @@ struct Target<'a> {
     old_annotations: Option<BTreeMap<String, String>>,
     /// The workload's own `metadata`, as far as it is edited (its labels).
     own: Meta,
-    /// A Job's or CronJob's template (never restarted in place).
-    job: bool,
-}
-
-impl Target<'_> {
-    /// The pod (template) as the edits read it.
-    fn view(&self) -> PodView<'_> {
-        PodView {
-            spec: &self.spec,
-            annotations: &self.annotations,
-            labels: &self.labels,
-            template: self.workload.is_template(),
-        }
-    }
+    /// What a change of its restart-only config does.
+    consequence: Consequence,
 }
 
 impl<'a> Plan<'a> {
@@ -123,7 +107,7 @@ impl<'a> Plan<'a> {
     /// Decides, given the lookups of [`Plan::config_refs`].
     pub fn decide(&self, configs: &ConfigData) -> Outcome {
         match &self.subject {
-            Subject::Target(target) => decide(self.settings, target, configs),
+            Subject::Target(target) => decision::decide(self.settings, target, configs),
             Subject::Unstamped(unstamped) => {
                 let mut warnings = Warnings::default();
                 unstamped.warn(&mut warnings);
@@ -139,7 +123,7 @@ impl<'a> Plan<'a> {
 
 /// The pod (template) of `req` to look at, or `None` when the request is none of the product's
 /// business: a kind, operation or namespace it does not handle, an opted-out template, or a
-/// workload a controller made.
+/// ReplicaSet or Job a controller made.
 fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Target<'a>>, NoTarget> {
     let Some(workload) = handled(req, settings) else {
         return Ok(None);
@@ -157,10 +141,11 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     if policy::opted_out(&labels, &annotations).is_some() {
         return Ok(None);
     }
-    // A workload made by a controller (a Deployment's ReplicaSet, a CronJob's Job) is left as
-    // its owner wrote it: the owner was already checked and hashed, and a template that differs
-    // from the owner's would make the Deployment controller create ReplicaSets in a loop.
-    if workload.is_template() && controlled {
+    // A ReplicaSet or Job made by a controller (a Deployment's, a CronJob's) is left as its
+    // owner wrote it: the owner was already checked and hashed, and a template that differs
+    // from the owner's would make the Deployment controller create ReplicaSets in a loop. Any
+    // other workload with a controller (an operator's DaemonSet) is reviewed, and never denied.
+    if workload.is_template() && controlled && matches!(req.kind, "ReplicaSet" | "Job") {
         return Ok(None);
     }
     if workload == Workload::Rollout
@@ -175,8 +160,9 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         Cow::Owned(pod) => pod.spec().map(|spec| Cow::Owned(spec.into_owned())),
     }
     .map_err(|source| unreadable(req, source))?;
-    let policy = subpath_policy(req, workload, &pod, &annotations);
+    let policy = subpath_policy(req, workload, controlled, &annotations);
     let refs = config_refs(workload, &spec, &annotations, &policy, settings);
+    let consequence = consequence(req, workload, controlled, &spec);
     Ok(Some(Target {
         workload,
         pod,
@@ -187,11 +173,26 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         refs,
         old_annotations: old_template_annotations(req, workload),
         own,
-        job: matches!(
-            Kind::of(req.group, req.kind),
-            Some(Kind::Job | Kind::CronJob)
-        ),
+        consequence,
     }))
+}
+
+/// What a change of restart-only config does to what is under review: a workload's pods roll,
+/// except a Job's (nothing rolls a running Job); nothing rolls a Pod of its own.
+fn consequence(
+    req: &Request<'_>,
+    workload: Workload,
+    controlled: bool,
+    spec: &PodSpec,
+) -> Consequence {
+    let runs_to_completion = matches!(spec.restart_policy.as_deref(), Some("Never" | "OnFailure"));
+    match workload {
+        Workload::Template(_) if matches!(req.kind, "Job" | "CronJob") => Consequence::NextJob,
+        Workload::Template(_) | Workload::Rollout => Consequence::Rolls,
+        Workload::Pod if controlled && runs_to_completion => Consequence::NextJob,
+        Workload::Pod if controlled => Consequence::Rolls,
+        Workload::Pod => Consequence::NewPod,
+    }
 }
 
 /// The kind under review, when the product handles it in this operation and namespace.
@@ -351,20 +352,22 @@ fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
 }
 
 /// Where denial happens: only where a person is at the terminal and nothing running can break.
+/// An object a controller made (`controlled`: a Pod of a workload, an operator's workload) is
+/// never denied: nobody reads the message, and the denial would break its owner's loop.
 fn subpath_policy(
     req: &Request,
     workload: Workload,
-    pod: &PodParts,
+    controlled: bool,
     annotations: &BTreeMap<String, String>,
 ) -> SubPathPolicy {
     if annotations
         .get(ALLOW_SUBPATH)
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || controlled
     {
         return SubPathPolicy::Allow;
     }
     match (workload, req.operation) {
-        (Workload::Pod, _) if pod.meta.controlled() => SubPathPolicy::Allow,
         (Workload::Pod, _) | (_, Operation::Create) => SubPathPolicy::DenyAll,
         (Workload::Template(_) | Workload::Rollout, _) => {
             let old_keys = req
@@ -380,223 +383,6 @@ fn subpath_policy(
                 None => SubPathPolicy::Allow,
             }
         }
-    }
-}
-
-/// What the rules, the reload strategy and restart in place make of a pod (template): the
-/// strategy's choice, the restart-only config, and whether env changes restart in place; or the
-/// denial. A bad annotation value is a warning where it is not denied.
-fn choose(
-    settings: &Settings,
-    target: &Target,
-    analysis: &PodAnalysis<'_>,
-    warnings: &mut Warnings,
-) -> Result<(strategy::Choice, Vec<Use>, in_place::Decision), String> {
-    let outcome = rules::apply(analysis, &target.policy);
-    let on_template = target.workload.is_template();
-    if !outcome.denied.is_empty() {
-        return Err(rules::denial_message(
-            analysis,
-            &outcome.denied,
-            on_template,
-        ));
-    }
-    let (choice, bad) = strategy::choose(&target.annotations, &target.spec, analysis);
-    let mut uses = outcome.uses;
-    uses.extend(choice.restart_uses(analysis));
-    let subject = in_place::Subject {
-        template: on_template,
-        controlled: target.pod.meta.controlled(),
-        job: target.job,
-    };
-    let annotations = &target.annotations;
-    let (env, env_bad) = in_place::decide(
-        annotations,
-        &target.spec,
-        analysis,
-        subject,
-        &uses,
-        settings,
-    );
-    let refused = bad.iter().map(|bad| (bad, SIDECAR_REFUSES));
-    for (bad, why) in refused.chain(env_bad.iter().map(|bad| (bad, ""))) {
-        // A person is at the terminal: deny, unless an UPDATE keeps the value the workload
-        // already had (so that `kubectl rollout restart` of it keeps working).
-        if on_template && !kept_from_old(target) {
-            return Err(format!(
-                "reload-injector: {bad}{why}; fix the annotation on the pod template."
-            ));
-        }
-        warnings.push(format_args!("{bad}"));
-    }
-    Ok((choice, uses, env))
-}
-
-/// Why a value of the annotations the sidecar reads is denied, in the denial.
-const SIDECAR_REFUSES: &str = ". The config-reloader sidecar would refuse this value";
-
-fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
-    let analysis = analyse(&target.spec);
-    let mut warnings = Warnings::default();
-    let on_template = target.workload.is_template();
-    let (choice, mut uses, env) = match choose(settings, target, &analysis, &mut warnings) {
-        Ok(chosen) => chosen,
-        Err(message) => {
-            return Outcome::Denied {
-                message,
-                warnings: warnings.into_list(settings.warning_chars),
-            };
-        }
-    };
-    let rolls = on_template || target.pod.meta.controlled();
-    in_place::warn(&env, &uses, on_template, &mut warnings);
-    uses.retain(|u| !env.covers(u));
-    strategy::warn(&choice, rolls, &mut warnings);
-    warn_uses(&uses, rolls, settings, &mut warnings);
-    let report = consumption::of_uses(&uses).hash(configs, settings.secret_key.as_ref());
-    warn_hash(&uses, &report, &mut warnings);
-    let plan = sidecar::plan(
-        &target.annotations,
-        &target.spec,
-        &analysis,
-        &choice,
-        settings.native_sidecars,
-        &mut warnings,
-    );
-
-    // Edit a copy of only what may change, and diff it against the same unedited view.
-    let pointer = target.workload.pointer();
-    let mut original = parts::at_pointer(target.pod.editable(&target.spec), pointer);
-    if on_template {
-        original = parts::with_own_meta(original, &target.own);
-    }
-    let mut edited = original.clone();
-    let Some(pod) = edited.pointer_mut(pointer) else {
-        return Outcome::untouched();
-    };
-    stamp_hash(pod, &target.annotations, &uses, report.hash.as_deref());
-    let inject_here = !on_template || settings.inject_into_templates;
-    let env_plan = EnvPlan::new(&env, &target.spec).filter(|_| inject_here);
-    let view = target.view();
-    let parts = (plan.as_ref(), env_plan.as_ref());
-    let inserted =
-        inject_here && insert_once(pod, parts, &view, &analysis, settings, &mut warnings);
-    let restarts = env_plan.filter(|_| inserted || analysis.has_sidecar);
-    in_place::stamp(
-        pod,
-        (&target.annotations, on_template),
-        &env,
-        restarts.as_ref(),
-        configs,
-    );
-    let sidecar = (inserted, plan.as_ref().filter(|_| inserted));
-    mark_sidecar_pod(pod, &view, &analysis, sidecar, configs, settings);
-    if on_template {
-        let stamped = super::string_map(pod, "annotations").contains_key(CONFIG_HASH);
-        let hot_reloads = plan.is_some() || analysis.has_sidecar;
-        let managed = stamped || hot_reloads || env.applies();
-        mark_managed(&mut edited, &target.own, managed);
-    }
-    let patch = json_patch::diff(&original, &edited);
-    Outcome::Allowed {
-        patch,
-        warnings: warnings.into_list(settings.warning_chars),
-    }
-}
-
-/// Labels a workload [`MANAGED_LABEL`] when its template reads config the product acts on
-/// (`managed`), and unlabels it when not. Labels or a `metadata` that are not objects are left
-/// as they are: the workload stays unlabelled rather than have them replaced.
-fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
-    let current = own.string_map(MapField::Labels);
-    let labelled = current.get(MANAGED_LABEL).map(String::as_str);
-    if managed && labelled != Some("true") && own.labels_editable() {
-        object::set_label(object, MANAGED_LABEL, "true");
-    } else if !managed && labelled.is_some() {
-        object::remove_label(object, MANAGED_LABEL);
-    }
-}
-
-/// One warning per container and object: what happens when it changes.
-fn warn_uses(uses: &[Use], rolls: bool, settings: &Settings, warnings: &mut Warnings) {
-    let consequence = if rolls {
-        "pods roll when it changes"
-    } else {
-        "a change needs a new pod"
-    };
-    for u in uses {
-        let id = u.consumed.id();
-        let (verb, via) = match u.how {
-            How::InitSubPath => continue,
-            How::Env => ("reads", "via env"),
-            How::EnvFrom => ("reads", "via envFrom"),
-            How::SubPath => ("mounts", "via subPath (never updated)"),
-            How::Mount => ("mounts", "as a directory, no hot reload"),
-        };
-        let (container, what) = (quoted(&u.container), describe(id));
-        if id.kind == ConfigKind::Secret && settings.secret_key.is_none() {
-            warnings.push(format_args!(
-                "container {container} {verb} {what} {via}; no secret hash key, so no restart on change"
-            ));
-        } else {
-            warnings.notice(format_args!(
-                "container {container} {verb} {what} {via}; {consequence}"
-            ));
-        }
-    }
-}
-
-/// Whether an UPDATE keeps the choosing annotations of `oldObject` as they were.
-fn kept_from_old(target: &Target) -> bool {
-    let Some(old) = &target.old_annotations else {
-        return false;
-    };
-    [ON_CHANGE, RELOAD_URL, SIGNAL, PROCESS, ENV_CHANGE]
-        .iter()
-        .all(|key| old.get(*key) == target.annotations.get(*key))
-}
-
-fn warn_hash(uses: &[Use], report: &hash::HashReport, warnings: &mut Warnings) {
-    if report.missing.is_empty() && report.failed.is_empty() {
-        return;
-    }
-    // The first container that uses each config, found once: a Pod may have 20,000 of them.
-    let mut first_user: BTreeMap<&ConfigId, &str> = BTreeMap::new();
-    for u in uses {
-        first_user
-            .entry(u.consumed.id())
-            .or_insert(u.container.as_str());
-    }
-    let container_of = |id: &ConfigId| quoted(first_user.get(id).copied().unwrap_or_default());
-    for id in &report.missing {
-        warnings.push(format_args!(
-            "container {} needs {}, which does not exist: the pod cannot start until it does",
-            container_of(id),
-            describe(id)
-        ));
-    }
-    for (id, reason) in &report.failed {
-        warnings.push(format_args!(
-            "container {}: could not read {} ({reason}); hash unchanged",
-            container_of(id),
-            describe(id)
-        ));
-    }
-}
-
-/// Writes the hash, removes a stale one when nothing restart-only is left, and leaves the
-/// annotation alone when the hash could not be computed.
-fn stamp_hash(
-    pod: &mut Value,
-    annotations: &BTreeMap<String, String>,
-    uses: &[Use],
-    hash: Option<&str>,
-) {
-    let current = annotations.get(CONFIG_HASH).map(String::as_str);
-    match hash {
-        Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
-        None if uses.is_empty() && current.is_some() => object::remove_annotation(pod, CONFIG_HASH),
-        _ => {}
     }
 }
 

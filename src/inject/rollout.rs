@@ -187,13 +187,14 @@ mod tests {
         ] {
             let mut warnings = Warnings::default();
             unstamped.warn(&mut warnings);
-            let lines = warnings.into_list(None);
+            let lines = warnings.into_list(Some(super::super::API_SERVER_WARNING_CHARS));
             assert_eq!(lines.len(), 1);
             assert!(
                 lines[0].starts_with(super::super::WARNING_PREFIX),
                 "{lines:?}"
             );
-            assert!(lines[0].chars().count() <= 120, "{lines:?}");
+            let max = super::super::MAX_WARNING_CHARS;
+            assert!(lines[0].chars().count() <= max, "{lines:?}");
         }
     }
 }

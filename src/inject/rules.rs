@@ -16,8 +16,11 @@ pub enum How {
     EnvFrom,
     /// A subPath mount in a long-running container (allowed, or not denied here).
     SubPath,
-    /// A subPath mount in a regular init container (runs once: fine, no warning).
+    /// A subPath mount in a regular init container (read once, at start).
     InitSubPath,
+    /// A directory mount in a regular init container (read once, at start: copied or
+    /// templated into the pod, as the copy-to-emptyDir pattern does).
+    InitMount,
     /// A directory mount of a container that gets no hot reload: its server is not known to
     /// reload on a signal, or the Pod chose `on-change: restart` (see `strategy`).
     Mount,

@@ -246,7 +246,7 @@ pub fn plan(
     let mode = mode(choice.told()?, analysis, &volumes, warnings);
     let run_as = match &mode {
         Mode::Http { .. } => RunAs::Unprivileged,
-        Mode::Signal { .. } => run_as(spec, analysis, warnings),
+        Mode::Signal { .. } => run_as(spec, analysis, &choice.signalled(), warnings),
     };
     let secret = |cv: &ConfigVolume| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret);
     let secret_volumes = volumes
@@ -378,10 +378,21 @@ fn process_from_command(container: &Container) -> Option<String> {
     (!SHELLS.contains(&base)).then(|| base.to_owned())
 }
 
-/// Decides who the sidecar runs as so that it may signal its targets.
-fn run_as(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -> RunAs {
+/// Decides who the sidecar runs as so that it may signal its targets: the user of the
+/// containers it signals (`signalled`), not of every container of the pod.
+fn run_as(
+    spec: &PodSpec,
+    analysis: &PodAnalysis<'_>,
+    signalled: &BTreeSet<&str>,
+    warnings: &mut Warnings,
+) -> RunAs {
     let pod_sc = spec.security_context.as_ref();
-    let targets = &analysis.apps;
+    let targets: Vec<&Container> = analysis
+        .apps
+        .iter()
+        .copied()
+        .filter(|c| signalled.contains(c.name.as_str()))
+        .collect();
     // The container's own setting, else the Pod's.
     let id_of = |c: &Container, id: fn(&SecurityContext) -> Option<i64>| {
         [c.security_context.as_ref(), pod_sc]

@@ -1,168 +1,25 @@
-//! Safe by default: what a change of a container's mounted config does. A process is signalled
-//! only when [`KNOWN_SERVERS`] knows it reloads on that signal, or when the Pod asks
-//! (`signal`, `process`, `reload-url`, `on-change: reload`). Any other container's mounted
-//! config counts like env: it goes into `config-hash`, so a change rolls the workload.
+//! Safe by default: what a change of each container's config does. The [`catalogue`] says how
+//! each known program takes a new config (a signal, by itself, or only at start), checked on the
+//! command line that really runs; a helper that already reloads config (configmap-reload,
+//! prometheus-config-reloader, …) keeps doing so; the Pod may choose (`signal`, `process`,
+//! `reload-url`, `on-change`). Whatever is left rolls the workload: it goes into `config-hash`.
+//! Config an init container reads counts like env.
 //! Pure: the webhook, the offline `inject` and the rollout controller all call [`choose`], so
 //! they agree on what is hashed.
+
+mod wording;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::ON_CHANGE;
-use super::analysis::PodAnalysis;
-use super::messages::{Warnings, quoted};
+use super::analysis::{DirMount, PodAnalysis};
+use super::catalogue::{self, Helper, Known, LEGACY_PROGRAMS, PROGRAMS, Program, Takes};
 use super::pod::{Container, PodSpec};
 use super::rules::{How, Use};
 use super::values::{self, OnChange, ReloadSignal, ValueError};
-use super::{PROCESS, RELOAD_URL, SIGNAL};
+use super::{PROCESS, RELOAD_URL, SIDECAR_NAME, SIGNAL};
 
-/// A server known to reload its configuration on a signal, from its own documentation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KnownServer {
-    /// The names it goes by: the basename of a container's `command[0]`, or of its image
-    /// repository when the container sets no command.
-    pub names: &'static [&'static str],
-    /// The process to signal (its `comm`).
-    pub process: &'static str,
-    /// Its reload signal.
-    pub signal: &'static str,
-    /// Command-line flags of which one must be given for the signal to reload (empty: none).
-    pub needs_flag: &'static [&'static str],
-    /// Where the program documents it.
-    pub source: &'static str,
-}
-
-/// Servers and their reload signals. Each entry is what the program's own documentation says.
-pub const KNOWN_SERVERS: [KnownServer; 8] = [
-    // "HUP: changing configuration, ... starting new worker processes with a new configuration,
-    // graceful shutdown of old worker processes" (nginx.org, "Controlling nginx").
-    KnownServer {
-        names: &["nginx", "nginx-unprivileged"],
-        process: "nginx",
-        signal: "SIGHUP",
-        needs_flag: &[],
-        source: "https://nginx.org/en/docs/control.html",
-    },
-    // Master-worker mode (-W, which the official image's entrypoint adds): SIGUSR2 to the master
-    // reloads the configuration; without master-worker mode SIGUSR2 is ignored (HAProxy
-    // management guide, "-W" and "master-worker").
-    KnownServer {
-        names: &["haproxy"],
-        process: "haproxy",
-        signal: "SIGUSR2",
-        needs_flag: &[],
-        source: "https://docs.haproxy.org/3.0/management.html#4",
-    },
-    // "Prometheus can reload its configuration at runtime ... sending SIGHUP to the Prometheus
-    // process" (Prometheus docs, "Configuration").
-    KnownServer {
-        names: &["prometheus"],
-        process: "prometheus",
-        signal: "SIGHUP",
-        needs_flag: &[],
-        source: "https://prometheus.io/docs/prometheus/latest/configuration/configuration/",
-    },
-    // "Alertmanager can reload its configuration at runtime ... send a SIGHUP to the process"
-    // (Alertmanager docs, "Configuration").
-    KnownServer {
-        names: &["alertmanager"],
-        process: "alertmanager",
-        signal: "SIGHUP",
-        needs_flag: &[],
-        source: "https://prometheus.io/docs/alerting/latest/configuration/",
-    },
-    // "To tell postgres to reload the configuration files, send a SIGHUP signal" to the
-    // postmaster, which passes it on to its children (PostgreSQL docs, "postgres").
-    KnownServer {
-        names: &["postgres", "postmaster", "postgresql"],
-        process: "postgres",
-        signal: "SIGHUP",
-        needs_flag: &[],
-        source: "https://www.postgresql.org/docs/current/app-postgres.html",
-    },
-    // "SIGHUP: Reload config. Same as issuing the command RELOAD on the console" (PgBouncer
-    // docs, "Usage", Signals).
-    KnownServer {
-        names: &["pgbouncer"],
-        process: "pgbouncer",
-        signal: "SIGHUP",
-        needs_flag: &[],
-        source: "https://www.pgbouncer.org/usage.html",
-    },
-    // Hot reload "can be used with SIGHUP" when enabled with -Y/--enable-hot-reload (or
-    // `hot_reload on` in the file, which the webhook cannot see: then choose on-change: reload)
-    // (Fluent Bit manual, "Hot reload").
-    KnownServer {
-        names: &["fluent-bit"],
-        process: "fluent-bit",
-        signal: "SIGHUP",
-        needs_flag: &["-Y", "--enable-hot-reload"],
-        source: "https://docs.fluentbit.io/manual/administration/hot-reload",
-    },
-    // SIGUSR2 to the supervisor: graceful reload (v1.9–v1.17), zero-downtime restart (v1.18+);
-    // "If you use fluentd v1.9.0 or later, use SIGUSR2 instead" of SIGHUP (Fluentd docs,
-    // "Signals").
-    KnownServer {
-        names: &["fluentd"],
-        process: "fluentd",
-        signal: "SIGUSR2",
-        needs_flag: &[],
-        source: "https://docs.fluentd.org/deployment/signals",
-    },
-];
-
-/// Commands that start the real server as their child: their name says nothing about it.
-const WRAPPERS: [&str; 10] = [
-    "sh",
-    "bash",
-    "dash",
-    "ash",
-    "zsh",
-    "busybox",
-    "env",
-    "tini",
-    "dumb-init",
-    "catatonit",
-];
-
-/// The name a container's server goes by: the basename of `command[0]` (nothing when it is a
-/// shell or an init wrapper), or of its image repository when it sets no command.
-pub fn server_name(container: &Container) -> Option<&str> {
-    match container.command.as_ref().and_then(|c| c.first()) {
-        Some(first) => {
-            let base = first.rsplit('/').next().unwrap_or(first);
-            (!base.is_empty() && !WRAPPERS.contains(&base)).then_some(base)
-        }
-        None => image_name(container.image.as_deref()?),
-    }
-}
-
-/// `registry:5000/team/nginx:1.27@sha256:…` → `nginx`.
-fn image_name(image: &str) -> Option<&str> {
-    let image = image.split('@').next().unwrap_or(image);
-    let last = image.rsplit('/').next().unwrap_or(image);
-    let name = last.split(':').next().unwrap_or(last);
-    (!name.is_empty()).then_some(name)
-}
-
-/// The known server a container runs, if its name is in the table (flags not checked).
-pub fn known_server(container: &Container) -> Option<&'static KnownServer> {
-    let name = server_name(container)?;
-    KNOWN_SERVERS.iter().find(|s| s.names.contains(&name))
-}
-
-/// Whether the container's command line gives one of `server`'s needed flags.
-fn has_needed_flag(server: &KnownServer, container: &Container) -> bool {
-    if server.needs_flag.is_empty() {
-        return true;
-    }
-    let words = container.command.iter().chain(&container.args).flatten();
-    words.flat_map(|w| w.split_whitespace()).any(|w| {
-        server
-            .needs_flag
-            .iter()
-            .any(|f| w == *f || w.starts_with(&format!("{f}=")))
-    })
-}
+pub use wording::{Consequence, warn};
 
 /// How the sidecar tells the app.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,14 +27,14 @@ pub enum Told {
     /// Send `signal`; to `process` when known, else the webhook derives it from the command.
     Signal {
         signal: ReloadSignal,
-        /// The process, when the Pod names it or the table gives it.
+        /// The process, when the Pod names it or the catalogue gives it.
         process: Option<String>,
     },
     /// POST the URL.
     Http { url: String },
 }
 
-/// What one container's mounted config gets.
+/// What a container's config gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Strategy {
     /// Hot reload through the sidecar.
@@ -186,17 +43,25 @@ pub enum Strategy {
     Restart(Why),
     /// Nobody is told (`on-change: none`).
     Nothing,
+    /// The program re-reads this config by itself (the catalogue's title of it): nobody has to
+    /// tell it, and nothing rolls.
+    Itself(&'static str),
+    /// A helper container of the pod (named here) already reloads it: no second sidecar, no roll.
+    Reloaded(String),
 }
 
-/// Why a container's mounted config rolls the workload.
+/// Why a container's config rolls the workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Why {
     /// The Pod chose it (`on-change: restart`).
     Chosen,
-    /// Its server is not in the table (its name, when one could be read).
+    /// Its program is not in the catalogue (its name, when one could be read).
     Unknown(Option<String>),
-    /// Its server is in the table, but its command line lacks the flag that enables reloading.
-    FlagMissing(&'static KnownServer),
+    /// Its program is in the catalogue, but the command line that runs lacks what makes it
+    /// reload (a flag: HAProxy's `-W`, Fluent Bit's `-Y`, Caddy's `--watch`).
+    Unmet(&'static Program),
+    /// The catalogue says its program reads this config at start only.
+    AtStart(&'static Program),
     /// Another container of the pod got the sidecar's one signal and target.
     OtherTarget,
     /// An annotation value the sidecar would refuse (the Pod gets no sidecar).
@@ -204,12 +69,18 @@ pub enum Why {
     /// A signal was due, but the pod sets `hostPID: true` or `shareProcessNamespace: false`,
     /// so the sidecar cannot see the app's processes.
     NoSharedPid,
+    /// A hot reload was due, but a container of the pod that is not ours has the sidecar's name,
+    /// so no sidecar can be added.
+    NameTaken,
+    /// A regular init container reads it: it is copied or templated once, at start.
+    InitContainer,
 }
 
-/// What every container that mounts config as a directory gets.
+/// What each container that reads config from a volume gets: a container may appear more than
+/// once, with the volumes each strategy applies to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Choice {
-    /// Per container (in pod order), its strategy and the volumes it mounts as directories.
+    /// Per container (in pod order), a strategy and the volumes it mounts that it applies to.
     pub containers: Vec<(String, Strategy, BTreeSet<String>)>,
 }
 
@@ -222,23 +93,35 @@ impl Choice {
         })
     }
 
-    /// The volumes the sidecar watches: those mounted by hot-reloaded containers.
+    /// The volumes the sidecar watches: those of hot-reloaded containers.
     pub fn reload_volumes(&self) -> BTreeSet<String> {
-        self.containers
-            .iter()
-            .filter(|(_, s, _)| matches!(s, Strategy::Reload(_)))
-            .flat_map(|(_, _, v)| v.iter().cloned())
-            .collect()
+        self.volumes(|s| matches!(s, Strategy::Reload(_)))
     }
 
-    /// The restart-only config of the containers whose changes roll the workload, as uses of
-    /// the rules (hashed into `config-hash` with env).
+    /// The containers the sidecar signals.
+    pub fn signalled(&self) -> BTreeSet<&str> {
+        let signal = |s: &Strategy| matches!(s, Strategy::Reload(Told::Signal { .. }));
+        let signalled = self.containers.iter().filter(|(_, s, _)| signal(s));
+        signalled.map(|(c, _, _)| c.as_str()).collect()
+    }
+
+    fn volumes(&self, pick: impl Fn(&Strategy) -> bool) -> BTreeSet<String> {
+        let picked = self.containers.iter().filter(|(_, s, _)| pick(s));
+        picked.flat_map(|(_, _, v)| v.iter().cloned()).collect()
+    }
+
+    /// The config of the containers whose changes roll the workload, as uses of the rules
+    /// (hashed into `config-hash` with env).
     pub fn restart_uses(&self, analysis: &PodAnalysis<'_>) -> Vec<Use> {
         let mut uses = Vec::new();
         for (container, strategy, volumes) in &self.containers {
-            if !matches!(strategy, Strategy::Restart(_)) {
+            let Strategy::Restart(why) = strategy else {
                 continue;
-            }
+            };
+            let how = match why {
+                Why::InitContainer => How::InitMount,
+                _ => How::Mount,
+            };
             let configs = volumes
                 .iter()
                 .filter_map(|v| analysis.config_volumes.get(v));
@@ -247,7 +130,7 @@ impl Choice {
                     container: container.clone(),
                     consumed,
                     optional: source.optional,
-                    how: How::Mount,
+                    how,
                 }));
             }
         }
@@ -281,162 +164,317 @@ fn asked(annotations: &BTreeMap<String, String>) -> Result<Asked, ValueError> {
     })
 }
 
-/// Decides, for every long-running container that mounts config as a directory, what a change
-/// does. A value the sidecar would refuse gives the error with a choice in which every such
-/// container rolls instead (no sidecar).
+/// Which catalogue decides, and what it knows besides programs.
+#[derive(Debug, Clone, Copy)]
+struct Table {
+    programs: &'static [Program],
+    /// Whether helpers that already reload config are recognised and init containers' config
+    /// counts (what versions before the catalogue did not do).
+    full: bool,
+}
+
+/// Decides, for every container that mounts config as a directory, what a change does. A value
+/// the sidecar would refuse gives the error with a choice in which every container that would
+/// have been told rolls instead (no sidecar).
 pub fn choose(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
     analysis: &PodAnalysis<'_>,
 ) -> (Choice, Option<ValueError>) {
-    let mut mounts: Vec<(&Container, BTreeSet<String>)> = Vec::new();
-    for mount in &analysis.dir_mounts {
-        if let Some((_, volumes)) = mounts.iter_mut().find(|(c, _)| c.name == mount.container) {
-            volumes.insert(mount.volume.clone());
-        } else if let Some(container) = analysis.apps.iter().find(|c| c.name == mount.container) {
-            mounts.push((container, BTreeSet::from([mount.volume.clone()])));
-        }
-    }
-    let asked = match asked(annotations) {
-        Ok(asked) => asked,
+    let table = Table {
+        programs: &PROGRAMS,
+        full: true,
+    };
+    choose_in(table, annotations, spec, analysis)
+}
+
+/// [`choose`] as versions before the catalogue decided (their table, no helpers, no init
+/// containers): what a `config-hash` they stamped is over.
+pub fn choose_before_catalogue(
+    annotations: &BTreeMap<String, String>,
+    spec: &PodSpec,
+    analysis: &PodAnalysis<'_>,
+) -> Choice {
+    let table = Table {
+        programs: &LEGACY_PROGRAMS,
+        full: false,
+    };
+    choose_in(table, annotations, spec, analysis).0
+}
+
+/// A long-running container that reads config, with its directory mounts of config volumes.
+type Consumer<'a> = (&'a Container, Vec<&'a DirMount>);
+
+fn choose_in(
+    table: Table,
+    annotations: &BTreeMap<String, String>,
+    spec: &PodSpec,
+    analysis: &PodAnalysis<'_>,
+) -> (Choice, Option<ValueError>) {
+    let (consumers, reloaded) = consumers(table, analysis);
+    let reloaded = &reloaded;
+    let (mut choice, bad) = match asked(annotations) {
+        Ok(asked) => (by_asked(table, &asked, &consumers, reloaded), None),
         Err(err) => {
-            let containers = mounts
-                .into_iter()
-                .map(|(c, v)| (c.name.clone(), Strategy::Restart(Why::BadValue), v))
-                .collect();
-            return (Choice { containers }, Some(err));
+            let rolls = unless_reloaded(reloaded, Strategy::Restart(Why::BadValue));
+            (per_mount(&consumers, rolls), Some(err))
         }
     };
-    let explicit = asked.url.is_some() || asked.signal.is_some() || asked.process.is_some();
-    let all = |strategy: Strategy| Choice {
-        containers: mounts
-            .iter()
-            .map(|(c, v)| (c.name.clone(), strategy.clone(), v.clone()))
-            .collect(),
-    };
-    let mut choice = match asked.on_change {
-        Some(OnChange::Nothing) => all(Strategy::Nothing),
-        Some(OnChange::Restart) => all(Strategy::Restart(Why::Chosen)),
-        Some(OnChange::Reload) => all(Strategy::Reload(asked_told(&asked, &mounts))),
-        None if explicit => all(Strategy::Reload(asked_told(&asked, &mounts))),
-        None => by_table(&mounts),
-    };
-    // A pod's explicit choice that rules signals out: whatever was due a signal rolls instead.
-    if spec.host_pid == Some(true) || spec.share_process_namespace == Some(false) {
-        for (_, strategy, _) in &mut choice.containers {
-            if matches!(strategy, Strategy::Reload(Told::Signal { .. })) {
-                *strategy = Strategy::Restart(Why::NoSharedPid);
-            }
+    rule_out(&mut choice, spec, analysis);
+    if table.full {
+        for mount in &analysis.init_dir_mounts {
+            let why = Strategy::Restart(Why::InitContainer);
+            push(&mut choice, &mount.container, why, &mount.volume);
         }
     }
-    (choice, None)
+    (choice, bad)
+}
+
+/// What a helper already reloads stays with it, whatever else the Pod asks for.
+fn unless_reloaded(
+    reloaded: &BTreeMap<String, String>,
+    strategy: Strategy,
+) -> impl Fn(&DirMount) -> Strategy + '_ {
+    move |mount: &DirMount| match reloaded.get(&mount.volume) {
+        Some(by) => Strategy::Reloaded(by.clone()),
+        None => strategy.clone(),
+    }
+}
+
+/// The choice the annotations make, or the catalogue's when they make none.
+fn by_asked(
+    table: Table,
+    asked: &Asked,
+    consumers: &[Consumer<'_>],
+    reloaded: &BTreeMap<String, String>,
+) -> Choice {
+    let explicit = asked.url.is_some() || asked.signal.is_some() || asked.process.is_some();
+    let tell = || Strategy::Reload(asked_told(table, asked, consumers));
+    match asked.on_change {
+        Some(OnChange::Nothing) => {
+            per_mount(consumers, unless_reloaded(reloaded, Strategy::Nothing))
+        }
+        Some(OnChange::Restart) => per_mount(consumers, |_| Strategy::Restart(Why::Chosen)),
+        Some(OnChange::Reload) => per_mount(consumers, unless_reloaded(reloaded, tell())),
+        None if explicit => per_mount(consumers, unless_reloaded(reloaded, tell())),
+        None => by_catalogue(table, consumers, reloaded),
+    }
+}
+
+/// The containers that read config from directory mounts, and the volumes that helpers already
+/// reload (by which helper). A helper that only reloads (not a Thanos sidecar) reads nothing
+/// itself.
+fn consumers<'a>(
+    table: Table,
+    analysis: &'a PodAnalysis<'_>,
+) -> (Vec<Consumer<'a>>, BTreeMap<String, String>) {
+    let mut consumers: Vec<Consumer<'a>> = Vec::new();
+    let mut reloaded = BTreeMap::new();
+    for container in analysis.apps.iter().copied() {
+        let mounts: Vec<&DirMount> = analysis
+            .dir_mounts
+            .iter()
+            .filter(|m| m.container == container.name)
+            .collect();
+        let watched: Vec<&DirMount> = match table.full.then(|| helps(container)).flatten() {
+            None => Vec::new(),
+            Some(Watches::Named(flags)) => {
+                let line = catalogue::CommandLine::of(container);
+                let words = line.map(|l| l.words).unwrap_or_default();
+                let paths = catalogue::flag_values(&words, flags);
+                let watched = mounts.iter().filter(|m| covers(&m.mount_path, &paths, &[]));
+                watched.copied().collect()
+            }
+            Some(Watches::Everything) => mounts.clone(),
+        };
+        for mount in &watched {
+            reloaded
+                .entry(mount.volume.clone())
+                .or_insert_with(|| container.name.clone());
+        }
+        let own: Vec<&DirMount> = mounts
+            .into_iter()
+            .filter(|m| !watched.contains(m))
+            .collect();
+        if !own.is_empty() {
+            consumers.push((container, own));
+        }
+    }
+    (consumers, reloaded)
+}
+
+/// What a helper that already reloads config watches.
+#[derive(Debug, Clone, Copy)]
+enum Watches {
+    /// Every config volume it mounts.
+    Everything,
+    /// What these flags of its command line name.
+    Named(&'static [&'static str]),
+}
+
+/// What a container watches, if it is a helper that already reloads config.
+fn helps(container: &Container) -> Option<Watches> {
+    if container.name == SIDECAR_NAME {
+        // Not ours (ours is no app): someone's reloader by its very name, e.g.
+        // prometheus-operator's.
+        return Some(Watches::Everything);
+    }
+    match catalogue::reloader(container)? {
+        Helper::Listed(r) if !r.watch_flags.is_empty() => Some(Watches::Named(r.watch_flags)),
+        Helper::Listed(_) | Helper::Kin => Some(Watches::Everything),
+    }
+}
+
+/// Gives every mount of every consumer the strategy `of` it.
+fn per_mount(consumers: &[Consumer<'_>], of: impl Fn(&DirMount) -> Strategy) -> Choice {
+    let mut choice = Choice::default();
+    for (container, mounts) in consumers {
+        for mount in mounts {
+            push(&mut choice, &container.name, of(mount), &mount.volume);
+        }
+    }
+    choice
+}
+
+/// Adds `volume` to the container's entry with `strategy`, or a new entry.
+fn push(choice: &mut Choice, container: &str, strategy: Strategy, volume: &str) {
+    let entry = choice
+        .containers
+        .iter_mut()
+        .find(|(c, s, _)| c == container && *s == strategy);
+    match entry {
+        Some((_, _, volumes)) => drop(volumes.insert(volume.to_owned())),
+        None => choice.containers.push((
+            container.to_owned(),
+            strategy,
+            BTreeSet::from([volume.to_owned()]),
+        )),
+    }
+}
+
+/// The pod's explicit choices and shape that rule a hot reload out: whatever was due one rolls.
+fn rule_out(choice: &mut Choice, spec: &PodSpec, analysis: &PodAnalysis<'_>) {
+    let no_pid = spec.host_pid == Some(true) || spec.share_process_namespace == Some(false);
+    let taken = analysis.name_taken && !analysis.has_sidecar;
+    for (_, strategy, _) in &mut choice.containers {
+        match strategy {
+            Strategy::Reload(_) if taken => *strategy = Strategy::Restart(Why::NameTaken),
+            Strategy::Reload(Told::Signal { .. }) if no_pid => {
+                *strategy = Strategy::Restart(Why::NoSharedPid)
+            }
+            _ => {}
+        }
+    }
 }
 
 /// How the sidecar tells the app when the Pod asked for hot reload: its URL, or its signal and
-/// process, completed from the table when exactly one known server is mounted.
-fn asked_told(asked: &Asked, mounts: &[(&Container, BTreeSet<String>)]) -> Told {
+/// process, completed from the catalogue when exactly one signalled program is mounted.
+fn asked_told(table: Table, asked: &Asked, consumers: &[Consumer<'_>]) -> Told {
     if let Some(url) = &asked.url {
         return Told::Http { url: url.clone() };
     }
-    let mut known: Vec<&'static KnownServer> =
-        mounts.iter().filter_map(|(c, _)| known_server(c)).collect();
-    known.sort_by_key(|s| s.process);
-    known.dedup_by_key(|s| s.process);
+    let mut known: Vec<(&'static str, &'static str)> = consumers
+        .iter()
+        .filter_map(|(c, _)| match catalogue::identify(table.programs, c) {
+            Known::Program(p, _) | Known::Unmet(p) => match p.takes {
+                Takes::Signal(signal) => Some((p.process, signal)),
+                _ => None,
+            },
+            Known::Unknown(_) => None,
+        })
+        .collect();
+    known.sort();
+    known.dedup();
     let only = match known.as_slice() {
         [one] => Some(*one),
         _ => None,
     };
     let signal = asked
         .signal
-        .or_else(|| only.and_then(|s| values::parse_signal(s.signal).ok()))
+        .or_else(|| only.and_then(|(_, s)| values::parse_signal(s).ok()))
         .unwrap_or(values::RELOAD_SIGNALS[0]);
     let process = asked.process.clone().or_else(|| {
-        only.filter(|s| asked.signal.is_none_or(|sig| sig.name == s.signal))
-            .map(|s| s.process.to_owned())
+        only.filter(|(_, s)| asked.signal.is_none_or(|sig| sig.name == *s))
+            .map(|(p, _)| p.to_owned())
     });
     Told::Signal { signal, process }
 }
 
-/// Nothing asked: the table decides. The sidecar sends one signal to one process name, so only
-/// the first known server (in pod order) is reloaded; the others roll.
-fn by_table(mounts: &[(&Container, BTreeSet<String>)]) -> Choice {
-    let mut target: Option<&KnownServer> = None;
-    let containers = mounts
-        .iter()
-        .map(|(container, volumes)| {
-            let strategy = match known_server(container) {
-                Some(server) if !has_needed_flag(server, container) => {
-                    Strategy::Restart(Why::FlagMissing(server))
+/// Nothing asked: the catalogue decides, mount by mount. The sidecar sends one signal to one
+/// process name, so only the first signalled program (in pod order) is reloaded; others roll.
+fn by_catalogue(
+    table: Table,
+    consumers: &[Consumer<'_>],
+    reloaded: &BTreeMap<String, String>,
+) -> Choice {
+    let mut target: Option<(&str, &str)> = None;
+    let mut choice = Choice::default();
+    for (container, mounts) in consumers {
+        let known = catalogue::identify(table.programs, container);
+        for mount in mounts {
+            let strategy = match (&known, reloaded.get(&mount.volume)) {
+                (_, Some(by)) => Strategy::Reloaded(by.clone()),
+                (Known::Program(p, words), None) => {
+                    if covers(&mount.mount_path, &p.watched(words), words) {
+                        Strategy::Itself(p.title)
+                    } else {
+                        by_program(p, &mut target)
+                    }
                 }
-                Some(server) if target.is_none_or(|t| t.process == server.process) => {
-                    target = Some(server);
-                    Strategy::Reload(Told::Signal {
-                        signal: values::parse_signal(server.signal)
-                            .unwrap_or(values::RELOAD_SIGNALS[0]),
-                        process: Some(server.process.to_owned()),
-                    })
+                (Known::Unmet(p), None) => Strategy::Restart(Why::Unmet(p)),
+                (Known::Unknown(name), None) => {
+                    Strategy::Restart(Why::Unknown(name.map(str::to_owned)))
                 }
-                Some(_) => Strategy::Restart(Why::OtherTarget),
-                None => Strategy::Restart(Why::Unknown(server_name(container).map(str::to_owned))),
             };
-            (container.name.clone(), strategy, volumes.clone())
-        })
-        .collect();
-    Choice { containers }
-}
-
-/// One line per container that mounts config as a directory: which strategy it got, and how
-/// to choose hot reload where it got none.
-pub fn warn(choice: &Choice, rolls: bool, warnings: &mut Warnings) {
-    let restart = if rolls {
-        "pods roll on change"
-    } else {
-        "a change needs a new pod"
-    };
-    for (container_name, chosen, _) in &choice.containers {
-        let container_name = container_name.as_str();
-        let container = quoted(container_name);
-        match chosen {
-            Strategy::Reload(Told::Signal { signal, process }) => {
-                let to = process.as_deref().unwrap_or("its main process");
-                warnings.notice(format_args!(
-                    "container {container}: hot reload, {signal} to {to} on change"
-                ))
-            }
-            Strategy::Reload(Told::Http { url }) => warnings.notice(format_args!(
-                "container {container}: hot reload, POST {} on change",
-                quoted(url)
-            )),
-            Strategy::Nothing => warnings.notice(format_args!(
-                "container {container}: {ON_CHANGE}: none; the app is not told of changes"
-            )),
-            Strategy::Restart(Why::Chosen) => {
-                warnings.notice(format_args!("container {container}: {restart} ({ON_CHANGE}: restart)"))
-            }
-            Strategy::Restart(Why::BadValue) => {}
-            Strategy::Restart(Why::Unknown(name)) => {
-                let name = name
-                    .as_deref()
-                    .filter(|n| *n != container_name)
-                    .map(|n| format!(" ({})", quoted(n)))
-                    .unwrap_or_default();
-                warnings.push(format_args!(
-                    "container {container}{name}: {restart}, no known reload signal ({ON_CHANGE})"
-                ))
-            }
-            Strategy::Restart(Why::FlagMissing(server)) => warnings.push(format_args!(
-                "container {container} ({}): {restart}; hot reload needs {}, see {ON_CHANGE}",
-                server.process,
-                server.needs_flag.join(" or ")
-            )),
-            Strategy::Restart(Why::OtherTarget) => warnings.push(format_args!(
-                "container {container}: {restart}; the sidecar signals one process: see {PROCESS}"
-            )),
-            Strategy::Restart(Why::NoSharedPid) => warnings.push(format_args!(
-                "container {container}: {restart}; hostPID or shareProcessNamespace: false rule out a signal"
-            )),
+            push(&mut choice, &container.name, strategy, &mount.volume);
         }
     }
+    choice
+}
+
+/// What a program's `takes` gives a mount it does not re-read by itself.
+fn by_program(program: &'static Program, target: &mut Option<(&str, &str)>) -> Strategy {
+    match program.takes {
+        Takes::Itself => Strategy::Itself(program.title),
+        Takes::AtStart => Strategy::Restart(Why::AtStart(program)),
+        Takes::Signal(signal) => {
+            let this = (program.process, signal);
+            if target.is_some_and(|t| t != this) {
+                return Strategy::Restart(Why::OtherTarget);
+            }
+            *target = Some(this);
+            Strategy::Reload(Told::Signal {
+                signal: values::parse_signal(signal).unwrap_or(values::RELOAD_SIGNALS[0]),
+                process: Some(program.process.to_owned()),
+            })
+        }
+    }
+}
+
+/// Whether a mount at `mount_path` holds only what the program re-reads by itself (`watched`:
+/// directories, files, globs): the mount is a watched directory or lies in one, is the directory
+/// of a watched glob, or holds a watched file and nothing else on the command line (`words`)
+/// points into it.
+pub fn covers(mount_path: &str, watched: &[&str], words: &[&str]) -> bool {
+    let mount = mount_path.trim_end_matches('/');
+    let within = |path: &str, dir: &str| path == dir || path.starts_with(&format!("{dir}/"));
+    let (globs, paths): (Vec<&str>, Vec<&str>) = watched
+        .iter()
+        .map(|w| w.trim_end_matches('/'))
+        .partition(|w| w.contains(['*', '?', '[']));
+    let glob_dir = |glob: &&str| glob.rsplit_once('/').is_some_and(|(dir, _)| dir == mount);
+    if globs.iter().any(glob_dir) || paths.iter().any(|p| within(mount, p)) {
+        return true;
+    }
+    let named = words
+        .iter()
+        .filter_map(|w| w.rsplit('=').next())
+        .flat_map(|value| value.split(','))
+        .filter(|p| p.starts_with('/'));
+    let elsewhere = named
+        .filter(|p| within(p, mount))
+        .any(|p| !watched.contains(&p));
+    paths.iter().any(|p| within(p, mount)) && !elsewhere
 }
 
 #[cfg(test)]

@@ -313,7 +313,7 @@ async fn get(
     }
 }
 
-/// A reason short enough for a 120-character warning (the full error goes to the debug log).
+/// A reason short enough for a warning (the full error goes to the debug log).
 fn short_reason(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) => format!("API error {} {}", status.code, status.reason),

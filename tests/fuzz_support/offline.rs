@@ -7,7 +7,7 @@ use std::path::Path;
 
 use reload_injector::cli::OutputFormat;
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
-use reload_injector::inject::{MAX_WARNING_CHARS, Settings, WARNING_PREFIX};
+use reload_injector::inject::{Settings, WARNING_PREFIX};
 use reload_injector::offline::{Configs, Injected, OfflineError, inject_text, render};
 use serde_json::Value;
 
@@ -111,15 +111,12 @@ impl Offline {
     }
 }
 
-/// Checks `Kind/name: reload-injector: …`; a warning also fits in 120 characters and has no
-/// control characters. The name is the user's and may itself contain `: `, so every place
-/// where the message could start is tried.
+/// Checks `Kind/name: reload-injector: …`; a warning also has no control characters (offline,
+/// it is never cut: it may be longer than an admission warning). The name is the user's and may
+/// itself contain `: `, so every place where the message could start is tried.
 fn labelled(line: &str, warning: bool) -> Result<(), String> {
     let fits = |said: &str| {
-        said.starts_with(WARNING_PREFIX)
-            && (!warning
-                || (said.chars().count() <= MAX_WARNING_CHARS
-                    && !said.chars().any(char::is_control)))
+        said.starts_with(WARNING_PREFIX) && (!warning || !said.chars().any(char::is_control))
     };
     let ok = line.match_indices(": ").any(|(i, _)| fits(&line[i + 2..]));
     if ok {

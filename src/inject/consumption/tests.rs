@@ -79,7 +79,7 @@ fn mounted_reads_the_sidecars_volumes_with_their_items() {
             ]}
         ],
         "initContainers": [
-            {"name": "config-reloader", "restartPolicy": "Always", "volumeMounts": [
+            {"name": "config-reloader", "restartPolicy": "Always", "args": ["watch"], "volumeMounts": [
                 {"name": "conf", "mountPath": "/etc/reload-injector/watch/conf"},
                 {"name": "picked", "mountPath": "/etc/reload-injector/watch/picked"}
             ]}
@@ -116,5 +116,54 @@ fn no_sidecar_mounts_nothing_and_optional_needs_every_reference() {
     assert!(
         restart_only(&spec, &BTreeMap::new()).optional.is_empty(),
         "one non-optional reference makes the object required"
+    );
+}
+
+#[test]
+fn an_init_containers_directory_read_is_restart_only_for_the_controller_too() {
+    let spec = spec(json!({
+        "initContainers": [{"name": "render", "image": "example/envsubst:1",
+            "volumeMounts": [{"name": "tmpl", "mountPath": "/tmpl"}]}],
+        "containers": [{"name": "app", "image": "example/app:1"}],
+        "volumes": [{"name": "tmpl", "configMap": {"name": "templates"}}]
+    }));
+    let got = restart_only(&spec, &BTreeMap::new());
+    assert_eq!(
+        got.consumed,
+        BTreeSet::from([Consumed::Whole(ConfigId::config_map("templates"))])
+    );
+}
+
+#[test]
+fn the_earlier_reads_are_those_of_the_version_before_the_catalogue() {
+    // An OpenTelemetry Collector reloads on SIGHUP now; the version before the catalogue hashed
+    // its mount, so a hash it stamped is over env + that mount.
+    let otel = spec(json!({
+        "containers": [{"name": "otel", "image": "otel/opentelemetry-collector-contrib:0.120.0",
+            "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}],
+            "volumeMounts": [{"name": "conf", "mountPath": "/conf"}]}],
+        "volumes": [{"name": "conf", "configMap": {"name": "otel"}}]
+    }));
+    let none = BTreeMap::new();
+    let now = restart_only(&otel, &none);
+    assert_eq!(now.consumed, BTreeSet::from([key("cm", "env", "a")]));
+    let earlier = restart_only_earlier(&otel, &none);
+    assert_eq!(
+        earlier.consumed,
+        BTreeSet::from([
+            key("cm", "env", "a"),
+            Consumed::Whole(ConfigId::config_map("otel"))
+        ])
+    );
+    // Where the catalogue changes nothing, the earlier reads are the pre-strategy ones.
+    let nginx = spec(json!({
+        "containers": [{"name": "web", "image": "nginx:1.27",
+            "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}],
+            "volumeMounts": [{"name": "conf", "mountPath": "/conf"}]}],
+        "volumes": [{"name": "conf", "configMap": {"name": "site"}}]
+    }));
+    assert_eq!(
+        restart_only_earlier(&nginx, &none),
+        restart_only(&nginx, &none)
     );
 }

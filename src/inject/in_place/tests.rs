@@ -6,7 +6,7 @@ use super::*;
 use crate::hash::{ConfigObject, Lookup};
 use crate::inject::analysis::analyse;
 use crate::inject::rules::{self, SubPathPolicy};
-use crate::inject::{ENV_HASH, Settings};
+use crate::inject::{ENV_HASH, SIDECAR_NAME, Settings};
 
 fn settings(default: EnvChange, support: Support) -> Settings {
     Settings {
@@ -179,7 +179,12 @@ fn each_reason_to_roll_is_named() {
         let (decision, _) = decided(&spec, &asked, subject, settings);
         assert_eq!(decision, Decision::Rolls(want.clone()), "{want:?}");
         let mut warnings = Warnings::default();
-        warn(&decision, &[], subject.template, &mut warnings);
+        let consequence = if subject.template {
+            Consequence::Rolls
+        } else {
+            Consequence::NewPod
+        };
+        warn(&decision, &[], consequence, &mut warnings);
         let lines = warnings.into_list(None);
         assert!(lines[0].contains("no restart in place"), "{lines:?}");
     }
