@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::hash::{ConfigObject, Lookup};
+use crate::hash::{self, ConfigData, ConfigObject, Lookup};
 use crate::inject::analysis::analyse;
 use crate::inject::rules::{self, SubPathPolicy};
 use crate::inject::{ENV_HASH, SIDECAR_NAME, Settings};
