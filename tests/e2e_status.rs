@@ -95,6 +95,57 @@ fn setup(cluster: &Cluster, tag: &str, opted_in: bool, allow_subpath: bool) -> S
     ns
 }
 
+/// A namespace with a Prometheus beside configmap-reload and a Deployment whose init container
+/// templates its config, once each has a Pod.
+fn strategies(cluster: &Cluster) -> String {
+    let ns = cluster.namespace("strategies", true);
+    cluster.apply(
+        &ns,
+        &config_map("prom-server", &[("prometheus.yml", "global: {}")]),
+    );
+    cluster.apply(&ns, &config_map("prom-env", &[("retention", "15d")]));
+    cluster.apply(
+        &ns,
+        &config_map("templates", &[("app.conf.tmpl", "listen ${PORT}")]),
+    );
+    let config = json!({"name": "config", "configMap": {"name": "prom-server"}});
+    let mut prometheus = deployment(
+        "prometheus",
+        1,
+        json!({"name": "prometheus", "image": "quay.io/prometheus/prometheus:v3.1.0",
+            "args": ["--config.file=/etc/config/prometheus.yml"],
+            "env": [env_from_config_map("RETENTION", "prom-env", "retention")],
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/config"}]}),
+        json!([config]),
+    );
+    prometheus["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "configmap-reload", "image": "ghcr.io/jimmidyson/configmap-reload:v0.14.0",
+            "args": ["--volume-dir=/etc/config", "--webhook-url=http://127.0.0.1:9090/-/reload"],
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/config", "readOnly": true}]}));
+    let mut api = deployment(
+        "api",
+        1,
+        json!({"name": "api", "image": "example/api:2.3",
+            "volumeMounts": [{"name": "rendered", "mountPath": "/etc/api"}]}),
+        json!([{"name": "templates", "configMap": {"name": "templates"}},
+               {"name": "rendered", "emptyDir": {}}]),
+    );
+    api["spec"]["template"]["spec"]["initContainers"] = json!([{"name": "render",
+        "image": "example/envsubst:1.0",
+        "volumeMounts": [{"name": "templates", "mountPath": "/templates"},
+                         {"name": "rendered", "mountPath": "/config"}]}]);
+    for workload in [&prometheus, &api] {
+        let applied = cluster.apply(&ns, workload);
+        assert!(applied.ok, "{}", applied.stderr);
+    }
+    cluster.wait_for("a Pod of each", PATIENCE, || {
+        (cluster.list(&ns, "pods").len() == 2).then_some(())
+    });
+    ns
+}
+
 #[test]
 fn status_reports_through_kubectl_on_a_real_api_server() {
     let install = Install::shared();
@@ -147,6 +198,42 @@ fn status_reports_through_kubectl_on_a_real_api_server() {
         text.contains("via subPath") && text.contains("[subpath]"),
         "{text}"
     );
+
+    // What the webhook decided per mount, said as it decided: a Prometheus beside configmap-reload
+    // (already reloaded), an init container templating config (a rollout, in the hash serve
+    // stamped, which status finds current).
+    let strategies = strategies(cluster);
+    for (workload, read, on_change) in [
+        ("prometheus", "config", "alreadyReloaded"),
+        ("api", "templates", "rollout"),
+    ] {
+        let (code, text, err) =
+            status(cluster, &[&format!("deploy/{workload}"), "-n", &strategies]);
+        keep(workload, &text);
+        eprintln!(
+            "$ kubectl reload-injector status deploy/{workload} -n {strategies}\n{text}{err}(exit {code})\n"
+        );
+        assert_eq!(code, 0, "{text}{err}");
+        let (_, json, _) = status(
+            cluster,
+            &[
+                &format!("deploy/{workload}"),
+                "-n",
+                &strategies,
+                "-o",
+                "json",
+            ],
+        );
+        let report: Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(
+            report["hash"]["state"], "current",
+            "serve's stamp is status's hash: {text}"
+        );
+        let line = (report["reads"].as_array().unwrap().iter())
+            .find(|r| r["volume"] == read)
+            .unwrap_or_else(|| panic!("no read of volume {read}: {text}"));
+        assert_eq!(line["onChange"], on_change, "{text}");
+    }
 
     // Bad input: exit 2, one line.
     let (code, _, err) = status(cluster, &["deploy/missing", "-n", &ns]);

@@ -478,7 +478,7 @@ async fn leases_conflict_events_are_created_and_secrets_fold_string_data() {
 #[tokio::test]
 async fn rollouts_are_served_at_argos_group_and_patched_like_deployments() {
     use kube::api::DynamicObject;
-    use reload_injector::controller::target::TargetKind;
+    use reload_injector::controller::write_target::TargetKind;
 
     let api = FakeApi::start();
     let hash = "reload-injector.io/config-hash";

@@ -330,6 +330,43 @@ fn pod_configmap_and_secret_targets() {
     );
 }
 
+/// prometheus-operator names its own reloader `config-reloader`: status never takes it for ours
+/// (no log read, no restarts of ours, no sidecar expected), and says what it already reloads.
+#[test]
+fn someone_elses_config_reloader_is_not_our_sidecar() {
+    let (api, kubeconfig) = cluster("prometheus-operator");
+    api.set_log(
+        "monitoring",
+        "prometheus-k8s-0",
+        "config-reloader",
+        "level=info msg=\"Reload triggered\"\n",
+    );
+    api.clear_requests();
+    let out = status(
+        &kubeconfig,
+        &["sts/prometheus-k8s", "-n", "monitoring", "-o", "json"],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(code(&out), 1, "the subPath mount: {report:#}");
+    let codes: Vec<&str> = (report["findings"].as_array().unwrap().iter())
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["subpath"], "no sidecar-restarts, no no-sidecar");
+    assert_eq!(report["pods"]["withSidecar"], 0);
+    assert_eq!(report["pods"]["items"][0]["sidecar"], false);
+    assert_eq!(report["pods"]["items"][0]["sidecarRestarts"], Value::Null);
+    let logs = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/log"));
+    assert_eq!(logs.count(), 0, "never the log of someone else's container");
+    let rules = (report["reads"].as_array().unwrap().iter())
+        .find(|r| r["container"] == "prometheus" && r["volume"] == "prometheus-k8s-rulefiles-0")
+        .expect("the rule files read");
+    assert_eq!(rules["onChange"], "alreadyReloaded");
+    assert_eq!(rules["reloadedBy"], "config-reloader");
+}
+
 /// Every golden case, loaded into the fake API server and reported by the binary, finds what
 /// its golden says (the finding codes and the exit code). With `STATUS_TRANSCRIPTS=DIR`, the
 /// text form of each is written to `DIR/CASE.txt`.

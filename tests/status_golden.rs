@@ -225,3 +225,33 @@ fn odd_objects_are_reported_never_panicked_on() {
         }
     }
 }
+
+/// The examples in docs/status.md are what the goldens hold: every line of its text blocks
+/// (but the command lines) is a line of some golden report.
+#[test]
+fn the_docs_examples_are_golden_lines() {
+    let docs = std::fs::read_to_string("docs/status.md").expect("docs/status.md");
+    let mut golden_lines = BTreeSet::new();
+    for entry in std::fs::read_dir(DIR).expect("fixture dir") {
+        let path = entry.expect("dir entry").path();
+        if path.to_string_lossy().ends_with(".golden.txt") {
+            let text = std::fs::read_to_string(&path).expect("golden");
+            golden_lines.extend(text.lines().map(str::to_owned));
+        }
+    }
+    let mut checked = 0;
+    for block in docs.split("```text\n").skip(1) {
+        let block = block.split("```").next().unwrap_or_default();
+        for line in block
+            .lines()
+            .filter(|l| !l.starts_with("$ ") && !l.is_empty())
+        {
+            assert!(
+                golden_lines.contains(line),
+                "docs/status.md: not in any golden: {line}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "only {checked} lines checked");
+}

@@ -4,14 +4,16 @@
 mod webhook_support;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body as AxumBody, to_bytes};
 use http::{Request, Response, StatusCode};
 use kube::client::Body;
-use reload_injector::controller::store::{ConfigKey, ConfigStore, Fetched, Meta};
+use reload_injector::controller::config_store::{
+    ConfigKey, ConfigStore, Fetched, Meta, StoreReader, StoreWriter,
+};
 use reload_injector::hash::{
     ConfigData, ConfigId, ConfigObject, Consumed, Lookup, SecretKey, config_hash,
 };
@@ -424,7 +426,7 @@ fn hash_for(upstream: &str) -> String {
 }
 
 /// A synced view holding `web-settings` with `upstream` = `upstream`, as the watch last saw it.
-fn view_with(upstream: &str) -> Arc<RwLock<ConfigStore>> {
+fn view_with(upstream: &str) -> StoreReader {
     let key = ConfigKey {
         namespace: "shop".into(),
         id: ConfigId::config_map("web-settings"),
@@ -443,7 +445,7 @@ fn view_with(upstream: &str) -> Arc<RwLock<ConfigStore>> {
     };
     store.set_fetched(key, fetched);
     store.set_synced(true);
-    Arc::new(RwLock::new(store))
+    StoreWriter::new(store).reader()
 }
 
 #[tokio::test]

@@ -17,9 +17,8 @@ use kube::Client;
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
 
-use super::watches::{self, Stream, Watched};
+use super::cluster_watches::{self, Source, Stream, Watched};
 use crate::backoff::Backoff;
-use crate::hash::ConfigKind;
 
 /// How often discovery is asked again, for kinds that appear or go.
 pub const RECHECK: Duration = Duration::from_secs(15);
@@ -44,8 +43,6 @@ pub enum DiscoveryError {
 pub fn resource_of(stream: Stream) -> (&'static str, &'static str, &'static str) {
     match stream {
         Stream::Namespaces => ("v1", "namespaces", "Namespace"),
-        Stream::Config(ConfigKind::ConfigMap) => ("v1", "configmaps", "ConfigMap"),
-        Stream::Config(ConfigKind::Secret) => ("v1", "secrets", "Secret"),
         Stream::Targets(kind) => (kind.api_version(), kind.plural(), kind.kind()),
     }
 }
@@ -207,7 +204,8 @@ pub async fn run(client: Client, out: Sender<Watched>) {
                 task.abort();
             }
             // A relist that finds nothing: the loop forgets every object of the kind.
-            for watched in [Watched::Init(*stream), Watched::InitDone(*stream)] {
+            let source = Source::Cluster(*stream);
+            for watched in [Watched::Init(source.clone()), Watched::InitDone(source)] {
                 if out.send(watched).await.is_err() {
                     return;
                 }
@@ -221,7 +219,7 @@ pub async fn run(client: Client, out: Sender<Watched>) {
                 let (api_version, _, kind) = resource_of(stream);
                 tracing::info!(kind, api_version, "{kind} is now served; watching it");
             }
-            tasks.insert(stream, watches::spawn(&client, stream, &out));
+            tasks.insert(stream, cluster_watches::spawn(&client, stream, &out));
         }
         first = false;
         if out.is_closed() {
@@ -234,7 +232,7 @@ pub async fn run(client: Client, out: Sender<Watched>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::target::TargetKind;
+    use crate::controller::write_target::TargetKind;
 
     const CRONJOBS: Stream = Stream::Targets(TargetKind::CronJob);
 

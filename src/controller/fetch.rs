@@ -9,7 +9,7 @@ use kube::{Api, Client};
 use tokio::sync::Semaphore;
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
-use super::store::{ConfigKey, Fetched};
+use super::config_store::{ConfigKey, Fetched};
 use crate::hash::{ConfigId, ConfigKind, ConfigObject, SecretKey};
 
 /// Most GETs in flight at once.

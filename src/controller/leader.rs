@@ -19,6 +19,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 #[cfg(test)]
+mod lease_crate_tests;
+#[cfg(test)]
 mod tests;
 
 /// Lease election settings.
@@ -121,7 +123,7 @@ enum Action {
 
 /// The pure election decision: the Lease last read (`None`: it does not exist), this process's
 /// identity, the local time the Lease record was last seen to change, and the local time now.
-fn decide(
+fn next_action(
     lease: Option<&Lease>,
     me: &str,
     changed_at: Instant,
@@ -244,7 +246,7 @@ impl Error {
     }
 }
 
-/// The I/O around [`decide`].
+/// The I/O around [`next_action`].
 struct Elector {
     api: Api<Lease>,
     config: LeaseConfig,
@@ -299,7 +301,7 @@ impl Elector {
                 Some(seen) => (Some(&seen.lease), seen.changed_at),
                 None => (None, Instant::now()),
             };
-            let action = decide(
+            let action = next_action(
                 lease,
                 &self.config.identity,
                 changed_at,

@@ -1,44 +1,55 @@
 //! The rollout controller inside `serve`: keeps the promise of the admission hash after
 //! admission.
 //!
-//! Every replica keeps one watch-fed view ([`discovery`] → [`watches`] → [`run`]: only kinds the
-//! API server serves are watched): which namespaces opted in,
-//! the ConfigMaps/Secrets of those namespaces only (watched per namespace by [`scoped`] and
-//! reduced to per-key digests on arrival, into the [`store`] the webhook reads too; [`fetch`]
-//! GETs only what no watch knows), and the stamped workloads and sidecar Pods reduced to what
-//! they consume ([`reduce`], [`view`]). The replica holding the Lease
+//! Every replica keeps one watch-fed view: [`discovery`] decides which kinds are watched
+//! ([`cluster_watches`]: namespaces, stamped workloads, sidecar Pods, reduced by [`reduce`] into
+//! the [`view`]); the ConfigMaps/Secrets of opted-in namespaces are watched per namespace
+//! ([`config_watches`]) and reduced on arrival to per-key digests, into the [`config_store`] the
+//! webhook reads too ([`fetch`] GETs only what no watch knows). The replica holding the Lease
 //! ([`leader`]) decides ([`reconcile`]) and writes ([`writer`]): a workload whose env-consumed
 //! config changed gets its `config-hash` re-stamped (a rolling update); a sidecar Pod whose
 //! mounted config changed gets its `mounted-config-hash` patched, so the kubelet refreshes the
 //! files at once.
+//!
+//! [`rollout_loop`] ties it together with four owners, each pure and unit-tested: what the
+//! watches have seen ([`listings`]), what is due when ([`schedule`]), the GETs under way and
+//! their retries ([`fetch_book`]), and the writes until their outcome ([`write_book`], with
+//! [`waves`]). This folder imports the shared domain (`hash`, `inject`, `kinds`, `policy`) and
+//! never the webhook, the sidecar or `status`.
 
+pub mod cluster_watches;
+pub mod config_store;
+pub mod config_watches;
+pub mod controller_metrics;
 pub mod discovery;
 pub mod fetch;
+pub mod fetch_book;
 pub mod intern;
 pub mod leader;
-pub mod metrics;
+pub mod listings;
 #[cfg(test)]
 mod mock_api;
 pub mod rate;
 pub mod reconcile;
 pub mod reduce;
-pub mod run;
-pub mod scoped;
-pub mod store;
-pub mod target;
+pub mod rollout_loop;
+pub mod schedule;
 pub mod view;
-pub mod watches;
 pub mod waves;
+pub mod write_book;
+pub mod write_target;
 pub mod writer;
 
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
 use crate::hash::SecretKey;
-use metrics::ControllerMetrics;
-use store::ConfigStore;
+use config_store::{ConfigStore, StoreReader, StoreWriter};
+use controller_metrics::ControllerMetrics;
 
 /// Name of the Lease the replicas elect a writer with.
 pub const LEASE_NAME: &str = "reload-injector";
@@ -62,7 +73,7 @@ pub struct Settings {
 #[derive(Debug, Clone)]
 pub struct Controller {
     /// Config metadata and digests, read by the webhook's lookups.
-    pub store: Arc<RwLock<ConfigStore>>,
+    pub store: StoreReader,
     /// `true` once every watch has listed (`/readyz` waits for it).
     pub synced: watch::Receiver<bool>,
 }
@@ -75,14 +86,15 @@ pub fn start(
     metrics: ControllerMetrics,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Controller {
-    let store = Arc::new(RwLock::new(ConfigStore::default()));
+    let store = StoreWriter::new(ConfigStore::default());
+    let reader = store.reader();
     let (synced_tx, synced) = watch::channel(false);
-    let (watched_tx, watched) = mpsc::channel(watches::BUFFER);
+    let (watched_tx, watched) = mpsc::channel(cluster_watches::BUFFER);
     let (fetched_tx, fetched) = mpsc::unbounded_channel();
     let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
     let (leader_tx, leader) = watch::channel(false);
 
-    let scoped = scoped::ScopedWatches::new(
+    let config_watches = config_watches::ConfigWatches::new(
         client.clone(),
         watched_tx.clone(),
         settings.secret_key.clone(),
@@ -107,24 +119,31 @@ pub fn start(
         writer_counters(&metrics),
     );
     let fetcher = fetch::Fetcher::spawn(client, settings.secret_key.clone(), fetched_tx);
-    let controller_loop = run::Loop::new(run::Parts {
-        own_namespace: settings.own_namespace,
-        store: store.clone(),
+    let out = rollout_loop::Outputs {
         fetcher,
-        scoped,
+        config_watches,
         writer,
-        secret_key: settings.secret_key,
-        rollout_delay: settings.rollout_delay,
-        metrics,
         synced: synced_tx,
-    });
-    tokio::spawn(controller_loop.run(run::Inputs {
+        metrics,
+    };
+    let controller_loop = rollout_loop::Loop::new(
+        &settings.own_namespace,
+        store,
+        settings.secret_key,
+        settings.rollout_delay,
+        out,
+    );
+    let inputs = rollout_loop::Inputs {
         watched,
         fetched,
         outcomes,
         leader,
-    }));
-    Controller { store, synced }
+    };
+    tokio::spawn(controller_loop.run(inputs));
+    Controller {
+        store: reader,
+        synced,
+    }
 }
 
 /// The writer's counters feed the controller's metrics (its held writes are its part of
@@ -134,5 +153,17 @@ fn writer_counters(metrics: &ControllerMetrics) -> writer::Counters {
     writer::Counters {
         written: Arc::new(move |kind| written.written(kind)),
         held: Arc::new(move |count| held.set(count)),
+    }
+}
+
+/// Capacity a work map keeps however empty it is.
+const SPARE: usize = 64;
+
+/// Gives back the room a work map kept after a burst (the initial sync schedules every target
+/// and fetches every consumed object at once), once it is less than a quarter full: a steady
+/// load does not make it grow and shrink over and over, and small maps keep [`SPARE`] room.
+fn shrink_spare<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+    if map.len() * 4 < map.capacity() && map.capacity() > SPARE {
+        map.shrink_to_fit();
     }
 }

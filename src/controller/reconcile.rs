@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::store::{ConfigKey, ConfigStore};
-use super::target::{Target, Write};
+use super::config_store::{ConfigKey, ConfigStore};
 use super::view::View;
+use super::write_target::{Target, Write};
 use crate::hash::{ConfigData, ConfigKind, Lookup, SecretKey};
 use crate::inject::{describe, quoted};
 

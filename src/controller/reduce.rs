@@ -8,8 +8,8 @@ use crate::inject::pod::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::target::{Target, TargetKind};
 use super::waves;
+use super::write_target::{Target, TargetKind};
 use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::inject::consumption::{self, Consumption};
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, string_map};

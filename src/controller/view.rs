@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::config_store::{Changes, ConfigKey};
 use super::reduce::Consumer;
-use super::store::ConfigKey;
-use super::target::Target;
-use super::waves::Budget;
+use super::waves::{self, Budget};
+use super::write_target::Target;
+use crate::hash::Consumed;
 use crate::policy;
 
 /// A consumer and when the view last saw its hash or consumption change.
@@ -62,6 +63,12 @@ impl View {
     /// Whether objects in `namespace` are acted on.
     pub fn is_opted_in(&self, namespace: &str) -> bool {
         self.opted_in.contains(namespace)
+    }
+
+    /// Whether the ConfigMaps and Secrets of `namespace` are watched and kept: the one
+    /// decision of the config watches' scope (the opted-in namespaces).
+    pub fn config_watched(&self, namespace: &str) -> bool {
+        self.is_opted_in(namespace)
     }
 
     /// The opted-in namespaces.
@@ -153,8 +160,33 @@ impl View {
             .unwrap_or_default()
     }
 
+    /// Whether `changes` of `key` touch what `target` reads of it.
+    pub fn reads_changed(&self, target: &Target, key: &ConfigKey, changes: &Changes) -> bool {
+        let Some(tracked) = self.consumers.get(target) else {
+            return false;
+        };
+        let consumed = tracked.consumer.consumption.consumed().iter();
+        consumed.filter(|c| c.id() == &key.id).any(|c| match c {
+            Consumed::Key(_, k) => changes.touches(Some(k)),
+            Consumed::Whole(_) => changes.touches(None),
+        })
+    }
+
+    /// Pods per refresh wave of `workload`, with `left` Pods to refresh (by its budget).
+    pub fn wave_size(&self, workload: &Target, left: usize) -> usize {
+        match self.budgets.get(workload) {
+            Some(budget) => budget.wave_size(left),
+            None => waves::default_wave_size(left),
+        }
+    }
+
+    /// A Pod's `Ready` condition, when it has one.
+    pub fn ready(&self, pod: &Target) -> Option<bool> {
+        self.consumers.get(pod)?.consumer.ready
+    }
+
     /// How many targets of each kind are tracked.
-    pub fn count(&self, kind: super::target::TargetKind) -> usize {
+    pub fn count(&self, kind: super::write_target::TargetKind) -> usize {
         self.consumers.keys().filter(|t| t.kind == kind).count()
     }
 }
@@ -175,7 +207,7 @@ pub fn config_keys(target: &Target, consumer: &Consumer) -> BTreeSet<ConfigKey> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::target::TargetKind;
+    use crate::controller::write_target::TargetKind;
     use crate::hash::{ConfigId, Consumed};
     use crate::inject::consumption::Consumption;
 

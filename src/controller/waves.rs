@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::target::{Target, TargetKind, Write};
+use super::write_target::{Target, TargetKind, Write};
 
 /// What the Event on a workload says when its refresh stopped (`status` looks for it).
 pub const REFRESH_STOPPED: &str = "refresh of mounted config stopped";

@@ -2,26 +2,25 @@
 //! (guarded by a `test` of the value the view showed), rate limited, several in flight, retried
 //! with backoff until they land, and an Event for each workload rollout.
 
-mod body;
+mod requests;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use parking_lot::Mutex;
 use rand::Rng;
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-pub use body::{AnnotationPatch, COMPONENT, REASON, event, write_patch};
+pub use requests::{AnnotationPatch, COMPONENT, Error, REASON, event, write_patch};
+use requests::{Sent, record_event, send_patch};
 
 use super::rate::TokenBucket;
-use super::target::{Target, TargetKind, Write};
+use super::write_target::{Target, TargetKind, Write};
 use crate::backoff::Backoff;
 
 /// Most writes in flight at once.
@@ -74,45 +73,6 @@ pub struct Counters {
     /// again, and Events being recorded); said before any [`Outcome`] is sent, so a write is
     /// counted until the loop has learnt its outcome.
     pub held: Arc<dyn Fn(usize) + Send + Sync>,
-}
-
-/// Why a request failed (logged; the writer retries or reports an [`Outcome`]).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The API refused or failed the PATCH.
-    #[error("failed to patch {target}")]
-    PatchFailed {
-        /// Where.
-        target: Target,
-        /// The client's error (an API `Status` carries the HTTP code).
-        #[source]
-        source: kube::Error,
-    },
-    /// The PATCH got no answer in time.
-    #[error("failed to patch {target}: no answer within {timeout:?}")]
-    PatchTimedOut {
-        /// Where.
-        target: Target,
-        /// The bound.
-        timeout: Duration,
-    },
-    /// The Event could not be created.
-    #[error("failed to record the Event on {target}")]
-    EventFailed {
-        /// On what.
-        target: Target,
-        /// The client's error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The Event create got no answer in time.
-    #[error("failed to record the Event on {target}: no answer within {timeout:?}")]
-    EventTimedOut {
-        /// On what.
-        target: Target,
-        /// The bound.
-        timeout: Duration,
-    },
 }
 
 /// Handle to the writer task. Dropping it stops the task.
@@ -184,21 +144,6 @@ pub fn backoff(failures: u32, jitter: f64) -> Duration {
 
 fn jittered(failures: u32) -> Duration {
     backoff(failures, rand::rng().random_range(0.5..=1.0))
-}
-
-/// What became of one PATCH.
-#[derive(Debug)]
-enum Sent {
-    Written,
-    /// The annotation already holds the value: nothing was sent.
-    Unchanged,
-    Conflict(u16),
-    Gone,
-    /// Retry later; `refused` for a 4xx that no retry of the same request fixes by itself.
-    Retry {
-        error: Error,
-        refused: bool,
-    },
 }
 
 enum State {
@@ -486,97 +431,12 @@ fn newer(old: Option<Write>, mut new: Write) -> Write {
 }
 
 fn take(bucket: &Mutex<TokenBucket>, now: Instant) -> Result<(), Duration> {
-    bucket
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take(now.into_std())
-}
-
-async fn acquire(bucket: &Mutex<TokenBucket>) {
-    while let Err(wait) = take(bucket, Instant::now()) {
-        tokio::time::sleep(wait).await;
-    }
+    bucket.lock().take(now.into_std())
 }
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> Sent {
-    let target = &write.target;
-    let patch = match write_patch(write) {
-        AnnotationPatch::Unchanged => return Sent::Unchanged,
-        AnnotationPatch::Guarded(patch) => Patch::<Value>::Json(patch),
-        AnnotationPatch::Add(body) => Patch::Merge(body),
-    };
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client, &target.namespace, &target.kind.api_resource());
-    let params = PatchParams {
-        field_manager: Some(COMPONENT.to_owned()),
-        ..PatchParams::default()
-    };
-    match tokio::time::timeout(timeout, api.patch(&target.name, &params, &patch)).await {
-        Ok(Ok(_)) => Sent::Written,
-        Ok(Err(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
-            Sent::Conflict(status.code)
-        }
-        Ok(Err(kube::Error::Api(status))) if status.code == 404 => Sent::Gone,
-        Ok(Err(source)) => {
-            let refused = match &source {
-                kube::Error::Api(status) => (400..500).contains(&status.code) && status.code != 429,
-                _ => false,
-            };
-            Sent::Retry {
-                error: Error::PatchFailed {
-                    target: target.clone(),
-                    source,
-                },
-                refused,
-            }
-        }
-        Err(_) => Sent::Retry {
-            error: Error::PatchTimedOut {
-                target: target.clone(),
-                timeout,
-            },
-            refused: false,
-        },
-    }
-}
-
-async fn record_event(
-    client: kube::Client,
-    bucket: Arc<Mutex<TokenBucket>>,
-    timeout: Duration,
-    target: Target,
-    event: Event,
-) {
-    let api: Api<Event> = Api::namespaced(client, &target.namespace);
-    let mut failures = 0;
-    loop {
-        acquire(&bucket).await;
-        let error =
-            match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {
-                // 409: an earlier attempt created it after all.
-                Ok(Ok(_)) => return,
-                Ok(Err(kube::Error::Api(status))) if status.code == 409 => return,
-                Ok(Err(source)) => Error::EventFailed {
-                    target: target.clone(),
-                    source,
-                },
-                Err(_) => Error::EventTimedOut {
-                    target: target.clone(),
-                    timeout,
-                },
-            };
-        failures += 1;
-        if failures >= EVENT_ATTEMPTS {
-            tracing::warn!(object = %target, attempts = failures, "{}; giving up", crate::report::one_line(&error));
-            return;
-        }
-        tokio::time::sleep(jittered(failures)).await;
     }
 }

@@ -196,6 +196,15 @@ impl Needs {
             Needs::Subcommand(sub) => words.iter().find(|w| !w.starts_with('-')) == Some(&sub),
         }
     }
+
+    /// The need in words, as warnings and `status` say it: `-W or -Ws`, `subcommand rule`.
+    pub fn text(self) -> String {
+        match self {
+            Needs::Nothing => String::new(),
+            Needs::Flag(flags) => flags.join(" or "),
+            Needs::Subcommand(sub) => format!("subcommand {sub}"),
+        }
+    }
 }
 
 /// The values given to `flags` on a command line (`--flag=v` or `--flag v`), each split at

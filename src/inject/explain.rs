@@ -1,19 +1,21 @@
-//! What a pod (template) reads from ConfigMaps/Secrets, one line per key or volume, and how
-//! its sidecar would reload the app: the webhook's own analysis, rules and sidecar plan, laid
-//! out for `reload-injector status` (which must never keep a second copy of them).
+//! What a pod (template) reads from ConfigMaps/Secrets, one line per key or volume, what a
+//! change of each directory mount does, and how its sidecar would reload the app: the webhook's
+//! own analysis, rules, strategies and sidecar plan, laid out for `reload-injector status` (which
+//! must never keep a second copy of them).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::analysis::analyse;
+use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
 use super::in_place;
 use super::messages::Warnings;
 use super::pod::PodSpec;
 use super::rules::{self, How, SubPathPolicy};
 use super::sidecar;
-use super::strategy;
+use super::strategy::{self, Choice, Strategy};
 use crate::hash::Consumed;
 
+pub use super::analysis::is_ours;
 pub use super::sidecar::Mode;
 
 /// How one container reads one key or object.
@@ -29,6 +31,8 @@ pub enum Via {
     InitSubPath,
     /// A volume mounted as a directory: the kubelet updates the files.
     Directory,
+    /// A volume mounted as a directory by a regular init container: read once per pod.
+    InitDirectory,
 }
 
 /// One thing a container reads.
@@ -42,6 +46,9 @@ pub struct Read {
     pub via: Via,
     /// The volume, for mounts.
     pub volume: Option<String>,
+    /// What a change of a directory mount does, as [`strategy::choose`] decided it; `None` for
+    /// env and subPath reads, which always count in the `config-hash`.
+    pub strategy: Option<Strategy>,
 }
 
 /// What the sidecar of a pod made from this spec would watch, and how it reloads.
@@ -58,7 +65,8 @@ pub struct Watcher {
 /// Everything [`explain`] finds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explained {
-    /// One line per key/object read, restart-only first, then directory mounts.
+    /// One line per key/object read: env and subPath first, then directory mounts (init
+    /// containers' first).
     pub reads: Vec<Read>,
     /// What the `config-hash` is over (as the controller recomputes it).
     pub restart_only: Consumption,
@@ -105,23 +113,12 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             optional: used.optional,
             via,
             volume,
+            strategy: None,
         });
     }
-    for mount in &analysis.dir_mounts {
-        let shown = consumption::of_volumes([mount.volume.as_str()], &analysis.config_volumes);
-        for consumed in shown.consumed {
-            let optional = shown.optional.contains(consumed.id());
-            reads.push(Read {
-                container: mount.container.clone(),
-                consumed,
-                optional,
-                via: Via::Directory,
-                volume: Some(mount.volume.clone()),
-            });
-        }
-    }
-    let mut warnings = Warnings::default();
     let (choice, bad) = strategy::choose(annotations, spec, &analysis);
+    reads.extend(directory_reads(&analysis, &choice));
+    let mut warnings = Warnings::default();
     let mut uses = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
     uses.extend(choice.restart_uses(&analysis));
     let in_place = in_place::recorded_reads(annotations, spec, &uses);
@@ -148,6 +145,37 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
         watcher,
         sidecar_warnings: warnings.into_list(None),
     }
+}
+
+/// One line per key or object each directory mount shows (init containers' first), with the
+/// strategy [`strategy::choose`] gave it.
+fn directory_reads(analysis: &PodAnalysis<'_>, choice: &Choice) -> Vec<Read> {
+    let mut reads = Vec::new();
+    let inits = analysis
+        .init_dir_mounts
+        .iter()
+        .map(|m| (m, Via::InitDirectory));
+    for (mount, via) in inits.chain(analysis.dir_mounts.iter().map(|m| (m, Via::Directory))) {
+        let chosen = choice.containers.iter().find(|(container, _, volumes)| {
+            *container == mount.container && volumes.contains(&mount.volume)
+        });
+        // The only directory mounts without a strategy are what a helper that already reloads
+        // config watches itself.
+        let strategy = chosen.map_or(Strategy::Reloaded(mount.container.clone()), |c| c.1.clone());
+        let shown = consumption::of_volumes([mount.volume.as_str()], &analysis.config_volumes);
+        for consumed in shown.consumed {
+            let optional = shown.optional.contains(consumed.id());
+            reads.push(Read {
+                container: mount.container.clone(),
+                consumed,
+                optional,
+                via,
+                volume: Some(mount.volume.clone()),
+                strategy: Some(strategy.clone()),
+            });
+        }
+    }
+    reads
 }
 
 #[cfg(test)]

@@ -162,7 +162,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     .map_err(|source| unreadable(req, source))?;
     let policy = subpath_policy(req, workload, controlled, &annotations);
     let refs = config_refs(workload, &spec, &annotations, &policy, settings);
-    let consequence = consequence(req, workload, controlled, &spec);
+    let consequence = Consequence::of(req.kind, workload, controlled, &spec);
     Ok(Some(Target {
         workload,
         pod,
@@ -175,24 +175,6 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         own,
         consequence,
     }))
-}
-
-/// What a change of restart-only config does to what is under review: a workload's pods roll,
-/// except a Job's (nothing rolls a running Job); nothing rolls a Pod of its own.
-fn consequence(
-    req: &Request<'_>,
-    workload: Workload,
-    controlled: bool,
-    spec: &PodSpec,
-) -> Consequence {
-    let runs_to_completion = matches!(spec.restart_policy.as_deref(), Some("Never" | "OnFailure"));
-    match workload {
-        Workload::Template(_) if matches!(req.kind, "Job" | "CronJob") => Consequence::NextJob,
-        Workload::Template(_) | Workload::Rollout => Consequence::Rolls,
-        Workload::Pod if controlled && runs_to_completion => Consequence::NextJob,
-        Workload::Pod if controlled => Consequence::Rolls,
-        Workload::Pod => Consequence::NewPod,
-    }
 }
 
 /// The kind under review, when the product handles it in this operation and namespace.

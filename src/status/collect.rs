@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
 use super::target::Kind;
-use crate::controller::target::api_resource;
+use crate::controller::write_target::api_resource;
 
 /// Why the reads could not make a snapshot at all (exit 2).
 #[derive(Debug, thiserror::Error)]

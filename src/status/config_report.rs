@@ -50,10 +50,15 @@ pub struct ReaderLine {
     /// `deploy/web`.
     pub workload: String,
     pub container: String,
-    /// `env`, `envFrom`, `subPath`, `initSubPath` or `directory`.
+    /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
     pub on_change: OnChange,
     pub detail: String,
+    /// As in the workload's read line: absent from JSON when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reloaded_by: Option<String>,
 }
 
 /// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when it does
@@ -84,6 +89,8 @@ pub fn config(
                 via: read.via,
                 on_change: read.on_change,
                 detail: read.detail.clone(),
+                program: read.program,
+                reloaded_by: read.reloaded_by.clone(),
             };
             for key in read.key.as_ref().map_or(&keys[..], std::slice::from_ref) {
                 let line = lines.entry(key.clone());

@@ -9,6 +9,7 @@ use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target::Kind;
 use crate::hash::{ConfigKind, SecretKey};
+use crate::inject::consumption::Consumption;
 use crate::inject::explain::Explained;
 
 /// What the hash key lets the report check.
@@ -64,6 +65,11 @@ pub struct HashCheck {
     pub secrets_checked: bool,
     /// The consumed objects with the time their data was last written, newest first.
     pub written: Vec<Written>,
+    /// The stamp is the hash of what an earlier version counted (before the reload catalogue or
+    /// strategies) over the live data: the controller leaves it until that data changes.
+    /// Absent from JSON when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub earlier: bool,
 }
 
 /// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
@@ -122,13 +128,16 @@ pub fn key_unreadable(reason: &str) -> String {
     format!("Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})")
 }
 
-/// The stamped hash against the hash of the live data `explained` reads through env.
+/// The stamped hash against the hash of the live data `explained` reads through env. A stale
+/// one is also held against what an earlier version counted (`earlier`, only asked then), as the
+/// controller does.
 pub fn hash_check(
     snapshot: &Snapshot,
     explained: &Explained,
     configs: &Configs,
     key: &KeyState<'_>,
     stamped: Option<String>,
+    earlier: impl FnOnce() -> Consumption,
 ) -> HashCheck {
     let consumption = &explained.restart_only;
     let ids = consumption.ids();
@@ -153,12 +162,19 @@ pub fn hash_check(
         (Some(stamped), Some(live)) if stamped == live => HashState::Current,
         (Some(_), Some(_)) => HashState::Stale,
     };
+    // As the controller does: a hash an earlier version stamped over data unchanged since.
+    let earlier = state == HashState::Stale && {
+        let earlier = earlier();
+        let data = || configs.data(earlier.ids().iter().copied());
+        earlier != *consumption && earlier.hash(&data(), key.key()).hash == stamped
+    };
     HashCheck {
-        state,
+        state: if earlier { HashState::Current } else { state },
         stamped,
         live: report.hash,
         secrets_checked: checks_secrets || !secrets_read,
         written,
+        earlier,
     }
 }
 

@@ -14,6 +14,7 @@ use super::sidecar_log;
 use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
 use crate::hash::{self, ConfigKind, Consumed};
+use crate::inject::explain::is_ours;
 use crate::inject::pod::PodSpec;
 use crate::inject::string_map;
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
@@ -207,12 +208,11 @@ fn pod_line(
     let namespace = meta_str(pod, "namespace").unwrap_or_default();
     let annotations = string_map(pod, "annotations");
     let spec = PodSpec::deserialize(pod.get("spec").unwrap_or(&Value::Null)).ok();
+    // Ours as the core knows it (our `watch` command line): prometheus-operator names its own
+    // reloader `config-reloader` too.
     let sidecar = spec.as_ref().is_some_and(|s| {
-        s.init_containers
-            .iter()
-            .flatten()
-            .chain(&s.containers)
-            .any(|c| c.name == SIDECAR_NAME)
+        let mut containers = s.init_containers.iter().flatten().chain(&s.containers);
+        containers.any(is_ours)
     });
     let mut line = PodLine {
         name: name.clone(),

@@ -1,6 +1,9 @@
 //! What a workload reads, one line per key or mounted volume, and what a change of each does
-//! (pure): a rollout, a hot reload by the sidecar, or nothing and why; and the findings about
-//! those reads (subPath, missing objects, Secrets the webhook cannot hash).
+//! (pure): the core's own decision in words (the [`Strategy`] of each directory mount, the
+//! [`Consequence`] of restart-only config for its kind): a hot reload by the sidecar, a reload
+//! by the program itself or by a reloader beside it, a rollout, the next Job, or nothing and
+//! why; and the findings about those reads (subPath, missing objects, Secrets the webhook
+//! cannot hash).
 
 use serde::Serialize;
 
@@ -8,9 +11,11 @@ use super::config_objects::Configs;
 use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
 use super::hash_check::KeyState;
 use super::target::Kind;
-use crate::hash::{ConfigKind, Consumed};
-use crate::inject::describe;
-use crate::inject::explain::{Explained, Mode, Via};
+use crate::hash::{ConfigId, ConfigKind, Consumed};
+use crate::inject::catalogue::Takes;
+use crate::inject::explain::{Explained, Mode, Read, Via};
+use crate::inject::strategy::{Consequence, Strategy, Why};
+use crate::inject::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted};
 
 /// One key or object a container reads.
 #[derive(Debug, Clone, Serialize)]
@@ -22,7 +27,7 @@ pub struct ReadLine {
     pub object: String,
     /// The key, or `None` for every key.
     pub key: Option<String>,
-    /// `env`, `envFrom`, `subPath`, `initSubPath` or `directory`.
+    /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
     /// The volume, for mounts.
     pub volume: Option<String>,
@@ -33,9 +38,18 @@ pub struct ReadLine {
     pub on_change: OnChange,
     /// Why, in a few words.
     pub detail: String,
+    /// The catalogue's program the decision comes from (it reloads by itself, reads at start
+    /// only, or lacks the flag it reloads with); absent from JSON when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<&'static str>,
+    /// The container (a reloader such as configmap-reload) that already reloads it; absent from
+    /// JSON when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reloaded_by: Option<String>,
 }
 
-/// What a change of a read does (`rollout`, `hotReload`, `restartInPlace` or `nothing` in JSON).
+/// What a change of a read does (`rollout`, `hotReload`, `restartInPlace`, `reloadsItself`,
+/// `alreadyReloaded`, `nextJob` or `nothing` in JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum OnChange {
@@ -43,10 +57,29 @@ pub enum OnChange {
     Rollout,
     /// The sidecar reloads the app.
     HotReload,
-    /// Each Pod restarts every container in place, wave by wave (`restartInPlace`).
+    /// Each Pod restarts every container in place, wave by wave.
     RestartInPlace,
+    /// The program re-reads it by itself: nobody is told, nothing rolls.
+    ReloadsItself,
+    /// A reloader container of the pod already reloads it: nothing rolls.
+    AlreadyReloaded,
+    /// A Job or CronJob: a running Job keeps it, the next Job reads the new one.
+    NextJob,
     /// Nothing, and the detail says why.
     Nothing,
+}
+
+/// What the read lines of one workload are judged against.
+#[derive(Debug, Clone, Copy)]
+pub struct Judging<'k> {
+    pub kind: Kind,
+    /// What a change of restart-only config does to it, as the core says.
+    pub consequence: Consequence,
+    pub key: KeyState<'k>,
+    /// Its template carries a `config-hash`.
+    pub stamped: bool,
+    /// Opted in, and not opted out.
+    pub active: bool,
 }
 
 /// What a change does to a Secret read through env when the webhook has no hash key.
@@ -54,84 +87,179 @@ const UNKEYED_SECRET: &str = "Secret without a hash key";
 
 /// One line per key or volume `explained` reads: how, and what a change of it does.
 pub fn read_lines(
-    kind: Kind,
     explained: &Explained,
     configs: &Configs,
-    key: &KeyState<'_>,
-    stamped: bool,
-    active: bool,
+    judging: &Judging<'_>,
 ) -> Vec<ReadLine> {
-    let watched: Vec<&str> = explained
-        .watcher
-        .as_ref()
-        .map(|w| w.volumes.iter().map(String::as_str).collect())
-        .unwrap_or_default();
-    explained
-        .reads
-        .iter()
-        .map(|read| {
-            let id = read.consumed.id();
-            let seen = configs.get(id);
-            let ignored = seen.is_some_and(|s| s.ignored);
-            let (on_change, detail) = if !active {
-                (OnChange::Nothing, "not opted in".to_owned())
-            } else {
-                match read.via {
-                    Via::Directory => {
-                        if read.volume.as_deref().is_some_and(|v| watched.contains(&v)) {
-                            let how = explained
-                                .watcher
-                                .as_ref()
-                                .map(|w| mode_text(&w.mode))
-                                .unwrap_or_default();
-                            if ignored {
-                                (OnChange::HotReload, format!("{how}, after the kubelet's periodic sync (ignored: no refresh)"))
-                            } else {
-                                (OnChange::HotReload, how)
-                            }
-                        } else {
-                            (OnChange::Nothing, "not watched by the sidecar".to_owned())
-                        }
-                    }
-                    _ if ignored => (OnChange::Nothing,
-                        format!("{} is annotated reload-injector.io/ignore", describe(id)),
-                    ),
-                    _ if id.kind == ConfigKind::Secret && matches!(key, KeyState::NoKey) => {
-                        (OnChange::Nothing, UNKEYED_SECRET.to_owned())
-                    }
-                    _ if explained.in_place.contains(&read.consumed) => (
-                        OnChange::RestartInPlace,
-                        "read at container start; the pods restart in place, wave by wave".to_owned(),
-                    ),
-                    _ if !stamped => (OnChange::Nothing, "not stamped".to_owned()),
-                    _ if kind == Kind::Pod => (OnChange::Nothing,
-                        "this Pod keeps it until replaced (its workload rolls)".to_owned(),
-                    ),
-                    _ if !super::target::restamped(kind) => (OnChange::Nothing,
-                        format!("a {kind}'s pods are never rolled"),
-                    ),
-                    Via::SubPath => (OnChange::Rollout, "subPath is never updated in place".to_owned()),
-                    _ => (OnChange::Rollout, "read at container start".to_owned()),
-                }
-            };
-            let key_name = match &read.consumed {
+    let line = |read: &Read| {
+        let id = read.consumed.id();
+        let ignored = configs.get(id).is_some_and(|s| s.ignored);
+        let (on_change, detail) = if judging.active {
+            change(read, explained, ignored, judging)
+        } else {
+            (OnChange::Nothing, "not opted in".to_owned())
+        };
+        let (program, reloaded_by) = match &read.strategy {
+            Some(Strategy::Itself(title)) => (Some(*title), None),
+            Some(Strategy::Restart(Why::AtStart(p) | Why::Unmet(p))) => (Some(p.title), None),
+            Some(Strategy::Reloaded(by)) => (None, Some(by.clone())),
+            _ => (None, None),
+        };
+        ReadLine {
+            container: read.container.clone(),
+            object_kind: id.kind.to_string(),
+            object: id.name.clone(),
+            key: match &read.consumed {
                 Consumed::Key(_, key) => Some(key.clone()),
                 Consumed::Whole(_) => None,
+            },
+            via: via_name(read.via),
+            volume: read.volume.clone(),
+            optional: read.optional,
+            exists: configs.exists(id),
+            on_change,
+            detail,
+            program,
+            reloaded_by,
+        }
+    };
+    explained.reads.iter().map(line).collect()
+}
+
+/// What a change of `read` does, as the core decided it, and why in a few words.
+fn change(
+    read: &Read,
+    explained: &Explained,
+    ignored: bool,
+    judging: &Judging,
+) -> (OnChange, String) {
+    let rolls = |reason: String| restart(read.consumed.id(), reason, ignored, judging);
+    match &read.strategy {
+        None if explained.in_place.contains(&read.consumed) => in_place(read, ignored),
+        None if read.via == Via::SubPath => rolls("subPath is never updated in place".to_owned()),
+        None => rolls("read at container start".to_owned()),
+        Some(Strategy::Restart(why)) => rolls(why_text(why)),
+        Some(Strategy::Reload(_)) => hot_reload(read, explained, ignored),
+        Some(Strategy::Itself(title)) => (
+            OnChange::ReloadsItself,
+            format!("{title} re-reads it; nothing rolls"),
+        ),
+        Some(Strategy::Reloaded(by)) if *by == read.container => (
+            OnChange::AlreadyReloaded,
+            "by this container, a reloader; nothing rolls".to_owned(),
+        ),
+        Some(Strategy::Reloaded(by)) => (
+            OnChange::AlreadyReloaded,
+            format!("by container {}; nothing rolls", quoted(by)),
+        ),
+        Some(Strategy::Nothing) => (
+            OnChange::Nothing,
+            format!("{ON_CHANGE}: none; the app is not told"),
+        ),
+    }
+}
+
+/// An env read of a pod (template) that restarts in place for it.
+fn in_place(read: &Read, ignored: bool) -> (OnChange, String) {
+    if ignored {
+        let what = describe(read.consumed.id());
+        return (
+            OnChange::Nothing,
+            format!("{what} is annotated reload-injector.io/ignore"),
+        );
+    }
+    (
+        OnChange::RestartInPlace,
+        "read at container start; the pods restart in place, wave by wave".to_owned(),
+    )
+}
+
+/// A mount the sidecar reloads: how, unless the `watch` annotation leaves it out.
+fn hot_reload(read: &Read, explained: &Explained, ignored: bool) -> (OnChange, String) {
+    let watched = |volumes: &Vec<String>| read.volume.as_ref().is_some_and(|v| volumes.contains(v));
+    match explained.watcher.as_ref().filter(|w| watched(&w.volumes)) {
+        None => (
+            OnChange::Nothing,
+            format!("the sidecar does not watch it ({WATCH})"),
+        ),
+        Some(w) if ignored => (
+            OnChange::HotReload,
+            format!(
+                "{}, after the kubelet's periodic sync (ignored: no refresh)",
+                mode_text(&w.mode)
+            ),
+        ),
+        Some(w) => (OnChange::HotReload, mode_text(&w.mode)),
+    }
+}
+
+/// Restart-only config (read at start, `reason`): what a change of it does to this object.
+fn restart(
+    id: &ConfigId,
+    reason: String,
+    ignored: bool,
+    judging: &Judging<'_>,
+) -> (OnChange, String) {
+    match judging.consequence {
+        // Whatever is stamped: the next Job, or the new pod, reads the data as it is then.
+        Consequence::NextJob => (
+            OnChange::NextJob,
+            format!("{reason}; {}", Consequence::NextJob.on_change()),
+        ),
+        Consequence::NewPod => (
+            OnChange::Nothing,
+            format!("{reason}; {}", Consequence::NewPod.on_change()),
+        ),
+        Consequence::Rolls if ignored => (
+            OnChange::Nothing,
+            format!("{} is annotated reload-injector.io/ignore", describe(id)),
+        ),
+        Consequence::Rolls
+            if id.kind == ConfigKind::Secret && matches!(judging.key, KeyState::NoKey) =>
+        {
+            (OnChange::Nothing, UNKEYED_SECRET.to_owned())
+        }
+        Consequence::Rolls if !judging.stamped => (OnChange::Nothing, "not stamped".to_owned()),
+        Consequence::Rolls if judging.kind == Kind::Pod => (
+            OnChange::Nothing,
+            "this Pod keeps it until replaced (its workload rolls)".to_owned(),
+        ),
+        Consequence::Rolls => (OnChange::Rollout, reason),
+    }
+}
+
+/// Why the core rolls a directory mount, in a few words.
+fn why_text(why: &Why) -> String {
+    match why {
+        Why::Chosen => format!("{ON_CHANGE}: restart"),
+        Why::Unknown(name) => {
+            let of = name.as_deref().map(|n| format!(" for {}", quoted(n)));
+            format!(
+                "no known reload signal{} ({ON_CHANGE})",
+                of.unwrap_or_default()
+            )
+        }
+        Why::Unmet(program) => {
+            let how = match program.takes {
+                Takes::Itself => "reloads by itself",
+                _ => "reloads",
             };
-            ReadLine {
-                container: read.container.clone(),
-                object_kind: id.kind.to_string(),
-                object: id.name.clone(),
-                key: key_name,
-                via: via_name(read.via),
-                volume: read.volume.clone(),
-                optional: read.optional,
-                exists: configs.exists(id),
-                on_change,
-                detail,
-            }
-        })
-        .collect()
+            let needs = program.needs.text();
+            format!(
+                "{} {how} only with {needs} on its command line",
+                program.title
+            )
+        }
+        Why::AtStart(program) => format!("{} reads it at start", program.title),
+        Why::OtherTarget => format!("the sidecar signals one process ({PROCESS})"),
+        Why::BadValue => "an annotation value the sidecar would refuse: no sidecar".to_owned(),
+        Why::NoSharedPid => "hostPID or shareProcessNamespace: false rule out a signal".to_owned(),
+        Why::NameTaken => format!(
+            "the pod's own container {} has the sidecar's name, so no watcher is added",
+            quoted(SIDECAR_NAME)
+        ),
+        Why::InitContainer => "an init container reads it at start".to_owned(),
+    }
 }
 
 /// The findings about `reads`, once per object: `missing-config`, `subpath`,
@@ -140,11 +268,7 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut said = std::collections::BTreeSet::new();
     for read in reads {
-        let object = format!(
-            "{} {}",
-            read.object_kind,
-            crate::inject::quoted(&read.object)
-        );
+        let object = format!("{} {}", read.object_kind, quoted(&read.object));
         if read.exists == Some(false)
             && !read.optional
             && said.insert((Code::MissingConfig, object.clone()))
@@ -153,7 +277,7 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
                 Code::MissingConfig,
                 format!(
                     "container {} needs {object}, which does not exist: the pod cannot start until it does",
-                    crate::inject::quoted(&read.container)
+                    quoted(&read.container)
                 ),
                 FIX_MISSING,
             ));
@@ -163,7 +287,7 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
                 Code::Subpath,
                 format!(
                     "container {} mounts {object} via subPath (never updated); pods roll when it changes",
-                    crate::inject::quoted(&read.container)
+                    quoted(&read.container)
                 ),
                 FIX_SUBPATH,
             ));
@@ -173,7 +297,7 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
                 Code::SecretNotHashed,
                 format!(
                     "container {} reads {object} via {}; no secret hash key, so no restart on change",
-                    crate::inject::quoted(&read.container),
+                    quoted(&read.container),
                     read.via
                 ),
                 FIX_NO_HASH_KEY,
@@ -190,12 +314,12 @@ pub fn mode_text(mode: &Mode) -> String {
         Mode::Signal {
             signal,
             process: Some(process),
-        } => format!("{signal} to {}", crate::inject::quoted(process)),
+        } => format!("{signal} to {}", quoted(process)),
         Mode::Signal {
             signal,
             process: None,
         } => format!("{signal} to each app container's main process"),
-        Mode::Http { url } => format!("POST {}", crate::inject::quoted(url)),
+        Mode::Http { url } => format!("POST {}", quoted(url)),
     }
 }
 
@@ -206,5 +330,186 @@ fn via_name(via: Via) -> &'static str {
         Via::SubPath => "subPath",
         Via::InitSubPath => "initSubPath",
         Via::Directory => "directory",
+        Via::InitDirectory => "initDirectory",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::inject::explain::explain;
+    use crate::inject::pod::PodSpec;
+
+    /// (container, volume or object, onChange, detail) of each line of `spec` judged as `judging`.
+    fn said(
+        annotations: &[(&str, &str)],
+        spec: serde_json::Value,
+        judging: Judging<'_>,
+    ) -> Vec<(String, String, OnChange, String)> {
+        let annotations: BTreeMap<String, String> = (annotations.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let spec = PodSpec::deserialize(spec).unwrap();
+        let explained = explain(&annotations, &spec, true);
+        let lines = read_lines(&explained, &Configs::default(), &judging);
+        let line = |l: ReadLine| {
+            let what = l.volume.unwrap_or(l.object);
+            (l.container, what, l.on_change, l.detail)
+        };
+        lines.into_iter().map(line).collect()
+    }
+
+    fn rolls(stamped: bool) -> Judging<'static> {
+        Judging {
+            kind: Kind::Deployment,
+            consequence: Consequence::Rolls,
+            key: KeyState::NoKey,
+            stamped,
+            active: true,
+        }
+    }
+
+    fn line(
+        c: &str,
+        what: &str,
+        on_change: OnChange,
+        detail: &str,
+    ) -> (String, String, OnChange, String) {
+        (c.into(), what.into(), on_change, detail.into())
+    }
+
+    #[test]
+    fn a_reloader_beside_prometheus_and_what_prometheus_re_reads_itself_roll_nothing() {
+        let spec = json!({
+            "containers": [
+                {"name": "prometheus", "image": "quay.io/prometheus/prometheus:v3.1.0",
+                 "args": ["--config.file=/etc/config/prometheus.yml", "--web.config.file=/etc/web/web.yml"],
+                 "volumeMounts": [{"name": "config", "mountPath": "/etc/config"},
+                                  {"name": "web", "mountPath": "/etc/web"}]},
+                {"name": "reload", "image": "ghcr.io/jimmidyson/configmap-reload:v0.14.0",
+                 "args": ["--volume-dir=/etc/config", "--webhook-url=http://127.0.0.1:9090/-/reload"],
+                 "volumeMounts": [{"name": "config", "mountPath": "/etc/config"}]}],
+            "volumes": [{"name": "config", "configMap": {"name": "prom"}},
+                        {"name": "web", "configMap": {"name": "prom-web"}}]
+        });
+        assert_eq!(
+            said(&[], spec, rolls(true)),
+            [
+                line(
+                    "prometheus",
+                    "config",
+                    OnChange::AlreadyReloaded,
+                    "by container \"reload\"; nothing rolls"
+                ),
+                line(
+                    "prometheus",
+                    "web",
+                    OnChange::ReloadsItself,
+                    "Prometheus re-reads it; nothing rolls"
+                ),
+                line(
+                    "reload",
+                    "config",
+                    OnChange::AlreadyReloaded,
+                    "by this container, a reloader; nothing rolls"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn restart_only_config_is_said_by_the_objects_consequence() {
+        let spec = json!({
+            "restartPolicy": "OnFailure",
+            "initContainers": [{"name": "render", "image": "example/envsubst:1",
+                "volumeMounts": [{"name": "templates", "mountPath": "/templates"}]}],
+            "containers": [{"name": "app", "image": "example/app:1",
+                "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}]}],
+            "volumes": [{"name": "templates", "configMap": {"name": "templates"}}]
+        });
+        let init = "an init container reads it at start";
+        let start = "read at container start";
+        let next = Judging {
+            kind: Kind::CronJob,
+            consequence: Consequence::NextJob,
+            stamped: false,
+            ..rolls(false)
+        };
+        let next_job = Consequence::NextJob.on_change();
+        assert_eq!(
+            said(&[], spec.clone(), next),
+            [
+                line(
+                    "app",
+                    "env",
+                    OnChange::NextJob,
+                    &format!("{start}; {next_job}")
+                ),
+                line(
+                    "render",
+                    "templates",
+                    OnChange::NextJob,
+                    &format!("{init}; {next_job}")
+                ),
+            ]
+        );
+        let bare = Judging {
+            kind: Kind::Pod,
+            consequence: Consequence::NewPod,
+            ..rolls(true)
+        };
+        let new_pod = format!("{init}; {}", Consequence::NewPod.on_change());
+        assert_eq!(
+            said(&[], spec.clone(), bare)[1],
+            line("render", "templates", OnChange::Nothing, &new_pod)
+        );
+        assert_eq!(
+            said(&[], spec.clone(), rolls(false))[1],
+            line("render", "templates", OnChange::Nothing, "not stamped")
+        );
+        assert_eq!(
+            said(&[], spec, rolls(true))[1],
+            line("render", "templates", OnChange::Rollout, init)
+        );
+    }
+
+    #[test]
+    fn hot_reload_names_the_signal_unless_the_watch_annotation_leaves_the_volume_out() {
+        let spec = json!({
+            "containers": [{"name": "web", "image": "nginx",
+                "volumeMounts": [{"name": "a", "mountPath": "/etc/nginx/conf.d"},
+                                 {"name": "b", "mountPath": "/etc/nginx/extra"}]}],
+            "volumes": [{"name": "a", "configMap": {"name": "a"}}, {"name": "b", "configMap": {"name": "b"}}]
+        });
+        let watch = [(WATCH, "a")];
+        assert_eq!(
+            said(&watch, spec.clone(), rolls(true)),
+            [
+                line("web", "a", OnChange::HotReload, "SIGHUP to \"nginx\""),
+                line(
+                    "web",
+                    "b",
+                    OnChange::Nothing,
+                    "the sidecar does not watch it (reload-injector.io/watch)"
+                ),
+            ]
+        );
+        let none = [(ON_CHANGE, "none")];
+        let told = "reload-injector.io/on-change: none; the app is not told";
+        assert_eq!(
+            said(&none, spec.clone(), rolls(true))[0],
+            line("web", "a", OnChange::Nothing, told)
+        );
+        let restart = [(ON_CHANGE, "restart")];
+        let chosen = "reload-injector.io/on-change: restart";
+        assert_eq!(
+            said(&restart, spec, rolls(true))[0],
+            line("web", "a", OnChange::Rollout, chosen)
+        );
     }
 }

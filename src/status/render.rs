@@ -134,6 +134,9 @@ fn change_text(on_change: OnChange) -> &'static str {
         OnChange::Rollout => "rollout",
         OnChange::HotReload => "hot reload",
         OnChange::RestartInPlace => "restart in place",
+        OnChange::ReloadsItself => "reloads by itself",
+        OnChange::AlreadyReloaded => "already reloaded",
+        OnChange::NextJob => "next Job",
         OnChange::Nothing => "nothing",
     }
 }
@@ -141,6 +144,10 @@ fn change_text(on_change: OnChange) -> &'static str {
 fn hash_text(out: &mut String, hash: &HashCheck) {
     let short = |h: &Option<String>| h.clone().unwrap_or_else(|| "none".to_owned());
     let line = match hash.state {
+        HashState::Current if hash.earlier => format!(
+            "config-hash: current ({}, over what an earlier version counted: the next change re-stamps it)",
+            short(&hash.stamped)
+        ),
         HashState::Current => format!("config-hash: current ({})", short(&hash.stamped)),
         HashState::Stale => format!(
             "config-hash: STALE (stamped {}, live data {})",

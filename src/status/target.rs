@@ -3,7 +3,7 @@
 
 use crate::names::is_object_name;
 
-use crate::controller::target::TargetKind;
+use crate::controller::write_target::TargetKind;
 pub use crate::kinds::Kind;
 
 /// The workload kinds `status` reports on, in the order a summary lists them.

@@ -13,15 +13,17 @@ use super::findings::{Code, Finding};
 use super::hash_check::{HashCheck, HashState, KeyState, hash_check, hash_key, stale_finding};
 use super::install::{self, Installation, OptIn};
 use super::pods::{self, Pods};
-use super::read_lines::{ReadLine, mode_text, read_findings, read_lines};
+use super::read_lines::{Judging, ReadLine, mode_text, read_findings, read_lines};
 use super::snapshot::Snapshot;
 use super::target::Kind;
 use crate::controller::waves::REFRESH_STOPPED;
+use crate::inject::consumption;
 use crate::inject::explain::{self, Explained};
 use crate::inject::in_place::RESTARTS_STOPPED;
 use crate::inject::pod::PodSpec;
-use crate::inject::string_map;
+use crate::inject::strategy::Consequence;
 use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
+use crate::inject::{Workload as Classified, string_map};
 
 /// The whole report on one workload. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]
@@ -89,8 +91,8 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, annotations, labels);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
-    let explained = match workload.explain() {
-        Ok(explained) => Some(explained),
+    let core = match workload.explain() {
+        Ok(core) => Some(core),
         Err(NotExplained::Elsewhere(note)) => {
             notes.push(note);
             None
@@ -101,11 +103,25 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         }
     };
     let stamped = workload.annotations.get(CONFIG_HASH).cloned();
-    let (key, key_note) = hash_key(snapshot, explained.as_ref(), configs, stamped.as_deref());
+    let (key, key_note) = hash_key(
+        snapshot,
+        core.as_ref().map(|c| &c.explained),
+        configs,
+        stamped.as_deref(),
+    );
     notes.extend(key_note);
     let active = opt_in.opted_in && opt_in.opted_out_by.is_none();
-    let consumed = match &explained {
-        Some(explained) => workload.consumed(explained, &key, stamped, active),
+    let consumed = match &core {
+        Some(core) => {
+            let judging = Judging {
+                kind,
+                consequence: core.consequence,
+                key,
+                stamped: stamped.is_some(),
+                active,
+            };
+            workload.consumed(core, &judging, stamped)
+        }
         None => Consumed::unknown(stamped, &key),
     };
     findings.extend(consumed.findings);
@@ -115,7 +131,7 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     }
     let events = workload.events();
     findings.extend(workload.refresh_stopped(&events));
-    let sidecar = explained.as_ref().is_some_and(|e| e.watcher.is_some()) && active;
+    let sidecar = core.as_ref().is_some_and(|c| c.explained.watcher.is_some()) && active;
     let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, sidecar);
     findings.extend(pod_findings);
     notes.extend(snapshot.failed_reads());
@@ -148,6 +164,15 @@ struct Workload<'a> {
     labels: BTreeMap<String, String>,
 }
 
+/// The pod template as the core reads it.
+struct Core {
+    spec: PodSpec,
+    /// What it reads and what the sidecar would do.
+    explained: Explained,
+    /// What a change of restart-only config does to the workload.
+    consequence: Consequence,
+}
+
 /// Why a workload's template was not explained.
 enum NotExplained {
     /// It lives in another object (a Rollout's `workloadRef`): a note.
@@ -177,6 +202,7 @@ impl Consumed {
                 live: None,
                 secrets_checked: key.checks_secrets(),
                 written: Vec::new(),
+                earlier: false,
             },
             findings: Vec::new(),
         }
@@ -201,8 +227,8 @@ impl<'a> Workload<'a> {
     }
 
     /// What the pod template reads and what the sidecar would do, by the webhook's own
-    /// [`explain::explain`].
-    fn explain(&self) -> Result<Explained, NotExplained> {
+    /// [`explain::explain`], and what a change of restart-only config does to it.
+    fn explain(&self) -> Result<Core, NotExplained> {
         let Some(template) = self.template else {
             let workload_ref = self
                 .object
@@ -225,7 +251,19 @@ impl<'a> Workload<'a> {
             });
         };
         match PodSpec::deserialize(template.get("spec").unwrap_or(&Value::Null)) {
-            Ok(spec) => Ok(explain::explain(&self.annotations, &spec, true)),
+            Ok(spec) => {
+                let kind = self.kind.name();
+                let consequence = Classified::classify(self.kind.group(), kind)
+                    .map_or(Consequence::Rolls, |w| {
+                        Consequence::of(kind, w, self.controlled(), &spec)
+                    });
+                let explained = explain::explain(&self.annotations, &spec, true);
+                Ok(Core {
+                    spec,
+                    explained,
+                    consequence,
+                })
+            }
             Err(err) => Err(NotExplained::Unreadable(Finding::new(
                 Code::UnreadableSpec,
                 format!("the pod template cannot be read: {err}"),
@@ -235,22 +273,26 @@ impl<'a> Workload<'a> {
     }
 
     /// 3. and 4.: the read lines and their findings, the stamp's findings, the hash check.
-    fn consumed(
-        &self,
-        explained: &Explained,
-        key: &KeyState<'_>,
-        stamped: Option<String>,
-        active: bool,
-    ) -> Consumed {
-        let is_stamped = stamped.is_some();
-        let reads = read_lines(self.kind, explained, self.configs, key, is_stamped, active);
+    fn consumed(&self, core: &Core, judging: &Judging<'_>, stamped: Option<String>) -> Consumed {
+        let explained = &core.explained;
+        let earlier = || consumption::restart_only_earlier(&core.spec, &self.annotations);
+        let reads = read_lines(explained, self.configs, judging);
         let mut findings = read_findings(&reads);
-        if active {
-            findings.extend(self.stamp_findings(explained, is_stamped));
+        // A stamp (and the label the controller watches stamps by) matters only where a change
+        // rolls the pods: the next Job, or a new pod, reads the data as it is then.
+        if judging.active && judging.consequence == Consequence::Rolls {
+            findings.extend(self.stamp_findings(explained, judging.stamped));
         }
         Consumed {
             reload: explained.watcher.as_ref().map(|w| mode_text(&w.mode)),
-            hash: hash_check(self.snapshot, explained, self.configs, key, stamped),
+            hash: hash_check(
+                self.snapshot,
+                explained,
+                self.configs,
+                &judging.key,
+                stamped,
+                earlier,
+            ),
             reads,
             findings,
         }
@@ -292,6 +334,13 @@ impl<'a> Workload<'a> {
             ));
         }
         findings
+    }
+
+    /// Whether a controller made it (an `ownerReferences` entry with `controller: true`).
+    fn controlled(&self) -> bool {
+        let owners = self.object.pointer("/metadata/ownerReferences");
+        let mut owners = owners.and_then(Value::as_array).into_iter().flatten();
+        owners.any(|owner| owner["controller"] == true)
     }
 
     /// The last three `ConfigChanged` Events on it, newest first.

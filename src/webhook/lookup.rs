@@ -6,14 +6,15 @@
 //! of the API server timing the webhook out. Failures are not cached; values are never logged.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
+use parking_lot::{Mutex, MutexGuard};
 
+use crate::controller::config_store::StoreReader;
 use crate::controller::fetch::{ReadError, read_config};
-use crate::controller::store::ConfigStore;
 use crate::hash::{ConfigData, ConfigId, ConfigKind, Lookup, SecretKey};
 use crate::names::is_object_name;
 use crate::webhook::metrics::Metrics;
@@ -52,7 +53,7 @@ struct Inner {
     cache: Mutex<HashMap<Key, Entry>>,
     inflight: Mutex<HashMap<Key, Pending>>,
     metrics: Metrics,
-    view: OnceLock<Arc<RwLock<ConfigStore>>>,
+    view: OnceLock<StoreReader>,
 }
 
 /// Cached ConfigMap/Secret lookups; cheap to clone (shared cache).
@@ -94,7 +95,7 @@ impl Lookups {
 
     /// Answers from the rollout controller's view from now on, once it has synced: the same
     /// digests the controller hashes, with no API round trip.
-    pub fn set_view(&self, store: Arc<RwLock<ConfigStore>>) {
+    pub fn set_view(&self, store: StoreReader) {
         let _ = self.inner.view.set(store);
     }
 
@@ -104,13 +105,14 @@ impl Lookups {
         let mut data = ConfigData::new();
         let mut rest = refs.clone();
         if let Some(view) = self.inner.view.get() {
-            let view = view.read().unwrap_or_else(|p| p.into_inner());
-            rest.retain(|id| match view.lookup(namespace, id) {
-                Some(lookup) => {
-                    data.insert(id.clone(), lookup);
-                    false
-                }
-                None => true,
+            view.read(|view| {
+                rest.retain(|id| match view.lookup(namespace, id) {
+                    Some(lookup) => {
+                        data.insert(id.clone(), lookup);
+                        false
+                    }
+                    None => true,
+                });
             });
         }
         let refs = &rest;
@@ -206,7 +208,7 @@ impl Lookups {
     /// The API request for `key`: the one under way, or a new one. Each request runs in its
     /// own task, so it finishes (and fills the cache) even if every review stops waiting.
     fn pending(&self, key: Key) -> Pending {
-        let mut inflight = lock(&self.inner.inflight);
+        let mut inflight = self.inner.inflight.lock();
         if let Some(pending) = inflight.get(&key) {
             return pending.clone();
         }
@@ -214,7 +216,7 @@ impl Lookups {
         let request_key = key.clone();
         let pending = async move {
             let lookup = this.load(request_key.clone()).await;
-            lock(&this.inner.inflight).remove(&request_key);
+            this.inner.inflight.lock().remove(&request_key);
             lookup
         }
         .boxed()
@@ -255,15 +257,8 @@ impl Lookups {
     }
 
     fn cache(&self) -> MutexGuard<'_, HashMap<Key, Entry>> {
-        lock(&self.inner.cache)
+        self.inner.cache.lock()
     }
-}
-
-/// Locks a map; a panic while holding the lock cannot leave it half-written, so keep using it.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn timed_out(after: Duration) -> Lookup {

@@ -9,7 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::controller::metrics::ControllerMetrics;
+use crate::controller::controller_metrics::ControllerMetrics;
 use crate::kinds::Kind;
 
 /// Upper bounds of the latency histogram, in seconds: 50 µs … 1 s.

@@ -53,7 +53,7 @@ fn timing_derives_from_the_lease_duration() {
 fn the_decision_follows_the_lease_and_the_local_clock() {
     let (t0, timing) = (Instant::now(), Timing::new(D));
     assert_eq!(
-        decide(None, "me", t0, t0 + secs(100), &timing),
+        next_action(None, "me", t0, t0 + secs(100), &timing),
         Action::Create,
         "no lease means create"
     );
@@ -96,7 +96,7 @@ fn the_decision_follows_the_lease_and_the_local_clock() {
         ("free: no spec", &no_spec, secs(0), Action::TakeOver),
     ];
     for (case, lease, after, expected) in cases {
-        let action = decide(Some(lease), "me", t0, t0 + after, &timing);
+        let action = next_action(Some(lease), "me", t0, t0 + after, &timing);
         assert_eq!(action, expected, "{case}");
     }
 }

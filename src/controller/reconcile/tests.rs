@@ -1,9 +1,9 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::controller::config_store::{Fetched, Meta};
 use crate::controller::reduce::Consumer;
-use crate::controller::store::{Fetched, Meta};
-use crate::controller::target::TargetKind;
+use crate::controller::write_target::TargetKind;
 use crate::hash::{ConfigId, ConfigObject, Consumed};
 use crate::inject::consumption::Consumption;
 

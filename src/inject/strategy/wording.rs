@@ -3,8 +3,10 @@
 
 use std::collections::BTreeSet;
 
-use super::super::catalogue::{Needs, Takes};
+use super::super::catalogue::Takes;
 use super::super::messages::{Warnings, quoted, quoted_list};
+use super::super::object::Workload;
+use super::super::pod::PodSpec;
 use super::super::{ON_CHANGE, PROCESS, SIDECAR_NAME};
 use super::{Choice, Strategy, Told, Why};
 
@@ -20,6 +22,21 @@ pub enum Consequence {
 }
 
 impl Consequence {
+    /// What a change does to a `kind` object (`workload` as classified; `controlled`: a
+    /// controller made it): a workload's pods roll, except a Job's (nothing rolls a running Job);
+    /// nothing rolls a Pod of its own.
+    pub fn of(kind: &str, workload: Workload, controlled: bool, spec: &PodSpec) -> Self {
+        let runs_to_completion =
+            matches!(spec.restart_policy.as_deref(), Some("Never" | "OnFailure"));
+        match workload {
+            Workload::Template(_) if matches!(kind, "Job" | "CronJob") => Consequence::NextJob,
+            Workload::Template(_) | Workload::Rollout => Consequence::Rolls,
+            Workload::Pod if controlled && runs_to_completion => Consequence::NextJob,
+            Workload::Pod if controlled => Consequence::Rolls,
+            Workload::Pod => Consequence::NewPod,
+        }
+    }
+
     /// Said of a container's strategy.
     pub fn on_change(self) -> &'static str {
         match self {
@@ -115,14 +132,10 @@ fn restart_line(
                 Takes::Itself => "reloading by itself",
                 _ => "hot reload",
             };
-            let needs = match program.needs {
-                Needs::Flag(flags) => flags.join(" or "),
-                Needs::Subcommand(sub) => format!("subcommand {sub}"),
-                Needs::Nothing => String::new(),
-            };
             warnings.push(format_args!(
-                "container {container} ({}): {restart}; {how} needs {needs} on its command line, see {ON_CHANGE}",
-                program.process
+                "container {container} ({}): {restart}; {how} needs {} on its command line, see {ON_CHANGE}",
+                program.process,
+                program.needs.text()
             ))
         }
         Why::AtStart(program) => warnings.notice(format_args!(

@@ -28,8 +28,8 @@ use tokio::sync::mpsc::Sender;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::store::{ConfigKey, Digests, Meta};
-use super::watches::{Item, Stream, Watched};
+use super::cluster_watches::{Item, Source, Watched};
+use super::config_store::{ConfigKey, Digests, Meta};
 use crate::hash::{ConfigId, ConfigKind, ConfigObject, SecretKey};
 
 /// Objects per list page when streaming lists are not served: a page is held whole, parsed,
@@ -47,6 +47,21 @@ pub struct Scope {
     pub namespace: Arc<str>,
 }
 
+impl Scope {
+    /// `kind` in `namespace`.
+    pub fn new(kind: ConfigKind, namespace: &str) -> Self {
+        Self {
+            kind,
+            namespace: namespace.into(),
+        }
+    }
+
+    /// Whether `key` is one of the objects this watch lists.
+    pub fn holds(&self, key: &ConfigKey) -> bool {
+        key.id.kind == self.kind && key.namespace == self.namespace
+    }
+}
+
 impl std::fmt::Display for Scope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}s in {}", self.kind, self.namespace)
@@ -54,13 +69,13 @@ impl std::fmt::Display for Scope {
 }
 
 /// The running per-namespace watches.
-pub struct ScopedWatches {
+pub struct ConfigWatches {
     /// What each watch is started with.
     task: Task,
     tasks: HashMap<Arc<str>, Vec<JoinHandle<()>>>,
 }
 
-impl ScopedWatches {
+impl ConfigWatches {
     /// No watch yet; each sends what it sees to `out`.
     pub fn new(client: Client, out: Sender<Watched>, secret_key: Option<SecretKey>) -> Self {
         let task = Task {
@@ -102,7 +117,7 @@ impl ScopedWatches {
     }
 }
 
-impl Drop for ScopedWatches {
+impl Drop for ConfigWatches {
     fn drop(&mut self) {
         for task in self.tasks.drain().flat_map(|(_, tasks)| tasks) {
             task.abort();
@@ -187,7 +202,7 @@ impl Task {
         };
         let events = watcher::watcher(api, config).default_backoff();
         let mut events = std::pin::pin!(events);
-        let stream = Stream::Config(scope.kind);
+        let source = Source::Config(scope.clone());
         let mut permit: Option<OwnedSemaphorePermit> = None;
         let mut refused = false;
         while let Some(event) = events.next().await {
@@ -197,20 +212,20 @@ impl Task {
                         // The next poll sends the first page: wait for a turn first.
                         permit = self.lists.clone().acquire_owned().await.ok();
                     }
-                    Some(Watched::ScopeInit(scope.clone()))
+                    Some(Watched::Init(source.clone()))
                 }
                 Ok(Event::InitDone) => {
                     permit = None;
                     refused = false;
-                    Some(Watched::ScopeDone(scope.clone()))
+                    Some(Watched::InitDone(source.clone()))
                 }
                 Ok(Event::Apply(object) | Event::InitApply(object)) => {
                     let (meta, digests) = reduce(object);
-                    config_item(scope.kind, meta, digests).map(|item| Watched::Apply(stream, item))
+                    config_item(scope.kind, meta, digests).map(Watched::Apply)
                 }
                 Ok(Event::Delete(object)) => {
                     let (meta, _) = reduce(object);
-                    config_item(scope.kind, meta, None).map(|item| Watched::Delete(stream, item))
+                    config_item(scope.kind, meta, None).map(Watched::Delete)
                 }
                 Err(err) => {
                     permit = None;
@@ -218,12 +233,12 @@ impl Task {
                         Failure::NoStreaming if streaming => return Ended::NoStreaming,
                         // What changed since is unknown until the list is done: from now
                         // on, the view of this namespace is not to be trusted.
-                        Failure::Gone => Some(Watched::ScopeInit(scope.clone())),
+                        Failure::Gone => Some(Watched::Init(source.clone())),
                         Failure::Refused => {
                             // Said once (by the loop) until the namespace lists again.
                             let first = !refused;
                             refused = true;
-                            first.then(|| Watched::ScopeRefused(scope.clone()))
+                            first.then(|| Watched::Refused(scope.clone()))
                         }
                         _ => {
                             tracing::warn!(

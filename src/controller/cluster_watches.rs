@@ -2,7 +2,7 @@
 //! bookmarks — whose objects are reduced on arrival and sent to the controller's loop.
 //!
 //! Namespaces are watched metadata-only, cluster-wide; ConfigMaps and Secrets per opted-in
-//! namespace ([`super::scoped`]). Workloads and Pods are watched as untyped objects, so one
+//! namespace ([`super::config_watches`]). Workloads and Pods are watched as untyped objects, so one
 //! malformed object is one log line, not a stuck watch. Both are filtered on the server by a
 //! label the webhook sets: Pods by the sidecar label, workloads by the managed label.
 
@@ -18,12 +18,12 @@ use kube::runtime::watcher::{self, Config, Event};
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
 
+use super::config_store::{ConfigKey, Digests, Meta};
+use super::config_watches::Scope;
+use super::intern::Interner;
 use super::reduce::{self, Consumer, ReduceError};
-use super::scoped::Scope;
-use super::store::{ConfigKey, Digests, Meta};
-use super::target::{Target, TargetKind};
 use super::waves::{self, Budget};
-use crate::hash::ConfigKind;
+use super::write_target::{Target, TargetKind};
 use crate::inject::{MANAGED_LABEL, SIDECAR_LABEL};
 
 /// Most events waiting for the loop. A full channel holds the watches back (they stop reading
@@ -35,16 +35,22 @@ pub const BUFFER: usize = 256;
 /// kube's default of 500.
 pub const TARGET_PAGE: u32 = 100;
 
-/// One watch.
+/// One cluster-wide watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stream {
     /// Namespaces (their opt-in label).
     Namespaces,
-    /// ConfigMaps or Secrets (watched per opted-in namespace, see [`super::scoped`]; never
-    /// started by discovery).
-    Config(ConfigKind),
     /// Workloads of a kind, or sidecar Pods.
     Targets(TargetKind),
+}
+
+/// Where one watch lists: a cluster-wide stream, or one kind of config in one namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// Started by discovery.
+    Cluster(Stream),
+    /// Started when the namespace opts in ([`super::config_watches`]).
+    Config(Scope),
 }
 
 impl Stream {
@@ -88,27 +94,61 @@ pub enum Item {
     },
 }
 
+impl Item {
+    /// The watch it came from.
+    pub fn source(&self) -> Source {
+        match self {
+            Item::Namespace { .. } => Source::Cluster(Stream::Namespaces),
+            Item::Config { key, .. } => Source::Config(Scope {
+                kind: key.id.kind,
+                namespace: key.namespace.clone(),
+            }),
+            Item::Target { target, .. } => Source::Cluster(Stream::Targets(target.kind)),
+        }
+    }
+
+    /// The item with its namespace's shared name (one copy for every record of a namespace).
+    pub fn interned(mut self, names: &mut Interner) -> Item {
+        match &mut self {
+            Item::Config { key, .. } => key.namespace = names.intern(&key.namespace),
+            Item::Target { target, .. } => target.namespace = names.intern(&target.namespace),
+            Item::Namespace { .. } => {}
+        }
+        self
+    }
+
+    /// Its name within its source (a relist keeps the names it listed).
+    pub fn listed_name(&self) -> String {
+        match self {
+            Item::Namespace { name, .. } => name.clone(),
+            Item::Config { key, .. } => key.id.name.clone(),
+            Item::Target { target, .. } => target_name(target),
+        }
+    }
+}
+
+/// A workload's or Pod's name within its source.
+pub fn target_name(target: &Target) -> String {
+    format!("{}/{}", target.namespace, target.name)
+}
+
 /// What a watch (or discovery) says.
 #[derive(Debug)]
 pub enum Watched {
     /// Discovery: these streams are watched now (the view has synced once each has listed).
     Served(HashSet<Stream>),
-    /// A (re)list starts: objects not applied before [`Watched::InitDone`] are gone.
-    Init(Stream),
+    /// A (re)list starts (or must: a config watch got 410 Gone): objects not applied before
+    /// [`Watched::InitDone`] are gone, and until then the view there may be stale.
+    Init(Source),
     /// An object was listed, added or modified.
-    Apply(Stream, Item),
+    Apply(Item),
     /// An object was deleted.
-    Delete(Stream, Item),
+    Delete(Item),
     /// The (re)list is complete.
-    InitDone(Stream),
-    /// A (re)list of one namespace's ConfigMaps or Secrets starts (or must: its watch got 410
-    /// Gone); until it is done, the view of that namespace may be stale.
-    ScopeInit(Scope),
-    /// That (re)list is complete.
-    ScopeDone(Scope),
+    InitDone(Source),
     /// The API server refused to list one namespace's ConfigMaps or Secrets (RBAC); said once
     /// until it lists.
-    ScopeRefused(Scope),
+    Refused(Scope),
 }
 
 /// Starts one watch (discovery decides which, see [`super::discovery`]); it sends what it sees
@@ -118,8 +158,6 @@ pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHand
     tokio::spawn(async move {
         match stream {
             Stream::Namespaces => watch_namespaces(client, out).await,
-            // Watched per namespace by `scoped`.
-            Stream::Config(_) => {}
             Stream::Targets(kind) => watch_targets(client, kind, out).await,
         }
     })
@@ -170,14 +208,15 @@ async fn forward<K, S>(
     S: futures_util::Stream<Item = Result<Event<K>, watcher::Error>>,
 {
     let mut events = std::pin::pin!(events);
+    let source = Source::Cluster(stream);
     while let Some(event) = events.next().await {
         let watched = match event {
-            Ok(Event::Init) => Some(Watched::Init(stream)),
-            Ok(Event::InitDone) => Some(Watched::InitDone(stream)),
+            Ok(Event::Init) => Some(Watched::Init(source.clone())),
+            Ok(Event::InitDone) => Some(Watched::InitDone(source.clone())),
             Ok(Event::Apply(object) | Event::InitApply(object)) => {
-                reduce(object).map(|item| Watched::Apply(stream, item))
+                reduce(object).map(Watched::Apply)
             }
-            Ok(Event::Delete(object)) => reduce(object).map(|item| Watched::Delete(stream, item)),
+            Ok(Event::Delete(object)) => reduce(object).map(Watched::Delete),
             Err(err) => {
                 tracing::warn!(
                     watch = ?stream,

@@ -8,7 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::target::TargetKind;
+use super::write_target::TargetKind;
 use crate::hash::ConfigKind;
 
 /// A `kind` label.

@@ -1,0 +1,240 @@
+//! The loop with no process and no socket: watch events fed by hand, a paused clock, and a
+//! tower-test mock API that records what the writer sends (the config watches it starts are
+//! left unanswered: their events are the test's to feed).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::controller::config_store::{ConfigStore, Digests, Meta, StoreReader};
+use crate::controller::{mock_api, reduce, writer};
+use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
+use crate::inject::CONFIG_HASH;
+
+const DELAY: Duration = Duration::from_secs(10);
+
+/// A running loop and the handles the test drives it with.
+struct Harness {
+    watched: mpsc::Sender<Watched>,
+    leader: watch::Sender<bool>,
+    synced: watch::Receiver<bool>,
+    store: StoreReader,
+    /// `(method, path, body)` of every request the API answered.
+    requests: Arc<Mutex<Vec<(String, String, Value)>>>,
+}
+
+fn start() -> Harness {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let client = mock_api::client(move |parts, body| {
+        let method = parts.method.to_string();
+        if method == "GET" {
+            return None; // the config watches' lists: the test feeds their events
+        }
+        let reply = if method == "PATCH" {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}})
+        } else {
+            body.clone()
+        };
+        seen.lock()
+            .unwrap()
+            .push((method, parts.uri.path().to_owned(), body));
+        Some((200, reply))
+    });
+    let (watched_tx, watched) = mpsc::channel(64);
+    let (fetched_tx, fetched) = mpsc::unbounded_channel();
+    let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
+    let (leader_tx, leader) = watch::channel(false);
+    let (synced_tx, synced) = watch::channel(false);
+    let metrics = ControllerMetrics::default();
+    let counters = writer::Counters {
+        written: Arc::new(|_| {}),
+        held: Arc::new(|_| {}),
+    };
+    let config = writer::WriterConfig {
+        max_writes_per_second: 100.0,
+        request_timeout: Duration::from_secs(10),
+    };
+    let out = Outputs {
+        fetcher: Fetcher::spawn(client.clone(), None, fetched_tx),
+        config_watches: ConfigWatches::new(client.clone(), watched_tx.clone(), None),
+        writer: Writer::spawn(client, config, leader.clone(), outcomes_tx, counters),
+        synced: synced_tx,
+        metrics,
+    };
+    let store = StoreWriter::new(ConfigStore::default());
+    let reader = store.reader();
+    let controller = Loop::new("reload-injector", store, None, DELAY, out);
+    let inputs = Inputs {
+        watched,
+        fetched,
+        outcomes,
+        leader,
+    };
+    tokio::spawn(controller.run(inputs));
+    Harness {
+        watched: watched_tx,
+        leader: leader_tx,
+        synced,
+        store: reader,
+        requests,
+    }
+}
+
+fn digests(value: &str) -> Digests {
+    let id = ConfigId::config_map("env");
+    ConfigObject::from_values(&id, [("a", value.as_bytes())], None)
+        .unwrap()
+        .into()
+}
+
+fn config(rv: &str, value: &str) -> Item {
+    Item::Config {
+        key: ConfigKey {
+            namespace: "shop".into(),
+            id: ConfigId::config_map("env"),
+        },
+        meta: Meta {
+            resource_version: rv.into(),
+            ignore: false,
+        },
+        digests: Some(digests(value)),
+    }
+}
+
+/// The hash `inject` stamps on a Deployment reading key `a` of ConfigMap `env` holding `value`.
+fn stamped(value: &str) -> String {
+    let consumer = deployment("sha256:unused");
+    let Item::Target {
+        reduced: Ok(Some(consumer)),
+        ..
+    } = consumer
+    else {
+        unreachable!()
+    };
+    let mut data = ConfigData::new();
+    let object = digests(value).to_object();
+    data.insert(ConfigId::config_map("env"), Lookup::Found(object));
+    consumer.consumption.hash(&data, None).hash.unwrap()
+}
+
+fn deployment(hash: &str) -> Item {
+    let object = json!({"spec": {"template": {
+        "metadata": {"annotations": {CONFIG_HASH: hash}},
+        "spec": {"containers": [{"name": "app", "env": [
+            {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}
+        ]}]}
+    }}});
+    Item::Target {
+        target: Target {
+            kind: TargetKind::Deployment,
+            namespace: "shop".into(),
+            name: "web".into(),
+        },
+        reduced: reduce::workload(TargetKind::Deployment, "uid-web", &object),
+        budget: None,
+    }
+}
+
+/// Lists `source` with `items`.
+async fn list(harness: &Harness, source: Source, items: Vec<Item>) {
+    let send = |w| harness.watched.send(w);
+    send(Watched::Init(source.clone())).await.unwrap();
+    for item in items {
+        send(Watched::Apply(item)).await.unwrap();
+    }
+    send(Watched::InitDone(source)).await.unwrap();
+}
+
+/// Syncs a view of namespace `shop` with Deployment `web` stamped for `env` holding `1`.
+async fn synced_view(harness: &mut Harness) {
+    let deployments = Stream::Targets(TargetKind::Deployment);
+    let served = HashSet::from([Stream::Namespaces, deployments]);
+    harness.watched.send(Watched::Served(served)).await.unwrap();
+    let shop = Item::Namespace {
+        name: "shop".into(),
+        labelled: true,
+    };
+    list(harness, Source::Cluster(Stream::Namespaces), vec![shop]).await;
+    let web = deployment(&stamped("1"));
+    list(harness, Source::Cluster(deployments), vec![web]).await;
+    let maps = Source::Config(Scope::new(ConfigKind::ConfigMap, "shop"));
+    list(harness, maps, vec![config("1", "1")]).await;
+    assert!(!*harness.synced.borrow(), "Secrets of shop have not listed");
+    let secrets = Source::Config(Scope::new(ConfigKind::Secret, "shop"));
+    list(harness, secrets, vec![]).await;
+    harness.synced.wait_for(|s| *s).await.unwrap();
+}
+
+fn patches(harness: &Harness) -> Vec<Value> {
+    let requests = harness.requests.lock().unwrap();
+    let patches = requests.iter().filter(|(method, _, _)| method == "PATCH");
+    patches.map(|(_, _, body)| body.clone()).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_the_leader_sees_rolls_the_workload_once_after_the_rollout_delay() {
+    let mut harness = start();
+    synced_view(&mut harness).await;
+    let id = ConfigId::config_map("env");
+    let answer = harness.store.read(|store| store.lookup("shop", &id));
+    assert!(
+        matches!(answer, Some(Lookup::Found(_))),
+        "the webhook reads the digests"
+    );
+    harness.leader.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(patches(&harness).is_empty(), "the stamped hash is right");
+
+    // Two changes 5 s apart: one patch, `--rollout-delay` after the last.
+    harness
+        .watched
+        .send(Watched::Apply(config("2", "2")))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let changed = config("3", "3");
+    harness.watched.send(Watched::Apply(changed)).await.unwrap();
+    tokio::time::sleep(DELAY - Duration::from_secs(1)).await;
+    assert!(patches(&harness).is_empty(), "merged, and not due yet");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent = patches(&harness);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let ops = sent[0].as_array().expect("a JSON patch");
+    assert_eq!(ops[0]["op"], "test");
+    assert_eq!(ops[0]["value"], stamped("1"));
+    assert_eq!(ops[1]["value"], stamped("3"));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(patches(&harness).len(), 1, "once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_keeps_the_view_and_writes_nothing_and_a_relist_forgets_what_it_missed() {
+    let mut harness = start();
+    synced_view(&mut harness).await;
+    let watched = &harness.watched;
+    watched
+        .send(Watched::Apply(config("2", "2")))
+        .await
+        .unwrap();
+    tokio::time::sleep(DELAY * 2).await;
+    assert!(patches(&harness).is_empty(), "not the leader");
+
+    // A relist of shop's ConfigMaps that no longer lists `env`: it is gone for the webhook,
+    // which meanwhile is not answered from the view.
+    let maps = Source::Config(Scope::new(ConfigKind::ConfigMap, "shop"));
+    let id = ConfigId::config_map("env");
+    watched.send(Watched::Init(maps.clone())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(harness.store.read(|s| s.lookup("shop", &id)), None);
+    watched.send(Watched::InitDone(maps)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let answer = harness.store.read(|s| s.lookup("shop", &id));
+    assert_eq!(answer, Some(Lookup::NotFound), "swept by the relist");
+    assert!(
+        harness.requests.lock().unwrap().is_empty(),
+        "nothing written"
+    );
+}

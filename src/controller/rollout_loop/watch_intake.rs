@@ -1,0 +1,282 @@
+//! What the watches report, into the view and the store (the loop's intake): objects applied
+//! and deleted, (re)lists started and done, refused namespaces, and the first sync. What it
+//! changes is tracked, fetched and scheduled by the rest of the loop.
+
+use super::*;
+
+impl Loop {
+    pub(super) fn on_watched(&mut self, watched: Watched) {
+        match watched {
+            Watched::Served(served) => {
+                self.listings.serve(served);
+                self.check_synced();
+            }
+            Watched::Init(source) => self.list_starts(source),
+            Watched::Apply(item) => {
+                let item = item.interned(&mut self.names);
+                self.count_config_event(&item);
+                self.listings.saw(&item.source(), || item.listed_name());
+                self.apply(item);
+            }
+            Watched::Delete(item) => {
+                let item = item.interned(&mut self.names);
+                self.count_config_event(&item);
+                self.gone(match item {
+                    Item::Namespace { name, .. } => Known::Namespace(name),
+                    Item::Config { key, .. } => Known::Config(key),
+                    Item::Target { target, .. } => Known::Target(target),
+                });
+            }
+            Watched::InitDone(source) => self.list_done(source),
+            Watched::Refused(scope) => self.refused(scope),
+        }
+    }
+
+    /// A (re)list starts; a namespace's config is not answered from the view until it is done.
+    fn list_starts(&mut self, source: Source) {
+        let Some(source) = self.shared_source(source) else {
+            return;
+        };
+        if let Source::Config(scope) = &source {
+            self.store
+                .write(|store| store.set_listing(&scope.namespace, scope.kind, true));
+        }
+        self.listings.init(source);
+    }
+
+    /// A (re)list is complete: whatever was known there and not listed again is gone (the one
+    /// relist clean-up, for every watch).
+    fn list_done(&mut self, source: Source) {
+        let Some(source) = self.shared_source(source) else {
+            return;
+        };
+        if let Some(listed) = self.listings.done(source.clone()) {
+            let known = self.known_in(&source);
+            for (_, gone) in known.into_iter().filter(|(name, _)| !listed.contains(name)) {
+                self.gone(gone);
+            }
+        }
+        match source {
+            Source::Config(scope) => {
+                // Only now is what the view holds there as new as the cluster; its consumers
+                // are checked (only what no watch knows is fetched by GET).
+                self.store
+                    .write(|store| store.set_listing(&scope.namespace, scope.kind, false));
+                self.check_synced();
+                self.track_where(|t| t.namespace == scope.namespace);
+            }
+            Source::Cluster(_) => {
+                self.start_config_watches();
+                self.check_synced();
+            }
+        }
+    }
+
+    /// What the view knows of `source`, by the names its list gives.
+    fn known_in(&self, source: &Source) -> Vec<(String, Known)> {
+        match source {
+            Source::Cluster(Stream::Namespaces) => self
+                .view
+                .namespaces()
+                .map(|name| (name.clone(), Known::Namespace(name.clone())))
+                .collect(),
+            Source::Cluster(Stream::Targets(kind)) => self
+                .view
+                .targets()
+                .filter(|t| t.kind == *kind)
+                .map(|t| (target_name(t), Known::Target(t.clone())))
+                .collect(),
+            Source::Config(scope) => self.store.read(|store| {
+                let keys = store.keys().filter(|k| scope.holds(k));
+                keys.map(|k| (k.id.name.clone(), Known::Config(k.clone())))
+                    .collect()
+            }),
+        }
+    }
+
+    fn refused(&mut self, scope: Scope) {
+        if !self.view.config_watched(&scope.namespace) {
+            return;
+        }
+        tracing::warn!(
+            namespace = %scope.namespace,
+            kind = %scope.kind,
+            "failed to list {scope}: the API server refused (RBAC?); its consumers are not acted \
+             on until it lists, retrying with backoff"
+        );
+        let namespace = self.names.intern(&scope.namespace);
+        self.store
+            .write(|store| store.set_listing(&namespace, scope.kind, false));
+        self.listings.refuse(Scope {
+            kind: scope.kind,
+            namespace,
+        });
+        self.check_synced();
+    }
+
+    fn apply(&mut self, item: Item) {
+        match item {
+            Item::Namespace { name, labelled } => self.set_namespace(&name, labelled),
+            Item::Config { key, meta, digests } => {
+                // Late news from a watch stopped when its namespace opted out.
+                if !self.view.config_watched(&key.namespace) {
+                    return;
+                }
+                let (ignore, resource_version) = (meta.ignore, meta.resource_version.clone());
+                if !self.store.write(|store| store.set_meta(key.clone(), meta)) {
+                    return;
+                }
+                match digests {
+                    // Only what something consumes keeps its digests (the consumers are known:
+                    // config is watched once workloads and Pods have listed); a consumer that
+                    // comes later GETs them.
+                    Some(_) if !self.view.wants(&key) => {}
+                    Some(digests) => {
+                        let fetched = Fetched {
+                            resource_version: Some(resource_version),
+                            object: Some(digests),
+                            sent: self.view.tick(),
+                        };
+                        self.record(key, fetched, ignore);
+                    }
+                    // Metadata only (a Secret without a hash key: never hashed).
+                    None if self.listings.synced() && self.view.wants(&key) => {
+                        let now = self.view.tick();
+                        self.fetch(key, now);
+                    }
+                    None => {}
+                }
+            }
+            Item::Target {
+                target,
+                reduced: Ok(consumer),
+                budget,
+            } => {
+                if target.kind.is_workload() {
+                    self.view.set_budget(&target, budget);
+                }
+                if let Some(consumer) = &consumer {
+                    self.writes.seen(&target, consumer.hash.as_ref());
+                }
+                let present = consumer.is_some();
+                if self.view.set_consumer(&target, consumer) && present {
+                    self.track(&target);
+                }
+                if !present {
+                    self.forget(&target);
+                }
+            }
+            Item::Target {
+                target,
+                reduced: Err(err),
+                ..
+            } => {
+                tracing::warn!(object = %target, error = %err, "ignoring an object the controller cannot read");
+                self.target_gone(&target);
+            }
+        }
+    }
+
+    /// An object was deleted, or a relist did not find it again.
+    fn gone(&mut self, known: Known) {
+        match known {
+            Known::Namespace(name) => self.set_namespace(&name, false),
+            Known::Config(key) => self.config_gone(key),
+            Known::Target(target) => {
+                self.view.set_budget(&target, None);
+                self.target_gone(&target);
+            }
+        }
+    }
+
+    /// A ConfigMap/Secret was deleted: for its consumers, it is now absent (a change).
+    fn config_gone(&mut self, key: ConfigKey) {
+        let meta = self.store.write(|store| store.remove_meta(&key));
+        if !self.view.wants(&key) {
+            self.store.write(|store| store.remove(&key));
+        } else {
+            let gone = Fetched {
+                resource_version: None,
+                object: None,
+                sent: self.view.tick(),
+            };
+            let ignore = meta.is_some_and(|m| m.ignore);
+            self.record(key, gone, ignore);
+        }
+    }
+
+    /// A workload or Pod was deleted (or can no longer be written to).
+    fn target_gone(&mut self, target: &Target) {
+        self.view.set_consumer(target, None);
+        self.forget(target);
+    }
+
+    /// Records a namespace's opt-in label: its config watches start or stop with it.
+    fn set_namespace(&mut self, name: &str, labelled: bool) {
+        if !self.view.set_namespace(name, labelled) {
+            return;
+        }
+        let shared = self.names.intern(name);
+        if self.view.config_watched(name) {
+            if self.listings.configs_started() {
+                self.out.config_watches.start(&shared);
+            }
+            self.track_where(|t| t.namespace == shared);
+        } else {
+            self.out.config_watches.stop(name);
+            self.listings.forget_namespace(name);
+            self.store.write(|store| store.forget_namespace(name));
+        }
+    }
+
+    /// Once every workload and Pod watch has listed, starts the config watches of the
+    /// namespaces that opted in so far (later ones start as they opt in).
+    fn start_config_watches(&mut self) {
+        if !self.listings.start_configs() {
+            return;
+        }
+        for namespace in self.view.namespaces() {
+            let namespace = self.names.intern(namespace);
+            self.out.config_watches.start(&namespace);
+        }
+    }
+
+    fn check_synced(&mut self) {
+        if !self.listings.sync(self.view.namespaces()) {
+            return;
+        }
+        self.store.write(|store| {
+            store.retain_digests(|key| self.view.wants(key));
+            store.set_synced(true);
+        });
+        let _ = self.out.synced.send(true);
+        tracing::info!(
+            targets = self.view.targets().count(),
+            "the controller's view has synced"
+        );
+        self.track_where(|_| true);
+        self.pending_share.set(self.pending_writes());
+    }
+
+    fn count_config_event(&mut self, item: &Item) {
+        if matches!(item, Item::Config { .. }) {
+            self.config_events += 1;
+        }
+    }
+
+    /// The source with its namespace's shared name; `None` for the config of a namespace that
+    /// is not opted in (late news from a stopped watch).
+    fn shared_source(&mut self, source: Source) -> Option<Source> {
+        let Source::Config(scope) = source else {
+            return Some(source);
+        };
+        if !self.view.config_watched(&scope.namespace) {
+            return None;
+        }
+        let namespace = self.names.intern(&scope.namespace);
+        Some(Source::Config(Scope {
+            kind: scope.kind,
+            namespace,
+        }))
+    }
+}

@@ -1,0 +1,148 @@
+//! Writes decided and not yet settled (pure): the value last submitted per target (the same
+//! value is not submitted twice), the changes behind each write until its outcome is known (a
+//! conflict schedules them again), and the Pod refreshes going in their workload's waves.
+
+use std::collections::HashMap;
+
+use tokio::time::Instant;
+
+use super::reconcile::Causes;
+use super::waves::{self, Stopped, Waves};
+use super::write_target::{Target, Write};
+use super::writer::Outcome;
+use crate::inject::quoted;
+
+/// The writes between their decision and their outcome.
+#[derive(Debug, Default)]
+pub struct WriteBook {
+    /// The value last submitted per target, until the target shows another.
+    last_written: HashMap<Target, String>,
+    /// The changes behind each write under way (or queued in waves).
+    writing: HashMap<Target, Causes>,
+    waves: Waves,
+    /// When the waves must be looked at again.
+    wave_wake: Option<Instant>,
+}
+
+impl WriteBook {
+    /// A write decided with the `causes` behind it; `owner` is the workload in whose waves a
+    /// Pod's refresh goes. Returns the write to submit now, if any.
+    pub fn decided(
+        &mut self,
+        write: Write,
+        causes: Causes,
+        owner: Option<Target>,
+    ) -> Option<Write> {
+        let target = write.target.clone();
+        if self.last_written.get(&target) == Some(&write.desired) {
+            return None;
+        }
+        self.writing.insert(target.clone(), causes);
+        if let Some(owner) = owner {
+            // A value a stopped refresh held back is not written again until the config changes.
+            if !self.waves.enqueue(owner, write) {
+                self.writing.remove(&target);
+            }
+            return None;
+        }
+        self.last_written.insert(target, write.desired.clone());
+        Some(write)
+    }
+
+    /// Moves the waves on at `now`: the writes to submit, and the refreshes that stopped (no
+    /// outcome will come for the writes they held back).
+    pub fn step(
+        &mut self,
+        now: Instant,
+        wave_size: impl Fn(&Target, usize) -> usize,
+        ready: impl Fn(&Target) -> Option<bool>,
+    ) -> (Vec<Write>, Vec<Stopped>) {
+        let step = self.waves.step(now, wave_size, ready);
+        self.wave_wake = step.wake;
+        for write in &step.submit {
+            self.last_written
+                .insert(write.target.clone(), write.desired.clone());
+        }
+        for pod in step.stopped.iter().flat_map(|stopped| &stopped.left) {
+            self.writing.remove(pod);
+        }
+        (step.submit, step.stopped)
+    }
+
+    /// When the waves must be looked at again.
+    pub fn wake(&self) -> Option<Instant> {
+        self.wave_wake
+    }
+
+    /// Learns what became of a write; a conflict returns the changes behind it, to be checked
+    /// again.
+    pub fn outcome(&mut self, outcome: &Outcome) -> Option<Causes> {
+        match outcome {
+            Outcome::Written(target, _) => drop(self.writing.remove(target)),
+            Outcome::Conflict(target) => {
+                self.last_written.remove(target);
+                return Some(self.writing.remove(target).unwrap_or_default());
+            }
+            Outcome::Gone(target) => {
+                self.writing.remove(target);
+                self.last_written.remove(target);
+            }
+        }
+        None
+    }
+
+    /// The target shows `hash` now: a value submitted earlier and since replaced is no
+    /// reason to skip writing it again.
+    pub fn seen(&mut self, target: &Target, hash: Option<&String>) {
+        if self.last_written.get(target) == hash {
+            self.last_written.remove(target);
+        }
+    }
+
+    /// Forgets what was written to `target` (gone, or no longer written to).
+    pub fn forget(&mut self, target: &Target) {
+        self.last_written.remove(target);
+    }
+
+    /// Forgets everything (leadership changed: the writer dropped its queue).
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Writes submitted or queued in waves whose outcome is not known yet.
+    pub fn len(&self) -> usize {
+        self.writing.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.writing.is_empty()
+    }
+
+    /// Gives back the room the maps kept after a burst, once a quarter full.
+    pub fn shrink(&mut self) {
+        super::shrink_spare(&mut self.last_written);
+        super::shrink_spare(&mut self.writing);
+    }
+}
+
+/// The Event that says a workload's refresh stopped (`uid`: the workload's), and its message.
+pub fn stopped_note(stopped: &Stopped, uid: String) -> Write {
+    let message = format!(
+        "reload-injector: {}: pod {} went unready after its refresh; {} pods keep their \
+         current config until the config changes again",
+        waves::REFRESH_STOPPED,
+        quoted(&stopped.unready.name),
+        stopped.left.len()
+    );
+    Write::hash(
+        stopped.workload.clone(),
+        uid,
+        None,
+        String::new(),
+        Some(message),
+    )
+}
+
+#[cfg(test)]
+mod tests;
