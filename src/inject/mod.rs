@@ -65,6 +65,10 @@ pub const ENV_RESTART: &str = "reload-injector.io/env-restart";
 /// controller writes each Pod's new value, wave by wave, when those keys change. The sidecar
 /// reads it through the downward API and restarts the Pod once its own copy of the keys matches.
 pub const ENV_HASH: &str = "reload-injector.io/env-hash";
+/// Written on Pods by the rollout controller about 2 s after it changed `env-hash`: the same
+/// hash, a second Pod update that makes the kubelet sync the Pod and mount the new data again, as
+/// `mounted-config-refreshed` does for mounted config.
+pub const ENV_HASH_REFRESHED: &str = "reload-injector.io/env-hash-refreshed";
 /// Comma-separated volume names to watch.
 pub const WATCH: &str = "reload-injector.io/watch";
 /// `"true"` turns the subPath denial into a warning.

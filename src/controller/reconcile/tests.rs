@@ -68,6 +68,7 @@ fn consumer(hash: Option<&str>, names: &[&str]) -> Consumer {
         earlier: None,
         owner: None,
         ready: None,
+        restarts: None,
     }
 }
 
