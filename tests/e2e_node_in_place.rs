@@ -112,6 +112,7 @@ fn assert_restarts_in_place(pod: &Value) {
 /// nudge is played by the test when the first sync remounted old data.
 #[test]
 fn the_app_never_starts_with_the_old_value_after_the_sidecar_exited_for_the_new_one() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let install = NodeInstall::shared();
     let node = install.node;
     let cluster = node.cluster;
@@ -184,7 +185,7 @@ fn the_app_never_starts_with_the_old_value_after_the_sidecar_exited_for_the_new_
     );
 }
 
-/// Only one test disturbs the node's `serve` or kubelet, or measures, at a time.
+/// One test at a time: each measures, or disturbs the node's `serve` or kubelet.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A workload of `kind` named `name` with `replicas` Pods reading ConfigMap `name` (`v0`), in
