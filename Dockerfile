@@ -2,8 +2,11 @@
 # One image for the webhook (`reload-injector serve`) and the injected sidecar
 # (`reload-injector watch`): a static binary on distroless/static, no shell, non-root.
 #
-#   docker build -t ghcr.io/reload-injector/reload-injector:0.1.0 .
-#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/reload-injector/reload-injector:0.1.0 .
+#   docker build --build-arg RELOAD_INJECTOR_COMMIT=$(git rev-parse HEAD) -t ghcr.io/reload-injector/reload-injector:0.2.0 .
+#   docker buildx build --platform linux/amd64,linux/arm64 -t ghcr.io/reload-injector/reload-injector:0.2.0 .
+#
+# Releases are built without Docker by scripts/release.sh (the same runtime stage, read from this
+# file by scripts/lib/oci-image.sh): that is what ghcr.io/reload-injector/reload-injector holds.
 #
 # Each platform's build stage runs on that platform (natively or under emulation) and builds
 # for its own host target; BuildKit's TARGETARCH (amd64, arm64) lets the script check that.
@@ -13,6 +16,9 @@
 
 FROM rust:1.95-bookworm AS build
 ARG TARGETARCH
+# The commit `--version` prints (.git is not in the build context); `unknown` without it.
+ARG RELOAD_INJECTOR_COMMIT=unknown
+RUN cargo install cargo-auditable --locked --version 0.7.7
 WORKDIR /src
 COPY . .
 RUN scripts/build-static.sh

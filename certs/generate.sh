@@ -18,6 +18,9 @@
 #   CERTS-FLAGS    passed to `reload-injector certs` (e.g. --validity 90days, --dns NAME)
 set -euo pipefail
 
+# The comment block above, without its `#`s: the help text.
+usage() { sed -n '2,/^[^#]/p' "$0" | sed -n 's/^# \{0,1\}//p'; }
+
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out="$repo/certs/generated"
 bin=""
@@ -32,7 +35,7 @@ while [ $# -gt 0 ]; do
         --rotate) mode=rotate; shift ;;
         --render-only) mode=render; shift ;;
         --) shift; break ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) echo "generate.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -37,7 +37,11 @@ fn main() -> ExitCode {
         let node: &'static Node = Box::leak(Box::new(Node::start(cluster)));
         Box::leak(Box::new(NodeInstall::new(node)));
         let images = &node.images;
-        let refs = [&images.nginx, &images.nginx_nonroot, &images.product];
+        let refs = [
+            images.nginx.as_str(),
+            &images.nginx_nonroot,
+            node::SHIPPED_IMAGE,
+        ];
         (cluster, refs.map(|r| format!("{r}\n")).concat())
     } else {
         let cluster: &'static Cluster = Box::leak(Box::new(Cluster::start()));
@@ -69,7 +73,8 @@ fn parse(args: impl Iterator<Item = String>) -> Result<(PathBuf, bool), String> 
 }
 
 /// Writes what `scripts/dev-cluster.sh` reads: the admin kubeconfig, the link to the logs, the
-/// images the node holds (Pods use them with `imagePullPolicy: Never`; there is no registry), and
+/// images the node holds (nginx's with `imagePullPolicy: Never`; the product's the node pulls
+/// from its registry, the mirror of ghcr.io), and
 /// `ready` last.
 fn publish(dir: &Path, cluster: &Cluster, images: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -28,7 +28,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 say "apt-get install ${need[*]}"
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 # Debian's package starts containerd as a service where there is an init system to do it; the
 # tests run their own containerd with their own config, root and socket, never this one.

@@ -11,10 +11,10 @@ apt_install() {
         exit 1
     fi
     if [ "$apt_updated" -eq 0 ]; then
-        apt-get update -qq
+        apt-get -o DPkg::Lock::Timeout=600 update -qq
         apt_updated=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # Real nginx for the watcher's end-to-end test.
@@ -56,6 +56,22 @@ echo "install-test-deps: Kubernetes ready after $((SECONDS - start)) s" >&2
 start=$SECONDS
 scripts/install-helm.sh >/dev/null
 echo "install-test-deps: Helm ready after $((SECONDS - start)) s" >&2
+
+# The release (scripts/release.sh) and its tests (tests/release*.rs): the arm64 build (the Rust
+# target, Debian's cross gcc and static glibc), the arm64 binary run under qemu-user, shellcheck
+# for actionlint, cargo-auditable (the dependency list in the binary, which the SBOM reads), and
+# crane, the tests' registry, syft and actionlint from the Go module proxy (cached outside the
+# clone like Kubernetes).
+start=$SECONDS
+[ -x /usr/bin/aarch64-linux-gnu-gcc ] && [ -f /usr/aarch64-linux-gnu/lib/libc.a ] \
+    || apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+[ -x /usr/bin/qemu-aarch64-static ] || apt_install qemu-user-static
+command -v shellcheck >/dev/null 2>&1 || apt_install shellcheck
+rustup target list --installed | grep -qx aarch64-unknown-linux-gnu \
+    || rustup target add aarch64-unknown-linux-gnu >&2
+cargo auditable --help >/dev/null 2>&1 || cargo install cargo-auditable --locked --version 0.7.7 >&2
+scripts/install-go-tools.sh >/dev/null
+echo "install-test-deps: release tools ready after $((SECONDS - start)) s" >&2
 
 # The runtime half of the node tests (tests/e2e_node.rs): containerd, runc, the CNI plugins,
 # iptables, and what the local images are built from (nginx-light, busybox-static, gcc).

@@ -36,7 +36,7 @@ kill_pid() {
 }
 
 # 1. The node's own processes.
-for name in kubelet kube-scheduler containerd; do
+for name in kubelet kube-scheduler containerd registry; do
     # Each names the cluster's directory (the node's parent) on its command line.
     [ -f "$dir/pids/$name" ] && kill_pid "$(cat "$dir/pids/$name")" "$(dirname "$dir")"
 done

@@ -7,9 +7,20 @@ use clap::{CommandFactory, FromArgMatches};
 fn main() -> ExitCode {
     let matches = reload_injector::cli::Cli::command()
         .bin_name(invoked_as())
+        .version(version())
         .get_matches();
     let cli = reload_injector::cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     reload_injector::run(cli)
+}
+
+/// What `--version` says after the name: the crate's version and the commit it was built from.
+/// The commit comes from `RELOAD_INJECTOR_COMMIT` at build time (scripts/build-static.sh sets
+/// it from git; a build without it says `unknown`). Read here, in the binary's crate only, so a
+/// new commit rebuilds this one file and not the library or the tests.
+fn version() -> &'static str {
+    let commit = option_env!("RELOAD_INJECTOR_COMMIT").unwrap_or("unknown");
+    let line = format!("{} (commit {commit})", env!("CARGO_PKG_VERSION"));
+    Box::leak(line.into_boxed_str())
 }
 
 /// The name usage lines show: `kubectl reload-injector` when installed as the kubectl plugin

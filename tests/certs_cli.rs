@@ -127,3 +127,30 @@ fn bad_input_gets_a_clear_error_and_writes_nothing() {
     );
     assert_eq!(fs::read_dir(&out).unwrap().count(), 0);
 }
+
+/// `certs/generate.sh --help` prints its usage: the script's header comment, without the `#`s
+/// and without a line of the script itself.
+#[test]
+fn the_generate_script_prints_its_usage() {
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("certs/generate.sh"))
+        .arg("--help")
+        .output()
+        .expect("failed to run certs/generate.sh");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("Certificates for installs without cert-manager.\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nUsage: certs/generate.sh [--out DIR]"),
+        "{text}"
+    );
+    let code = ["set -", "repo=", "while ", "case ", "#!", "$("];
+    for line in text.lines() {
+        assert!(
+            !code.iter().any(|c| line.trim_start().starts_with(c)),
+            "--help printed a line of the script: {line:?}"
+        );
+    }
+}

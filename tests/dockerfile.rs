@@ -216,9 +216,19 @@ fn the_dockerfile_build_makes_a_static_executable_that_starts_without_libc() {
 
     let version = Command::new(&binary).arg("--version").output().unwrap();
     assert!(version.status.success());
+    // The commit it was built from: build-static.sh asks git (RELOAD_INJECTOR_COMMIT unset).
+    let head = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(|| "unknown".to_owned(), |o| text(&o).trim().to_owned());
     assert_eq!(
         String::from_utf8(version.stdout).unwrap().trim(),
-        format!("reload-injector {}", env!("CARGO_PKG_VERSION"))
+        format!(
+            "reload-injector {} (commit {head})",
+            env!("CARGO_PKG_VERSION")
+        )
     );
 
     // An empty root with nothing but the binary, like distroless/static: it still runs,

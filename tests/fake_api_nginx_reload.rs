@@ -81,7 +81,7 @@ fn a_configmap_update_at_the_api_reaches_nginx_through_a_pod_refresh() {
         "every refresh came from the Pod update, not a periodic sync: {rewrites:?}"
     );
     assert_eq!(pid1.count("pid1"), 0, "PID 1 is never signalled");
-    // Not a speed test (see docs/rollouts.md for the measured figures): a refresh that waited
+    // Not a speed test (see docs/controller.md for the measured figures): a refresh that waited
     // for a kubelet resync would take a minute.
     assert!(
         took.iter().all(|t| *t < Duration::from_secs(10)),

@@ -321,3 +321,31 @@ fn refused_namespace(paged: bool) {
         said[0]
     );
 }
+
+/// `/readyz` answers 503 until the controller's view has synced once — here, until the fake API
+/// lets the opted-in namespace's ConfigMap list through — while `/healthz` already answers 200:
+/// the webhook's lookups are answered from that view, so it must not take traffic before.
+#[test]
+fn readyz_waits_for_the_controllers_first_sync() {
+    let cluster = Cluster::new("readyz");
+    workload(&cluster, "web", NS);
+    let hold = Duration::from_secs(5);
+    cluster
+        .api
+        .delay(Matcher::new("GET", "configmaps").namespace(NS), hold);
+    let server = cluster.serve(&[]);
+    wait_for("the ConfigMap list to be held", PATIENCE, || {
+        (cluster.api.held_requests() > 0).then_some(())
+    });
+    let held_at = std::time::Instant::now();
+    let healthz = wait_for("/healthz", PATIENCE, || server.side_get("/healthz").ok());
+    let readyz = server.side_get("/readyz").expect("/readyz answers");
+    assert!(
+        held_at.elapsed() < hold,
+        "too slow to look while the list was held; try again on a quieter machine"
+    );
+    assert_eq!(healthz.0, 200, "{healthz:?}");
+    assert_eq!(readyz.0, 503, "ready before the view synced: {readyz:?}");
+    cluster.api.clear_faults();
+    wait_ready(&server, false);
+}

@@ -9,8 +9,10 @@ fn guide() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/install.md")).unwrap()
 }
 
-/// The YAML between `<<'YAML'` and `YAML` in the guide.
+/// The YAML between `<<'YAML'` and `YAML` in the guide's "Try it" section.
 fn example_deployment(guide: &str) -> String {
+    let section = guide.find("## Try it").expect("a \"Try it\" section");
+    let guide = &guide[section..];
     let start = guide.find("<<'YAML'\n").expect("heredoc in the guide") + "<<'YAML'\n".len();
     let len = guide[start..].find("\nYAML\n").expect("heredoc end");
     guide[start..start + len].to_owned()

@@ -222,9 +222,15 @@ fn choose_in(
     };
     rule_out(&mut choice, spec, analysis);
     if table.full {
+        // An init container's read counts like env, unless a reloader beside the app already
+        // keeps that config current (prometheus-operator's init-config-reloader renders the
+        // first config its config-reloader then keeps up to date).
         for mount in &analysis.init_dir_mounts {
-            let why = Strategy::Restart(Why::InitContainer);
-            push(&mut choice, &mount.container, why, &mount.volume);
+            let strategy = match reloaded.get(&mount.volume) {
+                Some(by) => Strategy::Reloaded(by.clone()),
+                None => Strategy::Restart(Why::InitContainer),
+            };
+            push(&mut choice, &mount.container, strategy, &mount.volume);
         }
     }
     (choice, bad)

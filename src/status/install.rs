@@ -160,7 +160,7 @@ fn webhook_finding(webhook: WebhookState, ca_bundle: Option<bool>) -> Option<Fin
             format!(
                 "the MutatingWebhookConfiguration {INSTALL_NAME:?} does not exist: nothing is injected or stamped"
             ),
-            "install reload-injector: kubectl apply -k manifests/ (docs/install.md)",
+            "install reload-injector: helm install from its OCI chart, or kubectl apply -k manifests/cert-manager/ (docs/install.md)",
         )),
         (_, Some(false)) => Some(Finding::new(
             Code::WebhookNoCaBundle,

@@ -1,6 +1,6 @@
 //! The plain-HTTP side port: `/healthz` (the process serves), `/readyz` (TLS material loaded,
-//! HTTPS listener bound, not shutting down) and `/metrics` (Prometheus text); [`SidePort`]
-//! serves them until told to stop.
+//! HTTPS listener bound, the rollout controller's view synced once when it runs, not shutting
+//! down) and `/metrics` (Prometheus text); [`SidePort`] serves them until told to stop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

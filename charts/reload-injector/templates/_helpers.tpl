@@ -25,7 +25,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* The one image: the webhook runs it, and injects it as the sidecar unless told otherwise. */}}
 {{- define "reload-injector.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
 {{/* The serving certificate's Certificate (cert-manager mode), for cainjector's annotation. */}}

@@ -59,9 +59,6 @@ Included once, from webhook.yaml.
 {{- fail (printf "certificates.certManager.issuerRef is set but certificates.mode is %s: it is used in mode certManager only" $c.mode) }}
 {{- end }}
 
-{{- if and $v.secretHashKey.create (not $v.secretHashKey.value) }}
-{{- fail "secretHashKey.create is true but secretHashKey.value is empty: pass the key (--set-file secretHashKey.value=DIR/secret-hash.key, the file `reload-injector certs` writes) on every install and upgrade, or set create=false and create the Secret once by hand" }}
-{{- end }}
 {{- if and (not $v.secretHashKey.create) $v.secretHashKey.value }}
 {{- fail "secretHashKey.value is set but secretHashKey.create is false: set create=true for the chart to render the Secret, or remove the value" }}
 {{- end }}

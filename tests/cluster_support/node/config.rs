@@ -7,7 +7,8 @@ use std::path::Path;
 use super::{BRIDGE, GATEWAY, SUBNET};
 
 /// containerd 1.6's config (version 2): its own root, state and sockets; the CRI plugin with
-/// runc under the cgroupfs driver (no systemd here), the local pause image, and the two
+/// runc under the cgroupfs driver (no systemd here), the local pause image, registry hosts from
+/// `hosts` (`config_path`: the tests' registry mirrors ghcr.io and docker.io), and the two
 /// settings this machine needs: `restrict_oom_score_adj` (no CAP_SYS_RESOURCE, so
 /// `oom_score_adj` can only be raised) and `netns_mounts_under_state_dir` (network namespaces
 /// under our state directory, not `/var/run/netns`).
@@ -17,6 +18,7 @@ pub fn containerd(
     socket: &Path,
     cni_conf: &Path,
     pause: &str,
+    hosts: &Path,
 ) -> String {
     format!(
         r#"version = 2
@@ -48,11 +50,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni}"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{hosts}"
 "#,
         root = root.display(),
         state = state.display(),
         socket = socket.display(),
         cni = cni_conf.display(),
+        hosts = hosts.display(),
     )
 }
 

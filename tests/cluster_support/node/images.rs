@@ -1,7 +1,8 @@
 //! The node's images: built by `scripts/build-test-images.sh` (OCI layout tarballs, cached by
-//! content outside the clone) and imported into the node's containerd with
-//! `ctr -n k8s.io images import`. No registry and no Docker: Pods run them with
-//! `imagePullPolicy: Never` or `IfNotPresent`.
+//! content outside the clone). nginx and pause are imported into the node's containerd with
+//! `ctr -n k8s.io images import` (Pods run them with `imagePullPolicy: Never`); the product is
+//! pushed to the node's registry ([`super::registry`]) under the name users pull, and the
+//! kubelet pulls it from there, as on a user's node. No Docker.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,8 +10,8 @@ use std::process::Command;
 /// The three images, by the reference containerd knows them as.
 #[derive(Debug, Clone)]
 pub struct Images {
-    /// What the Dockerfile ships (`reload-injector.test/product:<content>`), also tagged with
-    /// the name the shipped manifests use (see [`Images::shipped`]).
+    /// What the Dockerfile ships (`reload-injector.test/product:<content>`); pushed to the
+    /// registry under the name the shipped manifests use ([`super::Node::product`]).
     pub product: String,
     /// Real nginx from Debian (`reload-injector.test/nginx:<content>`).
     pub nginx: String,
@@ -61,17 +62,22 @@ impl Images {
         }
     }
 
-    /// Imports every image into the containerd at `socket`, and tags the product image as
-    /// `shipped` (the image the shipped manifests name), as a user who built the Dockerfile
-    /// under that name has it.
-    pub fn import(&self, socket: &Path, shipped: &str) {
-        for (_, tar) in &self.tarballs {
-            ctr(socket, &["images", "import", &tar.display().to_string()]);
+    /// Imports every image but the product into the containerd at `socket`.
+    pub fn import(&self, socket: &Path) {
+        for (image, tar) in &self.tarballs {
+            if *image != self.product {
+                ctr(socket, &["images", "import", &tar.display().to_string()]);
+            }
         }
-        ctr(
-            socket,
-            &["images", "tag", "--force", &self.product, shipped],
-        );
+    }
+
+    /// The product's tarball.
+    pub fn product_tarball(&self) -> &Path {
+        self.tarballs
+            .iter()
+            .find(|(image, _)| *image == self.product)
+            .map(|(_, tar)| tar.as_path())
+            .expect("build-test-images.sh printed the product's tarball")
     }
 }
 

@@ -1,8 +1,9 @@
 //! The product installed on the node as docs/install.md tells users (path 1b, without
 //! cert-manager): `certs/generate.sh` runs `reload-injector certs` and writes an overlay of
 //! `manifests/base` with the certificate, the Secret-hash key and the webhooks' `caBundle`;
-//! `kubectl apply -k` installs it. The image is the one the manifests name, which the node
-//! holds because [`super::images`] tagged the locally built product image with that name. The
+//! `kubectl apply -k` installs it. The image is the one the manifests name, which the kubelet
+//! pulls from the node's registry, where [`super::Node::product`] pushed the locally built
+//! product image under that name. The
 //! shipped Deployment then runs `serve` as two Pods on the node, as the shipped
 //! ServiceAccount, and the API server calls them through the shipped Service.
 
@@ -40,6 +41,7 @@ impl NodeInstall {
     /// Deployment's rollout.
     pub fn new(node: &'static Node) -> NodeInstall {
         let cluster = node.cluster;
+        node.product();
         let overlay = cluster.dir.join("certs-generated");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/certs/generate.sh");
         let out = Command::new(script)

@@ -20,6 +20,7 @@ pub mod host;
 pub mod images;
 pub mod install;
 pub mod pods;
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command};
@@ -29,6 +30,7 @@ use std::time::{Duration, Instant};
 use super::procs::Proc;
 use super::{Cluster, Extras, START_LIMIT, free_port};
 use images::Images;
+use registry::Registry;
 
 /// The node's name.
 pub const NODE: &str = "ri-node";
@@ -43,8 +45,12 @@ pub const GATEWAY: &str = "10.231.40.1";
 pub const BRIDGE: &str = "ri-node0";
 /// The `kubernetes` Service's ClusterIP (the first of the API server's service range).
 pub const SERVICE_IP: &str = "10.0.0.1";
-/// The image the shipped manifests name, as `kustomize build manifests/` sets it.
-pub const SHIPPED_IMAGE: &str = "ghcr.io/reload-injector/reload-injector:0.1.0";
+/// The image the shipped manifests name, as `kustomize build manifests/` sets it; the node pulls
+/// it from its [`Registry`] ([`Node::product`]).
+pub const SHIPPED_IMAGE: &str = concat!(
+    "ghcr.io/reload-injector/reload-injector:",
+    env!("CARGO_PKG_VERSION")
+);
 
 /// How long the node took to start.
 #[derive(Debug, Clone, Copy)]
@@ -66,6 +72,9 @@ pub struct Node {
     pub socket: PathBuf,
     /// The images it runs.
     pub images: Images,
+    /// Its registry: containerd's mirror of ghcr.io and docker.io.
+    pub registry: Registry,
+    product: OnceLock<String>,
     /// How long it took to start.
     pub started: StartTimes,
     kubelet: Mutex<Proc>,
@@ -148,6 +157,8 @@ impl Node {
         host::cgroups(&names);
 
         let images = Images::build(&dir);
+        let registry = Registry::start(&dir.join("registry"));
+        record_pid(&dir, "registry", registry.pid());
         let socket = run.join("containerd.sock");
         std::fs::write(
             dir.join("net.d/10-ri-node.conflist"),
@@ -163,20 +174,21 @@ impl Node {
                 &socket,
                 &dir.join("net.d"),
                 &images.pause,
+                &registry.hosts,
             ),
         )
         .unwrap();
         let mut cmd = Command::new("containerd");
         cmd.arg("--config").arg(&containerd_config);
         let mut containerd = Proc::start("containerd", cmd, &dir.join("containerd.log"));
-        record_pid(&dir, "containerd", &containerd);
+        record_pid(&dir, "containerd", containerd.pid());
         cluster.wait_for("containerd's socket", START_LIMIT, || {
             if let Some(how) = containerd.exited() {
                 panic!("containerd exited ({how}):\n{}", containerd.tail(30));
             }
             socket.exists().then_some(())
         });
-        images.import(&socket, SHIPPED_IMAGE);
+        images.import(&socket);
 
         let kubelet_config = write_kubelet_config(&dir, &socket, &names.cgroup_root);
         // Under the short run directory: the kubelet makes Unix sockets below its root (its
@@ -203,12 +215,14 @@ impl Node {
             .arg("--secure-port=0")
             .arg("--v=2");
         let scheduler = Proc::start("kube-scheduler", sched, &dir.join("kube-scheduler.log"));
-        record_pid(&dir, "kube-scheduler", &scheduler);
+        record_pid(&dir, "kube-scheduler", scheduler.pid());
         let node = Node {
             cluster,
             dir,
             socket,
             images,
+            registry,
+            product: OnceLock::new(),
             started: StartTimes {
                 total: Duration::ZERO,
                 kubelet_to_ready: Duration::ZERO,
@@ -270,6 +284,22 @@ impl Node {
         });
     }
 
+    /// Pushes the locally built product image to the registry as [`SHIPPED_IMAGE`] (once), so
+    /// the kubelet pulls it as a user's node does; returns its digest.
+    pub fn product(&self) -> &str {
+        self.product.get_or_init(|| {
+            let reference = SHIPPED_IMAGE.strip_prefix("ghcr.io/").unwrap();
+            let digest = self
+                .registry
+                .push_tarball(self.images.product_tarball(), reference);
+            eprintln!(
+                "node {NODE}: pushed {SHIPPED_IMAGE}@{digest} to the registry {}",
+                self.registry.host
+            );
+            digest
+        })
+    }
+
     /// Kills the kubelet (SIGKILL). Its Pods keep running under containerd.
     pub fn stop_kubelet(&self) {
         self.kubelet.lock().unwrap().kill();
@@ -305,7 +335,7 @@ fn start_kubelet(cluster: &Cluster, dir: &Path, args: &[String]) -> Proc {
     let mut cmd = Command::new(kube_binary(cluster, "kubelet"));
     cmd.args(args);
     let proc = Proc::start("kubelet", cmd, &dir.join("kubelet.log"));
-    record_pid(dir, "kubelet", &proc);
+    record_pid(dir, "kubelet", proc.pid());
     proc
 }
 
@@ -320,6 +350,6 @@ pub fn kube_binary(cluster: &Cluster, name: &str) -> PathBuf {
     path
 }
 
-fn record_pid(dir: &Path, name: &str, proc: &Proc) {
-    std::fs::write(dir.join("pids").join(name), proc.pid().to_string()).unwrap();
+fn record_pid(dir: &Path, name: &str, pid: u32) {
+    std::fs::write(dir.join("pids").join(name), pid.to_string()).unwrap();
 }

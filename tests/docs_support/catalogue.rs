@@ -1,91 +1,16 @@
-//! The reload catalogue as the docs show it is the catalogue in the code: the table between
-//! `<!-- catalogue:start -->` and `<!-- catalogue:end -->` is rendered here from its entries
-//! (`reload_injector::inject::catalogue`). `docs/catalogue.md` must hold it; any other file
-//! listed here holds it too when it has the markers (the README, once it embeds the table).
-//!
-//! Rewrite the blocks on purpose with `UPDATE_DOCS=1 cargo test --test catalogue_docs`, then read
-//! the diff.
+//! The reload catalogue as the docs show it, rendered from its entries
+//! (`reload_injector::inject::catalogue`): the whole table for `docs/catalogue.md`, a short one
+//! for the README.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use reload_injector::inject::catalogue::{
     Needs, PROGRAMS, Program, RELOADER_FLAGS, RELOADERS, Takes,
 };
 
-const START: &str = "<!-- catalogue:start -->";
-const END: &str = "<!-- catalogue:end -->";
-
-/// Files that show the catalogue, and whether each must.
-const FILES: [(&str, bool); 2] = [("docs/catalogue.md", true), ("README.md", false)];
-
-/// The text between the markers, and where it lies; `None` without markers.
-fn block(text: &str) -> Option<std::ops::Range<usize>> {
-    let start = text.find(START)? + START.len();
-    let end = start + text[start..].find(END)?;
-    Some(start..end)
-}
-
-#[test]
-fn the_docs_show_the_catalogue_of_the_code() {
-    let want = format!("\n{}", markdown());
-    let update = std::env::var_os("UPDATE_DOCS").is_some();
-    let mut failures = Vec::new();
-    for (file, required) in FILES {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {file}: {e}"));
-        let Some(range) = block(&text) else {
-            if required {
-                failures.push(format!("{file}: no {START} … {END} block"));
-            }
-            continue;
-        };
-        if text[range.clone()] == want {
-            continue;
-        }
-        if update {
-            let mut rewritten = text.clone();
-            rewritten.replace_range(range, &want);
-            std::fs::write(&path, rewritten).unwrap_or_else(|e| panic!("write {file}: {e}"));
-        } else {
-            failures.push(format!(
-                "{file}: the catalogue differs from the code's; run UPDATE_DOCS=1 cargo test --test catalogue_docs\n--- want\n{want}--- found\n{}",
-                &text[range]
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-}
-
-#[test]
-fn the_block_is_found_between_its_markers_only() {
-    let text = format!("intro\n{START}\n| a |\n{END}\nafter");
-    assert_eq!(&text[block(&text).unwrap()], "\n| a |\n");
-    assert_eq!(block("no markers here"), None);
-    assert_eq!(block(&format!("{START} but no end")), None);
-}
-
-#[test]
-fn the_table_has_a_row_per_program_and_reloader() {
-    let table = markdown();
-    let rows = table.lines().count();
-    assert_eq!(rows, 2 + PROGRAMS.len() + RELOADERS.len() + 1, "{table}");
-    assert!(
-        table.contains(
-            "| HAProxy (`haproxy`) | signal SIGUSR2 to `haproxy` | only with `-W` or `-Ws`; its image's \
-             entrypoint adds `-W` `-db` when no `command` is set |"
-        ),
-        "{table}"
-    );
-    assert!(table.contains("| Redis ("), "{table}");
-    for p in &PROGRAMS {
-        assert!(table.contains(p.source), "{}", p.title);
-    }
-}
-
 /// The catalogue as one markdown table (program | how it reloads | condition | source), with
 /// the reloaders it recognises.
-fn markdown() -> String {
+pub fn markdown() -> String {
     let mut out =
         String::from("| program | how it reloads | condition | source |\n|---|---|---|---|\n");
     for p in &PROGRAMS {
@@ -177,4 +102,34 @@ fn condition(p: &Program) -> String {
 fn code_list(words: &[&str], sep: &str) -> String {
     let quoted: Vec<String> = words.iter().map(|w| format!("`{w}`")).collect();
     quoted.join(sep)
+}
+
+/// The short table of the README: each program linked to its source, what a change does, and
+/// the condition on its command line; the reloaders in one row.
+pub fn short_markdown() -> String {
+    let mut out = String::from("| program | on change | when |\n|---|---|---|\n");
+    for p in &PROGRAMS {
+        let how = match p.takes {
+            Takes::Signal(signal) => format!("`{signal}`"),
+            Takes::Itself => "reloads by itself".to_owned(),
+            Takes::AtStart if p.watches.is_empty() && p.polls.is_empty() => "roll".to_owned(),
+            Takes::AtStart => "roll; some files reload by themselves".to_owned(),
+        };
+        let when = match p.needs {
+            Needs::Nothing => String::new(),
+            Needs::Flag(flags) => format!("with {}", code_list(flags, " or ")),
+            Needs::Subcommand(sub) => format!("`{sub}`"),
+        };
+        let _ = writeln!(out, "| [{}]({}) | {how} | {when} |", p.title, p.source);
+    }
+    let reloaders: Vec<String> = RELOADERS
+        .iter()
+        .map(|r| format!("[{}]({})", r.title, r.source))
+        .collect();
+    let _ = writeln!(
+        out,
+        "| {} | already reloaded: never rolled, no second sidecar | |",
+        reloaders.join(", ")
+    );
+    out
 }
