@@ -24,6 +24,7 @@ fn settings() -> Settings {
         version: reload_injector::VERSION.into(),
         inject_into_templates: false,
         secret_key: None,
+        in_place: Default::default(),
         warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     }
@@ -182,6 +183,7 @@ fn main() {
     // ConfigMap's container by a search of every use was quadratic: 20,000 containers, 1.4 s).
     // Every warning is kept (as offline), so that all of them are made and counted.
     let every_warning = Settings {
+        in_place: Default::default(),
         warning_chars: None,
         reloader_retired: true,
         ..settings.clone()

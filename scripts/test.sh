@@ -34,7 +34,7 @@ timed cargo clippy --all-targets --locked -- -D warnings
 #   claims (the node's excepted: a kubelet is built for the current version only).
 # --no-fail-fast: one failing test target never hides the results of the others.
 timed cargo test --all-targets --locked --no-run
-node_lane=(dockerfile node_images e2e_node e2e_node_faults e2e_node_scenarios e2e_outage release)
+node_lane=(dockerfile node_images e2e_node e2e_node_faults e2e_node_scenarios e2e_node_in_place e2e_outage release)
 in_node_lane() { local t; for t in "${node_lane[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
 others=(--lib --bins --examples --benches)
 floor_e2e=()

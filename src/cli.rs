@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::inject::values::EnvChange;
+
 /// Make ConfigMap and Secret changes reach running applications safely.
 #[derive(Debug, Parser)]
 #[command(name = "reload-injector", version, about, long_about = None)]
@@ -89,6 +91,19 @@ pub struct InjectionArgs {
     /// workload twice (a warning and `status` say so).
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, value_name = "true|false", env = "RELOAD_INJECTOR_RELOADER_RETIRED")]
     pub reloader_retired: bool,
+
+    /// What a change of a ConfigMap read through env or envFrom does to a pod (template) without
+    /// the `reload-injector.io/env-change` annotation: `roll` (the workload rolls to new Pods) or
+    /// `restart-in-place` (each Pod restarts every container where it is, wave by wave; needs
+    /// Kubernetes >= 1.36 and native sidecars, else the workload rolls with a warning).
+    #[arg(long, default_value = "roll", value_name = "roll|restart-in-place", value_parser = parse_env_change, env = "RELOAD_INJECTOR_ENV_CHANGE")]
+    pub env_change: EnvChange,
+}
+
+/// `--env-change`, read by the annotation's own parser.
+fn parse_env_change(text: &str) -> Result<EnvChange, String> {
+    crate::inject::values::parse_env_change(text)
+        .map_err(|_| format!("{text:?} is not roll or restart-in-place"))
 }
 
 /// Flags of `reload-injector serve`.
@@ -247,7 +262,7 @@ pub struct WatchArgs {
     /// Directory of a mounted ConfigMap volume to watch (repeatable).
     #[arg(
         long = "dir",
-        required_unless_present = "secret_dirs",
+        required_unless_present_any = ["secret_dirs", "env_hash_file"],
         env = "RELOAD_INJECTOR_DIR",
         value_delimiter = ','
     )]
@@ -306,6 +321,49 @@ pub struct WatchArgs {
     /// Plain-HTTP address for `/healthz` and `/metrics` (off unless set).
     #[arg(long, env = "RELOAD_INJECTOR_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+
+    /// Restart in place: the file (a downward API volume of the Pod's
+    /// `reload-injector.io/env-hash`) holding the env hash the Pod should run with. Once the
+    /// ConfigMaps under `--env-root` hash to it, and the containers started with another, the
+    /// watcher exits with code 42, which the Pod's restart rule turns into a restart of every
+    /// container in place.
+    #[arg(
+        long,
+        env = "RELOAD_INJECTOR_ENV_HASH_FILE",
+        requires = "env_state_dir"
+    )]
+    pub env_hash_file: Option<PathBuf>,
+
+    /// Restart in place: a writable directory that outlives the containers (an `emptyDir`),
+    /// where the env hash they started with is kept.
+    #[arg(
+        long,
+        env = "RELOAD_INJECTOR_ENV_STATE_DIR",
+        requires = "env_hash_file"
+    )]
+    pub env_state_dir: Option<PathBuf>,
+
+    /// Restart in place: where each ConfigMap read through env is mounted, as `<root>/<name>`.
+    #[arg(long, default_value = crate::inject::in_place::ENV_ROOT, env = "RELOAD_INJECTOR_ENV_ROOT")]
+    pub env_root: PathBuf,
+
+    /// Restart in place: a ConfigMap key the Pod's containers read through env, as NAME/KEY
+    /// (repeatable).
+    #[arg(
+        long = "env-key",
+        env = "RELOAD_INJECTOR_ENV_KEY",
+        value_delimiter = ','
+    )]
+    pub env_keys: Vec<String>,
+
+    /// Restart in place: a ConfigMap the Pod's containers read whole through envFrom
+    /// (repeatable).
+    #[arg(
+        long = "env-object",
+        env = "RELOAD_INJECTOR_ENV_OBJECT",
+        value_delimiter = ','
+    )]
+    pub env_objects: Vec<String>,
 }
 
 /// Flags of `reload-injector inject`.

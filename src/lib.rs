@@ -55,7 +55,10 @@ pub fn run(cli: Cli) -> ExitCode {
     telemetry::init(cli.log_format, &log_level);
     let result = match cli.command {
         Command::Serve(args) => webhook::run(args),
-        Command::Watch(args) => watch::run(args),
+        Command::Watch(args) => match watch::run(args) {
+            Ok(watch::Ended::RestartPod) => return ExitCode::from(inject::in_place::RESTART_CODE),
+            ended => ended.map(drop),
+        },
         Command::Inject(args) => return offline::run(args),
         Command::Certs(args) => certs::run(args),
         Command::Status(args) => return status::run(args),

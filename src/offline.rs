@@ -122,6 +122,11 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
         version: crate::VERSION.to_owned(),
         inject_into_templates: true,
         secret_key,
+        // Offline, the cluster the output goes to is taken to be one that can (>= 1.36).
+        in_place: crate::inject::in_place::InPlaceSettings {
+            default: args.injection.env_change,
+            support: crate::inject::in_place::Support::Yes,
+        },
         // Offline, every warning is printed.
         warning_chars: None,
         reloader_retired: args.injection.reloader_retired,

@@ -108,7 +108,13 @@ fn app_pod(name: &str, identity: Identity, secret_volume: bool, http: bool) -> V
     } else {
         json!({"name": "conf", "configMap": {"name": "conf"}})
     };
+    // Every cell also reads a ConfigMap through env and asks to restart in place: the same
+    // sidecar then carries the restart rule and its volumes, which the level must admit too.
     let mut annotations = serde_json::Map::new();
+    annotations.insert(
+        "reload-injector.io/env-change".into(),
+        json!("restart-in-place"),
+    );
     if http {
         annotations.insert(
             "reload-injector.io/reload-url".into(),
@@ -123,6 +129,7 @@ fn app_pod(name: &str, identity: Identity, secret_volume: bool, http: bool) -> V
             "containers": [{
                 "name": "app", "image": "nginx:1.27", "command": ["nginx", "-g", "daemon off;"],
                 "securityContext": app_sc,
+                "env": [env_from_config_map("MODE", "env", "mode")],
                 "volumeMounts": [{"name": "conf", "mountPath": "/etc/nginx/conf.d"}],
             }],
             "volumes": [volume],
@@ -207,6 +214,7 @@ fn every_pod_a_pod_security_level_admits_is_admitted_with_the_sidecar() {
         let opted = pod_security_namespace(cluster, level, true);
         let plain = pod_security_namespace(cluster, level, false);
         for ns in [&opted, &plain] {
+            cluster.apply(ns, &config_map("env", &[("mode", "production")]));
             cluster.apply(ns, &config_map("conf", &[("site.conf", "server {}")]));
             cluster.apply(ns, &secret("conf", &[("site.conf", "server {}")]));
         }
@@ -232,6 +240,12 @@ fn every_pod_a_pod_security_level_admits_is_admitted_with_the_sidecar() {
                     );
                     let stored = cluster.get(&opted, "pod", &name);
                     let sidecar = native_sidecar(&stored);
+                    let in_place = cluster.assets.minor >= 36;
+                    assert_eq!(
+                        sidecar["restartPolicyRules"].is_array(),
+                        in_place,
+                        "{name}: restarts in place from 1.36: {sidecar}"
+                    );
                     let sc = &sidecar["securityContext"];
                     let user = sc["runAsUser"].as_i64();
                     let added = sc["capabilities"]["add"].clone();

@@ -17,6 +17,10 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplateSpec, Secret};
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
+use reload_injector::inject::in_place::{
+    ENV_ROOT, InPlaceSettings, POD_INFO_DIR, STATE_DIR, Support,
+};
+use reload_injector::inject::values::{self, EnvChange};
 use reload_injector::inject::{
     API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, Object, Operation, Outcome, Plan,
     Request, SIDECAR_NAME, Settings, TOKEN_MOUNT_PATH, WARNING_PREFIX,
@@ -64,6 +68,12 @@ struct CaseSettings {
     /// Reloader may still run beside us (`serve` without `--reloader-retired`).
     #[serde(default)]
     reloader_beside: bool,
+    /// `serve --env-change` (default `roll`).
+    #[serde(default)]
+    env_change: Option<String>,
+    /// Why the cluster cannot restart Pods in place (default: it can).
+    #[serde(default)]
+    no_in_place: Option<String>,
 }
 
 fn create() -> String {
@@ -80,6 +90,12 @@ fn settings(case: &CaseSettings) -> Settings {
         secret_key: case
             .secret_key
             .then(|| SecretKey::new(b"golden-test-key").expect("non-empty key")),
+        in_place: InPlaceSettings {
+            default: case.env_change.as_deref().map_or(EnvChange::Roll, |v| {
+                values::parse_env_change(v).expect("a valid envChange setting")
+            }),
+            support: case.no_in_place.clone().map_or(Support::Yes, Support::No),
+        },
         // As the webhook answers: each warning within what the API server passes on whole.
         warning_chars: Some(API_SERVER_WARNING_CHARS),
         reloader_retired: !case.reloader_beside,
@@ -312,6 +328,25 @@ fn sidecar_kept_apart(before: &Value, after: &Value) -> Result<(), String> {
         ));
     }
     volumes.retain(|v| v["name"] != NO_TOKEN_VOLUME);
+    // Restart in place: the volumes the sidecar mounts for it are its own, new ones.
+    let in_place: Vec<&Value> = entries(&sidecar, "volumeMounts")
+        .iter()
+        .filter(|m| {
+            let path = m["mountPath"].as_str().unwrap_or_default();
+            [ENV_ROOT, POD_INFO_DIR, STATE_DIR]
+                .iter()
+                .any(|root| path.starts_with(root))
+        })
+        .map(|m| &m["name"])
+        .collect();
+    let old_names: Vec<&Value> = entries(before, "volumes")
+        .iter()
+        .map(|v| &v["name"])
+        .collect();
+    if let Some(taken) = in_place.iter().find(|name| old_names.contains(name)) {
+        return Err(format!("the sidecar mounts the pod's own volume {taken}"));
+    }
+    volumes.retain(|v| !in_place.contains(&&v["name"]));
     same_volumes(entries(before, "volumes"), &volumes)
 }
 

@@ -668,6 +668,10 @@ fn value_cases() -> Vec<Case> {
             &[&c("/env/2/value")],
         ),
         serve_flag("serve.nativeSidecars=never", "--native-sidecars=never"),
+        serve_flag(
+            "serve.envChange=restart-in-place",
+            "--env-change=restart-in-place",
+        ),
         serve_flag("serve.rollouts=false", "--rollouts=false"),
         serve_flag("serve.rolloutDelay=5s", "--rollout-delay=5s"),
         serve_flag("serve.maxWritesPerSecond=5", "--max-writes-per-second=5"),

@@ -91,6 +91,9 @@ pub enum Item {
         reduced: Result<Option<Consumer>, ReduceError>,
         /// A workload's rolling-update budget (its Pods' refreshes go in waves by it).
         budget: Option<Budget>,
+        /// A sidecar Pod as its env hash, when its sidecar restarts it in place (the target's
+        /// [`Target::env_twin`]).
+        in_place: Option<Box<Consumer>>,
     },
 }
 
@@ -242,19 +245,24 @@ fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
         name: metadata.name.as_deref()?.into(),
     };
     let uid = metadata.uid.clone().unwrap_or_default();
-    let reduced = match kind {
+    let (reduced, in_place) = match kind {
         TargetKind::Pod => {
             let annotations = metadata.annotations.clone().unwrap_or_default();
             let labels = metadata.labels.clone().unwrap_or_default();
             let owner = waves::owner_of(&target.namespace, metadata);
-            reduce::pod(&uid, (&labels, &annotations), &object.data, owner).map(Some)
+            let in_place =
+                reduce::pod_env(&uid, (&labels, &annotations), &object.data, owner.clone());
+            let in_place = in_place.map(Box::new);
+            let reduced = reduce::pod(&uid, (&labels, &annotations), &object.data, owner).map(Some);
+            (reduced, in_place)
         }
-        _ => reduce::workload(kind, &uid, &object.data),
+        _ => (reduce::workload(kind, &uid, &object.data), None),
     };
     let budget = Budget::of(kind, &uid, &object.data);
     Some(Item::Target {
         target,
         reduced,
         budget,
+        in_place,
     })
 }

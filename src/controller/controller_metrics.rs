@@ -23,6 +23,7 @@ pub struct KindLabel {
 pub struct ControllerMetrics {
     rollouts: Family<KindLabel, Counter>,
     pod_refreshes: Counter,
+    in_place_restarts: Counter,
     config_changes: Family<KindLabel, Counter>,
     leader: Gauge,
     watched: Family<KindLabel, Gauge>,
@@ -43,6 +44,11 @@ impl ControllerMetrics {
             "pod_refreshes",
             "Sidecar Pods whose mounted-config-hash was patched so the kubelet refreshes their files",
             metrics.pod_refreshes.clone(),
+        );
+        registry.register(
+            "in_place_restarts",
+            "Pods whose env-hash was written so that they restart every container in place",
+            metrics.in_place_restarts.clone(),
         );
         registry.register(
             "config_changes",
@@ -93,6 +99,7 @@ impl ControllerMetrics {
     pub fn written(&self, kind: TargetKind) {
         let counter = match kind {
             TargetKind::Pod => &self.pod_refreshes,
+            TargetKind::PodEnv => &self.in_place_restarts,
             _ => &*self
                 .rollouts
                 .get_or_create(&KindLabel { kind: kind.kind() }),

@@ -32,6 +32,7 @@ mod mock_api;
 pub mod rate;
 pub mod reconcile;
 pub mod reduce;
+pub mod restart_waves;
 pub mod rollout_loop;
 pub mod schedule;
 pub mod view;

@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::config_store::{ConfigKey, ConfigStore};
+use super::reduce::Consumer;
 use super::view::View;
-use super::write_target::{Target, Write};
-use crate::hash::{ConfigData, ConfigKind, Lookup, SecretKey};
+use super::write_target::{Target, TargetKind, Write};
+use crate::hash::{self, ConfigData, ConfigKind, Lookup, SecretKey};
 use crate::inject::{describe, quoted};
 
 /// The data changes that made a target due: object → changed keys (empty: created or deleted).
@@ -70,7 +71,7 @@ pub fn evaluate(
     if !missing.is_empty() {
         return Verdict::Fetch(missing);
     }
-    let Some(hash) = tracked.consumer.consumption.hash(&data, secret_key).hash else {
+    let Some(hash) = hash_of(target.kind, &tracked.consumer, &data, secret_key) else {
         return Verdict::Nothing;
     };
     let current = tracked.consumer.hash.as_ref();
@@ -115,6 +116,21 @@ pub fn evaluate(
         hash,
         event,
     ))
+}
+
+/// The hash a target of `kind` carries for what `consumer` reads, over `data`: the webhook's, or for a Pod
+/// that restarts in place its env hash (ConfigMaps only, as its sidecar hashes them).
+fn hash_of(
+    kind: TargetKind,
+    consumer: &Consumer,
+    data: &ConfigData,
+    secret_key: Option<&SecretKey>,
+) -> Option<String> {
+    let reads = &consumer.consumption;
+    match kind {
+        TargetKind::PodEnv => hash::env_hash(&reads.consumed().iter().cloned().collect(), data),
+        _ => reads.hash(data, secret_key).hash,
+    }
 }
 
 /// The Event message: the objects and keys that changed, never a value.

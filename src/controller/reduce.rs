@@ -1,8 +1,9 @@
 //! Reduces watched objects to the little the controller keeps (pure): for a stamped workload,
 //! its hash and what its pod template reads restart-only; for a sidecar Pod, its mounted hash and
-//! what its sidecar watches; for both, what they say about opting in (so that one in a namespace
-//! without the label is acted on when it opts in itself) and which objects count only with
-//! Reloader's `match`. Nothing else of an object is kept.
+//! what its sidecar watches, and for one that restarts in place its env hash, what its sidecar
+//! restarts it for and its containers' restart counts; for both, what they say about opting in
+//! (so that one in a namespace without the label is acted on when it opts in itself) and which
+//! objects count only with Reloader's `match`. Nothing else of an object is kept.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,11 +11,13 @@ use crate::inject::pod::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::restart_waves::Restarts;
 use super::waves;
 use super::write_target::{Target, TargetKind};
 use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::inject::consumption::{self, Consumption};
-use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, string_map};
+use crate::inject::in_place;
+use crate::inject::{CONFIG_HASH, ENV_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME, string_map};
 use crate::policy::{Counts, OptIns, Selection};
 
 /// An object the controller may write to, reduced.
@@ -40,6 +43,9 @@ pub struct Consumer {
     pub opt_ins: OptIns,
     /// What it reads that counts only while it carries Reloader's `match` (its `search`).
     pub if_matched: Box<[ConfigId]>,
+    /// A Pod that restarts in place: its containers' restart counts (its restart waves follow
+    /// them).
+    pub restarts: Option<Restarts>,
 }
 
 /// What a consumer reads, kept compact: a [`Consumption`]'s two sets as boxed slices in the same
@@ -132,6 +138,7 @@ pub fn workload(
         owner: None,
         ready: None,
         opt_ins,
+        restarts: None,
     }))
 }
 
@@ -155,6 +162,7 @@ pub fn pod(
         owner,
         ready: waves::ready_of(object),
         opt_ins,
+        restarts: None,
     })
 }
 
@@ -167,6 +175,57 @@ fn if_matched(consumption: &Consumption, selection: Option<&Selection>) -> Box<[
     ids.filter(|id| selection.counts(id) == Counts::IfMatched)
         .cloned()
         .collect()
+}
+
+/// A sidecar Pod as its env hash, when its sidecar restarts it in place (`None` otherwise): its
+/// `env-hash` (if stamped), the ConfigMap keys and objects its sidecar restarts it for (what the
+/// env hash is over, as the sidecar's own arguments say), its owning workload, its readiness and
+/// its containers' restart counts.
+pub fn pod_env(
+    uid: &str,
+    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    object: &Value,
+    owner: Option<Target>,
+) -> Option<Consumer> {
+    let spec = pod_spec(object).ok()?;
+    let reads = in_place::existing_sidecar(&spec).and_then(in_place::sidecar_reads)?;
+    let consumption = Consumption {
+        consumed: reads,
+        optional: Default::default(),
+    };
+    let (opt_ins, selection) = OptIns::read(labels, annotations);
+    Some(Consumer {
+        uid: uid.to_owned(),
+        hash: annotations.get(ENV_HASH).cloned(),
+        if_matched: if_matched(&consumption, selection.as_ref()),
+        opt_ins,
+        consumption: consumption.into(),
+        earlier: None,
+        owner,
+        ready: waves::ready_of(object),
+        restarts: Some(restarts_of(object)),
+    })
+}
+
+/// The restart counts in a Pod's `status`: its `config-reloader`'s, and the highest of the
+/// other containers' (init containers included).
+pub fn restarts_of(object: &Value) -> Restarts {
+    let mut restarts = Restarts::default();
+    let lists = ["initContainerStatuses", "containerStatuses"];
+    let statuses = lists
+        .iter()
+        .filter_map(|list| object.pointer(&format!("/status/{list}"))?.as_array())
+        .flatten();
+    for status in statuses {
+        let count = status.get("restartCount").and_then(Value::as_u64);
+        let count = u32::try_from(count.unwrap_or(0)).unwrap_or(u32::MAX);
+        if status.get("name").and_then(Value::as_str) == Some(SIDECAR_NAME) {
+            restarts.sidecar = count;
+        } else {
+            restarts.others = restarts.others.max(count);
+        }
+    }
+    restarts
 }
 
 fn pod_spec(pod: &Value) -> Result<PodSpec, ReduceError> {
@@ -320,5 +379,50 @@ mod tests {
         );
         let none = BTreeMap::new();
         assert!(pod("u", (&none, &none), &json!({"spec": 7}), None).is_err());
+        assert_eq!(
+            pod_env("u", (&none, &none), &json!({"spec": 7}), None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_pod_that_restarts_in_place_keeps_its_env_hash_reads_and_restart_counts() {
+        let object = json!({
+            "spec": {
+                "initContainers": [{"name": SIDECAR_NAME, "restartPolicy": "Always",
+                    "args": ["watch", "--env-hash-file", "/f", "--env-state-dir", "/s",
+                        "--env-key", "env/a", "--env-object", "all"]}],
+                "containers": [{"name": "app"}, {"name": "log"}],
+            },
+            "status": {
+                "initContainerStatuses": [{"name": SIDECAR_NAME, "restartCount": 2}],
+                "containerStatuses": [{"name": "app", "restartCount": 3}, {"name": "log", "restartCount": 1}],
+            },
+        });
+        let annotations = BTreeMap::from([(ENV_HASH.to_owned(), "sha256:e".to_owned())]);
+        let got = pod_env("u", (&BTreeMap::new(), &annotations), &object, None)
+            .expect("it restarts in place");
+        assert_eq!(got.hash.as_deref(), Some("sha256:e"));
+        assert_eq!(
+            got.consumption.consumed(),
+            [
+                Consumed::Key(ConfigId::config_map("env"), "a".into()),
+                Consumed::Whole(ConfigId::config_map("all")),
+            ]
+        );
+        assert_eq!(
+            got.restarts,
+            Some(Restarts {
+                sidecar: 2,
+                others: 3
+            })
+        );
+        // A sidecar that only hot-reloads: no env twin.
+        let hot = json!({"spec": {"initContainers": [{"name": SIDECAR_NAME, "args": ["watch", "--dir", "/d"]}],
+            "containers": [{"name": "app"}]}});
+        assert_eq!(
+            pod_env("u", (&BTreeMap::new(), &annotations), &hot, None),
+            None
+        );
     }
 }

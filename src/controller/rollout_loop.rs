@@ -21,7 +21,7 @@ use super::listings::Listings;
 use super::reconcile::{self, Verdict};
 use super::schedule::{Due, Schedule};
 use super::view::View;
-use super::write_book::{WriteBook, stopped_note};
+use super::write_book::{WriteBook, restarts_stopped_note, stopped_note};
 use super::write_target::{Target, TargetKind};
 use super::writer::{Outcome, Writer};
 use crate::hash::{ConfigKind, SecretKey};
@@ -298,7 +298,9 @@ impl Loop {
             }
             Verdict::Write(write) => {
                 // A Pod of a workload is refreshed in that workload's waves.
-                let owner = (target.kind == TargetKind::Pod)
+                let owner = target
+                    .kind
+                    .is_pod()
                     .then(|| self.view.consumer(&target)?.consumer.owner.clone())
                     .flatten();
                 if let Some(write) = self.writes.decided(write, due.causes, owner) {
@@ -329,6 +331,22 @@ impl Loop {
             let note = stopped_note(&stopped, uid.unwrap_or_default());
             let message = note.event.as_deref().unwrap_or_default();
             tracing::warn!(object = %stopped.workload, pod = %stopped.unready, left = stopped.left.len(), "{message}");
+            self.out.writer.note(note);
+        }
+        let (submit, stopped) = self.writes.step_restarts(
+            Instant::now(),
+            |w, left| view.wave_size(w, left),
+            |pod| view.pod_now(pod),
+            |w, except| view.others_ready(w, except),
+        );
+        for write in submit {
+            self.out.writer.submit(write);
+        }
+        for stopped in stopped {
+            let uid = view.budget(&stopped.workload).map(|b| b.uid.clone());
+            let note = restarts_stopped_note(&stopped, uid.unwrap_or_default());
+            let message = note.event.as_deref().unwrap_or_default();
+            tracing::warn!(object = %stopped.workload, pod = %stopped.pod, left = stopped.left.len(), "{message}");
             self.out.writer.note(note);
         }
     }

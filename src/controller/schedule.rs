@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::config_store::{Changes, ConfigKey};
 use super::reconcile::Causes;
-use super::write_target::{Target, TargetKind};
+use super::write_target::Target;
 
 /// A workload's changes are merged for at most this many `--rollout-delay`s.
 pub const MAX_DELAYS: u32 = 10;
@@ -67,7 +67,7 @@ impl Schedule {
             changes.keys.clone()
         };
         due.causes.entry(key.clone()).or_default().extend(keys);
-        let at = if target.kind == TargetKind::Pod {
+        let at = if target.kind.is_pod() {
             now
         } else {
             if due.wait == Wait::Fetch {

@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::config_store::{Changes, ConfigKey};
 use super::reduce::Consumer;
+use super::restart_waves::PodNow;
 use super::waves::{self, Budget};
 use super::write_target::Target;
 use crate::hash::{ConfigId, Consumed};
@@ -148,6 +149,7 @@ impl View {
                     tracked.consumer.uid = consumer.uid;
                     tracked.consumer.owner = consumer.owner;
                     tracked.consumer.ready = consumer.ready;
+                    tracked.consumer.restarts = consumer.restarts;
                     return false;
                 }
                 let seen = self.tick();
@@ -245,6 +247,30 @@ impl View {
         self.consumers.get(pod)?.consumer.ready
     }
 
+    /// How a Pod that restarts in place stands now (`None`: no longer tracked).
+    pub fn pod_now(&self, pod: &Target) -> Option<PodNow> {
+        let consumer = &self.consumers.get(pod)?.consumer;
+        Some(PodNow {
+            ready: consumer.ready,
+            restarts: consumer.restarts.unwrap_or_default(),
+        })
+    }
+
+    /// Whether every Pod of `workload` the view tracks is Ready (or says nothing), but those
+    /// named in `except`.
+    pub fn others_ready(&self, workload: &Target, except: &[Target]) -> bool {
+        let named = |t: &Target| {
+            except
+                .iter()
+                .any(|e| e.namespace == t.namespace && e.name == t.name)
+        };
+        self.consumers.iter().all(|(target, tracked)| {
+            tracked.consumer.owner.as_ref() != Some(workload)
+                || tracked.consumer.ready != Some(false)
+                || named(target)
+        })
+    }
+
     /// How many targets of each kind are tracked.
     pub fn count(&self, kind: super::write_target::TargetKind) -> usize {
         self.consumers.keys().filter(|t| t.kind == kind).count()
@@ -296,6 +322,7 @@ mod tests {
             ready: None,
             opt_ins: Default::default(),
             if_matched: Box::default(),
+            restarts: None,
         }
     }
 

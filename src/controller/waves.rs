@@ -61,7 +61,7 @@ impl Budget {
                 "/spec/updateStrategy/rollingUpdate/maxUnavailable",
                 MaxUnavailable::Count(1),
             ),
-            TargetKind::CronJob | TargetKind::Pod => return None,
+            TargetKind::CronJob | TargetKind::Pod | TargetKind::PodEnv => return None,
         };
         let replicas = match kind {
             TargetKind::DaemonSet => None,

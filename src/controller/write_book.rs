@@ -1,14 +1,16 @@
 //! Writes decided and not yet settled (pure): the value last submitted per target (the same
 //! value is not submitted twice), the changes behind each write until its outcome is known (a
-//! conflict schedules them again), and the Pod refreshes going in their workload's waves.
+//! conflict schedules them again), and the Pod refreshes and restarts in place going in their
+//! workload's waves.
 
 use std::collections::HashMap;
 
 use tokio::time::Instant;
 
 use super::reconcile::Causes;
+use super::restart_waves::{self, PodNow, RestartWaves};
 use super::waves::{self, Stopped, Waves};
-use super::write_target::{Target, Write};
+use super::write_target::{Target, TargetKind, Write};
 use super::writer::Outcome;
 use crate::inject::quoted;
 
@@ -22,6 +24,10 @@ pub struct WriteBook {
     waves: Waves,
     /// When the waves must be looked at again.
     wave_wake: Option<Instant>,
+    /// The restarts in place, in waves of their own.
+    restarts: RestartWaves,
+    /// When they must be looked at again.
+    restart_wake: Option<Instant>,
 }
 
 impl WriteBook {
@@ -40,7 +46,11 @@ impl WriteBook {
         self.writing.insert(target.clone(), causes);
         if let Some(owner) = owner {
             // A value a stopped refresh held back is not written again until the config changes.
-            if !self.waves.enqueue(owner, write) {
+            let queued = match target.kind {
+                TargetKind::PodEnv => self.restarts.enqueue(owner, write),
+                _ => self.waves.enqueue(owner, write),
+            };
+            if !queued {
                 self.writing.remove(&target);
             }
             return None;
@@ -69,9 +79,33 @@ impl WriteBook {
         (step.submit, step.stopped)
     }
 
+    /// Moves the restarts in place on at `now` (see [`RestartWaves::step`]): the writes to
+    /// submit, and the runs that stopped.
+    pub fn step_restarts(
+        &mut self,
+        now: Instant,
+        wave_size: impl Fn(&Target, usize) -> usize,
+        pod: impl Fn(&Target) -> Option<PodNow>,
+        others_ready: impl Fn(&Target, &[Target]) -> bool,
+    ) -> (Vec<Write>, Vec<restart_waves::Stopped>) {
+        let step = self.restarts.step(now, wave_size, pod, others_ready);
+        self.restart_wake = step.wake;
+        for write in &step.submit {
+            self.last_written
+                .insert(write.target.clone(), write.desired.clone());
+        }
+        for pod in step.stopped.iter().flat_map(|stopped| &stopped.left) {
+            self.writing.remove(pod);
+        }
+        (step.submit, step.stopped)
+    }
+
     /// When the waves must be looked at again.
     pub fn wake(&self) -> Option<Instant> {
-        self.wave_wake
+        [self.wave_wake, self.restart_wake]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Learns what became of a write; a conflict returns the changes behind it, to be checked
@@ -133,6 +167,25 @@ pub fn stopped_note(stopped: &Stopped, uid: String) -> Write {
          current config until the config changes again",
         waves::REFRESH_STOPPED,
         quoted(&stopped.unready.name),
+        stopped.left.len()
+    );
+    Write::hash(
+        stopped.workload.clone(),
+        uid,
+        None,
+        String::new(),
+        Some(message),
+    )
+}
+
+/// The Event that says a workload's restarts in place stopped (`uid`: the workload's).
+pub fn restarts_stopped_note(stopped: &restart_waves::Stopped, uid: String) -> Write {
+    let message = format!(
+        "reload-injector: {}: pod {} {}; {} pods keep the env they run with until the config \
+         changes again",
+        restart_waves::RESTARTS_STOPPED,
+        quoted(&stopped.pod.name),
+        stopped.why.words(),
         stopped.left.len()
     );
     Write::hash(

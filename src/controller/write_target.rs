@@ -1,12 +1,15 @@
 //! What the controller writes to: a workload's pod template (`config-hash`) or a sidecar Pod
-//! (`mounted-config-hash`), and the one annotation it may change on each.
+//! (`mounted-config-hash`, and on a Pod that restarts in place `env-hash`), and the one
+//! annotation it may change on each.
 
 use std::fmt;
 use std::sync::Arc;
 
 use kube::api::{ApiResource, GroupVersionKind};
 
-use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_REFRESHED};
+use crate::inject::{
+    CONFIG_HASH, ENV_HASH, ENV_HASH_REFRESHED, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_REFRESHED,
+};
 use crate::kinds::Kind;
 
 /// The kinds the controller writes to.
@@ -25,6 +28,9 @@ pub enum TargetKind {
     Rollout,
     /// `v1` Pod carrying the sidecar.
     Pod,
+    /// The same Pod as its env hash, when its sidecar restarts it in place (see
+    /// [`crate::inject::in_place`]): a target of its own, written in its workload's restart waves.
+    PodEnv,
 }
 
 impl TargetKind {
@@ -47,7 +53,7 @@ impl TargetKind {
             TargetKind::DaemonSet => Kind::DaemonSet,
             TargetKind::CronJob => Kind::CronJob,
             TargetKind::Rollout => Kind::Rollout,
-            TargetKind::Pod => Kind::Pod,
+            TargetKind::Pod | TargetKind::PodEnv => Kind::Pod,
         }
     }
 
@@ -82,13 +88,19 @@ impl TargetKind {
     pub fn annotation(self) -> &'static str {
         match self {
             TargetKind::Pod => MOUNTED_CONFIG_HASH,
+            TargetKind::PodEnv => ENV_HASH,
             _ => CONFIG_HASH,
         }
     }
 
     /// Whether a changed hash starts a rolling update (workloads) or a kubelet refresh (Pods).
     pub fn is_workload(self) -> bool {
-        self != TargetKind::Pod
+        !self.is_pod()
+    }
+
+    /// Whether the target is a Pod (its mounted config, or its env).
+    pub fn is_pod(self) -> bool {
+        matches!(self, TargetKind::Pod | TargetKind::PodEnv)
     }
 }
 
@@ -108,6 +120,16 @@ pub struct Target {
     pub namespace: Arc<str>,
     /// `metadata.name` (clones of a target share it).
     pub name: Arc<str>,
+}
+
+impl Target {
+    /// The same Pod as its env hash (the target restart in place writes).
+    pub fn env_twin(&self) -> Target {
+        Target {
+            kind: TargetKind::PodEnv,
+            ..self.clone()
+        }
+    }
 }
 
 impl fmt::Display for Target {
@@ -162,14 +184,19 @@ impl Write {
     /// make it look again before its periodic sync (60–90 s). The value differs from what the
     /// annotation held (it held the previous hash, or nothing), so the PATCH is a real change
     /// and the kubelet gets an UPDATE. A merge patch without a `test`: it never conflicts.
+    /// A Pod whose `env-hash` changed gets `env-hash-refreshed` the same way: its sidecar waits
+    /// until the kubelet mounted the new data, which the second sync brings.
     pub fn again(&self) -> Option<Write> {
-        (self.target.kind == TargetKind::Pod && self.annotation == MOUNTED_CONFIG_HASH).then(|| {
-            Write {
-                expected: None,
-                event: None,
-                annotation: MOUNTED_CONFIG_REFRESHED,
-                ..self.clone()
-            }
+        let refreshed = match (self.target.kind, self.annotation) {
+            (TargetKind::Pod, MOUNTED_CONFIG_HASH) => MOUNTED_CONFIG_REFRESHED,
+            (TargetKind::PodEnv, ENV_HASH) => ENV_HASH_REFRESHED,
+            _ => return None,
+        };
+        Some(Write {
+            expected: None,
+            event: None,
+            annotation: refreshed,
+            ..self.clone()
         })
     }
 }
@@ -205,7 +232,7 @@ mod tests {
         let deployment = Write::hash(
             Target {
                 kind: TargetKind::Deployment,
-                ..pod
+                ..pod.clone()
             },
             "uid".into(),
             None,
@@ -213,6 +240,13 @@ mod tests {
             Some("reload-injector: changed".into()),
         );
         assert_eq!(deployment.again(), None);
+        // The env hash of a Pod that restarts in place is nudged the same way.
+        let twin = pod.env_twin();
+        let env = Write::hash(twin.clone(), "uid".into(), None, "sha256:e".into(), None);
+        assert_eq!(env.annotation, ENV_HASH);
+        let again = env.again().expect("a restart in place is nudged twice");
+        assert_eq!((again.target, again.annotation), (twin, ENV_HASH_REFRESHED));
+        assert!(TargetKind::PodEnv.is_pod() && !TargetKind::PodEnv.is_workload());
     }
 
     #[test]

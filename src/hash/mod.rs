@@ -13,6 +13,7 @@
 //! values, and compute the same hash from the same digests.
 
 mod data;
+mod env;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -20,6 +21,7 @@ use std::fmt;
 use sha2::{Digest as _, Sha256};
 
 pub use data::{ConfigData, ConfigObject, Digest, Lookup};
+pub use env::env_hash;
 
 /// A ConfigMap or a Secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

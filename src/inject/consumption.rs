@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::pod::PodSpec;
 
 use super::analysis::{ConfigVolume, PodAnalysis, analyse, is_ours};
+use super::in_place;
 use super::rules::{self, SubPathPolicy, Use};
 use super::selected;
 use super::strategy;
@@ -102,7 +103,8 @@ pub fn restart_only_earlier(spec: &PodSpec, annotations: &BTreeMap<String, Strin
 }
 
 /// The restart-only uses of an analysed pod whose subPath mounts are all allowed: env, envFrom,
-/// subPath, and the directory mounts whose strategy is restart.
+/// subPath, and the directory mounts whose strategy is restart; on a pod (template) recorded to
+/// restart in place, without the env reads that restart in place.
 pub fn restart_uses(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
@@ -111,12 +113,13 @@ pub fn restart_uses(
     let mut uses = rules::apply(analysis, &SubPathPolicy::Allow).uses;
     let (choice, _) = strategy::choose(annotations, spec, analysis);
     uses.extend(choice.restart_uses(analysis));
-    uses
+    in_place::without_recorded(annotations, uses)
 }
 
 /// What the sidecar watches in a pod that has one: the config volumes mounted into our
-/// `config-reloader` container. Empty when there is none (a container of that name that is not
-/// ours watches nothing of ours).
+/// `config-reloader` container, but for the ConfigMaps it mounts to restart in place (those are
+/// the env hash's). Empty when there is none (a container of that name that is not ours watches
+/// nothing of ours).
 pub fn mounted(spec: &PodSpec) -> Consumption {
     let sidecar = spec
         .init_containers
@@ -131,6 +134,7 @@ pub fn mounted(spec: &PodSpec) -> Consumption {
         .volume_mounts
         .iter()
         .flatten()
+        .filter(|m| !m.mount_path.starts_with(in_place::ENV_ROOT))
         .map(|m| m.name.as_str());
     of_volumes(volumes, &analyse(spec).config_volumes)
 }

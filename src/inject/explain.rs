@@ -3,10 +3,11 @@
 //! own analysis, rules, strategies and sidecar plan, laid out for `reload-injector status` (which
 //! must never keep a second copy of them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::analysis::{PodAnalysis, analyse};
 use super::consumption::{self, Consumption};
+use super::in_place;
 use super::messages::Warnings;
 use super::pod::PodSpec;
 use super::rules::{self, How, SubPathPolicy};
@@ -70,6 +71,9 @@ pub struct Explained {
     pub reads: Vec<Read>,
     /// What the `config-hash` is over (as the controller recomputes it).
     pub restart_only: Consumption,
+    /// The ConfigMap keys and objects read through env that restart the Pods in place (see
+    /// [`super::in_place`]), as recorded on the pod (template).
+    pub in_place: BTreeSet<Consumed>,
     /// The sidecar, or `None` when none would be injected.
     pub watcher: Option<Watcher>,
     /// The webhook's warnings about the sidecar (why none, or why a reload may fail), each
@@ -119,6 +123,9 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
     let (choice, bad) = strategy::choose(annotations, spec, &counted);
     reads.extend(directory_reads(&analysis, &choice));
     let mut warnings = Warnings::default();
+    let mut uses = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
+    uses.extend(choice.restart_uses(&analysis));
+    let in_place = in_place::recorded_reads(annotations, spec, &uses);
     if let Some(bad) = bad {
         warnings.push(format_args!("{bad}"));
     }
@@ -138,6 +145,7 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
     Explained {
         reads,
         restart_only: consumption::restart_only(spec, annotations),
+        in_place,
         watcher,
         sidecar_warnings: warnings.into_list(None),
     }

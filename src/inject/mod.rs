@@ -10,6 +10,8 @@ mod analysis;
 pub mod catalogue;
 pub mod consumption;
 pub mod explain;
+pub mod in_place;
+mod insertion;
 mod key;
 mod messages;
 pub mod meter;
@@ -51,6 +53,23 @@ pub const PROCESS: &str = "reload-injector.io/process";
 /// workload, as for env) or `none`. Without it, the [`catalogue`] decides (see [`strategy`]),
 /// or the Pod names a reload with `signal`, `process` or `reload-url`.
 pub const ON_CHANGE: &str = "reload-injector.io/on-change";
+/// What a change of a ConfigMap read through env or envFrom does: `restart-in-place` (every
+/// container of each Pod restarts in place, wave by wave, Kubernetes >= 1.36) or `roll` (the
+/// workload rolls). Without it, `serve --env-change` decides. Secrets read through env roll.
+pub const ENV_CHANGE: &str = "reload-injector.io/env-change";
+/// Written on pod templates (`in-place`) whose Pods restart in place for a change of a
+/// ConfigMap read through env: their `config-hash` leaves those ConfigMaps out, and the Pods
+/// made from them restart in place. Absent: such changes roll the workload.
+pub const ENV_RESTART: &str = "reload-injector.io/env-restart";
+/// Written on Pods that restart in place: `sha256:<hex>` over the ConfigMap keys their
+/// containers read through env. The webhook stamps it when the Pod is created; the rollout
+/// controller writes each Pod's new value, wave by wave, when those keys change. The sidecar
+/// reads it through the downward API and restarts the Pod once its own copy of the keys matches.
+pub const ENV_HASH: &str = "reload-injector.io/env-hash";
+/// Written on Pods by the rollout controller about 2 s after it changed `env-hash`: the same
+/// hash, a second Pod update that makes the kubelet sync the Pod and mount the new data again, as
+/// `mounted-config-refreshed` does for mounted config.
+pub const ENV_HASH_REFRESHED: &str = "reload-injector.io/env-hash-refreshed";
 /// Comma-separated volume names to watch.
 pub const WATCH: &str = "reload-injector.io/watch";
 /// `"true"` turns the subPath denial into a warning.
@@ -101,6 +120,8 @@ pub struct Settings {
     pub inject_into_templates: bool,
     /// HMAC key for Secret values; without it Secrets are not hashed (with a warning).
     pub secret_key: Option<SecretKey>,
+    /// Restart in place for env consumers: the default and whether the cluster can.
+    pub in_place: in_place::InPlaceSettings,
     /// Most characters of warnings given for one object, all told; past it the rest are
     /// counted in a last line. The webhook gives what kube-apiserver passes on
     /// ([`API_SERVER_WARNING_CHARS`]); the offline `inject` gives every warning (`None`).

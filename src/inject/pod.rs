@@ -131,6 +131,9 @@ pub struct Container {
     pub volume_mounts: Option<Vec<VolumeMount>>,
     /// `restartPolicy` (`Always` makes an init container a native sidecar).
     pub restart_policy: Option<String>,
+    /// `restartPolicyRules`: only how many there are.
+    #[serde(default, deserialize_with = "metered_list")]
+    pub restart_policy_rules: Option<Vec<IgnoredAny>>,
     pub security_context: Option<SecurityContext>,
 }
 

@@ -109,73 +109,102 @@ impl SidecarPlan {
             }
             Mode::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
         }
-        let mount = |name: &str, path: String| {
-            object([
-                ("name", string(name)),
-                ("mountPath", Value::String(path)),
-                ("readOnly", Value::Bool(true)),
-            ])
-        };
         let mounts = self
             .volumes
             .iter()
-            .map(|v| mount(v, format!("{WATCH_ROOT}/{v}")))
-            .chain(
-                self.hides_token
-                    .then(|| mount(NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH.to_owned())),
-            );
-        let resources = |cpu, memory| object([("cpu", string(cpu)), ("memory", string(memory))]);
-        let mut container = vec![
-            ("name", string(SIDECAR_NAME)),
-            ("image", string(image)),
-            ("imagePullPolicy", string("IfNotPresent")),
-            (
-                "args",
-                Value::Array(args.into_iter().map(Value::String).collect()),
-            ),
-            (
-                "resources",
-                object([
-                    ("requests", resources("5m", "8Mi")),
-                    ("limits", resources("100m", "32Mi")),
-                ]),
-            ),
-            ("securityContext", self.security_context()),
-            ("terminationMessagePolicy", string("FallbackToLogsOnError")),
-            ("volumeMounts", Value::Array(mounts.collect())),
-        ];
-        if native {
-            container.push(("restartPolicy", string("Always")));
-        }
-        object(container)
-    }
-
-    fn security_context(&self) -> Value {
-        let (uid, gid, non_root, add) = match &self.run_as {
-            RunAs::AppUser { uid, gid } => (*uid, *gid, *uid != 0, None),
-            RunAs::RootWithKill => (0, None, false, Some("KILL")),
-            RunAs::Unprivileged => (NONROOT_UID, Some(NONROOT_UID), true, None),
-        };
-        let mut capabilities = vec![("drop", Value::Array(vec![string("ALL")]))];
-        capabilities.extend(add.map(|cap| ("add", Value::Array(vec![string(cap)]))));
-        let mut sc = vec![
-            ("allowPrivilegeEscalation", Value::Bool(false)),
-            ("readOnlyRootFilesystem", Value::Bool(true)),
-            ("capabilities", object(capabilities)),
-            (
-                "seccompProfile",
-                object([("type", string("RuntimeDefault"))]),
-            ),
-            ("runAsUser", Value::from(uid)),
-            ("runAsNonRoot", Value::Bool(non_root)),
-        ];
-        sc.extend(gid.map(|gid| ("runAsGroup", Value::from(gid))));
-        object(sc)
+            .map(|v| read_only_mount(v, &format!("{WATCH_ROOT}/{v}")))
+            .collect();
+        build_container(image, native, args, mounts, &self.run_as, self.hides_token)
     }
 }
 
+/// The sidecar of a Pod that restarts in place and hot-reloads nothing: no watched volume, no
+/// reload mode, the image's unprivileged user (`in_place` adds the rest).
+pub fn env_only_container(image: &str, native: bool, hides_token: bool) -> Value {
+    let args = vec!["watch".to_owned()];
+    build_container(
+        image,
+        native,
+        args,
+        Vec::new(),
+        &RunAs::Unprivileged,
+        hides_token,
+    )
+}
+
+/// A `volumeMounts` entry, read-only.
+pub fn read_only_mount(name: &str, path: &str) -> Value {
+    object([
+        ("name", string(name)),
+        ("mountPath", string(path)),
+        ("readOnly", Value::Bool(true)),
+    ])
+}
+
+/// The `config-reloader` container with `args`, `mounts` (and the empty token volume's), small
+/// requests and limits and a hardened securityContext for `run_as`.
+fn build_container(
+    image: &str,
+    native: bool,
+    args: Vec<String>,
+    mut mounts: Vec<Value>,
+    run_as: &RunAs,
+    hides_token: bool,
+) -> Value {
+    if hides_token {
+        mounts.push(read_only_mount(NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH));
+    }
+    let resources = |cpu, memory| object([("cpu", string(cpu)), ("memory", string(memory))]);
+    let mut container = vec![
+        ("name", string(SIDECAR_NAME)),
+        ("image", string(image)),
+        ("imagePullPolicy", string("IfNotPresent")),
+        (
+            "args",
+            Value::Array(args.into_iter().map(Value::String).collect()),
+        ),
+        (
+            "resources",
+            object([
+                ("requests", resources("5m", "8Mi")),
+                ("limits", resources("100m", "32Mi")),
+            ]),
+        ),
+        ("securityContext", security_context(run_as)),
+        ("terminationMessagePolicy", string("FallbackToLogsOnError")),
+        ("volumeMounts", Value::Array(mounts)),
+    ];
+    if native {
+        container.push(("restartPolicy", string("Always")));
+    }
+    object(container)
+}
+
+fn security_context(run_as: &RunAs) -> Value {
+    let (uid, gid, non_root, add) = match run_as {
+        RunAs::AppUser { uid, gid } => (*uid, *gid, *uid != 0, None),
+        RunAs::RootWithKill => (0, None, false, Some("KILL")),
+        RunAs::Unprivileged => (NONROOT_UID, Some(NONROOT_UID), true, None),
+    };
+    let mut capabilities = vec![("drop", Value::Array(vec![string("ALL")]))];
+    capabilities.extend(add.map(|cap| ("add", Value::Array(vec![string(cap)]))));
+    let mut sc = vec![
+        ("allowPrivilegeEscalation", Value::Bool(false)),
+        ("readOnlyRootFilesystem", Value::Bool(true)),
+        ("capabilities", object(capabilities)),
+        (
+            "seccompProfile",
+            object([("type", string("RuntimeDefault"))]),
+        ),
+        ("runAsUser", Value::from(uid)),
+        ("runAsNonRoot", Value::Bool(non_root)),
+    ];
+    sc.extend(gid.map(|gid| ("runAsGroup", Value::from(gid))));
+    object(sc)
+}
+
 /// A JSON object of `entries` (built directly: no serializer in between).
-fn object<'k>(entries: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
+pub(super) fn object<'k>(entries: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
     Value::Object(
         entries
             .into_iter()
@@ -184,7 +213,7 @@ fn object<'k>(entries: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
     )
 }
 
-fn string(text: &str) -> Value {
+pub(super) fn string(text: &str) -> Value {
     Value::String(text.to_owned())
 }
 
@@ -238,7 +267,11 @@ pub fn plan(
 /// (never replaced, never mounted into the sidecar), so the sidecar goes without it and will
 /// hold the API token, which a warning says. A pod that already has the sidecar is not asked:
 /// the volume there is its own, and nothing is injected.
-fn token_volume_free(spec: &PodSpec, analysis: &PodAnalysis<'_>, warnings: &mut Warnings) -> bool {
+pub(super) fn token_volume_free(
+    spec: &PodSpec,
+    analysis: &PodAnalysis<'_>,
+    warnings: &mut Warnings,
+) -> bool {
     if analysis.has_sidecar {
         return true;
     }

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use super::{ON_CHANGE, PROCESS, RELOAD_URL, SIGNAL};
+use super::{ENV_CHANGE, ON_CHANGE, PROCESS, RELOAD_URL, SIGNAL};
 
 /// A value admission and the sidecar refuse alike. Each message says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,6 +42,9 @@ pub enum ValueError {
     /// `on-change` is not one of its three words.
     #[error("{ON_CHANGE}: {0:?} is not reload, restart or none")]
     BadOnChange(String),
+    /// `env-change` is not one of its two words.
+    #[error("{ENV_CHANGE}: {0:?} is not restart-in-place or roll")]
+    BadEnvChange(String),
 }
 
 /// A signal that servers use to reload: its canonical name and its Linux number (the same on
@@ -194,6 +197,26 @@ pub fn parse_on_change(text: &str) -> Result<OnChange, ValueError> {
     }
 }
 
+/// What a change of config read through env does, as `reload-injector.io/env-change` (or
+/// `serve --env-change` for Pods without it) chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EnvChange {
+    /// Roll the workload (the `config-hash` changes): new Pods.
+    #[default]
+    Roll,
+    /// Restart every container of each Pod in place, wave by wave (Kubernetes >= 1.36).
+    RestartInPlace,
+}
+
+/// `restart-in-place` or `roll` (any case, surrounding spaces ignored).
+pub fn parse_env_change(text: &str) -> Result<EnvChange, ValueError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "restart-in-place" => Ok(EnvChange::RestartInPlace),
+        "roll" => Ok(EnvChange::Roll),
+        _ => Err(ValueError::BadEnvChange(text.to_owned())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,5 +314,19 @@ mod tests {
         assert_eq!(parse_on_change("restart"), Ok(OnChange::Restart));
         assert_eq!(parse_on_change("NONE"), Ok(OnChange::Nothing));
         assert!(parse_on_change("hot").is_err());
+    }
+
+    #[test]
+    fn env_change_has_two_words() {
+        assert_eq!(
+            parse_env_change(" Restart-In-Place "),
+            Ok(EnvChange::RestartInPlace)
+        );
+        assert_eq!(parse_env_change("roll"), Ok(EnvChange::Roll));
+        let err = parse_env_change("in-place").unwrap_err();
+        assert!(
+            err.to_string().contains("restart-in-place or roll"),
+            "{err}"
+        );
     }
 }

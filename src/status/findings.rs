@@ -60,6 +60,8 @@ codes! {
     NoSidecar = "no-sidecar",
     /// A sidecar Pod's `mounted-config-hash` is not the live data's.
     MountedStale = "mounted-stale",
+    /// A Pod that restarts in place runs with env older than the live data.
+    EnvStale = "env-stale",
     /// The `config-reloader` container restarted.
     SidecarRestarts = "sidecar-restarts",
     /// The last reload failed.

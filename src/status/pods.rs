@@ -13,12 +13,12 @@ use super::select::{matches, owned_by};
 use super::sidecar_log;
 use super::snapshot::{Fetched, Snapshot};
 use super::target::Kind;
-use crate::hash::ConfigKind;
-use crate::inject::consumption;
+use crate::hash::{self, ConfigKind, Consumed};
 use crate::inject::explain::is_ours;
 use crate::inject::pod::PodSpec;
 use crate::inject::string_map;
 use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
+use crate::inject::{ENV_HASH, consumption, in_place};
 use serde::Deserialize;
 
 /// The Pods part of a report.
@@ -52,8 +52,21 @@ pub struct PodLine {
     pub mounted_live: Option<String>,
     /// Its `mounted-config-hash` against the live data (sidecar Pods only).
     pub mounted_state: Option<HashState>,
+    /// Its `env-hash` (a Pod that restarts in place): the env its containers are to run with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_stamped: Option<String>,
+    /// The env hash of the live data it reads through env (`None`: not computable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_live: Option<String>,
+    /// Its `env-hash` against the live data (Pods that restart in place only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_state: Option<HashState>,
     /// Restarts of the `config-reloader` container.
     pub sidecar_restarts: Option<i64>,
+    /// The `config-reloader` last ended with the restart code: the Pod restarted in place
+    /// (its restarts are then the product's own doing).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub restarted_in_place: bool,
     /// The last reload lines of its log, oldest first.
     pub reloads: Vec<String>,
     /// Why its log could not be read.
@@ -215,6 +228,16 @@ fn pod_line(
     if !sidecar {
         return line;
     }
+    if let Some(reads) = spec
+        .as_ref()
+        .and_then(in_place::existing_sidecar)
+        .and_then(in_place::sidecar_reads)
+    {
+        line.env_stamped = annotations.get(ENV_HASH).cloned();
+        let data = configs.data(reads.iter().map(Consumed::id));
+        line.env_live = hash::env_hash(&reads, &data);
+        line.env_state = Some(state_of(&line.env_stamped, &line.env_live));
+    }
     if let Some(spec) = &spec {
         let mounted = consumption::mounted(spec);
         let ids = mounted.ids();
@@ -226,18 +249,19 @@ fn pod_line(
             line.mounted_live = mounted.hash(&data, key.key()).hash;
         }
     }
-    line.mounted_state = Some(match (&line.mounted_stamped, &line.mounted_live) {
-        (None, _) => HashState::NotStamped,
-        (Some(_), None) => HashState::Unknown,
-        (Some(s), Some(l)) if s == l => HashState::Current,
-        _ => HashState::Stale,
-    });
-    line.sidecar_restarts = ["containerStatuses", "initContainerStatuses"]
+    // A sidecar that only restarts its Pod in place mounts nothing to hash.
+    let mounts = spec
+        .as_ref()
+        .is_some_and(|s| !consumption::mounted(s).is_empty());
+    line.mounted_state = mounts.then(|| state_of(&line.mounted_stamped, &line.mounted_live));
+    let status = ["containerStatuses", "initContainerStatuses"]
         .iter()
         .filter_map(|f| pod.pointer(&format!("/status/{f}"))?.as_array())
         .flatten()
-        .find(|s| s.get("name").and_then(Value::as_str) == Some(SIDECAR_NAME))
-        .and_then(|s| s.get("restartCount").and_then(Value::as_i64));
+        .find(|s| s.get("name").and_then(Value::as_str) == Some(SIDECAR_NAME));
+    line.sidecar_restarts = status.and_then(|s| s.get("restartCount")?.as_i64());
+    let last_exit = status.and_then(|s| s.pointer("/lastState/terminated/exitCode")?.as_i64());
+    line.restarted_in_place = last_exit == Some(i64::from(in_place::RESTART_CODE));
     match snapshot.logs.get(&format!("{namespace}/{name}")) {
         Some(Fetched::Read(text)) => line.reloads = sidecar_log::reload_lines(text, 3),
         Some(Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
@@ -246,7 +270,17 @@ fn pod_line(
     line
 }
 
-/// The findings about one Pod: `no-sidecar`, `mounted-stale`, `sidecar-restarts`,
+/// A stamped hash against the live data's.
+fn state_of(stamped: &Option<String>, live: &Option<String>) -> HashState {
+    match (stamped, live) {
+        (None, _) => HashState::NotStamped,
+        (Some(_), None) => HashState::Unknown,
+        (Some(s), Some(l)) if s == l => HashState::Current,
+        _ => HashState::Stale,
+    }
+}
+
+/// The findings about one Pod: `no-sidecar`, `mounted-stale`, `env-stale`, `sidecar-restarts`,
 /// `reload-failed`.
 fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<Finding> {
     let mut findings = Vec::new();
@@ -267,7 +301,17 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
             "the controller patches it at once when a mounted object changes: check that one is running",
         ));
     }
-    if let Some(restarts) = line.sidecar_restarts.filter(|r| *r > 0) {
+    if line.env_state == Some(HashState::Stale) {
+        findings.push(Finding::new(
+            Code::EnvStale,
+            format!(
+                "pod {pod:?}: its env-hash is not the hash of the live ConfigMaps it reads through env: it runs with older values"
+            ),
+            "the controller restarts the pods in place, wave by wave: check that one runs, and for a stopped refresh",
+        ));
+    }
+    let restarts = line.sidecar_restarts.filter(|_| !line.restarted_in_place);
+    if let Some(restarts) = restarts.filter(|r| *r > 0) {
         findings.push(Finding::new(
             Code::SidecarRestarts,
             format!("pod {pod:?}: the config-reloader container restarted {restarts} times"),

@@ -49,8 +49,8 @@ pub struct ReadLine {
     pub reloaded_by: Option<String>,
 }
 
-/// What a change of a read does (`rollout`, `hotReload`, `reloadsItself`, `alreadyReloaded`,
-/// `nextJob` or `nothing` in JSON).
+/// What a change of a read does (`rollout`, `hotReload`, `restartInPlace`, `reloadsItself`,
+/// `alreadyReloaded`, `nextJob` or `nothing` in JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum OnChange {
@@ -58,6 +58,8 @@ pub enum OnChange {
     Rollout,
     /// The sidecar reloads the app.
     HotReload,
+    /// Each Pod restarts every container in place, wave by wave.
+    RestartInPlace,
     /// The program re-reads it by itself: nobody is told, nothing rolls.
     ReloadsItself,
     /// A reloader container of the pod already reloads it: nothing rolls.
@@ -154,6 +156,7 @@ fn change(
 ) -> (OnChange, String) {
     let rolls = |reason: String| restart(read.consumed.id(), reason, ignored, judging);
     match &read.strategy {
+        None if explained.in_place.contains(&read.consumed) => in_place(read, ignored),
         None if read.via == Via::SubPath => rolls("subPath is never updated in place".to_owned()),
         None => rolls("read at container start".to_owned()),
         Some(Strategy::Restart(why)) => rolls(why_text(why)),
@@ -175,6 +178,21 @@ fn change(
             format!("{ON_CHANGE}: none; the app is not told"),
         ),
     }
+}
+
+/// An env read of a pod (template) that restarts in place for it.
+fn in_place(read: &Read, ignored: bool) -> (OnChange, String) {
+    if ignored {
+        let what = describe(read.consumed.id());
+        return (
+            OnChange::Nothing,
+            format!("{what} is annotated reload-injector.io/ignore"),
+        );
+    }
+    (
+        OnChange::RestartInPlace,
+        "read at container start; the pods restart in place, wave by wave".to_owned(),
+    )
 }
 
 /// A mount the sidecar reloads: how, unless the `watch` annotation leaves it out.

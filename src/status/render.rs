@@ -140,6 +140,7 @@ fn change_text(on_change: OnChange) -> &'static str {
     match on_change {
         OnChange::Rollout => "rollout",
         OnChange::HotReload => "hot reload",
+        OnChange::RestartInPlace => "restart in place",
         OnChange::ReloadsItself => "reloads by itself",
         OnChange::AlreadyReloaded => "already reloaded",
         OnChange::NextJob => "next Job",
@@ -212,19 +213,29 @@ fn pods_text(out: &mut String, pods: &Pods) {
     }
 }
 
+/// A hash's state in a pod line.
+fn state_word(state: HashState) -> &'static str {
+    match state {
+        HashState::Current => "current",
+        HashState::Stale => "STALE",
+        HashState::NotStamped => "not stamped",
+        HashState::Unknown | HashState::NothingToHash => "unknown",
+    }
+}
+
 fn pod_text(out: &mut String, pod: &PodLine) {
     let _ = write!(out, "   pod {}", pod.name);
     if let Some(phase) = &pod.phase {
         let _ = write!(out, " ({phase})");
     }
     if pod.sidecar {
-        let mounted = match pod.mounted_state {
-            Some(HashState::Current) => "current",
-            Some(HashState::Stale) => "STALE",
-            Some(HashState::NotStamped) => "not stamped",
-            Some(HashState::Unknown | HashState::NothingToHash) | None => "unknown",
-        };
-        let _ = write!(out, ": sidecar, mounted-config-hash {mounted}");
+        out.push_str(": sidecar");
+        if let Some(mounted) = pod.mounted_state {
+            let _ = write!(out, ", mounted-config-hash {}", state_word(mounted));
+        }
+        if let Some(env) = pod.env_state {
+            let _ = write!(out, ", env-hash {}", state_word(env));
+        }
         if let Some(restarts) = pod.sidecar_restarts {
             let _ = write!(out, ", {restarts} restarts");
         }

@@ -19,6 +19,7 @@ use super::target::Kind;
 use crate::controller::waves::REFRESH_STOPPED;
 use crate::inject::consumption;
 use crate::inject::explain::{self, Explained};
+use crate::inject::in_place::RESTARTS_STOPPED;
 use crate::inject::pod::PodSpec;
 use crate::inject::strategy::Consequence;
 use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
@@ -406,14 +407,14 @@ impl<'a> Workload<'a> {
 
     /// `refresh-stopped` when the newest Event says a refresh in waves stopped.
     fn refresh_stopped(&self, events: &[EventLine]) -> Option<Finding> {
-        let stop = events
-            .first()
-            .filter(|e| e.message.contains(REFRESH_STOPPED))?;
+        let stop = events.first().filter(|e| {
+            e.message.contains(REFRESH_STOPPED) || e.message.contains(RESTARTS_STOPPED)
+        })?;
         let namespace = self.namespace;
         Some(Finding::new(
             Code::RefreshStopped,
             format!(
-                "{}/{}: the last refresh of its mounted config stopped: {}",
+                "{}/{}: the last refresh of its config stopped: {}",
                 self.kind.short(),
                 self.name,
                 stop.message

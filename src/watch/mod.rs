@@ -5,9 +5,11 @@
 pub mod aftermath;
 pub mod content;
 pub mod debounce;
+pub mod env_view;
 pub mod events;
 pub mod http;
 pub mod metrics;
+pub mod pod_restart;
 pub mod process_handle;
 pub mod procfs;
 pub mod reload;
@@ -56,13 +58,25 @@ pub struct Config {
     pub resync: Duration,
     /// Where `/healthz` and `/metrics` are served, if anywhere.
     pub metrics_listen: Option<SocketAddr>,
+    /// Restart in place, when the Pod does.
+    pub in_place: Option<env_view::EnvWatch>,
+}
+
+/// How the watcher ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// SIGTERM or SIGINT.
+    Stopped,
+    /// Its Pod is to restart every container in place: exit with
+    /// [`crate::inject::in_place::RESTART_CODE`].
+    RestartPod,
 }
 
 impl Config {
     /// Validates the command line (bad signal names, https URLs, ...) before anything starts.
     pub fn from_args(args: WatchArgs) -> anyhow::Result<Config> {
-        if args.dirs.is_empty() && args.secret_dirs.is_empty() {
-            anyhow::bail!("failed to start: no --dir or --secret-dir given");
+        if args.dirs.is_empty() && args.secret_dirs.is_empty() && args.env_hash_file.is_none() {
+            anyhow::bail!("failed to start: no --dir, --secret-dir or --env-hash-file given");
         }
         if args.resync.is_zero() || args.resync > MAX_RESYNC {
             anyhow::bail!("failed to start: --resync must be longer than 0s and at most 1 day");
@@ -100,8 +114,19 @@ impl Config {
         let private = std::iter::repeat_n(false, args.dirs.len())
             .chain(std::iter::repeat_n(true, args.secret_dirs.len()))
             .collect();
+        let in_place = match (args.env_hash_file, args.env_state_dir) {
+            (Some(hash_file), Some(state_dir)) => Some(env_view::EnvWatch {
+                hash_file,
+                state_dir,
+                root: args.env_root,
+                consumed: pod_restart::consumed(&args.env_keys, &args.env_objects)?,
+                resync: args.resync,
+            }),
+            _ => None,
+        };
         let dirs = args.dirs.into_iter().chain(args.secret_dirs).collect();
         Ok(Config {
+            in_place,
             dirs,
             private,
             private_key: rand::random(),
@@ -115,14 +140,43 @@ impl Config {
     }
 }
 
-/// Runs the watcher until SIGTERM or SIGINT, on a single-threaded runtime (no idle threads,
-/// no idle timers faster than `--resync`).
-pub fn run(args: WatchArgs) -> anyhow::Result<()> {
-    let config = Config::from_args(args)?;
+/// Runs the watcher until SIGTERM or SIGINT, or until its Pod is to restart in place, on a
+/// single-threaded runtime (no idle threads, no idle timers faster than `--resync`).
+pub fn run(args: WatchArgs) -> anyhow::Result<Ended> {
+    let mut config = Config::from_args(args)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .build()
         .context("failed to start the async runtime")?;
-    runtime.block_on(runner::run(config))
+    let in_place = config.in_place.take();
+    runtime.block_on(async move {
+        let reload = async move {
+            if config.dirs.is_empty() {
+                stopped().await
+            } else {
+                runner::run(config).await
+            }
+        };
+        match in_place {
+            None => reload.await.map(|()| Ended::Stopped),
+            Some(env) => tokio::select! {
+                ended = reload => ended.map(|()| Ended::Stopped),
+                restart = env_view::run(env) => restart.map(|()| Ended::RestartPod),
+            },
+        }
+    })
+}
+
+/// Completes on SIGTERM or SIGINT (a watcher with nothing to hot-reload).
+async fn stopped() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    tracing::info!("stopping");
+    Ok(())
 }

@@ -97,8 +97,8 @@ async fn settings_and_lookups(
 )> {
     let secret_key = startup::secret_key(args.injection.secret_hash_key_file.as_deref())?;
     let client = startup::kube_client(args.no_kube).await?;
-    let native = startup::native_sidecars(args.injection.native_sidecars, client.as_ref()).await;
-    let settings = startup::settings(args, native, secret_key.clone());
+    let support = startup::cluster_support(args.injection.native_sidecars, client.as_ref()).await;
+    let settings = startup::settings(args, support, secret_key.clone());
     let lookups = lookup::Lookups::new(
         client.clone(),
         secret_key,

@@ -9,6 +9,7 @@ use anyhow::Context;
 use crate::cli::{NativeSidecars, ServeArgs};
 use crate::hash::SecretKey;
 use crate::inject::Settings;
+use crate::inject::in_place::{self, InPlaceSettings, Support};
 
 use super::limits::{BodyBudget, ConnectionLimit};
 use super::router::HttpLimits;
@@ -23,10 +24,14 @@ const NATIVE_SIDECARS_MINOR: u32 = 29;
 /// The core settings for the webhook: templates stay as written, the sidecar goes into Pods.
 pub fn settings(
     args: &ServeArgs,
-    native_sidecars: bool,
+    (native_sidecars, support): (bool, Support),
     secret_key: Option<SecretKey>,
 ) -> Settings {
     Settings {
+        in_place: InPlaceSettings {
+            default: args.injection.env_change,
+            support,
+        },
         sidecar_image: args.injection.sidecar_image.clone(),
         native_sidecars,
         own_namespace: args.namespace.clone(),
@@ -95,44 +100,56 @@ pub async fn kube_client(no_kube: bool) -> anyhow::Result<Option<kube::Client>> 
     Ok(Some(client))
 }
 
-/// Resolves `--native-sidecars`: `auto` asks the API server, falling back to regular
-/// containers when it cannot be asked.
-pub async fn native_sidecars(mode: NativeSidecars, client: Option<&kube::Client>) -> bool {
-    match mode {
+/// Resolves `--native-sidecars` (`auto` asks the API server, falling back to regular
+/// containers when it cannot be asked) and whether Pods can restart in place (from the same
+/// answer: Kubernetes >= 1.36; not without an answer).
+pub async fn cluster_support(
+    mode: NativeSidecars,
+    client: Option<&kube::Client>,
+) -> (bool, Support) {
+    let version = match client {
+        Some(client) => api_server_version(client).await,
+        None => Err("no Kubernetes API (--no-kube)".to_owned()),
+    };
+    let support = match &version {
+        Ok((major, minor)) => in_place::support_of_version(major, minor),
+        Err(why) => Support::No(why.clone()),
+    };
+    let native = match mode {
         NativeSidecars::Always => true,
         NativeSidecars::Never => false,
-        NativeSidecars::Auto => {
-            let Some(client) = client else {
-                tracing::info!(
-                    "--native-sidecars auto without a Kubernetes API: injecting regular containers"
-                );
-                return false;
-            };
-            match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
-                Ok(Ok(info)) => {
-                    let native = supports_native_sidecars(&info.major, &info.minor);
-                    tracing::info!(
-                        major = info.major,
-                        minor = info.minor,
-                        native,
-                        "Kubernetes API server version"
-                    );
-                    native
-                }
-                Ok(Err(err)) => {
-                    tracing::warn!(
-                        error = %crate::report::one_line(&err),
-                        "failed to ask the API server's version; injecting regular containers"
-                    );
-                    false
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        "the API server did not tell its version in time; injecting regular containers"
-                    );
-                    false
-                }
+        NativeSidecars::Auto => match &version {
+            Ok((major, minor)) => supports_native_sidecars(major, minor),
+            Err(why) => {
+                tracing::info!("--native-sidecars auto: {why}; injecting regular containers");
+                false
             }
+        },
+    };
+    tracing::info!(native, in_place = ?support, "cluster support");
+    (native, support)
+}
+
+/// The API server's `major` and `minor` version, or why they are unknown.
+async fn api_server_version(client: &kube::Client) -> Result<(String, String), String> {
+    match tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(info)) => {
+            tracing::info!(
+                major = info.major,
+                minor = info.minor,
+                "Kubernetes API server version"
+            );
+            Ok((info.major, info.minor))
+        }
+        Ok(Err(err)) => {
+            let why = "failed to ask the API server's version";
+            tracing::warn!(error = %crate::report::one_line(&err), "{why}");
+            Err(why.to_owned())
+        }
+        Err(_) => {
+            let why = "the API server did not tell its version in time";
+            tracing::warn!("{why}");
+            Err(why.to_owned())
         }
     }
 }

@@ -28,6 +28,7 @@ impl Offline {
             version: reload_injector::VERSION.into(),
             inject_into_templates: true,
             secret_key: key,
+            in_place: Default::default(),
             warning_chars: None,
             reloader_retired: true,
         };

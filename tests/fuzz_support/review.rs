@@ -402,6 +402,7 @@ fn state(client: Option<kube::Client>, native: bool, secret_key: Option<SecretKe
         version: reload_injector::VERSION.into(),
         inject_into_templates: false,
         secret_key: secret_key.clone(),
+        in_place: Default::default(),
         warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     };

@@ -99,6 +99,7 @@ pub fn settings() -> Settings {
         version: reload_injector::VERSION.into(),
         inject_into_templates: false,
         secret_key: None,
+        in_place: Default::default(),
         warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     }

@@ -70,6 +70,7 @@ fn consumer(hash: Option<&str>, names: &[&str]) -> Consumer {
         ready: None,
         opt_ins: Default::default(),
         if_matched: Box::default(),
+        restarts: None,
     }
 }
 

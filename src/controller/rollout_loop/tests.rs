@@ -11,7 +11,7 @@ use super::*;
 use crate::controller::config_store::{ConfigStore, Digests, Meta, StoreReader};
 use crate::controller::{mock_api, reduce, writer};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
-use crate::inject::CONFIG_HASH;
+use crate::inject::{CONFIG_HASH, ENV_HASH, ENV_HASH_REFRESHED, SIDECAR_NAME, in_place};
 
 const DELAY: Duration = Duration::from_secs(10);
 
@@ -142,6 +142,7 @@ fn deployment(hash: &str) -> Item {
         },
         reduced: reduce::workload(TargetKind::Deployment, "uid-web", &object),
         budget: None,
+        in_place: None,
     }
 }
 
@@ -265,6 +266,7 @@ fn deployment_in(namespace: &str, name: &str, hash: &str, annotations: Value) ->
         },
         reduced: reduce::workload(TargetKind::Deployment, name, &object),
         budget: None,
+        in_place: None,
     }
 }
 
@@ -328,5 +330,146 @@ async fn in_a_namespace_without_the_label_only_a_workload_that_opts_in_is_acted_
         written,
         ["/apis/apps/v1/namespaces/plain/deployments/opted"],
         "{requests:?}"
+    );
+}
+
+/// A Pod of Deployment `web` whose sidecar restarts it in place for key `a` of ConfigMap `env`,
+/// its `env-hash` at `env_hash`, Ready, its containers restarted `restarts` times.
+fn in_place_pod(name: &str, env_hash: &str, restarts: u32) -> Item {
+    let object = json!({
+        "metadata": {"annotations": {ENV_HASH: env_hash}},
+        "spec": {
+            "initContainers": [{"name": SIDECAR_NAME, "restartPolicy": "Always",
+                "args": ["watch", in_place::HASH_FILE_FLAG, "/etc/reload-injector/pod/env-hash",
+                    "--env-state-dir", "/s", "--env-key", "env/a"]}],
+            "containers": [{"name": "app", "env": [
+                {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}]}],
+        },
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "initContainerStatuses": [{"name": SIDECAR_NAME, "restartCount": restarts}],
+            "containerStatuses": [{"name": "app", "restartCount": restarts}],
+        },
+    });
+    let target = Target {
+        kind: TargetKind::Pod,
+        namespace: "shop".into(),
+        name: name.into(),
+    };
+    let owner = Some(Target {
+        kind: TargetKind::Deployment,
+        namespace: "shop".into(),
+        name: "web".into(),
+    });
+    let annotations = [(ENV_HASH.to_owned(), env_hash.to_owned())].into();
+    let meta = (&std::collections::BTreeMap::new(), &annotations);
+    Item::Target {
+        target,
+        reduced: reduce::pod("uid", meta, &object, owner.clone()).map(Some),
+        budget: None,
+        in_place: reduce::pod_env("uid", meta, &object, owner).map(Box::new),
+    }
+}
+
+/// The env hash of key `a` of ConfigMap `env` holding `value`.
+fn env_hash_of(value: &str) -> String {
+    let id = ConfigId::config_map("env");
+    let data = ConfigData::from([(id.clone(), Lookup::Found(digests(value).to_object()))]);
+    let consumed = [crate::hash::Consumed::Key(id, "a".into())].into();
+    crate::hash::env_hash(&consumed, &data).unwrap()
+}
+
+/// The Pods patched so far, with the annotation each patch writes.
+fn pod_patches(harness: &Harness) -> Vec<(String, String)> {
+    let requests = harness.requests.lock().unwrap();
+    let pods = requests
+        .iter()
+        .filter(|(method, path, _)| method == "PATCH" && path.contains("/pods/"));
+    pods.map(|(_, path, body)| {
+        let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+        let annotation = match body {
+            Value::Array(ops) => ops[1]["path"].as_str().unwrap_or_default().to_owned(),
+            other => other["metadata"]["annotations"].to_string(),
+        };
+        (name, annotation)
+    })
+    .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_env_change_restarts_the_pods_in_place_a_wave_at_a_time_and_never_the_workload() {
+    let harness = start();
+    let (deployments, pods) = (
+        Stream::Targets(TargetKind::Deployment),
+        Stream::Targets(TargetKind::Pod),
+    );
+    let served = HashSet::from([Stream::Namespaces, deployments, pods]);
+    harness.watched.send(Watched::Served(served)).await.unwrap();
+    let shop = Item::Namespace {
+        name: "shop".into(),
+        labelled: true,
+    };
+    list(&harness, Source::Cluster(Stream::Namespaces), vec![shop]).await;
+    list(&harness, Source::Cluster(deployments), vec![]).await;
+    let old = env_hash_of("1");
+    let both = vec![
+        in_place_pod("web-1", &old, 0),
+        in_place_pod("web-2", &old, 0),
+    ];
+    list(&harness, Source::Cluster(pods), both).await;
+    let maps = Source::Config(Scope::new(ConfigKind::ConfigMap, "shop"));
+    list(&harness, maps, vec![config("1", "1")]).await;
+    let secrets = Source::Config(Scope::new(ConfigKind::Secret, "shop"));
+    list(&harness, secrets, vec![]).await;
+    harness.leader.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        pod_patches(&harness).is_empty(),
+        "the stamped env hashes are right"
+    );
+
+    let watched = &harness.watched;
+    watched
+        .send(Watched::Apply(config("2", "2")))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let env = format!("/metadata/annotations/{}", ENV_HASH.replace('/', "~1"));
+    let first = pod_patches(&harness);
+    let written: Vec<&(String, String)> = first.iter().filter(|(_, a)| *a == env).collect();
+    assert_eq!(
+        written.len(),
+        1,
+        "one Pod per wave (25% of 2, at least one): {first:?}"
+    );
+    assert!(
+        first.iter().any(|(_, a)| a.contains(ENV_HASH_REFRESHED)),
+        "the second nudge follows: {first:?}"
+    );
+    // Until that Pod restarted and is Ready again, the next wave waits.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let written_now = pod_patches(&harness)
+        .iter()
+        .filter(|(_, a)| *a == env)
+        .count();
+    assert_eq!(written_now, 1);
+    let restarted = &written[0].0;
+    let new = env_hash_of("2");
+    let item = in_place_pod(restarted, &new, 1);
+    watched.send(Watched::Apply(item)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let all = pod_patches(&harness);
+    let names: HashSet<&str> = all
+        .iter()
+        .filter(|(_, a)| *a == env)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(names, HashSet::from(["web-1", "web-2"]), "{all:?}");
+    let requests = harness.requests.lock().unwrap();
+    assert!(
+        !requests
+            .iter()
+            .any(|(_, path, _)| path.contains("/deployments/")),
+        "the workload is never written"
     );
 }

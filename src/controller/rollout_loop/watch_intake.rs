@@ -3,6 +3,7 @@
 //! changes is tracked, fetched and scheduled by the rest of the loop.
 
 use super::*;
+use crate::controller::reduce::Consumer;
 
 impl Loop {
     pub(super) fn on_watched(&mut self, watched: Watched) {
@@ -151,21 +152,16 @@ impl Loop {
                 target,
                 reduced: Ok(consumer),
                 budget,
+                in_place,
             } => {
                 if target.kind.is_workload() {
                     self.view.set_budget(&target, budget);
                 }
-                if let Some(consumer) = &consumer {
-                    self.writes.seen(&target, consumer.hash.as_ref());
-                }
-                let present = consumer.is_some();
                 let watched = self.view.config_watched(&target.namespace);
-                if self.view.set_consumer(&target, consumer) && present {
-                    self.track(&target);
+                if target.kind == TargetKind::Pod {
+                    self.set_target(&target.env_twin(), in_place.map(|c| *c));
                 }
-                if !present {
-                    self.forget(&target);
-                }
+                self.set_target(&target, consumer);
                 self.rescope(&target.namespace, watched);
             }
             Item::Target {
@@ -207,8 +203,26 @@ impl Loop {
         }
     }
 
-    /// A workload or Pod was deleted (or can no longer be written to).
+    /// Records what a target consumes now (`None`: it must not be written to), and checks it
+    /// when that changed.
+    fn set_target(&mut self, target: &Target, consumer: Option<Consumer>) {
+        if let Some(consumer) = &consumer {
+            self.writes.seen(target, consumer.hash.as_ref());
+        }
+        let present = consumer.is_some();
+        if self.view.set_consumer(target, consumer) && present {
+            self.track(target);
+        }
+        if !present {
+            self.forget(target);
+        }
+    }
+
+    /// A workload or Pod was deleted (or can no longer be written to); a Pod's env twin with it.
     fn target_gone(&mut self, target: &Target) {
+        if target.kind == TargetKind::Pod {
+            self.target_gone(&target.env_twin());
+        }
         let watched = self.view.config_watched(&target.namespace);
         self.view.set_consumer(target, None);
         self.forget(target);

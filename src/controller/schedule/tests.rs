@@ -1,6 +1,7 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::controller::write_target::TargetKind;
 use crate::hash::ConfigId;
 
 const DELAY: Duration = Duration::from_secs(10);

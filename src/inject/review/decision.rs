@@ -12,17 +12,19 @@ use super::opt_ins::{
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
 use crate::inject::analysis::PodAnalysis;
 use crate::inject::consumption::{self, Consumption};
+use crate::inject::in_place::{self, EnvPlan};
+use crate::inject::insertion::{PodView, insert_once, mark_sidecar_pod};
 use crate::inject::messages::{Warnings, quoted};
 use crate::inject::object;
 use crate::inject::parts::{self, MapField, Meta};
-use crate::inject::pod::PodSpec;
 use crate::inject::rules::{self, How, Use, describe};
 use crate::inject::selected;
 use crate::inject::sidecar::{self, SidecarPlan};
 use crate::inject::strategy::{self, Consequence};
+use crate::inject::values::ValueError;
 use crate::inject::{
-    CONFIG_HASH, INJECTED, MANAGED_LABEL, MOUNTED_CONFIG_HASH, ON_CHANGE, Outcome, PROCESS,
-    RELOAD_URL, SIDECAR_LABEL, SIGNAL, Settings,
+    CONFIG_HASH, ENV_CHANGE, MANAGED_LABEL, ON_CHANGE, Outcome, PROCESS, RELOAD_URL, SIGNAL,
+    Settings,
 };
 
 /// Decides on a target, given the lookups of its config.
@@ -44,20 +46,22 @@ pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData)
         return denied(message, warnings);
     }
     let (choice, bad) = strategy::choose(&target.annotations, &target.spec, &analysis);
-    if let Some(bad) = &bad {
+    let mut uses = outcome.uses;
+    uses.extend(choice.restart_uses(&analysis));
+    let (env, env_bad) = restart_in_place(settings, target, &analysis, &uses);
+    let refused = bad.iter().map(|bad| (bad, SIDECAR_REFUSES));
+    for (bad, why) in refused.chain(env_bad.iter().map(|bad| (bad, ""))) {
         // A person is at the terminal: deny, unless an UPDATE keeps the value the workload
         // already had (so that `kubectl rollout restart` of it keeps working).
         if on_template && !kept_from_old(target) {
-            let message = format!(
-                "reload-injector: {bad}. The config-reloader sidecar would refuse this value; fix the \
-                 annotation on the pod template."
-            );
+            let message =
+                format!("reload-injector: {bad}{why}; fix the annotation on the pod template.");
             return denied(message, warnings);
         }
         warnings.push(format_args!("{bad}"));
     }
-    let mut uses = outcome.uses;
-    uses.extend(choice.restart_uses(&analysis));
+    in_place::warn(&env, &uses, target.consequence, &mut warnings);
+    uses.retain(|u| !env.covers(u));
     strategy::warn(&choice, target.consequence, &mut warnings);
     warn_uses(&uses, target.consequence, settings, &mut warnings);
     let restart_only = restart_only(target, &analysis, &uses, settings, &mut warnings);
@@ -76,10 +80,12 @@ pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData)
         restart_only: &restart_only,
         hash: report.hash.as_deref(),
         plan: plan.as_ref(),
+        env: &env,
         configs,
     };
+    let patch = edit(settings, target, &analysis, &stamp, &mut warnings);
     Outcome::Allowed {
-        patch: edit(settings, target, &analysis, &stamp),
+        patch,
         warnings: warnings.into_list(settings.warning_chars),
     }
 }
@@ -108,7 +114,29 @@ struct Stamp<'a> {
     hash: Option<&'a str>,
     /// The sidecar, when one is due.
     plan: Option<&'a SidecarPlan>,
+    /// Whether env changes restart the Pods in place.
+    env: &'a in_place::Decision,
     configs: &'a ConfigData,
+}
+
+/// Why a value of the annotations the sidecar reads is denied, in the denial.
+const SIDECAR_REFUSES: &str = ". The config-reloader sidecar would refuse this value";
+
+/// Whether a change of a ConfigMap the pod (template) reads through env restarts it in place
+/// (see [`in_place`]), given its restart-only `uses`; and a bad `env-change` value.
+fn restart_in_place(
+    settings: &Settings,
+    target: &Target,
+    analysis: &PodAnalysis<'_>,
+    uses: &[Use],
+) -> (in_place::Decision, Option<ValueError>) {
+    let subject = in_place::Subject {
+        template: target.workload.is_template(),
+        controlled: target.pod.meta.controlled(),
+        job: target.consequence == Consequence::NextJob,
+    };
+    let annotations = &target.annotations;
+    in_place::decide(annotations, &target.spec, analysis, subject, uses, settings)
 }
 
 /// The patch: edits a copy of only what may change, and diffs it against the same unedited view.
@@ -117,6 +145,7 @@ fn edit(
     target: &Target,
     analysis: &PodAnalysis<'_>,
     stamp: &Stamp<'_>,
+    warnings: &mut Warnings,
 ) -> json_patch::Patch {
     let on_template = target.workload.is_template();
     let pointer = target.workload.pointer();
@@ -136,35 +165,25 @@ fn edit(
         stamp.hash,
     );
     let inject_here = !on_template || settings.inject_into_templates;
-    let inserted = match (stamp.plan, inject_here, analysis.has_sidecar) {
-        (Some(plan), true, false) => {
-            insert_sidecar(pod, plan, &target.spec, &target.annotations, settings);
-            Some(plan)
-        }
-        _ => None,
+    let env_plan = EnvPlan::new(stamp.env, &target.spec).filter(|_| inject_here);
+    let view = PodView {
+        spec: &target.spec,
+        annotations: &target.annotations,
+        labels: &target.labels,
+        template: on_template,
     };
-    // A template the webhook reviews stays as written apart from the hash; a Pod (or a template
-    // the offline `inject` puts the sidecar into) carries the label the controller watches by.
-    let labels_here = !on_template || inserted.is_some();
-    if labels_here && (inserted.is_some() || analysis.has_sidecar) {
-        if target.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
-            object::set_label(pod, SIDECAR_LABEL, "true");
-        }
-        if !on_template {
-            let mounted = match inserted {
-                Some(plan) => {
-                    let volumes = plan.volumes.iter().map(String::as_str);
-                    consumption::of_volumes(volumes, &analysis.config_volumes)
-                }
-                None => consumption::mounted(&target.spec),
-            };
-            stamp_mounted_hash(pod, &target.annotations, &mounted, stamp.configs, settings);
-        }
-    }
+    let parts = (stamp.plan, env_plan.as_ref());
+    let inserted = inject_here && insert_once(pod, parts, &view, analysis, settings, warnings);
+    let restarts = env_plan.filter(|_| inserted || analysis.has_sidecar);
+    let on = (&target.annotations, on_template);
+    in_place::stamp(pod, on, stamp.env, restarts.as_ref(), stamp.configs);
+    let sidecar = (inserted, stamp.plan.filter(|_| inserted));
+    mark_sidecar_pod(pod, &view, analysis, sidecar, stamp.configs, settings);
     if on_template {
         let stamped = crate::inject::string_map(pod, "annotations").contains_key(CONFIG_HASH);
         let hot_reloads = stamp.plan.is_some() || analysis.has_sidecar;
-        mark_managed(&mut edited, &target.own, stamped || hot_reloads);
+        let managed = stamped || hot_reloads || stamp.env.applies();
+        mark_managed(&mut edited, &target.own, managed);
     }
     json_patch::diff(&original, &edited)
 }
@@ -179,23 +198,6 @@ pub(super) fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
         object::set_label(object, MANAGED_LABEL, "true");
     } else if !managed && labelled.is_some() {
         object::remove_label(object, MANAGED_LABEL);
-    }
-}
-
-/// Writes the `mounted-config-hash` of a Pod's sidecar volumes when it can be computed and
-/// differs; a failed lookup leaves it as it is (the rollout controller fills it in later).
-fn stamp_mounted_hash(
-    pod: &mut Value,
-    annotations: &BTreeMap<String, String>,
-    mounted: &Consumption,
-    configs: &ConfigData,
-    settings: &Settings,
-) {
-    let report = mounted.hash(configs, settings.secret_key.as_ref());
-    if let Some(hash) = report.hash
-        && annotations.get(MOUNTED_CONFIG_HASH) != Some(&hash)
-    {
-        object::set_annotation(pod, MOUNTED_CONFIG_HASH, &hash);
     }
 }
 
@@ -230,7 +232,7 @@ fn kept_from_old(target: &Target) -> bool {
     let Some(old) = &target.old_annotations else {
         return false;
     };
-    [ON_CHANGE, RELOAD_URL, SIGNAL, PROCESS]
+    [ON_CHANGE, RELOAD_URL, SIGNAL, PROCESS, ENV_CHANGE]
         .iter()
         .all(|key| old.get(*key) == target.annotations.get(*key))
 }
@@ -278,30 +280,5 @@ fn stamp_hash(
             object::remove_annotation(pod, CONFIG_HASH)
         }
         _ => {}
-    }
-}
-
-fn insert_sidecar(
-    pod: &mut Value,
-    plan: &SidecarPlan,
-    spec: &PodSpec,
-    annotations: &BTreeMap<String, String>,
-    settings: &Settings,
-) {
-    let list = if settings.native_sidecars {
-        "initContainers"
-    } else {
-        "containers"
-    };
-    let container = plan.container(&settings.sidecar_image, settings.native_sidecars);
-    object::push_to_spec(pod, list, container);
-    if plan.hides_token {
-        object::push_to_spec(pod, "volumes", sidecar::no_token_volume());
-    }
-    if plan.needs_shared_pid() && spec.share_process_namespace != Some(true) {
-        object::share_process_namespace(pod);
-    }
-    if !annotations.contains_key(INJECTED) {
-        object::set_annotation(pod, INJECTED, &settings.version);
     }
 }

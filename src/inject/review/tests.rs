@@ -17,6 +17,7 @@ fn settings() -> Settings {
         version: "0.0.0-test".to_owned(),
         inject_into_templates: false,
         secret_key: None,
+        in_place: Default::default(),
         warning_chars: None,
         reloader_retired: true,
     }

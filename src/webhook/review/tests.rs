@@ -175,6 +175,7 @@ fn settings() -> crate::inject::Settings {
         version: "test".to_owned(),
         inject_into_templates: false,
         secret_key: None,
+        in_place: Default::default(),
         warning_chars: Some(crate::inject::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     }

@@ -89,8 +89,8 @@ pub struct Node {
 /// endpoints (the kubelet at its InternalIP is the base cluster's setting already); its
 /// certificate names the `kubernetes` Service's address (Pods connect there); the controller
 /// manager also runs the endpoint, EndpointSlice, `kube-root-ca.crt` publisher (every
-/// service-account token volume mounts it), PodDisruptionBudget, Pod GC and node lifecycle
-/// (it lifts the `not-ready` taint the kubelet registers the node with) controllers.
+/// service-account token volume mounts it), PodDisruptionBudget, Pod GC, node lifecycle (it
+/// lifts the `not-ready` taint the kubelet registers the node with) and StatefulSet controllers.
 pub fn extras() -> Extras {
     Extras {
         // (`--kubelet-preferred-address-types=InternalIP` and `--endpoint-reconciler-type=none`
@@ -103,6 +103,7 @@ pub fn extras() -> Extras {
             "disruption",
             "podgc",
             "nodelifecycle",
+            "statefulset",
         ]
         .map(String::from)
         .to_vec(),

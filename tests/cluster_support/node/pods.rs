@@ -236,6 +236,50 @@ impl Writer {
     }
 }
 
+impl Writer {
+    /// Merge-patches the ConfigMap's `key` to `value` and, on a second request at the same
+    /// moment, the Pod's annotation `annotation` to `annotation_value`; returns the instant just
+    /// before both were sent.
+    pub fn set_with_annotation(
+        &self,
+        (ns, name, key, value): (&str, &str, &str, &str),
+        pod: &str,
+        (annotation, annotation_value): (&str, &str),
+    ) -> Instant {
+        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+        use kube::api::{Api, Patch, PatchParams};
+        let params = PatchParams::default();
+        self.runtime.block_on(async {
+            let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            let data = json!({"data": {key: value}});
+            let note = json!({"metadata": {"annotations": {annotation: annotation_value}}});
+            let (data, note) = (Patch::Merge(&data), Patch::Merge(&note));
+            let start = Instant::now();
+            let (config_map, pod) = tokio::join!(
+                config_maps.patch(name, &params, &data),
+                pods.patch(pod, &params, &note),
+            );
+            config_map.unwrap();
+            pod.unwrap();
+            start
+        })
+    }
+
+    /// Merge-patches one annotation of a Pod.
+    pub fn annotate(&self, ns: &str, pod: &str, annotation: &str, value: &str) {
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::{Api, Patch, PatchParams};
+        self.runtime.block_on(async {
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            let note = json!({"metadata": {"annotations": {annotation: value}}});
+            pods.patch(pod, &PatchParams::default(), &Patch::Merge(&note))
+                .await
+                .unwrap();
+        });
+    }
+}
+
 /// p50 and max of `samples`.
 pub fn p50_max(samples: &[Duration]) -> (Duration, Duration) {
     let mut sorted = samples.to_vec();

@@ -1,0 +1,112 @@
+//! Putting the `config-reloader` sidecar into a pod (the edited copy of a review): the
+//! container for its hot-reload plan, its restart-in-place plan or both, the volumes they name,
+//! and the label and `mounted-config-hash` a Pod with the sidecar carries.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::analysis::PodAnalysis;
+use super::consumption;
+use super::in_place::EnvPlan;
+use super::messages::Warnings;
+use super::object;
+use super::pod::PodSpec;
+use super::sidecar::{self, SidecarPlan};
+use super::{INJECTED, MOUNTED_CONFIG_HASH, SIDECAR_LABEL, Settings};
+use crate::hash::ConfigData;
+
+/// The pod (template) under review, as the edits read it.
+pub struct PodView<'a> {
+    pub spec: &'a PodSpec,
+    /// Its `reload-injector.io/` annotations and labels.
+    pub annotations: &'a BTreeMap<String, String>,
+    pub labels: &'a BTreeMap<String, String>,
+    /// A workload's template, not a Pod.
+    pub template: bool,
+}
+
+/// Inserts the sidecar for its hot-reload plan, its restart-in-place plan or both, unless the
+/// pod has one or there is nothing for it to do; says whether it did.
+pub fn insert_once(
+    pod: &mut Value,
+    (plan, env_plan): (Option<&SidecarPlan>, Option<&EnvPlan>),
+    view: &PodView<'_>,
+    analysis: &PodAnalysis<'_>,
+    settings: &Settings,
+    warnings: &mut Warnings,
+) -> bool {
+    if analysis.has_sidecar || (plan.is_none() && env_plan.is_none()) {
+        return false;
+    }
+    let hides_token = match plan {
+        Some(plan) => plan.hides_token,
+        None => sidecar::token_volume_free(view.spec, analysis, warnings),
+    };
+    let list = if settings.native_sidecars {
+        "initContainers"
+    } else {
+        "containers"
+    };
+    let (image, native) = (&settings.sidecar_image, settings.native_sidecars);
+    let mut container = match plan {
+        Some(plan) => plan.container(image, native),
+        None => sidecar::env_only_container(image, native, hides_token),
+    };
+    if let Some(env_plan) = env_plan {
+        env_plan.extend(&mut container);
+    }
+    object::push_to_spec(pod, list, container);
+    if hides_token {
+        object::push_to_spec(pod, "volumes", sidecar::no_token_volume());
+    }
+    for volume in env_plan.map(EnvPlan::volumes).into_iter().flatten() {
+        object::push_to_spec(pod, "volumes", volume);
+    }
+    let signals = plan.is_some_and(SidecarPlan::needs_shared_pid);
+    if signals && view.spec.share_process_namespace != Some(true) {
+        object::share_process_namespace(pod);
+    }
+    if !view.annotations.contains_key(INJECTED) {
+        object::set_annotation(pod, INJECTED, &settings.version);
+    }
+    true
+}
+
+/// A template the webhook reviews stays as written apart from the hash; a Pod (or a template the
+/// offline `inject` puts the sidecar into) with the sidecar carries the label the controller
+/// watches by, and a Pod the `mounted-config-hash` of what its sidecar watches. `inserted` says
+/// whether the sidecar was just inserted, with its hot-reload plan if it has one.
+pub fn mark_sidecar_pod(
+    pod: &mut Value,
+    view: &PodView<'_>,
+    analysis: &PodAnalysis<'_>,
+    (inserted, plan): (bool, Option<&SidecarPlan>),
+    configs: &ConfigData,
+    settings: &Settings,
+) {
+    if !(inserted || !view.template && analysis.has_sidecar) {
+        return;
+    }
+    if view.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
+        object::set_label(pod, SIDECAR_LABEL, "true");
+    }
+    if view.template {
+        return;
+    }
+    let mounted = match plan {
+        Some(plan) => {
+            let volumes = plan.volumes.iter().map(String::as_str);
+            consumption::of_volumes(volumes, &analysis.config_volumes)
+        }
+        None => consumption::mounted(view.spec),
+    };
+    // Written when it can be computed and differs; a failed lookup leaves it as it is (the
+    // rollout controller fills it in later).
+    let report = mounted.hash(configs, settings.secret_key.as_ref());
+    if let Some(hash) = report.hash
+        && view.annotations.get(MOUNTED_CONFIG_HASH) != Some(&hash)
+    {
+        object::set_annotation(pod, MOUNTED_CONFIG_HASH, &hash);
+    }
+}
