@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
 use reload_injector::inject::{self, Outcome, Settings};
-use reload_injector::webhook::review::{self, Review};
+use reload_injector::webhook::admission_review::{self, Review};
 use serde_json::value::{RawValue, to_raw_value};
 
 /// The allocator the shipped binary uses (`src/main.rs`), so the numbers match production.
@@ -156,10 +156,10 @@ fn main() {
         black_box(plan.config_refs());
         let answer = match plan.decide(&configs) {
             Outcome::Allowed { patch, warnings } => {
-                review::allowed(parsed.uid(), &patch, &warnings)
+                admission_review::allowed(parsed.uid(), &patch, &warnings)
             }
             Outcome::Denied { message, warnings } => {
-                review::denied(parsed.uid(), 403, &message, &warnings)
+                admission_review::denied(parsed.uid(), 403, &message, &warnings)
             }
         };
         black_box(answer);

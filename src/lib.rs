@@ -20,7 +20,7 @@ pub mod controller;
 pub mod hash;
 pub mod inject;
 pub mod kinds;
-pub mod names;
+pub mod object_names;
 pub mod offline;
 pub mod policy;
 pub mod report;

@@ -394,7 +394,7 @@ fn the_name_check_agrees_with_the_api_server() {
         let out = cluster.apply(&ns, &object);
         assert_eq!(
             out.ok,
-            reload_injector::names::is_object_name(name),
+            reload_injector::object_names::is_object_name(name),
             "{name:?}: the API server said {:?}",
             out.stderr
         );

@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 mod status_support;
 
 use reload_injector::status::findings::Code;
-use reload_injector::status::target::{Kind, Target};
+use reload_injector::status::target_arg::{Kind, Target};
 use reload_injector::status::{config_report, render, summary, workload_report};
 use serde::Deserialize;
 use serde_json::Value;
@@ -216,7 +216,7 @@ fn odd_objects_are_reported_never_panicked_on() {
             ];
             let snapshot =
                 assemble(now, &objects, &BTreeMap::new(), &BTreeMap::new()).expect("assembled");
-            let kind = reload_injector::status::target::Kind::parse(kind).unwrap();
+            let kind = reload_injector::status::target_arg::Kind::parse(kind).unwrap();
             let report = workload_report::workload(&snapshot, kind, "shop", "odd").expect("found");
             render::text(&report);
             render::json(&report, 1);

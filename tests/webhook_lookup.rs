@@ -18,7 +18,7 @@ use reload_injector::hash::{
     ConfigData, ConfigId, ConfigObject, Consumed, Lookup, SecretKey, config_hash,
 };
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
-use reload_injector::webhook::metrics::Metrics;
+use reload_injector::webhook::webhook_metrics::Metrics;
 use reload_injector::webhook::{AppState, app};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;

@@ -2,8 +2,8 @@
 //! without cert-manager. [`generate`] builds them in memory (pure apart from randomness);
 //! [`run`] writes the files (see [`write_bundle`]).
 
+mod dns_names;
 mod files;
-mod names;
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -17,8 +17,8 @@ use time::OffsetDateTime;
 
 use crate::cli::CertsArgs;
 
+pub use dns_names::{service_dns_names, validate_dns_name};
 pub use files::{FILE_NAMES, write_bundle};
-pub use names::{service_dns_names, validate_dns_name};
 
 /// How long the generated CA is valid: 10 years. Rotating the serving certificate inside it
 /// does not require touching the webhook's `caBundle`.

@@ -18,7 +18,7 @@ pub mod meter;
 mod object;
 mod parts;
 pub mod pod;
-mod review;
+mod review_plan;
 mod rollout;
 mod rules;
 pub mod selected;
@@ -37,7 +37,7 @@ pub use key::Key;
 pub use messages::{API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, WARNING_PREFIX, fit, quoted};
 pub use object::{Workload, string_map};
 pub use parts::{ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
-pub use review::Plan;
+pub use review_plan::Plan;
 pub use rules::describe;
 pub use skim::{JsonType, Shallow, Skim};
 

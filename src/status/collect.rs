@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
-use super::target::Kind;
+use super::target_arg::Kind;
 use crate::controller::write_target::api_resource;
 
 /// Why the reads could not make a snapshot at all (exit 2).

@@ -10,7 +10,7 @@ use super::config_objects::{Configs, Written, data_written};
 use super::findings::Finding;
 use super::read_lines::OnChange;
 use super::snapshot::Snapshot;
-use super::target::Kind;
+use super::target_arg::Kind;
 use super::workload_report;
 use crate::hash::ConfigId;
 

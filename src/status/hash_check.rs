@@ -7,7 +7,7 @@ use super::common::age;
 use super::config_objects::{Configs, Written};
 use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
-use super::target::Kind;
+use super::target_arg::Kind;
 use crate::hash::{ConfigKind, SecretKey};
 use crate::inject::consumption::Consumption;
 use crate::inject::explain::Explained;
@@ -204,7 +204,7 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
     let fix = if kind == Kind::Pod {
         "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
             .to_owned()
-    } else if !super::target::restamped(kind) {
+    } else if !super::target_arg::restamped(kind) {
         format!("a {kind} is never re-stamped: recreate it to read the new config")
     } else if controller_running && recent {
         "the change is seconds old: the controller re-stamps within --rollout-delay (1s by default) \

@@ -22,7 +22,7 @@ pub mod select;
 pub mod sidecar_log;
 pub mod snapshot;
 pub mod summary;
-pub mod target;
+pub mod target_arg;
 pub mod workload_report;
 
 use std::process::ExitCode;
@@ -31,7 +31,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::cli::{StatusArgs, StatusFormat};
 use collect::Reader;
-use target::{Kind, Target};
+use target_arg::{Kind, Target};
 
 /// Sidecar Pods whose log is read per report, at most.
 pub const MAX_LOGS: usize = 3;
@@ -41,7 +41,7 @@ pub const MAX_LOGS: usize = 3;
 pub enum StatusError {
     /// TARGET is malformed or names an unknown kind.
     #[error(transparent)]
-    BadTarget(#[from] target::TargetError),
+    BadTarget(#[from] target_arg::TargetError),
     /// `-A` with a TARGET.
     #[error("failed to read the arguments: -A/--all-namespaces takes no TARGET")]
     AllWithTarget,
@@ -111,7 +111,7 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     match target {
         None => {
             let scope = (!args.all_namespaces).then_some(namespace.as_str());
-            let snapshot = reader.snapshot(scope, &target::WORKLOADS, true).await?;
+            let snapshot = reader.snapshot(scope, &target_arg::WORKLOADS, true).await?;
             let summary = summary::summary(&snapshot, scope);
             let found = summary.has_findings();
             Ok(output(json, &summary, found, render::summary_text))
@@ -152,7 +152,7 @@ async fn config_report(
     namespace: String,
 ) -> Result<config_report::ConfigReport, StatusError> {
     let snapshot = reader
-        .snapshot(Some(&namespace), &target::WORKLOADS, false)
+        .snapshot(Some(&namespace), &target_arg::WORKLOADS, false)
         .await?;
     let failed = match target.kind {
         Kind::Secret => snapshot.secrets.failure(),

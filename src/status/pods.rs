@@ -12,7 +12,7 @@ use super::hash_check::{HashState, KeyState};
 use super::select::{matches, owned_by};
 use super::sidecar_log;
 use super::snapshot::{Fetched, Snapshot};
-use super::target::Kind;
+use super::target_arg::Kind;
 use crate::hash::{self, ConfigKind, Consumed};
 use crate::inject::explain::is_ours;
 use crate::inject::pod::PodSpec;
@@ -90,7 +90,7 @@ pub fn pods(
     let namespace = meta_str(object, "namespace").unwrap_or_default();
     let owned: Vec<&Value> = owned_pods(snapshot, kind, object, namespace, all);
     let stamped = object
-        .pointer(super::target::template_pointer(kind))
+        .pointer(super::target_arg::template_pointer(kind))
         .map(|t| string_map(t, "annotations"))
         .and_then(|a| a.get(CONFIG_HASH).cloned());
     let mut out = Pods {

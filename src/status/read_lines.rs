@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::config_objects::{Configs, Seen};
 use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
 use super::hash_check::KeyState;
-use super::target::Kind;
+use super::target_arg::Kind;
 use crate::hash::{ConfigId, ConfigKind, Consumed};
 use crate::inject::catalogue::Takes;
 use crate::inject::explain::{Explained, Mode, Read, Via};

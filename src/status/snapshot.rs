@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::common::meta_str;
-use super::target::Kind;
+use super::target_arg::Kind;
 use crate::hash::{ConfigObject, SecretKey};
 
 /// The outcome of one read.
@@ -169,18 +169,22 @@ impl Snapshot {
     }
 
     /// Every workload read (in `namespace`, or everywhere), with its kind, in the order of
-    /// [`super::target::WORKLOADS`].
+    /// [`super::target_arg::WORKLOADS`].
     pub fn workload_objects<'a>(
         &'a self,
         namespace: Option<&'a str>,
     ) -> impl Iterator<Item = (Kind, &'a Value)> {
-        super::target::WORKLOADS.into_iter().flat_map(move |kind| {
-            let list = self.workloads.get(&kind).and_then(Fetched::ok);
-            let objects = list.into_iter().flatten();
-            objects
-                .filter(move |o| namespace.is_none_or(|ns| meta_str(o, "namespace") == Some(ns)))
-                .map(move |o| (kind, o))
-        })
+        super::target_arg::WORKLOADS
+            .into_iter()
+            .flat_map(move |kind| {
+                let list = self.workloads.get(&kind).and_then(Fetched::ok);
+                let objects = list.into_iter().flatten();
+                objects
+                    .filter(move |o| {
+                        namespace.is_none_or(|ns| meta_str(o, "namespace") == Some(ns))
+                    })
+                    .map(move |o| (kind, o))
+            })
     }
 
     /// The namespace-wide reads that failed, named (`could not read pods: forbidden: …`).

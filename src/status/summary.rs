@@ -11,7 +11,7 @@ use super::findings::Code;
 use super::hash_check::key_unreadable;
 use super::read_lines::OnChange;
 use super::snapshot::Snapshot;
-use super::target::Kind;
+use super::target_arg::Kind;
 use super::workload_report::{self, Report};
 use crate::policy::RETIRED_FLAG;
 
@@ -73,7 +73,7 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
         })
         .collect();
     lines.sort_by(|a, b| order(a).cmp(&order(b)));
-    let failed = super::target::WORKLOADS.iter().filter_map(|kind| {
+    let failed = super::target_arg::WORKLOADS.iter().filter_map(|kind| {
         let reason = snapshot.workloads.get(kind)?.failure()?;
         Some(format!("could not read {}: {reason}", kind.plural()))
     });

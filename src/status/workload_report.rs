@@ -15,7 +15,7 @@ use super::install::{self, Installation, OptIn};
 use super::pods::{self, Pods};
 use super::read_lines::{Judging, ReadLine, mode_text, read_findings, read_lines};
 use super::snapshot::Snapshot;
-use super::target::Kind;
+use super::target_arg::Kind;
 use crate::controller::waves::REFRESH_STOPPED;
 use crate::inject::consumption;
 use crate::inject::explain::{self, Explained};
@@ -223,7 +223,7 @@ impl Consumed {
 
 impl<'a> Workload<'a> {
     fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
-        let template = object.pointer(super::target::template_pointer(kind));
+        let template = object.pointer(super::target_arg::template_pointer(kind));
         let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
         let (own_labels, own_annotations) = match kind {
             Kind::Pod => Default::default(),
@@ -273,7 +273,7 @@ impl<'a> Workload<'a> {
                     Code::UnreadableSpec,
                     format!(
                         "no pod template at {}",
-                        super::target::template_pointer(self.kind)
+                        super::target_arg::template_pointer(self.kind)
                     ),
                     "nothing: reload-injector cannot act on it either",
                 )),

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::procfs;
-use super::targets::ProcessInfo;
+use super::signal_targets::ProcessInfo;
 
 /// How often the targets are looked at during the grace window.
 const POLL: Duration = Duration::from_millis(20);

@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior, interval_at};
 use tracing::{info, warn};
 
+use super::inotify_watches::WatchSet;
 use super::pod_restart::{Next, Started, read_hash};
-use super::watches::WatchSet;
 use crate::hash::{self, ConfigData, ConfigId, ConfigObject, Consumed, Lookup};
 
 /// The name of the file in the state directory.
@@ -238,7 +238,7 @@ impl Checker {
     }
 }
 
-fn report(errors: Vec<super::watches::WatchError>) {
+fn report(errors: Vec<super::inotify_watches::WatchError>) {
     for err in errors {
         warn!(error = %crate::report::one_line(&err), "watch not set; will retry on the next re-check");
     }

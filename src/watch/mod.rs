@@ -1,24 +1,24 @@
 //! `reload-injector watch`: the sidecar that reloads the app when its config changes. Pure parts
-//! ([`events`], [`debounce`], [`retry`], [`targets`]) are driven by thin I/O modules, wired
+//! ([`events`], [`debounce`], [`retry`], [`signal_targets`]) are driven by thin I/O modules, wired
 //! together by [`runner`] on a single-threaded runtime.
 
 pub mod aftermath;
+pub mod app_reload;
 pub mod content;
 pub mod debounce;
 pub mod env_view;
 pub mod events;
 pub mod http;
-pub mod metrics;
+pub mod inotify_watches;
 pub mod pod_restart;
 pub mod process_handle;
 pub mod procfs;
-pub mod reload;
 pub mod retry;
 pub mod runner;
 pub mod signal;
-pub mod targets;
+pub mod signal_targets;
 pub mod trim;
-pub mod watches;
+pub mod watch_metrics;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,8 +29,8 @@ use tracing::warn;
 
 use crate::cli::WatchArgs;
 use crate::inject::values;
+use app_reload::Action;
 use http::Endpoint;
-use reload::Action;
 use signal::Signaller;
 
 /// Longest accepted `--resync`.

@@ -4,7 +4,7 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 
-use super::targets::ProcessInfo;
+use super::signal_targets::ProcessInfo;
 
 /// `PF_KTHREAD` in `/proc/PID/stat`'s flags field.
 const PF_KTHREAD: u64 = 0x0020_0000;

@@ -11,20 +11,20 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tracing::{debug, error, info, warn};
 
 use super::Config;
+use super::app_reload::{self, Report};
 use super::content::{ContentHash, Names, hash_path_listed};
 use super::debounce::Debouncer;
-use super::metrics::{self, Metrics};
-use super::reload::{self, Report};
+use super::inotify_watches::{WatchError, WatchSet};
 use super::retry::{Delivery, Outcome};
 use super::trim;
-use super::watches::{WatchError, WatchSet};
+use super::watch_metrics::{self, Metrics};
 
 type Snapshot = Vec<ContentHash>;
 type Attempt = Pin<Box<dyn Future<Output = Report>>>;
-/// A delivered signal being watched for an exit of its targets (see [`reload::judge`]).
+/// A delivered signal being watched for an exit of its targets (see [`app_reload::judge`]).
 type Judging = Pin<Box<dyn Future<Output = Verdict>>>;
 
-/// What [`reload::judge`] said about a delivered signal, with what its log line names.
+/// What [`app_reload::judge`] said about a delivered signal, with what its log line names.
 struct Verdict {
     /// `Some(line)`: a target died of the signal.
     failed: Option<String>,
@@ -70,7 +70,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     state.delivery = Delivery::new(baseline);
     let metrics_addr = match state.config.metrics_listen {
-        Some(addr) => Some(metrics::serve(addr, &state.metrics).await?),
+        Some(addr) => Some(watch_metrics::serve(addr, &state.metrics).await?),
         None => None,
     };
     let mut debouncer = Debouncer::new(state.config.debounce);
@@ -164,7 +164,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             state.attempted = Some(snapshot);
             let action = state.config.action.clone();
             let verify = state.config.verify.clone();
-            in_flight = Some(Box::pin(reload::attempt(action, verify)));
+            in_flight = Some(Box::pin(app_reload::attempt(action, verify)));
         }
         // A resync that leaves nothing to do: a quiet moment to close the handles of targets
         // that exited and to give back code pages.
@@ -255,7 +255,9 @@ impl State {
         let previous = self.delivery.delivered().clone();
         let retry_in = self.delivery.finish(report.outcome, now);
         let judge = match (&self.config.action, report.outcome) {
-            (reload::Action::Signal(signaller), Outcome::Delivered) if !report.told.is_empty() => {
+            (app_reload::Action::Signal(signaller), Outcome::Delivered)
+                if !report.told.is_empty() =>
+            {
                 Some(signaller.clone())
             }
             _ => None,
@@ -289,7 +291,7 @@ impl State {
                         duration_ms,
                     };
                     return Some(Box::pin(async move {
-                        let failed = reload::judge(signaller, report.told, grace).await;
+                        let failed = app_reload::judge(signaller, report.told, grace).await;
                         Verdict { failed, ..verdict }
                     }));
                 }
@@ -333,9 +335,9 @@ impl State {
                       result = "success", duration_ms = %duration_ms, "reloaded");
             }
             Some(error) => {
-                self.metrics.count_reload(reload::TARGET_EXITED);
+                self.metrics.count_reload(app_reload::TARGET_EXITED);
                 self.metrics.reload_failures.inc();
-                error!(dir = %dirs, hash = %hashes, targets = %targets, result = reload::TARGET_EXITED,
+                error!(dir = %dirs, hash = %hashes, targets = %targets, result = app_reload::TARGET_EXITED,
                        "reload failed: {error}; not retried until the content changes again");
             }
         }

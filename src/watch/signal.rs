@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 
 use super::process_handle::ProcessHandle;
 use super::procfs;
-use super::targets::{self, ProcessInfo};
+use super::signal_targets::{self, ProcessInfo};
 use crate::inject::values::{self, ValueError};
 
 /// Errors of signal mode.
@@ -139,7 +139,7 @@ impl Signaller {
                 });
             }
         };
-        let chosen = targets::choose(&processes, self.own_pid, name);
+        let chosen = signal_targets::choose(&processes, self.own_pid, name);
         // The scan decides who counts as told: a remembered process that is a zombie or a
         // worker now got a signal it will not act on.
         sent.done
@@ -175,14 +175,14 @@ impl Signaller {
     }
 
     /// The remembered targets that may be signalled before the scan: those whose command name
-    /// is unchanged (see [`targets::may_signal_early`]).
+    /// is unchanged (see [`signal_targets::may_signal_early`]).
     fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
         known
             .iter()
             .filter(|k| {
                 k.handle
                     .comm()
-                    .is_some_and(|comm| targets::may_signal_early(&k.info, &comm))
+                    .is_some_and(|comm| signal_targets::may_signal_early(&k.info, &comm))
             })
             .collect()
     }

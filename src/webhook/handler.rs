@@ -8,9 +8,9 @@ use std::time::Instant;
 use crate::inject::meter::{Meter, Refusal, metered};
 use crate::inject::{Outcome, Plan, Request, Settings};
 
+use super::admission_review::{self, EnvelopeError, Review};
 use super::lookup::Lookups;
-use super::metrics::Metrics;
-use super::review::{self, EnvelopeError, Review};
+use super::webhook_metrics::Metrics;
 
 /// Everything a review needs; cheap to clone (one `Arc`).
 #[derive(Debug, Clone)]
@@ -147,13 +147,13 @@ async fn decide(
                 "patched"
             };
             (
-                review::allowed(uid, &patch, &warnings),
+                admission_review::allowed(uid, &patch, &warnings),
                 label,
                 warnings.len(),
             )
         }
         Outcome::Denied { message, warnings } => (
-            review::denied(uid, 403, &message, &warnings),
+            admission_review::denied(uid, 403, &message, &warnings),
             "denied",
             warnings.len(),
         ),
@@ -169,14 +169,18 @@ fn unaffordable(
     match refusal {
         Refusal::TooLarge { .. } => {
             let message = format!("failed to review the object: {refusal}");
-            Ok((review::denied(uid, 413, &message, &[]), "error", 0))
+            Ok((
+                admission_review::denied(uid, 413, &message, &[]),
+                "error",
+                0,
+            ))
         }
         Refusal::Busy => Err(HandleError::Busy),
     }
 }
 
 fn not_understood(uid: &str, message: &str) -> (Vec<u8>, &'static str, usize) {
-    (review::denied(uid, 400, message, &[]), "error", 0)
+    (admission_review::denied(uid, 400, message, &[]), "error", 0)
 }
 
 /// Runs a core function, turning a panic into [`HandleError::Panicked`] so that one bad object

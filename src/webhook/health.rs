@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::metrics::Metrics;
+use super::webhook_metrics::Metrics;
 
 /// Whether the webhook should receive traffic; shared between the server and `/readyz`.
 #[derive(Debug, Clone, Default)]

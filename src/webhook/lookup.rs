@@ -16,8 +16,8 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::controller::config_store::StoreReader;
 use crate::controller::fetch::{ReadError, read_config};
 use crate::hash::{ConfigData, ConfigId, ConfigKind, Lookup, SecretKey};
-use crate::names::is_object_name;
-use crate::webhook::metrics::Metrics;
+use crate::object_names::is_object_name;
+use crate::webhook::webhook_metrics::Metrics;
 
 /// The reason given for every lookup when the server runs with `--no-kube`.
 pub const NO_KUBE: &str = "no Kubernetes API: --no-kube";

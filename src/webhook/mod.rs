@@ -1,18 +1,18 @@
 //! `reload-injector serve`: the HTTPS admission webhook. Wiring only; each concern has its
 //! module (each says what it does).
 
+pub mod admission_review;
+pub mod cert_reload;
 pub mod handler;
 pub mod health;
 pub mod limits;
 pub mod lookup;
-pub mod metrics;
 pub mod read_buffer;
-pub mod reload;
-pub mod review;
 pub mod router;
 pub mod server;
 pub mod startup;
 pub mod tls;
+pub mod webhook_metrics;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +58,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let resolver = serving_certificate(&args)?;
-    let metrics = metrics::Metrics::new();
+    let metrics = webhook_metrics::Metrics::new();
     let (settings, lookups, client) = settings_and_lookups(&args, &metrics).await?;
     let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
     let controller = start_controller(&args, client, &settings, &lookups, &metrics, &terminating);
@@ -89,7 +89,7 @@ fn serving_certificate(args: &ServeArgs) -> anyhow::Result<Arc<tls::CertResolver
 /// Kubernetes client they use (none with `--no-kube`).
 async fn settings_and_lookups(
     args: &ServeArgs,
-    metrics: &metrics::Metrics,
+    metrics: &webhook_metrics::Metrics,
 ) -> anyhow::Result<(
     crate::inject::Settings,
     lookup::Lookups,
@@ -120,7 +120,7 @@ fn start_controller(
     client: Option<kube::Client>,
     settings: &crate::inject::Settings,
     lookups: &lookup::Lookups,
-    metrics: &metrics::Metrics,
+    metrics: &webhook_metrics::Metrics,
     terminating: &tokio::sync::watch::Receiver<bool>,
 ) -> Option<crate::controller::Controller> {
     let client = client.filter(|_| args.rollouts)?;
@@ -161,11 +161,11 @@ async fn bind(args: &ServeArgs) -> anyhow::Result<(TcpListener, TcpListener)> {
 fn watch_certificate(
     args: &ServeArgs,
     resolver: &Arc<tls::CertResolver>,
-    metrics: &metrics::Metrics,
+    metrics: &webhook_metrics::Metrics,
 ) -> anyhow::Result<()> {
-    reload::spawn(
+    cert_reload::spawn(
         resolver.clone(),
-        reload::ReloadConfig {
+        cert_reload::ReloadConfig {
             cert: args.tls_cert.clone(),
             key: args.tls_key.clone(),
             debounce: CERT_DEBOUNCE,

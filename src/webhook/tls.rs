@@ -1,5 +1,5 @@
 //! TLS material: loading and checking the certificate/key pair, and a certificate resolver
-//! whose pair can be swapped while the server runs (see [`super::reload`]).
+//! whose pair can be swapped while the server runs (see [`super::cert_reload`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};

@@ -184,13 +184,13 @@ fn write_flags(out: &mut String, title: &str, args: &[&clap::Arg]) {
 pub fn metrics_tables() -> String {
     use reload_injector::controller::write_target::TargetKind;
     use reload_injector::hash::ConfigKind;
-    let serve = reload_injector::webhook::metrics::Metrics::new();
+    let serve = reload_injector::webhook::webhook_metrics::Metrics::new();
     serve.review("Pod", "CREATE", "allowed", std::time::Duration::ZERO);
     serve.rejected(400);
     serve.controller().written(TargetKind::Deployment);
     serve.controller().config_change(ConfigKind::ConfigMap);
     serve.controller().watched("ConfigMap", 0);
-    let watch = reload_injector::watch::metrics::Metrics::default();
+    let watch = reload_injector::watch::watch_metrics::Metrics::default();
     watch.count_reload("success");
     watch.set_config("/etc/app", None, "sha256:0");
     let mut watch_text = String::new();

@@ -14,7 +14,7 @@ use reload_injector::inject::{
     TOKEN_MOUNT_PATH, WARNING_PREFIX,
 };
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
-use reload_injector::webhook::metrics::Metrics;
+use reload_injector::webhook::webhook_metrics::Metrics;
 use reload_injector::webhook::{AppState, app};
 use serde_json::{Value, json};
 use tower::ServiceExt;

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use reload_injector::status::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
-use reload_injector::status::target;
+use reload_injector::status::target_arg;
 
 /// Names of reads for `failed`: `namespaces`, `webhook`, `lease`, `serveDeployment`, `hashKey`,
 /// `configmaps`, `secrets`, `pods`, `jobs`, `events`, a workload plural (`deployments`), or
@@ -46,7 +46,7 @@ pub fn assemble(
     snapshot.set_hash_key(fetched(failure("hashKey"), key_secret));
     let namespaces = of_kind("Namespace").map(typed).collect::<Result<_, _>>()?;
     snapshot.set_namespaces(fetched(failure("namespaces"), namespaces));
-    for kind in target::WORKLOADS {
+    for kind in target_arg::WORKLOADS {
         let plural = kind.plural();
         let list = of_kind(kind.name()).cloned().collect();
         snapshot

@@ -14,7 +14,7 @@ use reload_injector::certs::{Bundle, CertRequest, generate};
 use reload_injector::inject::Settings;
 use reload_injector::webhook::AppState;
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
-use reload_injector::webhook::metrics::Metrics;
+use reload_injector::webhook::webhook_metrics::Metrics;
 use serde_json::{Value, json};
 
 /// The Service name kube-apiserver dials (and the SNI it sends).

@@ -1,7 +1,7 @@
 //! `TARGET` as kubectl spells it: `deploy/web`, `deployment/web`, `deployments.apps/web`,
 //! `cm/app`, `secret/tls`, `pod/web-0`, … (pure).
 
-use crate::names::is_object_name;
+use crate::object_names::is_object_name;
 
 use crate::controller::write_target::TargetKind;
 pub use crate::kinds::Kind;

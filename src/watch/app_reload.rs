@@ -7,7 +7,7 @@ use super::aftermath::{self, Exited};
 use super::http::Endpoint;
 use super::retry::Outcome;
 use super::signal::{SignalError, Signaller};
-use super::targets::ProcessInfo;
+use super::signal_targets::ProcessInfo;
 
 /// How the app is told to reload.
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use inotify::{Inotify, WatchMask};
 
-use super::metrics::Metrics;
 use super::tls::{CertResolver, load_pair};
+use super::webhook_metrics::Metrics;
 
 /// The watch could not be set up.
 #[derive(Debug, thiserror::Error)]
