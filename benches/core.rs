@@ -138,7 +138,7 @@ fn main() {
     let plan = measure(rounds, n, || {
         let plan = inject::Plan::new(black_box(&req), &settings).unwrap();
         black_box(plan.config_refs());
-        black_box(plan.decide(&configs));
+        black_box(plan.outcome(&configs));
     });
     let read_only = measure(rounds, n, || {
         black_box(inject::Plan::new(black_box(&req), &settings).unwrap());
@@ -154,7 +154,7 @@ fn main() {
         let req = parsed.request().unwrap();
         let plan = inject::Plan::new(&req, &settings).unwrap();
         black_box(plan.config_refs());
-        let answer = match plan.decide(&configs) {
+        let answer = match plan.outcome(&configs) {
             Outcome::Allowed { patch, warnings } => {
                 admission_review::allowed(parsed.uid(), &patch, &warnings)
             }
@@ -214,7 +214,7 @@ fn main() {
         core.as_secs_f64() * 1e6
     );
     println!(
-        "one Plan (new + config_refs + decide): {:>6.2} µs/review",
+        "one Plan (new + config_refs + outcome): {:>6.2} µs/review",
         plan.as_secs_f64() * 1e6
     );
     println!(

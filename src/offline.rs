@@ -297,7 +297,7 @@ fn inject_object(
         Err(ReviewError::MissingObject { .. }) => return Ok(()),
     };
     let data = lookups(&plan, configs.as_ref().map(|c| c.get(&namespace)));
-    apply(plan.decide(&data), object, &label, out);
+    apply(plan.outcome(&data), object, &label, out);
     Ok(())
 }
 

@@ -178,14 +178,14 @@ fn review(case: &Case, object: &Value, settings: &Settings) -> Outcome {
     };
     let plan = Plan::new(&req, settings).expect("fixture objects are readable");
     let data = config_data(case, &plan.config_refs(), settings.secret_key.as_ref());
-    let outcome = plan.decide(&data);
+    let outcome = plan.outcome(&data);
     // Dry run must give the identical answer.
     let dry = Request {
         dry_run: true,
         ..req
     };
     assert_eq!(
-        Plan::new(&dry, settings).expect("readable").decide(&data),
+        Plan::new(&dry, settings).expect("readable").outcome(&data),
         outcome,
         "dry run differs"
     );

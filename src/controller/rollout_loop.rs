@@ -277,12 +277,12 @@ impl Loop {
         let now = Instant::now();
         while let Some((target, due)) = self.schedule.pop_due(now) {
             if self.leader {
-                self.decide(target, due);
+                self.reconcile_target(target, due);
             }
         }
     }
 
-    fn decide(&mut self, target: Target, due: Due) {
+    fn reconcile_target(&mut self, target: Target, due: Due) {
         let verdict = self.store.read(|store| {
             let key = self.secret_key.as_ref();
             reconcile::evaluate(&self.view, store, &target, &due.causes, key)

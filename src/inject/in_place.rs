@@ -155,7 +155,7 @@ impl Decision {
 
 /// Decides for one pod (template): `uses` is its restart-only config as the rules and the
 /// reload strategy found it. A bad [`ENV_CHANGE`] value is returned beside a decision to roll.
-pub fn decide(
+pub fn choose_env_restart(
     annotations: &std::collections::BTreeMap<String, String>,
     spec: &PodSpec,
     analysis: &PodAnalysis<'_>,

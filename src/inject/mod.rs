@@ -268,5 +268,5 @@ pub fn review(
     settings: &Settings,
     configs: &ConfigData,
 ) -> Result<Outcome, ReviewError> {
-    Ok(Plan::new(req, settings)?.decide(configs))
+    Ok(Plan::new(req, settings)?.outcome(configs))
 }

@@ -1,5 +1,5 @@
 //! One review from start to end: [`Plan::new`] reads the request and says which
-//! ConfigMaps/Secrets to fetch; [`Plan::decide`] takes their contents and returns the outcome
+//! ConfigMaps/Secrets to fetch; [`Plan::outcome`] takes their contents and returns the outcome
 //! (see [`decision`]).
 
 mod decision;
@@ -106,7 +106,7 @@ impl<'a> Plan<'a> {
         Ok(Self { settings, subject })
     }
 
-    /// The ConfigMaps/Secrets whose contents [`Plan::decide`] needs (Secrets only with a key).
+    /// The ConfigMaps/Secrets whose contents [`Plan::outcome`] needs (Secrets only with a key).
     pub fn config_refs(&self) -> BTreeSet<ConfigId> {
         match &self.subject {
             Subject::Target(target) => target.refs.clone(),
@@ -115,9 +115,9 @@ impl<'a> Plan<'a> {
     }
 
     /// Decides, given the lookups of [`Plan::config_refs`].
-    pub fn decide(&self, configs: &ConfigData) -> Outcome {
+    pub fn outcome(&self, configs: &ConfigData) -> Outcome {
         match &self.subject {
-            Subject::Target(target) => decision::decide(self.settings, target, configs),
+            Subject::Target(target) => decision::target_outcome(self.settings, target, configs),
             Subject::Unstamped(unstamped) => {
                 let mut warnings = Warnings::default();
                 unstamped.warn(&mut warnings);

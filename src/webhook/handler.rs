@@ -86,7 +86,7 @@ pub async fn handle(
     } = &*state.inner;
     let (answer, outcome, warnings) = match refused {
         Some(refusal) => unaffordable(review.uid(), refusal)?,
-        None => decide(&review, settings, lookups, meter, namespace_labelled).await?,
+        None => answer_review(&review, settings, lookups, meter, namespace_labelled).await?,
     };
     let took = started.elapsed();
     metrics.review(review.kind(), review.operation(), outcome, took);
@@ -105,7 +105,7 @@ pub async fn handle(
 }
 
 /// The encoded answer, the outcome label and the number of warnings.
-async fn decide(
+async fn answer_review(
     review: &Review<'_>,
     settings: &Settings,
     lookups: &Lookups,
@@ -131,13 +131,13 @@ async fn decide(
     };
     let refs = plan.config_refs();
     let configs = lookups.fetch(request.namespace, &refs).await;
-    let mut outcome = guard(|| plan.decide(&configs))?;
+    let mut outcome = guard(|| plan.outcome(&configs))?;
     if outcome.replaces_hash() {
         // The hash on the object may come from newer data than the view or cache holds (the
         // rollout controller's own UPDATE reviewed by a replica that lags): read the config
         // again before replacing it.
         let fresh = lookups.fetch_fresh(request.namespace, &refs).await;
-        outcome = guard(|| plan.decide(&fresh))?;
+        outcome = guard(|| plan.outcome(&fresh))?;
     }
     Ok(match outcome {
         Outcome::Allowed { patch, warnings } => {

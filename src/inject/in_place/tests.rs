@@ -60,7 +60,7 @@ fn decided(
 ) -> (Decision, Option<ValueError>) {
     let analysis = analyse(spec);
     let uses = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
-    decide(
+    choose_env_restart(
         &annotations(pairs),
         spec,
         &analysis,

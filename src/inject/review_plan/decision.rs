@@ -28,7 +28,11 @@ use crate::inject::{
 };
 
 /// Decides on a target, given the lookups of its config.
-pub(super) fn decide(settings: &Settings, target: &Target, configs: &ConfigData) -> Outcome {
+pub(super) fn target_outcome(
+    settings: &Settings,
+    target: &Target,
+    configs: &ConfigData,
+) -> Outcome {
     if !target.verdict.managed() {
         return release(settings, target);
     }
@@ -136,7 +140,7 @@ fn restart_in_place(
         job: target.consequence == Consequence::NextJob,
     };
     let annotations = &target.annotations;
-    in_place::decide(annotations, &target.spec, analysis, subject, uses, settings)
+    in_place::choose_env_restart(annotations, &target.spec, analysis, subject, uses, settings)
 }
 
 /// The patch: edits a copy of only what may change, and diffs it against the same unedited view.

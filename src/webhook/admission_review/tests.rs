@@ -222,7 +222,7 @@ fn the_object_read_with_the_envelope_or_later_gives_the_same_answer() {
                 let plan = crate::inject::Plan::new(&req, &settings).unwrap();
                 (
                     plan.config_refs(),
-                    plan.decide(&crate::hash::ConfigData::new()),
+                    plan.outcome(&crate::hash::ConfigData::new()),
                 )
             })
             .collect();
