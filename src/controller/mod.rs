@@ -36,6 +36,8 @@ pub mod restart_waves;
 pub mod rollout_loop;
 pub mod schedule;
 pub mod view;
+#[cfg(test)]
+mod wave_fixtures;
 pub mod waves;
 pub mod write_book;
 pub mod write_target;

@@ -7,12 +7,12 @@
 //! that does not restart within [`RESTART_WITHIN`], or that is not Ready again within
 //! [`READY_WITHIN`] stops the workload's waves: the rest keep the env they run with.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::waves::SETTLE;
+use super::waves::{self, SETTLE, WaveQueue};
 use super::write_target::{Target, Write};
 
 pub use crate::inject::in_place::RESTARTS_STOPPED;
@@ -73,13 +73,7 @@ pub struct Stopped {
 }
 
 /// What [`RestartWaves::step`] says to do.
-#[derive(Debug, Default)]
-pub struct Step {
-    pub submit: Vec<Write>,
-    pub stopped: Vec<Stopped>,
-    /// When to step again if nothing else happens.
-    pub wake: Option<Instant>,
-}
+pub type Step = waves::Step<Stopped>;
 
 /// The restarts in place under way, per workload.
 #[derive(Debug, Default)]
@@ -89,12 +83,10 @@ pub struct RestartWaves {
 
 #[derive(Debug, Default)]
 struct Group {
-    queue: VecDeque<Write>,
+    queue: WaveQueue,
     wave: Vec<InWave>,
     /// When the wave under way was submitted.
     started: Option<Instant>,
-    /// After a stop: the values not to write again until the config changes.
-    stopped: BTreeSet<String>,
     /// A wave waits for the other Pods to be Ready: not asked again before this.
     blocked_until: Option<Instant>,
 }
@@ -120,19 +112,10 @@ enum Stand {
 }
 
 impl RestartWaves {
-    /// Queues a Pod's new env hash in its workload's waves. A value a stopped run held back is
-    /// dropped (`false`); a new value starts a new run.
+    /// Queues a Pod's new env hash in its workload's waves (see [`WaveQueue::enqueue`]).
     pub fn enqueue(&mut self, workload: Target, write: Write) -> bool {
         let group = self.groups.entry(workload).or_default();
-        if group.stopped.contains(&write.desired) {
-            return false;
-        }
-        group.stopped.clear();
-        match group.queue.iter_mut().find(|w| w.target == write.target) {
-            Some(queued) => *queued = write,
-            None => group.queue.push_back(write),
-        }
-        true
+        group.queue.enqueue(write)
     }
 
     /// Forgets everything (leadership lost).
@@ -142,9 +125,9 @@ impl RestartWaves {
 
     /// Whether a Pod waits in a queue or is in a wave under way.
     pub fn holds(&self, pod: &Target) -> bool {
-        self.groups.values().any(|g| {
-            g.queue.iter().any(|w| &w.target == pod) || g.wave.iter().any(|m| &m.pod == pod)
-        })
+        self.groups
+            .values()
+            .any(|g| g.queue.holds(pod) || g.wave.iter().any(|m| &m.pod == pod))
     }
 
     /// Moves every workload's run on: `pod` says how a Pod stands (`None`: gone), `others_ready`
@@ -159,26 +142,22 @@ impl RestartWaves {
         others_ready: impl Fn(&Target, &[Target]) -> bool,
     ) -> Step {
         let mut step = Step::default();
-        let mut wake = |at: Instant| step.wake = Some(step.wake.map_or(at, |w| w.min(at)));
-        let mut stopped = Vec::new();
-        let mut submit = Vec::new();
         for (workload, group) in &mut self.groups {
             if let Some(started) = group.started {
                 match group.stand(now, started, &pod) {
                     Err((at, why)) => {
-                        stopped.push(Stopped {
+                        step.stopped.push(Stopped {
                             workload: workload.clone(),
                             pod: at,
                             why,
-                            left: group.queue.iter().map(|w| w.target.clone()).collect(),
+                            left: group.queue.stop(),
                         });
-                        group.stopped = group.queue.drain(..).map(|w| w.desired).collect();
                         group.wave.clear();
                         group.started = None;
                         continue;
                     }
                     Ok(Some(at)) => {
-                        wake(at);
+                        step.wake_by(at);
                         continue;
                     }
                     Ok(None) => {
@@ -191,19 +170,19 @@ impl RestartWaves {
                 continue;
             }
             if let Some(until) = group.blocked_until.filter(|until| now < *until) {
-                wake(until);
+                step.wake_by(until);
                 continue;
             }
-            let queued: Vec<Target> = group.queue.iter().map(|w| w.target.clone()).collect();
-            if !others_ready(workload, &queued) {
+            if !others_ready(workload, &group.queue.targets()) {
                 let until = now + BLOCKED_RECHECK;
                 group.blocked_until = Some(until);
-                wake(until);
+                step.wake_by(until);
                 continue;
             }
             group.blocked_until = None;
-            let size = wave_size(workload, group.queue.len()).max(1);
-            let wave: Vec<Write> = group.queue.drain(..size.min(group.queue.len())).collect();
+            let wave = group
+                .queue
+                .next_wave(wave_size(workload, group.queue.len()));
             group.wave = wave
                 .iter()
                 .map(|w| InWave {
@@ -213,13 +192,11 @@ impl RestartWaves {
                 })
                 .collect();
             group.started = Some(now);
-            wake(now + SETTLE.min(RESTART_WITHIN));
-            submit.extend(wave);
+            step.wake_by(now + SETTLE.min(RESTART_WITHIN));
+            step.submit.extend(wave);
         }
         self.groups
-            .retain(|_, g| !g.queue.is_empty() || !g.wave.is_empty() || !g.stopped.is_empty());
-        step.submit = submit;
-        step.stopped = stopped;
+            .retain(|_, g| !g.queue.is_idle() || !g.wave.is_empty());
         step
     }
 }

@@ -166,15 +166,95 @@ pub struct Stopped {
     pub left: Vec<Target>,
 }
 
-/// What [`Waves::step`] says to do.
-#[derive(Debug, Default)]
-pub struct Step {
+/// What a step of the waves says to do (`S`: how a stop is told, [`Stopped`] for refreshes).
+#[derive(Debug)]
+pub struct Step<S = Stopped> {
     /// Writes to submit now.
     pub submit: Vec<Write>,
-    /// Refreshes that stopped.
-    pub stopped: Vec<Stopped>,
+    /// Runs that stopped.
+    pub stopped: Vec<S>,
     /// When to step again if nothing else happens.
     pub wake: Option<Instant>,
+}
+
+impl<S> Default for Step<S> {
+    fn default() -> Self {
+        Step {
+            submit: Vec::new(),
+            stopped: Vec::new(),
+            wake: None,
+        }
+    }
+}
+
+impl<S> Step<S> {
+    /// Steps again by `at` at the latest.
+    pub fn wake_by(&mut self, at: Instant) {
+        self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
+    }
+}
+
+/// One workload's writes waiting for their wave, and after a stop the values held back: the
+/// queue both refreshes and restarts in place keep.
+#[derive(Debug, Default)]
+pub struct WaveQueue {
+    queue: VecDeque<Write>,
+    /// After a stop: the values not to write again until the config changes.
+    held_back: BTreeSet<String>,
+}
+
+impl WaveQueue {
+    /// Queues a write, in place of one queued for the same target. A value a stop held back is
+    /// dropped (`false`); a new value ends the hold.
+    pub fn enqueue(&mut self, write: Write) -> bool {
+        if self.held_back.contains(&write.desired) {
+            return false;
+        }
+        self.held_back.clear();
+        match self.queue.iter_mut().find(|w| w.target == write.target) {
+            Some(queued) => *queued = write,
+            None => self.queue.push_back(write),
+        }
+        true
+    }
+
+    /// Stops the run: every queued value is held back. Returns the targets left as they are.
+    pub fn stop(&mut self) -> Vec<Target> {
+        let left = self.targets();
+        self.held_back = self.queue.drain(..).map(|w| w.desired).collect();
+        left
+    }
+
+    /// The next wave: the first `size` writes (at least one).
+    pub fn next_wave(&mut self, size: usize) -> Vec<Write> {
+        let size = size.max(1).min(self.queue.len());
+        self.queue.drain(..size).collect()
+    }
+
+    /// The targets queued, in order.
+    pub fn targets(&self) -> Vec<Target> {
+        self.queue.iter().map(|w| w.target.clone()).collect()
+    }
+
+    /// Whether `target` waits here.
+    pub fn holds(&self, target: &Target) -> bool {
+        self.queue.iter().any(|w| &w.target == target)
+    }
+
+    /// How many writes wait.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether none waits.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Whether nothing waits and nothing is held back (the workload can be forgotten).
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.held_back.is_empty()
+    }
 }
 
 /// The refreshes under way, per workload.
@@ -185,35 +265,22 @@ pub struct Waves {
 
 #[derive(Debug, Default)]
 struct Group {
-    queue: VecDeque<Write>,
+    queue: WaveQueue,
     /// The Pods of the wave under way, and when it was submitted.
     wave: Vec<Target>,
     started: Option<Instant>,
-    /// After a stop: the values not to write again until the config changes.
-    stopped: BTreeSet<String>,
 }
 
 impl Waves {
-    /// Queues a Pod's refresh in its workload's waves. A write of a value a stopped refresh
-    /// held back is dropped (`false`); a new value starts a new refresh.
+    /// Queues a Pod's refresh in its workload's waves (see [`WaveQueue::enqueue`]).
     pub fn enqueue(&mut self, workload: Target, write: Write) -> bool {
         let group = self.groups.entry(workload).or_default();
-        if group.stopped.contains(&write.desired) {
-            return false;
-        }
-        group.stopped.clear();
-        match group.queue.iter_mut().find(|w| w.target == write.target) {
-            Some(queued) => *queued = write,
-            None => group.queue.push_back(write),
-        }
-        true
+        group.queue.enqueue(write)
     }
 
     /// Whether a Pod waits in a wave queue.
     pub fn is_queued(&self, pod: &Target) -> bool {
-        self.groups
-            .values()
-            .any(|g| g.queue.iter().any(|w| &w.target == pod))
+        self.groups.values().any(|g| g.queue.holds(pod))
     }
 
     /// Forgets everything (leadership lost).
@@ -236,9 +303,8 @@ impl Waves {
                 step.stopped.push(Stopped {
                     workload: workload.clone(),
                     unready: unready.clone(),
-                    left: group.queue.iter().map(|w| w.target.clone()).collect(),
+                    left: group.queue.stop(),
                 });
-                group.stopped = group.queue.drain(..).map(|w| w.desired).collect();
                 group.wave.clear();
                 group.started = None;
                 continue;
@@ -246,7 +312,7 @@ impl Waves {
             if let Some(started) = group.started {
                 let settled = started + SETTLE;
                 if now < settled {
-                    step.wake = Some(step.wake.map_or(settled, |w| w.min(settled)));
+                    step.wake_by(settled);
                     continue;
                 }
                 group.wave.clear();
@@ -255,16 +321,16 @@ impl Waves {
             if group.queue.is_empty() {
                 continue;
             }
-            let size = wave_size(workload, group.queue.len()).max(1);
-            let wave: Vec<Write> = group.queue.drain(..size.min(group.queue.len())).collect();
+            let wave = group
+                .queue
+                .next_wave(wave_size(workload, group.queue.len()));
             group.wave = wave.iter().map(|w| w.target.clone()).collect();
             group.started = Some(now);
-            let settled = now + SETTLE;
-            step.wake = Some(step.wake.map_or(settled, |w| w.min(settled)));
+            step.wake_by(now + SETTLE);
             step.submit.extend(wave);
         }
         self.groups
-            .retain(|_, g| !g.queue.is_empty() || !g.wave.is_empty() || !g.stopped.is_empty());
+            .retain(|_, g| !g.queue.is_idle() || !g.wave.is_empty());
         step
     }
 }

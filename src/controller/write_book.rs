@@ -69,13 +69,7 @@ impl WriteBook {
     ) -> (Vec<Write>, Vec<Stopped>) {
         let step = self.waves.step(now, wave_size, ready);
         self.wave_wake = step.wake;
-        for write in &step.submit {
-            self.last_written
-                .insert(write.target.clone(), write.desired.clone());
-        }
-        for pod in step.stopped.iter().flat_map(|stopped| &stopped.left) {
-            self.writing.remove(pod);
-        }
+        self.stepped(&step.submit, step.stopped.iter().flat_map(|s| &s.left));
         (step.submit, step.stopped)
     }
 
@@ -90,14 +84,20 @@ impl WriteBook {
     ) -> (Vec<Write>, Vec<restart_waves::Stopped>) {
         let step = self.restarts.step(now, wave_size, pod, others_ready);
         self.restart_wake = step.wake;
-        for write in &step.submit {
+        self.stepped(&step.submit, step.stopped.iter().flat_map(|s| &s.left));
+        (step.submit, step.stopped)
+    }
+
+    /// Books a step of either waves: `submit` is written now; the writes to the Pods `left` by
+    /// a stop will have no outcome.
+    fn stepped<'a>(&mut self, submit: &[Write], left: impl Iterator<Item = &'a Target>) {
+        for write in submit {
             self.last_written
                 .insert(write.target.clone(), write.desired.clone());
         }
-        for pod in step.stopped.iter().flat_map(|stopped| &stopped.left) {
+        for pod in left {
             self.writing.remove(pod);
         }
-        (step.submit, step.stopped)
     }
 
     /// When the waves must be looked at again.
@@ -169,13 +169,7 @@ pub fn stopped_note(stopped: &Stopped, uid: String) -> Write {
         quoted(&stopped.unready.name),
         stopped.left.len()
     );
-    Write::hash(
-        stopped.workload.clone(),
-        uid,
-        None,
-        String::new(),
-        Some(message),
-    )
+    workload_note(&stopped.workload, uid, message)
 }
 
 /// The Event that says a workload's restarts in place stopped (`uid`: the workload's).
@@ -188,13 +182,12 @@ pub fn restarts_stopped_note(stopped: &restart_waves::Stopped, uid: String) -> W
         stopped.why.words(),
         stopped.left.len()
     );
-    Write::hash(
-        stopped.workload.clone(),
-        uid,
-        None,
-        String::new(),
-        Some(message),
-    )
+    workload_note(&stopped.workload, uid, message)
+}
+
+/// An Event on `workload` (`uid`: its own) that writes nothing.
+fn workload_note(workload: &Target, uid: String, message: String) -> Write {
+    Write::hash(workload.clone(), uid, None, String::new(), Some(message))
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub mod selected;
 mod sidecar;
 mod skim;
 pub mod strategy;
+#[cfg(test)]
+mod test_settings;
 pub mod values;
 
 use std::collections::BTreeSet;

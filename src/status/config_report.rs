@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::config_objects::{Configs, Written, data_written};
 use super::findings::Finding;
-use super::read_lines::OnChange;
+use super::read_lines::Effect;
 use super::snapshot::Snapshot;
 use super::target_arg::Kind;
 use super::workload_report;
@@ -52,13 +52,9 @@ pub struct ReaderLine {
     pub container: String,
     /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
-    pub on_change: OnChange,
-    pub detail: String,
-    /// As in the workload's read line: absent from JSON when none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub program: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reloaded_by: Option<String>,
+    /// As in the workload's read line.
+    #[serde(flatten)]
+    pub effect: Effect,
 }
 
 /// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when it does
@@ -87,10 +83,7 @@ pub fn config(
                 workload: workload.clone(),
                 container: read.container.clone(),
                 via: read.via,
-                on_change: read.on_change,
-                detail: read.detail.clone(),
-                program: read.program,
-                reloaded_by: read.reloaded_by.clone(),
+                effect: read.effect.clone(),
             };
             for key in read.key.as_ref().map_or(&keys[..], std::slice::from_ref) {
                 let line = lines.entry(key.clone());

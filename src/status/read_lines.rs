@@ -36,6 +36,15 @@ pub struct ReadLine {
     pub optional: bool,
     /// Whether the object exists (`None`: could not be read).
     pub exists: Option<bool>,
+    #[serde(flatten)]
+    pub effect: Effect,
+}
+
+/// What a change of a read does and why: the end of a workload's read line and of a config's
+/// reader line alike.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Effect {
     pub on_change: OnChange,
     /// Why, in a few words.
     pub detail: String,
@@ -120,10 +129,12 @@ pub fn read_lines(
             volume: read.volume.clone(),
             optional: read.optional,
             exists: configs.exists(id),
-            on_change,
-            detail,
-            program,
-            reloaded_by,
+            effect: Effect {
+                on_change,
+                detail,
+                program,
+                reloaded_by,
+            },
         }
     };
     explained.reads.iter().map(line).collect()
@@ -313,7 +324,9 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
                 FIX_SUBPATH,
             ));
         }
-        if read.detail == UNKEYED_SECRET && said.insert((Code::SecretNotHashed, object.clone())) {
+        if read.effect.detail == UNKEYED_SECRET
+            && said.insert((Code::SecretNotHashed, object.clone()))
+        {
             findings.push(Finding::new(
                 Code::SecretNotHashed,
                 format!(
@@ -380,7 +393,7 @@ mod tests {
         let lines = read_lines(&explained, &Configs::default(), &judging);
         let line = |l: ReadLine| {
             let what = l.volume.unwrap_or(l.object);
-            (l.container, what, l.on_change, l.detail)
+            (l.container, what, l.effect.on_change, l.effect.detail)
         };
         lines.into_iter().map(line).collect()
     }

@@ -127,8 +127,8 @@ fn reads_text(out: &mut String, reads: &[ReadLine], reload: Option<&str>) {
             out,
             "   container {:?}: {what} via {via}{optional}{exists} -> {}: {}",
             read.container,
-            change_text(read.on_change),
-            read.detail
+            change_text(read.effect.on_change),
+            read.effect.detail
         );
     }
     if let Some(reload) = reload {
@@ -382,8 +382,8 @@ pub fn config_text(report: &ConfigReport) -> String {
                 reader.workload,
                 reader.container,
                 reader.via,
-                change_text(reader.on_change),
-                reader.detail
+                change_text(reader.effect.on_change),
+                reader.effect.detail
             );
         }
     }

@@ -127,7 +127,7 @@ fn will(report: &Report) -> String {
         let mut names: Vec<String> = report
             .reads
             .iter()
-            .filter(|r| r.on_change == want)
+            .filter(|r| r.effect.on_change == want)
             .map(|r| format!("{} {:?}", r.object_kind, r.object))
             .collect();
         names.dedup();

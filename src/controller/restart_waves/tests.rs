@@ -2,36 +2,15 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use super::*;
+use crate::controller::wave_fixtures::{self, names, web};
 use crate::controller::write_target::TargetKind;
 
 fn pod(name: &str) -> Target {
-    Target {
-        kind: TargetKind::PodEnv,
-        namespace: "shop".into(),
-        name: name.into(),
-    }
-}
-
-fn web() -> Target {
-    Target {
-        kind: TargetKind::Deployment,
-        namespace: "shop".into(),
-        name: "web".into(),
-    }
+    wave_fixtures::pod(TargetKind::PodEnv, name)
 }
 
 fn write(name: &str, desired: &str) -> Write {
-    Write::hash(
-        pod(name),
-        format!("uid-{name}"),
-        Some("sha256:old".into()),
-        desired.into(),
-        None,
-    )
-}
-
-fn names(writes: &[Write]) -> Vec<String> {
-    writes.iter().map(|w| w.target.name.to_string()).collect()
+    wave_fixtures::write(TargetKind::PodEnv, name, desired)
 }
 
 /// The Pods as a test's kubelet leaves them: Ready, no restarts, until a test says otherwise.

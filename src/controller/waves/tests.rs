@@ -3,35 +3,14 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use super::*;
+use crate::controller::wave_fixtures::{self, names, web};
 
 fn pod(name: &str) -> Target {
-    Target {
-        kind: TargetKind::Pod,
-        namespace: "shop".into(),
-        name: name.into(),
-    }
-}
-
-fn web() -> Target {
-    Target {
-        kind: TargetKind::Deployment,
-        namespace: "shop".into(),
-        name: "web".into(),
-    }
+    wave_fixtures::pod(TargetKind::Pod, name)
 }
 
 fn write(name: &str, desired: &str) -> Write {
-    Write::hash(
-        pod(name),
-        format!("uid-{name}"),
-        Some("sha256:old".into()),
-        desired.into(),
-        None,
-    )
-}
-
-fn names(writes: &[Write]) -> Vec<String> {
-    writes.iter().map(|w| w.target.name.to_string()).collect()
+    wave_fixtures::write(TargetKind::Pod, name, desired)
 }
 
 #[test]

@@ -6,19 +6,13 @@ use super::*;
 use crate::hash::{self, ConfigData, ConfigObject, Lookup};
 use crate::inject::analysis::analyse;
 use crate::inject::rules::{self, SubPathPolicy};
-use crate::inject::{ENV_HASH, SIDECAR_NAME, Settings};
+use crate::inject::{ENV_HASH, SIDECAR_NAME, Settings, test_settings};
 
 fn settings(default: EnvChange, support: Support) -> Settings {
     Settings {
-        sidecar_image: "reload-injector:test".to_owned(),
-        native_sidecars: true,
-        own_namespace: "reload-injector".to_owned(),
-        version: "0.0.0-test".to_owned(),
-        inject_into_templates: false,
-        secret_key: None,
         in_place: InPlaceSettings { default, support },
-        warning_chars: None,
         reloader_retired: false,
+        ..test_settings::settings()
     }
 }
 

@@ -3,25 +3,11 @@ use serde_json::value::to_raw_value;
 
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
 use crate::inject::{
-    CONFIG_HASH, MANAGED_LABEL, Object, Operation, Outcome, Request, SIDECAR_LABEL, Settings,
-    review,
+    CONFIG_HASH, MANAGED_LABEL, Object, Operation, Outcome, Request, SIDECAR_LABEL, review,
 };
 
 use super::*;
-
-fn settings() -> Settings {
-    Settings {
-        sidecar_image: "reload-injector:test".to_owned(),
-        native_sidecars: true,
-        own_namespace: "reload-injector".to_owned(),
-        version: "0.0.0-test".to_owned(),
-        inject_into_templates: false,
-        secret_key: None,
-        in_place: Default::default(),
-        warning_chars: None,
-        reloader_retired: true,
-    }
-}
+use crate::inject::test_settings::settings;
 
 /// ConfigMap `env` with `a: 1`.
 fn configs() -> ConfigData {
