@@ -5,23 +5,27 @@
 //! applied without the webhook — prints the result on stdout and the warnings on stderr.
 //! Exit codes: 0 admitted, 1 the webhook would deny, 2 unreadable input.
 
+mod config_files;
+mod yaml_io;
+
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
-use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
+use crate::hash::{ConfigData, ConfigId, Lookup, SecretKey};
 use crate::inject::{
     Object, Operation, Outcome, Plan, Request, ReviewError, Settings, WARNING_PREFIX, Workload,
     quoted,
 };
 use crate::kinds::Kind;
 use crate::policy;
+use config_files::Reduce;
+pub use yaml_io::render;
+use yaml_io::{parse_documents, read_input};
 
 /// Why `inject` could not do its job.
 #[derive(Debug, thiserror::Error)]
@@ -363,113 +367,6 @@ fn lookups(plan: &Plan, given: Option<Option<&ConfigData>>) -> ConfigData {
     plan.config_refs().into_iter().map(lookup).collect()
 }
 
-/// Reads `--configs` files into per-key digests (values are never kept).
-struct Reduce<'a> {
-    path: &'a Path,
-    default_namespace: &'a str,
-    secret_key: Option<&'a SecretKey>,
-}
-
-impl Reduce<'_> {
-    fn load(&self, text: &str, out: &mut BTreeMap<String, ConfigData>) -> Result<(), OfflineError> {
-        let mut documents = parse_documents(text, self.path)?;
-        for object in documents.iter_mut().flat_map(objects_mut) {
-            let object = &*object;
-            let kind = str_at(object, "/kind").unwrap_or_default();
-            let name = str_at(object, "/metadata/name")
-                .unwrap_or_default()
-                .to_owned();
-            let namespace = str_at(object, "/metadata/namespace").unwrap_or(self.default_namespace);
-            let invalid = |what: String| {
-                move |source| OfflineError::ConfigInvalid {
-                    what,
-                    path: self.path.to_owned(),
-                    source,
-                }
-            };
-            let (id, contents) = match kind {
-                "ConfigMap" => {
-                    let cm = ConfigMap::deserialize(object)
-                        .map_err(invalid(format!("ConfigMap {name:?}")))?;
-                    (
-                        ConfigId::config_map(name),
-                        ConfigObject::from_config_map(&cm),
-                    )
-                }
-                "Secret" => {
-                    let secret =
-                        Secret::deserialize(object).map_err(invalid(format!("Secret {name:?}")))?;
-                    // Without a key Secrets are not hashed at all, so nothing is kept.
-                    let Some(key) = self.secret_key else { continue };
-                    (
-                        ConfigId::secret(name),
-                        ConfigObject::from_secret(&secret, key),
-                    )
-                }
-                _ => continue,
-            };
-            out.entry(namespace.to_owned())
-                .or_default()
-                .insert(id, Lookup::Found(contents));
-        }
-        Ok(())
-    }
-}
-
-/// Reads YAML as kubectl does (sigs.k8s.io/yaml, YAML 1.1): `0755` is octal, 493. A number
-/// that comes out as a whole float (`08`, `1.0`) is written back as the integer that kubectl
-/// would send in its JSON, never as `8.0`.
-fn parse_documents(text: &str, path: &Path) -> Result<Vec<Value>, OfflineError> {
-    let options = serde_saphyr::options! { legacy_octal_numbers: true };
-    let mut documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options)
-        .map_err(|err| {
-            OfflineError::YamlInvalid {
-                path: path.to_owned(),
-                message: {
-                    let message = err.to_string();
-                    // The parser starts its own message with "error: ", which the report adds too.
-                    message
-                        .strip_prefix("error: ")
-                        .map_or(message.clone(), str::to_owned)
-                },
-            }
-        })?;
-    documents.retain(|d| !d.is_null());
-    documents.iter_mut().for_each(whole_floats_as_integers);
-    Ok(documents)
-}
-
-/// Turns every float without a fraction (that fits an i64) into that integer, as Go's JSON
-/// encoder writes a float64 that kubectl read from YAML.
-fn whole_floats_as_integers(value: &mut Value) {
-    match value {
-        Value::Number(n) if n.is_f64() => {
-            let f = n.as_f64().unwrap_or(f64::NAN);
-            // i64::MAX as f64 rounds up to 2^63, which does not fit: keep below it.
-            if f.fract() == 0.0 && f.abs() < 9.0e15 {
-                *value = Value::from(f as i64);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(whole_floats_as_integers),
-        Value::Object(map) => map.values_mut().for_each(whole_floats_as_integers),
-        _ => {}
-    }
-}
-
-fn read_input(path: &Path) -> Result<String, OfflineError> {
-    let failed = |source| OfflineError::ReadFailed {
-        path: path.to_owned(),
-        source,
-    };
-    if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(failed)?;
-        Ok(text)
-    } else {
-        std::fs::read_to_string(path).map_err(failed)
-    }
-}
-
 fn report(injected: &Injected, format: OutputFormat) -> ExitCode {
     for warning in &injected.warnings {
         eprintln!("Warning: {warning}");
@@ -497,24 +394,6 @@ fn report(injected: &Injected, format: OutputFormat) -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Renders documents as multi-document YAML or JSON lines.
-pub fn render(documents: &[Value], format: OutputFormat) -> Result<String, String> {
-    let mut out = String::new();
-    for document in documents {
-        match format {
-            OutputFormat::Yaml => {
-                out.push_str("---\n");
-                out.push_str(&serde_saphyr::to_string(document).map_err(|e| e.to_string())?);
-            }
-            OutputFormat::Json => {
-                out.push_str(&serde_json::to_string(document).map_err(|e| e.to_string())?);
-                out.push('\n');
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// The string at `pointer` in `value`, if there is one.

@@ -50,24 +50,11 @@ pub fn evaluate(
         .into_iter()
         .filter(|k| k.id.kind == ConfigKind::ConfigMap || secret_key.is_some())
         .collect();
-    let mut data = ConfigData::new();
-    let mut missing = Vec::new();
-    let mut older_than_seen = Vec::new();
-    for key in &keys {
-        match store.fresh(key) {
-            None => missing.push(key.clone()),
-            Some(fetched) => {
-                if fetched.sent <= tracked.seen {
-                    older_than_seen.push(key.clone());
-                }
-                let lookup = match &fetched.object {
-                    Some(digests) => Lookup::Found(digests.to_object()),
-                    None => Lookup::NotFound,
-                };
-                data.insert(key.id.clone(), lookup);
-            }
-        }
-    }
+    let Gathered {
+        data,
+        missing,
+        older_than_seen,
+    } = gather(store, &keys, tracked.seen);
     if !missing.is_empty() {
         return Verdict::Fetch(missing);
     }
@@ -116,6 +103,40 @@ pub fn evaluate(
         hash,
         event,
     ))
+}
+
+/// The data of a target's keys as the store has it.
+struct Gathered {
+    data: ConfigData,
+    /// Keys the store has no fresh digests of.
+    missing: Vec<ConfigKey>,
+    /// Keys whose digests were fetched no later than the target's hash was seen: the hash may
+    /// come from newer data.
+    older_than_seen: Vec<ConfigKey>,
+}
+
+/// Gathers `keys` from `store` for a target whose hash the view saw at `seen`.
+fn gather(store: &ConfigStore, keys: &BTreeSet<ConfigKey>, seen: u64) -> Gathered {
+    let mut gathered = Gathered {
+        data: ConfigData::new(),
+        missing: Vec::new(),
+        older_than_seen: Vec::new(),
+    };
+    for key in keys {
+        let Some(fetched) = store.fresh(key) else {
+            gathered.missing.push(key.clone());
+            continue;
+        };
+        if fetched.sent <= seen {
+            gathered.older_than_seen.push(key.clone());
+        }
+        let lookup = match &fetched.object {
+            Some(digests) => Lookup::Found(digests.to_object()),
+            None => Lookup::NotFound,
+        };
+        gathered.data.insert(key.id.clone(), lookup);
+    }
+    gathered
 }
 
 /// The hash a target of `kind` carries for what `consumer` reads, over `data`: the webhook's, or for a Pod

@@ -14,6 +14,7 @@ use super::Config;
 use super::app_reload::{self, Report};
 use super::content::{ContentHash, Names, hash_path_listed};
 use super::debounce::Debouncer;
+use super::events::Effect;
 use super::inotify_watches::{WatchError, WatchSet};
 use super::retry::{Delivery, Outcome};
 use super::trim;
@@ -48,45 +49,15 @@ struct State {
 
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    let metrics = Metrics::default();
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    let (mut watches, errors) = WatchSet::new(config.dirs.clone())?;
-    report_watch_errors(&metrics, errors);
-    let mut state = State {
-        delivery: Delivery::new(Vec::new()),
-        config,
-        metrics,
-        attempted: None,
-        last_error: None,
-        warned_unreadable: false,
-        listed: Vec::new(),
-    };
-    let baseline = state.snapshot();
-    for (dir, hash) in state.config.dirs.iter().zip(&baseline) {
-        state
-            .metrics
-            .set_config(&dir.display().to_string(), None, &hash.to_string());
-    }
-    state.delivery = Delivery::new(baseline);
-    let metrics_addr = match state.config.metrics_listen {
-        Some(addr) => Some(watch_metrics::serve(addr, &state.metrics).await?),
-        None => None,
-    };
+    let (mut state, mut watches) = State::start(config).await?;
     let mut debouncer = Debouncer::new(state.config.debounce);
     let period = state.config.resync;
     let mut resync = interval_at(Instant::now() + period, period);
     resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut in_flight: Option<Attempt> = None;
     let mut judging: FuturesUnordered<Judging> = FuturesUnordered::new();
-    info!(
-        dirs = %state.describe_dirs(),
-        action = %state.config.action.describe(),
-        debounce = ?state.config.debounce,
-        resync = ?period,
-        metrics = %metrics_addr.map_or_else(|| "off".to_owned(), |addr| addr.to_string()),
-        "watching"
-    );
     let code_pages = trim::CodePages::of_this_process()
         .inspect_err(
             |err| debug!(error = %crate::report::one_line(err), "keeping the mapped pages"),
@@ -120,51 +91,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 state.judged(verdict);
                 false
             }
-            batch = watches.next_batch() => match batch {
-                Ok((count, effect)) => {
-                    events_read = count;
-                    if effect.rewatch {
-                        report_watch_errors(&state.metrics, watches.rearm());
-                    }
-                    if effect.relist {
-                        state.forget_listings();
-                    }
-                    if effect.rehash {
-                        debouncer.on_event(std::time::Instant::now());
-                    }
-                    false
-                }
-                Err(err) => {
-                    state.metrics.errors.inc();
-                    warn!(error = %crate::report::one_line(&err), "reading events failed; re-checking");
-                    report_watch_errors(&state.metrics, watches.rearm());
-                    state.forget_listings();
-                    debouncer.on_event(std::time::Instant::now());
-                    false
-                }
-            },
+            batch = watches.next_batch() => {
+                events_read = state.take_batch(batch, &mut watches, &mut debouncer);
+                false
+            }
             _ = sleep_until(wake.map_or(now, Instant::from_std)), if wake.is_some() => false,
             _ = resync.tick() => {
-                report_watch_errors(&state.metrics, watches.rearm());
-                // The safety net trusts nothing kept: every directory is listed again.
-                state.forget_listings();
-                let snapshot = state.snapshot();
-                state.delivery.observe(snapshot);
+                state.resync(&mut watches);
                 true
             }
         };
         let now = std::time::Instant::now();
         if debouncer.take_due(now) {
-            let snapshot = state.snapshot();
-            state.delivery.observe(snapshot);
+            state.observe();
         }
-        if in_flight.is_none()
-            && let Some(snapshot) = state.delivery.start(now)
-        {
-            state.attempted = Some(snapshot);
-            let action = state.config.action.clone();
-            let verify = state.config.verify.clone();
-            in_flight = Some(Box::pin(app_reload::attempt(action, verify)));
+        if in_flight.is_none() {
+            in_flight = state.attempt_due(now);
         }
         // A resync that leaves nothing to do: a quiet moment to close the handles of targets
         // that exited and to give back code pages.
@@ -205,6 +147,98 @@ fn report_watch_errors(metrics: &Metrics, errors: Vec<WatchError>) {
 }
 
 impl State {
+    /// Sets the watches, hashes every path for the baseline, serves the metrics if asked to,
+    /// and says what it watches.
+    async fn start(config: Config) -> anyhow::Result<(State, WatchSet)> {
+        let metrics = Metrics::default();
+        let (watches, errors) = WatchSet::new(config.dirs.clone())?;
+        report_watch_errors(&metrics, errors);
+        let mut state = State {
+            delivery: Delivery::new(Vec::new()),
+            config,
+            metrics,
+            attempted: None,
+            last_error: None,
+            warned_unreadable: false,
+            listed: Vec::new(),
+        };
+        let baseline = state.snapshot();
+        for (dir, hash) in state.config.dirs.iter().zip(&baseline) {
+            state
+                .metrics
+                .set_config(&dir.display().to_string(), None, &hash.to_string());
+        }
+        state.delivery = Delivery::new(baseline);
+        let metrics_addr = match state.config.metrics_listen {
+            Some(addr) => Some(watch_metrics::serve(addr, &state.metrics).await?),
+            None => None,
+        };
+        info!(
+            dirs = %state.describe_dirs(),
+            action = %state.config.action.describe(),
+            debounce = ?state.config.debounce,
+            resync = ?state.config.resync,
+            metrics = %metrics_addr.map_or_else(|| "off".to_owned(), |addr| addr.to_string()),
+            "watching"
+        );
+        Ok((state, watches))
+    }
+
+    /// Acts on a batch of inotify events (or a failed read of them): re-watches, forgets the
+    /// listings, or starts the debounce, as the batch asks. Returns how many events it held.
+    fn take_batch(
+        &mut self,
+        batch: Result<(u64, Effect), WatchError>,
+        watches: &mut WatchSet,
+        debouncer: &mut Debouncer,
+    ) -> u64 {
+        match batch {
+            Ok((count, effect)) => {
+                if effect.rewatch {
+                    report_watch_errors(&self.metrics, watches.rearm());
+                }
+                if effect.relist {
+                    self.forget_listings();
+                }
+                if effect.rehash {
+                    debouncer.on_event(std::time::Instant::now());
+                }
+                count
+            }
+            Err(err) => {
+                self.metrics.errors.inc();
+                warn!(error = %crate::report::one_line(&err), "reading events failed; re-checking");
+                report_watch_errors(&self.metrics, watches.rearm());
+                self.forget_listings();
+                debouncer.on_event(std::time::Instant::now());
+                0
+            }
+        }
+    }
+
+    /// The periodic re-check: re-watches what it can and, trusting nothing kept, lists and
+    /// hashes every directory again.
+    fn resync(&mut self, watches: &mut WatchSet) {
+        report_watch_errors(&self.metrics, watches.rearm());
+        self.forget_listings();
+        self.observe();
+    }
+
+    /// Hashes every watched path and hands the result to the delivery.
+    fn observe(&mut self) {
+        let snapshot = self.snapshot();
+        self.delivery.observe(snapshot);
+    }
+
+    /// Starts the reload the delivery asks for at `now`, if it asks for one.
+    fn attempt_due(&mut self, now: std::time::Instant) -> Option<Attempt> {
+        let snapshot = self.delivery.start(now)?;
+        self.attempted = Some(snapshot);
+        let action = self.config.action.clone();
+        let verify = self.config.verify.clone();
+        Some(Box::pin(app_reload::attempt(action, verify)))
+    }
+
     fn describe_dirs(&self) -> String {
         let dirs: Vec<String> = self
             .config
