@@ -4,6 +4,9 @@
 //! the webhook — with the sidecar put into workload pod templates, so the output can be
 //! applied without the webhook — prints the result on stdout and the warnings on stderr.
 //! Exit codes: 0 admitted, 1 the webhook would deny, 2 unreadable input.
+//!
+//! Imports: the shared domain (`hash`, `inject`, `kinds`, `policy`) and the helpers `cli`,
+//! `report`; never `webhook`, `controller`, `watch`, `status` or `certs`.
 
 mod config_files;
 mod yaml_io;

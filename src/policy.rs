@@ -6,6 +6,8 @@
 //! also narrow which ConfigMaps and Secrets count. While Reloader may still run beside us
 //! (`serve --reloader-retired` not given), an object Reloader's annotations select is left to
 //! Reloader, so that no change rolls it twice.
+//!
+//! Imports: only `hash`.
 
 pub mod reloader;
 

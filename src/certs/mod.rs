@@ -1,6 +1,8 @@
 //! `reload-injector certs`: a CA, a serving certificate and a Secret-hash key, for installs
 //! without cert-manager. [`generate`] builds them in memory (pure apart from randomness);
 //! [`run`] writes the files (see [`write_bundle`]).
+//!
+//! Imports: only `cli`.
 
 mod dns_names;
 mod files;

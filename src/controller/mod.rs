@@ -14,8 +14,10 @@
 //! [`rollout_loop`] ties it together with four owners, each pure and unit-tested: what the
 //! watches have seen ([`listings`]), what is due when ([`schedule`]), the GETs under way and
 //! their retries ([`fetch_book`]), and the writes until their outcome ([`write_book`], with
-//! [`waves`]). This folder imports the shared domain (`hash`, `inject`, `kinds`, `policy`) and
-//! never the webhook, the sidecar or `status`.
+//! [`waves`]).
+//!
+//! Imports: the shared domain (`hash`, `inject`, `kinds`, `policy`) and the helpers `backoff`
+//! and `report`; never `webhook`, `watch`, `status`, `certs` or `offline`.
 
 pub mod cluster_watches;
 pub mod config_store;

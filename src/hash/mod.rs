@@ -11,6 +11,8 @@
 //! webhook holds (so the public annotation cannot be brute-forced back to a short secret). The
 //! webhook, the offline `inject` and the rollout controller's watch-fed view therefore keep no
 //! values, and compute the same hash from the same digests.
+//!
+//! Imports: nothing of the crate; every module may import it.
 
 mod data;
 mod env;

@@ -5,6 +5,9 @@
 //! It never does I/O, so the webhook (`serve`) and the offline `inject` command share it.
 //! Edits are made on a copy of the JSON object — fields a newer Kubernetes adds survive
 //! untouched — and the patch is the diff between the original and the edited copy.
+//!
+//! Imports: only the other pure modules (`hash`, `kinds`, `policy`); never an I/O module or
+//! `cli`. The webhook, the controller, `status` and `offline` import it.
 
 mod analysis;
 pub mod catalogue;

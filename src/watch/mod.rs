@@ -1,6 +1,9 @@
 //! `reload-injector watch`: the sidecar that reloads the app when its config changes. Pure parts
 //! ([`events`], [`debounce`], [`retry`], [`signal_targets`]) are driven by thin I/O modules, wired
 //! together by [`runner`] on a single-threaded runtime.
+//!
+//! Imports: the shared domain (`hash`, `inject`) and the helpers `backoff`, `cli`, `report`,
+//! `scratch`; never `webhook`, `controller`, `status`, `certs` or `offline`.
 
 pub mod aftermath;
 pub mod app_reload;

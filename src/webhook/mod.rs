@@ -1,5 +1,9 @@
 //! `reload-injector serve`: the HTTPS admission webhook. Wiring only; each concern has its
 //! module (each says what it does).
+//!
+//! Imports: the shared domain (`hash`, `inject`, `kinds`, `object_names`), the `controller` it
+//! starts (its store, its metrics), and the helpers `cli`, `report`, `scratch`; never `watch`,
+//! `status`, `certs` or `offline`.
 
 pub mod admission_review;
 pub mod cert_reload;
