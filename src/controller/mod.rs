@@ -37,9 +37,9 @@ pub mod reduce;
 pub mod restart_waves;
 pub mod rollout_loop;
 pub mod schedule;
-pub mod view;
 #[cfg(test)]
-mod wave_fixtures;
+mod test_fixtures;
+pub mod view;
 pub mod waves;
 pub mod write_book;
 pub mod write_target;

@@ -293,6 +293,7 @@ pub fn config_keys(target: &Target, consumer: &Consumer) -> BTreeSet<ConfigKey> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::test_fixtures;
     use crate::controller::write_target::TargetKind;
     use crate::hash::{ConfigId, Consumed};
     use crate::inject::consumption::Consumption;
@@ -306,24 +307,14 @@ mod tests {
     }
 
     fn consumer(hash: &str, reads: &[&str]) -> Consumer {
-        Consumer {
-            uid: "u".into(),
-            hash: Some(hash.into()),
-            consumption: Consumption {
-                consumed: reads
-                    .iter()
-                    .map(|n| Consumed::Whole(ConfigId::config_map(*n)))
-                    .collect(),
-                optional: BTreeSet::new(),
-            }
-            .into(),
-            earlier: None,
-            owner: None,
-            ready: None,
-            opt_ins: Default::default(),
-            if_matched: Box::default(),
-            restarts: None,
-        }
+        let consumed = reads
+            .iter()
+            .map(|n| Consumed::Whole(ConfigId::config_map(*n)));
+        let consumption = Consumption {
+            consumed: consumed.collect(),
+            optional: BTreeSet::new(),
+        };
+        test_fixtures::consumer("u", Some(hash), consumption)
     }
 
     fn key(name: &str) -> ConfigKey {

@@ -3,6 +3,7 @@ use std::collections::BTreeSet;
 use super::*;
 use crate::controller::config_store::{Fetched, Meta};
 use crate::controller::reduce::Consumer;
+use crate::controller::test_fixtures;
 use crate::controller::write_target::TargetKind;
 use crate::hash::{ConfigId, ConfigObject, Consumed};
 use crate::inject::consumption::Consumption;
@@ -61,17 +62,7 @@ fn hash_over(values: &[(&str, &str)]) -> String {
 }
 
 fn consumer(hash: Option<&str>, names: &[&str]) -> Consumer {
-    Consumer {
-        uid: "uid-1".into(),
-        hash: hash.map(str::to_owned),
-        consumption: reads(names).into(),
-        earlier: None,
-        owner: None,
-        ready: None,
-        opt_ins: Default::default(),
-        if_matched: Box::default(),
-        restarts: None,
-    }
+    test_fixtures::consumer("uid-1", hash, reads(names))
 }
 
 fn meta(rv: &str, ignore: bool) -> Meta {

@@ -2,15 +2,24 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use super::*;
-use crate::controller::wave_fixtures::{self, names, web};
+use crate::controller::test_fixtures::{self, names, web};
 use crate::controller::write_target::TargetKind;
 
 fn pod(name: &str) -> Target {
-    wave_fixtures::pod(TargetKind::PodEnv, name)
+    test_fixtures::pod(TargetKind::PodEnv, name)
 }
 
 fn write(name: &str, desired: &str) -> Write {
-    wave_fixtures::write(TargetKind::PodEnv, name, desired)
+    test_fixtures::write(TargetKind::PodEnv, name, desired)
+}
+
+/// Waves with `sha256:new` queued for each of `pods`, in order.
+fn queued(pods: &[&str]) -> RestartWaves {
+    let mut waves = RestartWaves::default();
+    for name in pods {
+        waves.enqueue(web(), write(name, "sha256:new"));
+    }
+    waves
 }
 
 /// The Pods as a test's kubelet leaves them: Ready, no restarts, until a test says otherwise.
@@ -116,9 +125,7 @@ fn an_app_that_crashes_after_its_restart_stops_the_run_and_the_rest_keep_their_e
 fn a_pod_that_never_restarts_or_never_comes_back_stops_the_run() {
     let t0 = Instant::now();
     let cluster = Cluster::with(&["a", "b"]);
-    let mut waves = RestartWaves::default();
-    waves.enqueue(web(), write("a", "sha256:new"));
-    waves.enqueue(web(), write("b", "sha256:new"));
+    let mut waves = queued(&["a", "b"]);
     cluster.step(&mut waves, t0, 1);
     let early = cluster.step(&mut waves, t0 + RESTART_WITHIN / 2, 1);
     assert!(early.stopped.is_empty());
@@ -127,9 +134,7 @@ fn a_pod_that_never_restarts_or_never_comes_back_stops_the_run() {
     assert_eq!(late.stopped[0].why, Why::NotRestarted);
 
     let cluster = Cluster::with(&["a", "b"]);
-    let mut waves = RestartWaves::default();
-    waves.enqueue(web(), write("a", "sha256:new"));
-    waves.enqueue(web(), write("b", "sha256:new"));
+    let mut waves = queued(&["a", "b"]);
     cluster.step(&mut waves, t0, 1);
     cluster.set("a", Some(false), 1, 1);
     assert!(
@@ -147,8 +152,7 @@ fn no_wave_starts_while_another_pod_of_the_workload_is_unready() {
     let t0 = Instant::now();
     let cluster = Cluster::with(&["a", "b", "c"]);
     cluster.set("c", Some(false), 0, 0);
-    let mut waves = RestartWaves::default();
-    waves.enqueue(web(), write("a", "sha256:new"));
+    let mut waves = queued(&["a"]);
     let held = cluster.step(&mut waves, t0, 1);
     assert!(held.submit.is_empty());
     let again = held.wake.expect("it looks again");
@@ -164,9 +168,7 @@ fn no_wave_starts_while_another_pod_of_the_workload_is_unready() {
 fn a_pod_deleted_mid_wave_is_done_and_the_waves_go_on() {
     let t0 = Instant::now();
     let cluster = Cluster::with(&["a", "b"]);
-    let mut waves = RestartWaves::default();
-    waves.enqueue(web(), write("a", "sha256:new"));
-    waves.enqueue(web(), write("b", "sha256:new"));
+    let mut waves = queued(&["a", "b"]);
     cluster.step(&mut waves, t0, 1);
     cluster.pods.borrow_mut().remove("a");
     assert_eq!(names(&cluster.step(&mut waves, t0, 1).submit), ["b"]);

@@ -3,14 +3,14 @@ use std::collections::HashSet;
 use serde_json::json;
 
 use super::*;
-use crate::controller::wave_fixtures::{self, names, web};
+use crate::controller::test_fixtures::{self, names, web};
 
 fn pod(name: &str) -> Target {
-    wave_fixtures::pod(TargetKind::Pod, name)
+    test_fixtures::pod(TargetKind::Pod, name)
 }
 
 fn write(name: &str, desired: &str) -> Write {
-    wave_fixtures::write(TargetKind::Pod, name, desired)
+    test_fixtures::write(TargetKind::Pod, name, desired)
 }
 
 #[test]

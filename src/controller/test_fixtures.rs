@@ -1,6 +1,9 @@
-//! What the tests of both waves share: the workload `shop/web`, its Pods, writes to them.
+//! What the controller's unit tests share: the workload `shop/web`, its Pods, writes to them,
+//! and consumers.
 
+use super::reduce::Consumer;
 use super::write_target::{Target, TargetKind, Write};
+use crate::inject::consumption::Consumption;
 
 /// The Deployment whose Pods the waves refresh or restart.
 pub fn web() -> Target {
@@ -34,4 +37,19 @@ pub fn write(kind: TargetKind, name: &str, desired: &str) -> Write {
 /// The names of the Pods written to, in order.
 pub fn names(writes: &[Write]) -> Vec<String> {
     writes.iter().map(|w| w.target.name.to_string()).collect()
+}
+
+/// A consumer with `uid` whose hash is `hash` and that reads `consumption`.
+pub fn consumer(uid: &str, hash: Option<&str>, consumption: Consumption) -> Consumer {
+    Consumer {
+        uid: uid.into(),
+        hash: hash.map(str::to_owned),
+        consumption: consumption.into(),
+        earlier: None,
+        owner: None,
+        ready: None,
+        opt_ins: Default::default(),
+        if_matched: Box::default(),
+        restarts: None,
+    }
 }
