@@ -3,8 +3,9 @@
 //! workload's `maxUnavailable` Pods (as [`super::waves::Budget`] says) and starts only while every
 //! other Pod of the workload is Ready. A wave's Pod is done once it restarted (its containers' restart
 //! counts rose) and has been Ready again for [`waves::SETTLE`]; the next wave starts when all of
-//! the wave's Pods are. A Pod whose app crashes after its restart (a container restarted again),
-//! that does not restart within [`RESTART_WITHIN`], or that is not Ready again within
+//! the wave's Pods are. A Pod whose app crashes after its restart (a container restarted again
+//! and the Pod not Ready; one Ready again, as after a kubelet restart mid-restart, must stay
+//! Ready for [`SETTLE_AFTER_AGAIN`]), that does not restart within [`RESTART_WITHIN`], or that is not Ready again within
 //! [`READY_WITHIN`] stops the workload's waves: the rest keep the env they run with.
 
 use std::collections::HashMap;
@@ -21,6 +22,9 @@ pub use crate::inject::in_place::RESTARTS_STOPPED;
 pub const RESTART_WITHIN: Duration = Duration::from_secs(120);
 /// Longest a restarted Pod may take to be Ready again.
 pub const READY_WITHIN: Duration = Duration::from_secs(120);
+/// How long a Pod whose containers restarted more than once, and that is Ready, must stay Ready
+/// before its wave is done: an app that fails with the new env does not last that long.
+pub const SETTLE_AFTER_AGAIN: Duration = Duration::from_secs(10);
 
 /// A Pod's containers' restart counts, from its status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -229,7 +233,11 @@ impl InWave {
             return Stand::Done;
         };
         let (before, after) = (self.before, pod.restarts);
-        if after.others >= before.others.saturating_add(2) {
+        // Restarted more than once: an app that fails with the new env, unless the Pod is Ready
+        // (a kubelet restarted mid-restart starts the containers again); then it must stay
+        // Ready for longer.
+        let again = after.others >= before.others.saturating_add(2);
+        if again && pod.ready != Some(true) {
             return Stand::Stop(Why::Crashed);
         }
         let restarted = after.sidecar > before.sidecar || after.others > before.others;
@@ -252,10 +260,11 @@ impl InWave {
             };
         }
         let since = *self.settled_since.get_or_insert(now);
-        if now >= since + SETTLE {
+        let settle = if again { SETTLE_AFTER_AGAIN } else { SETTLE };
+        if now >= since + settle {
             Stand::Done
         } else {
-            Stand::Wait(since + SETTLE)
+            Stand::Wait(since + settle)
         }
     }
 }

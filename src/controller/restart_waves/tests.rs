@@ -122,6 +122,46 @@ fn an_app_that_crashes_after_its_restart_stops_the_run_and_the_rest_keep_their_e
 }
 
 #[test]
+fn a_pod_restarted_twice_that_stays_ready_is_no_crash_once_it_lasted() {
+    // A kubelet restarted mid-restart: the containers were started again, the app runs.
+    let cluster = Cluster::with(&["a", "b"]);
+    let mut waves = RestartWaves::default();
+    for name in ["a", "b"] {
+        waves.enqueue(web(), write(name, "sha256:new"));
+    }
+    let t0 = Instant::now();
+    cluster.step(&mut waves, t0, 1);
+    cluster.set("a", Some(true), 1, 2);
+    let ready = t0 + SETTLE;
+    let early = cluster.step(&mut waves, ready, 1);
+    assert!(early.stopped.is_empty(), "{:?}", early.stopped);
+    // Past the usual settle time, not yet past the longer one.
+    let settling = cluster.step(&mut waves, ready + SETTLE * 2, 1);
+    assert!(settling.submit.is_empty() && settling.stopped.is_empty());
+    let next = cluster.step(&mut waves, ready + SETTLE_AFTER_AGAIN, 1);
+    assert_eq!(names(&next.submit), ["b"]);
+}
+
+#[test]
+fn a_pod_restarted_twice_that_goes_unready_while_settling_crashed() {
+    let cluster = Cluster::with(&["a", "b"]);
+    let mut waves = RestartWaves::default();
+    for name in ["a", "b"] {
+        waves.enqueue(web(), write(name, "sha256:new"));
+    }
+    let t0 = Instant::now();
+    cluster.step(&mut waves, t0, 1);
+    cluster.set("a", Some(true), 1, 2);
+    assert!(cluster.step(&mut waves, t0 + SETTLE, 1).stopped.is_empty());
+    cluster.set("a", Some(false), 1, 3);
+    let step = cluster.step(&mut waves, t0 + SETTLE * 2, 1);
+    let [stopped] = step.stopped.as_slice() else {
+        panic!("{:?}", step.stopped);
+    };
+    assert_eq!(stopped.why, Why::Crashed);
+}
+
+#[test]
 fn a_pod_that_never_restarts_or_never_comes_back_stops_the_run() {
     let t0 = Instant::now();
     let cluster = Cluster::with(&["a", "b"]);

@@ -60,14 +60,7 @@ impl HostNames {
 /// Records what clean-up needs, in `dir`: `node.env`, the paths of [`OUTSIDE`] that do not
 /// exist yet, the KUBE-* iptables chains that already exist, and the [`SYSCTLS`].
 pub fn record(dir: &Path, run: &Path, state: &Path, names: &HostNames) {
-    let env = format!(
-        "RUN_DIR='{}'\nSTATE_DIR='{}'\nBRIDGE='{BRIDGE}'\nCGROUP_ROOT='{}'\nNAT_CHAIN='{}'\nFILTER_CHAIN=''\n",
-        run.display(),
-        state.display(),
-        names.cgroup_root,
-        names.nat_chain,
-    );
-    write(dir, "node.env", &env);
+    write(dir, "node.env", &node_env(run, state, names));
     // Beside the run directory's name (which carries the test binary's PID), for
     // [`reap_orphans`].
     write(run, "node-dir", &dir.display().to_string());
@@ -77,6 +70,32 @@ pub fn record(dir: &Path, run: &Path, state: &Path, names: &HostNames) {
         .filter(|p| !Path::new(p).exists())
         .collect();
     write(dir, "created-outside", &lines(&created));
+    write(dir, "iptables-before", &lines(&chains_now()));
+    let sysctls: Vec<String> = SYSCTLS
+        .iter()
+        .filter_map(|key| {
+            let path = Path::new("/proc/sys").join(key.replace('.', "/"));
+            let value = std::fs::read_to_string(path).ok()?;
+            Some(format!("{key}={}", value.trim()))
+        })
+        .collect();
+    write(dir, "sysctl-before", &lines(&sysctls));
+}
+
+/// What `scripts/node-down.sh` sources: the node's run and state directories and the names it
+/// added on the host.
+fn node_env(run: &Path, state: &Path, names: &HostNames) -> String {
+    format!(
+        "RUN_DIR='{}'\nSTATE_DIR='{}'\nBRIDGE='{BRIDGE}'\nCGROUP_ROOT='{}'\nNAT_CHAIN='{}'\nFILTER_CHAIN=''\n",
+        run.display(),
+        state.display(),
+        names.cgroup_root,
+        names.nat_chain,
+    )
+}
+
+/// The iptables chains that exist now, one `TOOL TABLE CHAIN` each.
+fn chains_now() -> Vec<String> {
     let mut chains = Vec::new();
     for tool in ["iptables", "ip6tables"] {
         for table in ["filter", "nat", "mangle"] {
@@ -89,16 +108,7 @@ pub fn record(dir: &Path, run: &Path, state: &Path, names: &HostNames) {
             }
         }
     }
-    write(dir, "iptables-before", &lines(&chains));
-    let sysctls: Vec<String> = SYSCTLS
-        .iter()
-        .filter_map(|key| {
-            let path = Path::new("/proc/sys").join(key.replace('.', "/"));
-            let value = std::fs::read_to_string(path).ok()?;
-            Some(format!("{key}={}", value.trim()))
-        })
-        .collect();
-    write(dir, "sysctl-before", &lines(&sysctls));
+    chains
 }
 
 /// Starts `scripts/node-down.sh --when-stdin-closes DIR` in its own process group (a Ctrl-C
@@ -215,10 +225,14 @@ pub fn reap_orphans() -> Vec<PathBuf> {
         if pid.parse::<u32>().is_err() || alive(pid) {
             continue;
         }
-        let Ok(dir) = std::fs::read_to_string(entry.path().join("node-dir")) else {
-            continue;
+        let recorded = std::fs::read_to_string(entry.path().join("node-dir")).ok();
+        let recorded = recorded.map(|dir| PathBuf::from(dir.trim()));
+        let (dir, temporary) = match recorded.filter(|dir| dir.join("node.env").exists()) {
+            Some(dir) => (dir, false),
+            // Left by a harness from before `node-dir`, or its directory is gone: what
+            // node-down.sh needs follows from the PID alone.
+            None => (orphan_record(&entry.path(), pid), true),
         };
-        let dir = PathBuf::from(dir.trim());
         let watchdog = std::fs::read_to_string(dir.join("pids/node-down")).unwrap_or_default();
         if !watchdog.trim().is_empty() && alive(&watchdog) {
             continue;
@@ -234,9 +248,29 @@ pub fn reap_orphans() -> Vec<PathBuf> {
             dir.display(),
             String::from_utf8_lossy(&out.stderr)
         );
+        if temporary {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         reaped.push(dir);
     }
     reaped
+}
+
+/// A node directory for the orphan whose run directory is `run` (test binary `pid`), with the
+/// `node.env` its harness wrote (the names all carry the PID) and every KUBE-* chain of now
+/// recorded as there before, so that only the orphan's own chain is dropped.
+fn orphan_record(run: &Path, pid: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ri-node-orphan-{pid}"));
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("failed to create {}: {e}", dir.display()));
+    let names = HostNames {
+        nat_chain: format!("RI-NODE-{pid}"),
+        cgroup_root: format!("ri-node-{pid}"),
+    };
+    let env = node_env(run, &run.join("containerd-state"), &names);
+    write(&dir, "node.env", &env);
+    write(&dir, "iptables-before", &lines(&chains_now()));
+    dir
 }
 
 /// Whether the bridge exists already (another node runs, or one was not cleaned up).
