@@ -1,12 +1,13 @@
 //! Restarts in place in waves (pure): a ConfigMap change read through env reaches a workload's
-//! Pods a few at a time, each Pod restarting every container where it is. A wave holds at most the
-//! workload's `maxUnavailable` Pods (as [`super::waves::Budget`] says) and starts only while every
-//! other Pod of the workload is Ready. A wave's Pod is done once it restarted (its containers' restart
-//! counts rose) and has been Ready again for [`waves::SETTLE`]; the next wave starts when all of
-//! the wave's Pods are. A Pod whose app crashes after its restart (a container restarted again
-//! and the Pod not Ready; one Ready again, as after a kubelet restart mid-restart, must stay
-//! Ready for [`SETTLE_AFTER_AGAIN`]), that does not restart within [`RESTART_WITHIN`], or that is not Ready again within
-//! [`READY_WITHIN`] stops the workload's waves: the rest keep the env they run with.
+//! Pods a few at a time, each Pod restarting every container where it is. A wave holds at most
+//! the workload's `maxUnavailable` Pods (as [`super::waves::Budget`] says) and starts only while
+//! every other Pod of the workload is Ready. A wave's Pod is done once it restarted (its
+//! containers' restart counts rose) and has been Ready again for [`waves::SETTLE`]; the next wave
+//! starts when all of the wave's Pods are. A Pod whose app crashes after its restart (a container
+//! restarted again and the Pod not Ready; one Ready again, as after a kubelet restart
+//! mid-restart, must stay Ready for [`SETTLE_AFTER_AGAIN`]), that does not restart within
+//! [`RESTART_WITHIN`], or that is not Ready again within [`READY_WITHIN`] stops the workload's
+//! waves: the rest keep the env they run with.
 
 use std::collections::HashMap;
 use std::time::Duration;
