@@ -88,8 +88,9 @@ impl Block {
     }
 }
 
-/// The UID the sidecar runs as when it need not match the app (`NONROOT_UID` in `src/`).
-pub fn sidecar_uid() -> String {
+/// The text of every file under `src/`.
+fn source_texts() -> Vec<String> {
+    let mut texts = Vec::new();
     let mut stack = vec![repo().join("src")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir)
@@ -99,23 +100,27 @@ pub fn sidecar_uid() -> String {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if let Some(line) = text
-                .lines()
-                .find(|l| l.contains("const NONROOT_UID: i64 = "))
-            {
-                return line
-                    .rsplit("= ")
-                    .next()
-                    .unwrap_or_default()
-                    .trim_end_matches(';')
-                    .to_owned();
+            } else {
+                texts.push(std::fs::read_to_string(&path).unwrap_or_default());
             }
         }
     }
-    panic!("src/ defines no NONROOT_UID");
+    texts
+}
+
+/// The UID the sidecar runs as when it need not match the app (`NONROOT_UID` in `src/`).
+pub fn sidecar_uid() -> String {
+    let texts = source_texts();
+    let line = texts
+        .iter()
+        .flat_map(|text| text.lines())
+        .find(|l| l.contains("const NONROOT_UID: i64 = "))
+        .expect("src/ defines no NONROOT_UID");
+    line.rsplit("= ")
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(';')
+        .to_owned()
 }
 
 /// `|` would end a table cell; newlines would end the row.
@@ -225,23 +230,10 @@ fn base_name(name: &str) -> String {
 /// The names `src/` registers: the first string literal after each `.register(`.
 fn registered_names() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
-    let mut stack = vec![repo().join("src")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)
-            .expect("failed to list src/")
-            .flatten()
-        {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            for (at, _) in text.match_indices("registry.register(") {
-                let rest = &text[at..];
-                if let Some(name) = rest.split('"').nth(1) {
-                    names.insert(name.to_owned());
-                }
+    for text in source_texts() {
+        for (at, _) in text.match_indices("registry.register(") {
+            if let Some(name) = text[at..].split('"').nth(1) {
+                names.insert(name.to_owned());
             }
         }
     }

@@ -121,17 +121,21 @@ fn an_app_that_crashes_after_its_restart_stops_the_run_and_the_rest_keep_their_e
     assert_eq!(names(&fix.submit), ["a"]);
 }
 
-#[test]
-fn a_pod_restarted_twice_that_stays_ready_is_no_crash_once_it_lasted() {
-    // A kubelet restarted mid-restart: the containers were started again, the app runs.
+/// Pods `a` and `b` queued, the first wave (`a`) started at the instant returned, and `a` since
+/// restarted twice and Ready.
+fn restarted_twice_and_ready() -> (Cluster, RestartWaves, Instant) {
     let cluster = Cluster::with(&["a", "b"]);
-    let mut waves = RestartWaves::default();
-    for name in ["a", "b"] {
-        waves.enqueue(web(), write(name, "sha256:new"));
-    }
+    let mut waves = queued(&["a", "b"]);
     let t0 = Instant::now();
     cluster.step(&mut waves, t0, 1);
     cluster.set("a", Some(true), 1, 2);
+    (cluster, waves, t0)
+}
+
+#[test]
+fn a_pod_restarted_twice_that_stays_ready_is_no_crash_once_it_lasted() {
+    // A kubelet restarted mid-restart: the containers were started again, the app runs.
+    let (cluster, mut waves, t0) = restarted_twice_and_ready();
     let ready = t0 + SETTLE;
     let early = cluster.step(&mut waves, ready, 1);
     assert!(early.stopped.is_empty(), "{:?}", early.stopped);
@@ -144,14 +148,7 @@ fn a_pod_restarted_twice_that_stays_ready_is_no_crash_once_it_lasted() {
 
 #[test]
 fn a_pod_restarted_twice_that_goes_unready_while_settling_crashed() {
-    let cluster = Cluster::with(&["a", "b"]);
-    let mut waves = RestartWaves::default();
-    for name in ["a", "b"] {
-        waves.enqueue(web(), write(name, "sha256:new"));
-    }
-    let t0 = Instant::now();
-    cluster.step(&mut waves, t0, 1);
-    cluster.set("a", Some(true), 1, 2);
+    let (cluster, mut waves, t0) = restarted_twice_and_ready();
     assert!(cluster.step(&mut waves, t0 + SETTLE, 1).stopped.is_empty());
     cluster.set("a", Some(false), 1, 3);
     let step = cluster.step(&mut waves, t0 + SETTLE * 2, 1);
