@@ -8,7 +8,7 @@ pub mod warnings;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use clap::CommandFactory;
@@ -88,7 +88,7 @@ impl Block {
     }
 }
 
-/// The text of every file under `src/`.
+/// The text of every Rust file under `src/`.
 fn source_texts() -> Vec<String> {
     let mut texts = Vec::new();
     let mut stack = vec![repo().join("src")];
@@ -100,7 +100,7 @@ fn source_texts() -> Vec<String> {
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
-            } else {
+            } else if path.extension().is_some_and(|e| e == "rs") {
                 texts.push(std::fs::read_to_string(&path).unwrap_or_default());
             }
         }
@@ -320,26 +320,13 @@ pub fn versions_table() -> String {
 
 /// The `reload-injector.io/…` annotation and label names `src/` defines as public constants.
 pub fn defined_names() -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut stack = vec![repo().join("src")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)
-            .expect("failed to list src/")
-            .flatten()
-        {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                names.extend(constants_in(&path));
-            }
-        }
-    }
-    names
+    source_texts()
+        .iter()
+        .flat_map(|t| constants_in(t))
+        .collect()
 }
 
-fn constants_in(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+fn constants_in(text: &str) -> Vec<String> {
     text.lines()
         .filter(|l| l.trim_start().starts_with("pub const") && l.contains(": &str"))
         .filter_map(|l| {

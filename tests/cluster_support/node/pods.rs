@@ -214,25 +214,8 @@ impl Writer {
         value: &str,
         pod: &str,
     ) -> Instant {
-        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-        use kube::api::{Api, Patch, PatchParams};
-        let params = PatchParams::default();
-        self.runtime.block_on(async {
-            let config_maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
-            let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-            let data = json!({"data": {key: value}});
-            let nudge =
-                json!({"metadata": {"annotations": {"e2e.reload-injector.io/race": value}}});
-            let (data, nudge) = (Patch::Merge(&data), Patch::Merge(&nudge));
-            let start = Instant::now();
-            let (config_map, pod) = tokio::join!(
-                config_maps.patch(name, &params, &data),
-                pods.patch(pod, &params, &nudge),
-            );
-            config_map.unwrap();
-            pod.unwrap();
-            start
-        })
+        let race = ("e2e.reload-injector.io/race", value);
+        self.set_with_annotation((ns, name, key, value), pod, race)
     }
 }
 
