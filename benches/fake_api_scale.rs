@@ -6,9 +6,6 @@
 //! `cargo bench --bench fake_api_scale` runs the full size; without `--bench` (as
 //! `cargo test --all-targets` runs it) it does a 1/100 pass so the suite stays fast.
 
-#[path = "../tests/kube_support/mod.rs"]
-mod kube_support;
-
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -18,7 +15,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use serde_json::json;
 
-use kube_support::FakeApi;
+use fake_kube_api::FakeApi;
 
 fn main() {
     let full = std::env::args().any(|arg| arg == "--bench");

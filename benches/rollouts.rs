@@ -12,11 +12,9 @@
 //!
 //! `cargo bench --bench rollouts` measures (`ROLLOUTS_BENCH_PHASES=scale` stops after the first
 //! phase, `ROLLOUTS_BENCH_PHASES=waves` runs only the last); without `--bench` (as `cargo test --all-targets` runs it) every phase runs at a tiny
-//! size as a smoke test. The end-to-end freshness through nginx is `tests/fake_api_nginx_reload.rs`, which
+//! size as a smoke test. The end-to-end freshness through nginx is `tests/sidecar/fake_api/nginx_reload.rs`, which
 //! prints its times.
 
-#[path = "../tests/kube_support/mod.rs"]
-mod kube_support;
 #[path = "../tests/rollout_support/mod.rs"]
 mod rollout_support;
 #[path = "../tests/webhook_support/mod.rs"]
@@ -404,7 +402,7 @@ fn pod_patches(cluster: &Cluster) -> usize {
 }
 
 /// A Pod's second nudge (`mounted-config-refreshed`, 2 s after its refresh), not a refresh.
-fn second_nudge(request: &kube_support::record::Recorded) -> bool {
+fn second_nudge(request: &fake_kube_api::record::Recorded) -> bool {
     String::from_utf8_lossy(&request.body).contains("reload-injector.io/mounted-config-refreshed")
 }
 

@@ -7,15 +7,12 @@
 //! `cargo bench --bench status_scale` runs the full size; without `--bench` (as
 //! `cargo test --all-targets` runs it) it does a 1/20 pass so the suite stays fast.
 
-#[path = "../tests/kube_support/mod.rs"]
-mod kube_support;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use kube_support::FakeApi;
+use fake_kube_api::FakeApi;
 
 const NS: &str = "scale";
 const BIN: &str = env!("CARGO_BIN_EXE_reload-injector");

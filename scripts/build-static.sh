@@ -20,7 +20,7 @@
 # embeds the dependency list, from which scanners (syft, the release's SBOM) read what the
 # binary holds.
 #
-# The Dockerfile runs exactly this script, and tests/dockerfile.rs runs it outside Docker
+# The Dockerfile runs exactly this script, and tests/packaging/node/dockerfile.rs runs it outside Docker
 # and checks the result, so what the image ships is what the test suite checked.
 # The binary is copied to ${CARGO_TARGET_DIR:-target}/static/reload-injector (host build) or
 # .../static/linux-ARCH/reload-injector (ARCH given); that path is printed on the last line
@@ -68,7 +68,7 @@ fi
 export RELOAD_INJECTOR_COMMIT
 # getrandom 0.3 finds glibc's getrandom() with dlsym, which a static binary cannot do, and
 # would fall back to opening /dev/urandom; linux_getrandom makes it call getrandom(2) directly,
-# so randomness needs no file (tests/dockerfile.rs runs the binary in an empty root).
+# so randomness needs no file (tests/packaging/node/dockerfile.rs runs the binary in an empty root).
 cargo_home=${CARGO_HOME:-${HOME:-/root}/.cargo}
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" --remap-path-prefix=$repo=/src --remap-path-prefix=$cargo_home=/cargo"
 cargo auditable build --release --locked --target "$target" --bin reload-injector >&2

@@ -4,7 +4,7 @@
 #
 # - product: what the Dockerfile ships: the static binary from scripts/build-static.sh at
 #   /reload-injector, USER 65532:65532, ENTRYPOINT ["/reload-injector"], the Dockerfile's
-#   LABELs (all read from the Dockerfile's runtime stage; tests/node_images.rs checks the two
+#   LABELs (all read from the Dockerfile's runtime stage; tests/packaging/node/node_images.rs checks the two
 #   agree), plus the /etc/passwd, /etc/group and /tmp that distroless/static also has;
 # - nginx: Debian's nginx-light binary with the libraries it links, busybox-static as its
 #   shell and tools, and scripts/test-images/nginx.conf (serves /etc/nginx/conf.d/*.conf,

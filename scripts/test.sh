@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need, then checks
-# formatting, lints, and runs every test target on the current Kubernetes (v1.37), then the
-# end-to-end targets (tests/e2e*.rs, the ones that start a real API server; the node's,
-# tests/e2e_node*.rs, run on v1.37 only) again on the oldest version the README claims (v1.35).
+# formatting, lints, and runs every test on the current Kubernetes (v1.37), then the end-to-end
+# tests (the `e2e` modules, the ones that start a real API server; the node's run on v1.37
+# only) again on the oldest version the README claims (v1.35).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,29 +22,27 @@ timed scripts/install-test-deps.sh
 # the Dockerfile keep Cargo.toml's profile (fat LTO, one unit).
 export CARGO_PROFILE_RELEASE_LTO=thin CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 
-timed cargo fmt --check
-timed cargo clippy --all-targets --locked -- -D warnings
-# Every target is built first; then two lanes run at once (most tests wait on a server, a
-# process or the clock, not the CPU):
-# - the node lane, one target after another: the release image (tests/dockerfile.rs,
-#   tests/node_images.rs), the real node's targets (only one node can run on a machine),
-#   tests/e2e_outage.rs (most of its minute is waiting for a CronJob to fire) and the release
-#   pushed to the node's registry and installed from it (tests/release.rs);
-# - every other target, then the end-to-end targets again on the oldest version the README
-#   claims (the node's excepted: a kubelet is built for the current version only).
+timed cargo fmt --all --check
+timed cargo clippy --workspace --all-targets --locked -- -D warnings
+# Every target is built first. The test targets are one binary per behaviour (tests/GROUP/main.rs:
+# admission, controller, sidecar, status, packaging, cluster), each with modules by level;
+# `node` is the level that needs this machine's one node or builds the release images, `e2e`
+# the level that starts a real API server. Then two lanes run at once (most tests wait on a
+# server, a process or the clock, not the CPU):
+# - the node lane: every target's `node` tests (the release image, the real node's tests, the
+#   release pushed to the node's registry and installed from it), one target after another
+#   (only one node can run on a machine);
+# - every other test, then the `e2e` tests again on the oldest version the README claims (the
+#   node's excepted: a kubelet is built for the current version only).
 # --no-fail-fast: one failing test target never hides the results of the others.
-timed cargo test --all-targets --locked --no-run
-node_lane=(dockerfile node_images e2e_node e2e_node_faults e2e_node_scenarios e2e_node_in_place e2e_outage release)
-in_node_lane() { local t; for t in "${node_lane[@]}"; do [ "$t" = "$1" ] && return 0; done; return 1; }
-others=(--lib --bins --examples --benches)
-floor_e2e=()
-for f in tests/*.rs; do
-    name=$(basename "$f" .rs)
-    in_node_lane "$name" || others+=(--test "$name")
-    case "$name" in e2e_node*) ;; e2e*) floor_e2e+=(--test "$name") ;; esac
+timed cargo test --workspace --all-targets --locked --no-run
+node_args=() other_args=() floor_args=()
+for f in tests/*.rs tests/*/main.rs; do
+    case "$f" in */main.rs) name=$(basename "$(dirname "$f")") ;; *) name=$(basename "$f" .rs) ;; esac
+    other_args+=(--test "$name")
+    if grep -q '^mod node {' "$f"; then node_args+=(--test "$name"); fi
+    if grep -q '^mod e2e {' "$f"; then floor_args+=(--test "$name"); fi
 done
-node_args=()
-for t in "${node_lane[@]}"; do node_args+=(--test "$t"); done
 floor=$(sed -n 's/^floor=//p' scripts/install-kube-test-binaries.sh)
 
 # A lane's lines carry its name; its exit status is written where the script reads it back.
@@ -59,13 +57,17 @@ lane() {
 # One node per machine: the lane waits, on this lock, for another run's node lane (a developer's
 # run in another checkout takes it too).
 node_lane_run() {
-    timed flock /tmp/reload-injector-node.lock cargo test --locked --no-fail-fast "${node_args[@]}"
+    timed flock /tmp/reload-injector-node.lock \
+        cargo test --locked --no-fail-fast "${node_args[@]}" -- node::
 }
 other_lane_run() {
     local rc=0
-    timed cargo test --locked --no-fail-fast "${others[@]}" || rc=$?
-    echo "test.sh: the end-to-end targets again, on Kubernetes v$floor" >&2
-    RELOAD_INJECTOR_KUBE_VERSION=$floor timed cargo test --locked --no-fail-fast "${floor_e2e[@]}" || rc=$?
+    timed cargo test --locked --no-fail-fast --lib --bins --examples --benches || rc=$?
+    timed cargo test --locked --no-fail-fast -p fake-kube-api || rc=$?
+    timed cargo test --locked --no-fail-fast "${other_args[@]}" -- --skip node:: || rc=$?
+    echo "test.sh: the end-to-end tests again, on Kubernetes v$floor" >&2
+    RELOAD_INJECTOR_KUBE_VERSION=$floor \
+        timed cargo test --locked --no-fail-fast "${floor_args[@]}" -- e2e:: || rc=$?
     return "$rc"
 }
 lane node node_lane_run &

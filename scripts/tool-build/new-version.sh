@@ -5,7 +5,7 @@
 #
 #   crane       github.com/google/go-containerregistry: `crane` (the release pushes with it)
 #   syft        github.com/anchore/syft: the release's SBOM
-#   actionlint  github.com/rhysd/actionlint: checks .github/workflows/ (tests/release_workflow.rs)
+#   actionlint  github.com/rhysd/actionlint: checks .github/workflows/ (tests/packaging/offline/release_workflow.rs)
 #
 # Run it once per new version of a tool (it needs the Go module proxy), review the diff, and
 # commit both files: go.sum's checksums are what the build trusts from then on. Then change the

@@ -60,10 +60,18 @@ impl Applied {
 }
 
 impl Install {
-    /// The test binary's installation, made by the first test that asks.
+    /// The installation on the binary's shared cluster ([`Cluster::shared`]), made by the
+    /// first test that asks.
     pub fn shared() -> &'static Install {
         static INSTALL: OnceLock<Install> = OnceLock::new();
         INSTALL.get_or_init(|| Install::new(Cluster::shared()))
+    }
+
+    /// The installation on the calling test file's own cluster ([`Cluster::own`]).
+    #[track_caller]
+    pub fn own() -> &'static Install {
+        let file = std::panic::Location::caller().file();
+        super::per_file(file, || Install::new(Cluster::own_by(file)))
     }
 
     /// Applies the manifests, registers the webhook and starts one `serve`, ready.

@@ -3,7 +3,8 @@
 //! kube-controller-manager on loopback ports, with generated certificates, token
 //! authentication, RBAC, a service-account signing key and an audit log.
 //!
-//! One cluster per test binary ([`Cluster::shared`]); each test takes its own namespace
+//! One cluster per test binary ([`Cluster::shared`]), or per test file for a file that
+//! disturbs it or counts what happens in it ([`Cluster::own`]); each test takes its own namespace
 //! ([`Cluster::namespace`]). Every process dies with the test binary ([`procs`]). Logs go to a
 //! directory that every failure message names ([`Cluster::dir`]). No scheduler and no kubelet
 //! run: Pods stay Pending, which is all these tests need.
@@ -71,10 +72,24 @@ pub struct Extras {
 }
 
 impl Cluster {
-    /// The test binary's cluster, started by the first test that asks.
+    /// The test binary's cluster, started by the first test that asks; the files of a binary
+    /// that only add objects in their own namespaces share it.
     pub fn shared() -> &'static Cluster {
         static CLUSTER: OnceLock<Cluster> = OnceLock::new();
         CLUSTER.get_or_init(Cluster::start)
+    }
+
+    /// The calling test file's own cluster, started by its first test that asks: for a file
+    /// that stops or restarts what it runs, reconfigures `serve`, or counts the API calls made,
+    /// which the binary's other files must neither see nor disturb.
+    #[track_caller]
+    pub fn own() -> &'static Cluster {
+        Cluster::own_by(std::panic::Location::caller().file())
+    }
+
+    /// The cluster of test file `file` ([`Cluster::own`]).
+    pub fn own_by(file: &'static str) -> &'static Cluster {
+        per_file(file, Cluster::start)
     }
 
     /// Starts etcd, kube-apiserver and kube-controller-manager; returns once `/readyz` is ok.
@@ -343,15 +358,42 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// `target/tmp/e2e/<test binary>-<pid>`, created.
+/// One `T` per test file, made by the first caller and kept for the process's life.
+pub fn per_file<T: Send + Sync + 'static>(
+    file: &'static str,
+    make: impl FnOnce() -> T,
+) -> &'static T {
+    use std::any::{Any, TypeId};
+    use std::collections::HashMap;
+    type Cells = HashMap<(&'static str, TypeId), &'static (dyn Any + Send + Sync)>;
+    static CELLS: Mutex<Option<Cells>> = Mutex::new(None);
+    let cell: &'static (dyn Any + Send + Sync) = {
+        let mut cells = CELLS.lock().unwrap_or_else(|e| e.into_inner());
+        *cells
+            .get_or_insert_with(HashMap::new)
+            .entry((file, TypeId::of::<T>()))
+            .or_insert_with(|| Box::leak(Box::new(OnceLock::<T>::new())))
+    };
+    let cell = cell
+        .downcast_ref::<OnceLock<T>>()
+        .expect("a per-file cell holds its own type");
+    cell.get_or_init(make)
+}
+
+/// `target/tmp/e2e/<test binary>-<pid>` for a binary's first cluster, `…-<pid>-<n>` for its
+/// n-th (a binary runs one per test file that needs its own), created.
 fn logs_dir() -> PathBuf {
+    static CLUSTERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let binary = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_else(|| "e2e".into());
-    let dir = target_tmp()
-        .join("e2e")
-        .join(format!("{binary}-{}", std::process::id()));
+    let pid = std::process::id();
+    let dir = match CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+        0 => format!("{binary}-{pid}"),
+        n => format!("{binary}-{pid}-{n}"),
+    };
+    let dir = target_tmp().join("e2e").join(dir);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("failed to create the cluster's log directory");
     dir

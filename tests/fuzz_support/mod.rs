@@ -1,6 +1,6 @@
 //! The fuzzing harness: proptest runs batches with fresh seeds until a case budget or a time
 //! budget is spent, shrinks any failure to a small input, and writes that input as a fixture
-//! that `tests/fuzz_review.rs` replays from then on.
+//! that `tests/admission/offline/fuzz.rs` replays from then on.
 //!
 //! Bounded by default (the pass `cargo test` runs); `FUZZ_SECONDS=N` runs each target for N
 //! seconds (what `scripts/fuzz.sh` sets); `FUZZ_SEED=<64 hex>` replays one batch's seed.

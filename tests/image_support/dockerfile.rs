@@ -1,6 +1,6 @@
 //! The repository's Dockerfile read as a builder reads it: comments dropped, continuation
-//! lines joined, one string per instruction. Shared by `tests/dockerfile.rs` and
-//! `tests/node_images.rs`, so both check the same reading of it.
+//! lines joined, one string per instruction. Shared by `tests/packaging/node/dockerfile.rs` and
+//! `tests/packaging/node/node_images.rs`, so both check the same reading of it.
 #![allow(dead_code)]
 
 use std::path::Path;

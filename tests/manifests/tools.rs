@@ -1,7 +1,7 @@
 //! The real tools behind the manifest checks: kustomize (renders), kubernetes-validate
 //! (Kubernetes OpenAPI schemas, strict) and the CRD schemas of cert-manager and the Prometheus
 //! Operator. All are installed by `scripts/install-test-deps.sh`; a missing one fails the test
-//! with how to get it. The Helm chart's tests (`tests/helm_chart.rs`) use them too.
+//! with how to get it. The Helm chart's tests (`tests/packaging/offline/helm_chart.rs`) use them too.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,6 @@
 //! The safety properties of the MutatingWebhookConfiguration (DESIGN.md, "Deploying"), checked
-//! on the kustomize build (`tests/manifests.rs`) and on every render of the Helm chart
-//! (`tests/helm_chart.rs`).
+//! on the kustomize build (`tests/packaging/offline/manifests.rs`) and on every render of the Helm chart
+//! (`tests/packaging/offline/helm_chart.rs`).
 
 use serde_json::{Value, json};
 

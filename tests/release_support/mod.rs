@@ -104,7 +104,7 @@ fn replace(dir: &Path, path: &str, from: &str, to: &str) {
     std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
 }
 
-/// Commits version `to` on top of `checkout`: every file tests/release_version.rs holds to the
+/// Commits version `to` on top of `checkout`: every file tests/packaging/offline/release_version.rs holds to the
 /// version, and a CHANGELOG entry, as a maintainer bumps it.
 pub fn bump(checkout: &Checkout, to: &str) -> Checkout {
     let (dir, from) = (&checkout.dir, checkout.version.as_str());

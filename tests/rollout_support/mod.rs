@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::kube_support::{FakeApi, Recorded};
 use crate::webhook_support::process::Server;
 use crate::webhook_support::{Scratch, bundle, scratch};
+use fake_kube_api::{FakeApi, Recorded};
 
 /// The opted-in namespace the tests use.
 pub const NS: &str = "shop";

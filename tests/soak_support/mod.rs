@@ -1,4 +1,4 @@
-//! Helpers of the soak test (`tests/soak.rs`): readings of the server process, and the
+//! Helpers of the soak test (`tests/admission/local/soak.rs`): readings of the server process, and the
 //! flatness verdict over them.
 #![allow(dead_code)]
 

@@ -6,7 +6,8 @@
 pub mod copies;
 pub mod fixture;
 pub mod http_server;
-pub mod kubelet;
+/// The kubelet's AtomicWriter, as the fake API server's kubelet writes volumes too.
+pub use fake_kube_api::atomic_dir as kubelet;
 pub mod nginx;
 pub mod pidns;
 pub mod scratch;

@@ -1,6 +1,6 @@
 {{/*
 What the Pod and the workload webhooks share, each field as in manifests/base/webhook.yaml
-(tests/helm_chart.rs holds the default render equal to it). Called with
+(tests/packaging/offline/helm_chart.rs holds the default render equal to it). Called with
 (dict "root" $ "caBundle" STRING "excluded" LIST "optedIn" BOOL): `optedIn` for the webhooks
 of the namespaces without the opt-in label, which send single opted-in objects.
 */}}

@@ -24,7 +24,7 @@ pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use super::procs::Proc;
@@ -111,7 +111,23 @@ pub fn extras() -> Extras {
     }
 }
 
+/// Whose turn it is on the binary's node ([`Node::alone`], [`Node::beside_others`]).
+static TURNS: RwLock<()> = RwLock::new(());
+
 impl Node {
+    /// Held for the whole of a test that disturbs the node or what runs on it (restarts the
+    /// kubelet, kills or reconfigures `serve`, turns the controller's refresh off) or times
+    /// something on it: no other node test runs meanwhile.
+    pub fn alone() -> RwLockWriteGuard<'static, ()> {
+        TURNS.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Held for the whole of every other node test: those run side by side, never beside one
+    /// that holds [`Node::alone`].
+    pub fn beside_others() -> RwLockReadGuard<'static, ()> {
+        TURNS.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The test binary's node (and its own control plane), started by the first test that
     /// asks.
     pub fn shared() -> &'static Node {
