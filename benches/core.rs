@@ -8,8 +8,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
-use reload_injector::inject::{self, Outcome, Settings};
 use reload_injector::webhook::admission_review::{self, Review};
+use reload_injector::workload::{self, Outcome, Settings};
 use serde_json::value::{RawValue, to_raw_value};
 
 /// The allocator the shipped binary uses (`src/main.rs`), so the numbers match production.
@@ -25,7 +25,7 @@ fn settings() -> Settings {
         inject_into_templates: false,
         secret_key: None,
         in_place: Default::default(),
-        warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
+        warning_chars: Some(reload_injector::workload::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     }
 }
@@ -49,14 +49,14 @@ fn configs() -> ConfigData {
 }
 
 /// The core's view of a review parsed in full, its object handed over as raw JSON.
-fn full_request<'a>(doc: &'a serde_json::Value, object: &'a RawValue) -> inject::Request<'a> {
+fn full_request<'a>(doc: &'a serde_json::Value, object: &'a RawValue) -> workload::Request<'a> {
     let r = &doc["request"];
-    inject::Request {
+    workload::Request {
         group: r["kind"]["group"].as_str().unwrap(),
         kind: r["kind"]["kind"].as_str().unwrap(),
-        operation: inject::Operation::parse(r["operation"].as_str().unwrap()),
+        operation: workload::Operation::parse(r["operation"].as_str().unwrap()),
         namespace: r["namespace"].as_str().unwrap(),
-        object: inject::Object::Raw(object),
+        object: workload::Object::Raw(object),
         old_object: None,
         namespace_labelled: true,
         dry_run: false,
@@ -120,28 +120,28 @@ fn main() {
     assert_eq!(full_envelope.len(), bytes.len());
     let object = to_raw_value(&full["request"]["object"]).unwrap();
     let req = full_request(&full, &object);
-    let refs = inject::config_refs(&req, &settings).unwrap();
+    let refs = workload::config_refs(&req, &settings).unwrap();
     assert!(
         refs.contains(&ConfigId::config_map("web-settings")),
         "{refs:?}"
     );
-    match inject::review(&req, &settings, &configs).unwrap() {
+    match workload::review(&req, &settings, &configs).unwrap() {
         Outcome::Allowed { patch, .. } => assert!(!patch.0.is_empty(), "no patch"),
         other => panic!("unexpected outcome {other:?}"),
     }
 
     let core = measure(rounds, n, || {
-        let refs = inject::config_refs(black_box(&req), &settings).unwrap();
+        let refs = workload::config_refs(black_box(&req), &settings).unwrap();
         black_box(refs);
-        black_box(inject::review(black_box(&req), &settings, &configs).unwrap());
+        black_box(workload::review(black_box(&req), &settings, &configs).unwrap());
     });
     let plan = measure(rounds, n, || {
-        let plan = inject::Plan::new(black_box(&req), &settings).unwrap();
+        let plan = workload::Plan::new(black_box(&req), &settings).unwrap();
         black_box(plan.config_refs());
         black_box(plan.outcome(&configs));
     });
     let read_only = measure(rounds, n, || {
-        black_box(inject::Plan::new(black_box(&req), &settings).unwrap());
+        black_box(workload::Plan::new(black_box(&req), &settings).unwrap());
     });
     let parse = measure(rounds, n, || {
         black_box(serde_json::from_slice::<serde_json::Value>(black_box(&bytes)).unwrap());
@@ -152,7 +152,7 @@ fn main() {
     let whole = measure(rounds, n, || {
         let parsed = Review::parse(black_box(&bytes)).unwrap();
         let req = parsed.request().unwrap();
-        let plan = inject::Plan::new(&req, &settings).unwrap();
+        let plan = workload::Plan::new(&req, &settings).unwrap();
         black_box(plan.config_refs());
         let answer = match plan.outcome(&configs) {
             Outcome::Allowed { patch, warnings } => {
@@ -194,12 +194,12 @@ fn main() {
         let object = to_raw_value(&doc["request"]["object"]).unwrap();
         let req = full_request(&doc, &object);
         let none = ConfigData::new();
-        match inject::review(&req, &every_warning, &none).unwrap() {
+        match workload::review(&req, &every_warning, &none).unwrap() {
             Outcome::Allowed { warnings, .. } => assert_eq!(warnings.len(), 2 * containers),
             other => panic!("unexpected outcome {other:?}"),
         }
         measure(rounds.min(3), 3, || {
-            black_box(inject::review(black_box(&req), &every_warning, &none).unwrap());
+            black_box(workload::review(black_box(&req), &every_warning, &none).unwrap());
         })
     };
     let (few_took, many_took) = (review_containers(few), review_containers(many));
@@ -239,7 +239,7 @@ fn main() {
         large_took.as_secs_f64() * 1e3,
     );
     println!(
-        "inject::review, {few} / {many} containers with warnings: {:.2} / {:.2} ms ({warned_growth:.1}x)",
+        "workload::review, {few} / {many} containers with warnings: {:.2} / {:.2} ms ({warned_growth:.1}x)",
         few_took.as_secs_f64() * 1e3,
         many_took.as_secs_f64() * 1e3,
     );

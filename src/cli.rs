@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::inject::values::EnvChange;
+use crate::workload::values::EnvChange;
 
 /// Make ConfigMap and Secret changes reach running applications safely.
 #[derive(Debug, Parser)]
@@ -102,7 +102,7 @@ pub struct InjectionArgs {
 
 /// `--env-change`, read by the annotation's own parser.
 fn parse_env_change(text: &str) -> Result<EnvChange, String> {
-    crate::inject::values::parse_env_change(text)
+    crate::workload::values::parse_env_change(text)
         .map_err(|_| format!("{text:?} is not roll or restart-in-place"))
 }
 
@@ -344,7 +344,7 @@ pub struct WatchArgs {
     pub env_state_dir: Option<PathBuf>,
 
     /// Restart in place: where each ConfigMap read through env is mounted, as `<root>/<name>`.
-    #[arg(long, default_value = crate::inject::in_place::ENV_ROOT, env = "RELOAD_INJECTOR_ENV_ROOT")]
+    #[arg(long, default_value = crate::workload::in_place::ENV_ROOT, env = "RELOAD_INJECTOR_ENV_ROOT")]
     pub env_root: PathBuf,
 
     /// Restart in place: a ConfigMap key the Pod's containers read through env, as NAME/KEY

@@ -1,7 +1,8 @@
 //! reload-injector: a Kubernetes mutating admission webhook that makes ConfigMap and Secret
 //! changes reach running applications safely.
 //!
-//! - [`inject`] is the pure core: given an admission request and the config it consumes, it
+//! - [`workload`] is the pure domain core: a workload's Pod spec, the config it consumes and
+//!   how its programs reload (the catalogue); given an admission request and that config, it
 //!   decides what to deny, what to warn about and how to mutate (a JSON patch). It does no I/O.
 //! - [`hash`] is the pure canonical config hash (HMAC for Secret values); [`policy`] the pure
 //!   opt-in rules every part asks.
@@ -18,7 +19,6 @@ pub mod certs;
 pub mod cli;
 pub mod controller;
 pub mod hash;
-pub mod inject;
 pub mod kinds;
 pub mod object_names;
 pub mod offline;
@@ -30,6 +30,7 @@ pub mod status;
 pub mod telemetry;
 pub mod watch;
 pub mod webhook;
+pub mod workload;
 
 use std::process::ExitCode;
 
@@ -56,7 +57,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => webhook::run(args),
         Command::Watch(args) => match watch::run(args) {
-            Ok(watch::Ended::RestartPod) => return ExitCode::from(inject::in_place::RESTART_CODE),
+            Ok(watch::Ended::RestartPod) => {
+                return ExitCode::from(workload::in_place::RESTART_CODE);
+            }
             ended => ended.map(drop),
         },
         Command::Inject(args) => return offline::run(args),

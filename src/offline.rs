@@ -5,7 +5,7 @@
 //! applied without the webhook — prints the result on stdout and the warnings on stderr.
 //! Exit codes: 0 admitted, 1 the webhook would deny, 2 unreadable input.
 //!
-//! Imports: the shared domain (`hash`, `inject`, `kinds`, `policy`) and the helpers `cli`,
+//! Imports: the shared domain (`hash`, `workload`, `kinds`, `policy`) and the helpers `cli`,
 //! `report`; never `webhook`, `controller`, `watch`, `status` or `certs`.
 
 mod config_files;
@@ -20,12 +20,12 @@ use serde_json::Value;
 
 use crate::cli::{InjectArgs, NativeSidecars, OutputFormat};
 use crate::hash::{ConfigData, ConfigId, Lookup, SecretKey};
-use crate::inject::{
+use crate::kinds::Kind;
+use crate::policy;
+use crate::workload::{
     Object, Operation, Outcome, Plan, Request, ReviewError, Settings, WARNING_PREFIX, Workload,
     quoted,
 };
-use crate::kinds::Kind;
-use crate::policy;
 use config_files::Reduce;
 pub use yaml_io::render;
 use yaml_io::{parse_documents, read_input};
@@ -130,9 +130,9 @@ fn execute(args: &InjectArgs) -> Result<Injected, OfflineError> {
         inject_into_templates: true,
         secret_key,
         // Offline, the cluster the output goes to is taken to be one that can (>= 1.36).
-        in_place: crate::inject::in_place::InPlaceSettings {
+        in_place: crate::workload::in_place::InPlaceSettings {
             default: args.injection.env_change,
-            support: crate::inject::in_place::Support::Yes,
+            support: crate::workload::in_place::Support::Yes,
         },
         // Offline, every warning is printed.
         warning_chars: None,

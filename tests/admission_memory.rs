@@ -14,11 +14,11 @@ use std::sync::{Mutex, MutexGuard};
 
 use axum::body::{Body, to_bytes};
 use http::{Request, StatusCode, header};
-use reload_injector::inject::meter::{Allowance, Meter, Refusal};
 use reload_injector::webhook::app;
 use reload_injector::webhook::handler::{HandleError, handle};
 use reload_injector::webhook::limits::BodyBudget;
 use reload_injector::webhook::router::{BODY_TIMEOUT, HttpLimits, app_with};
+use reload_injector::workload::meter::{Allowance, Meter, Refusal};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use webhook_support::{pod_review, state};

@@ -24,7 +24,7 @@ use super::intern::Interner;
 use super::reduce::{self, Consumer, ReduceError};
 use super::waves::{self, Budget};
 use super::write_target::{Target, TargetKind};
-use crate::inject::{MANAGED_LABEL, SIDECAR_LABEL};
+use crate::workload::{MANAGED_LABEL, SIDECAR_LABEL};
 
 /// Most events waiting for the loop. A full channel holds the watches back (they stop reading
 /// their list or watch response) instead of buffering a whole initial list in memory.

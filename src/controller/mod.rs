@@ -16,7 +16,7 @@
 //! their retries ([`fetch_book`]), and the writes until their outcome ([`write_book`], with
 //! [`waves`]).
 //!
-//! Imports: the shared domain (`hash`, `inject`, `kinds`, `policy`) and the helpers `backoff`
+//! Imports: the shared domain (`hash`, `workload`, `kinds`, `policy`) and the helpers `backoff`
 //! and `report`; never `webhook`, `watch`, `status`, `certs` or `offline`.
 
 pub mod cluster_watches;

@@ -10,7 +10,7 @@ use super::reduce::Consumer;
 use super::view::View;
 use super::write_target::{Target, TargetKind, Write};
 use crate::hash::{self, ConfigData, ConfigKind, Lookup, SecretKey};
-use crate::inject::{describe, quoted};
+use crate::workload::{describe, quoted};
 
 /// The data changes that made a target due: object → changed keys (empty: created or deleted).
 pub type Causes = BTreeMap<ConfigKey, BTreeSet<String>>;

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::inject::pod::PodSpec;
+use crate::workload::pod::PodSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -15,10 +15,10 @@ use super::restart_waves::Restarts;
 use super::waves;
 use super::write_target::{Target, TargetKind};
 use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
-use crate::inject::consumption::{self, Consumption};
-use crate::inject::in_place;
-use crate::inject::{CONFIG_HASH, ENV_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME, string_map};
 use crate::policy::{Counts, OptIns, Selection};
+use crate::workload::consumption::{self, Consumption};
+use crate::workload::in_place;
+use crate::workload::{CONFIG_HASH, ENV_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME, string_map};
 
 /// An object the controller may write to, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::waves::{self, SETTLE, WaveQueue};
 use super::write_target::{Target, Write};
 
-pub use crate::inject::in_place::RESTARTS_STOPPED;
+pub use crate::workload::in_place::RESTARTS_STOPPED;
 /// Longest a Pod may take to restart once its env hash was written: the kubelet syncs it within
 /// a second or two, or a few more when its own ConfigMap watch lags (the second nudge).
 pub const RESTART_WITHIN: Duration = Duration::from_secs(120);

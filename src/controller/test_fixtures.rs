@@ -3,7 +3,7 @@
 
 use super::reduce::Consumer;
 use super::write_target::{Target, TargetKind, Write};
-use crate::inject::consumption::Consumption;
+use crate::workload::consumption::Consumption;
 
 /// The Deployment whose Pods the waves refresh or restart.
 pub fn web() -> Target {

@@ -296,7 +296,7 @@ mod tests {
     use crate::controller::test_fixtures;
     use crate::controller::write_target::TargetKind;
     use crate::hash::{ConfigId, Consumed};
-    use crate::inject::consumption::Consumption;
+    use crate::workload::consumption::Consumption;
 
     fn target(name: &str) -> Target {
         Target {

@@ -12,7 +12,7 @@ use super::restart_waves::{self, PodNow, RestartWaves};
 use super::waves::{self, Stopped, Waves};
 use super::write_target::{Target, TargetKind, Write};
 use super::writer::Outcome;
-use crate::inject::quoted;
+use crate::workload::quoted;
 
 /// The writes between their decision and their outcome.
 #[derive(Debug, Default)]

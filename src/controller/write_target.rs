@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use kube::api::{ApiResource, GroupVersionKind};
 
-use crate::inject::{
+use crate::kinds::Kind;
+use crate::workload::{
     CONFIG_HASH, ENV_HASH, ENV_HASH_REFRESHED, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_REFRESHED,
 };
-use crate::kinds::Kind;
 
 /// The kinds the controller writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -29,7 +29,7 @@ pub enum TargetKind {
     /// `v1` Pod carrying the sidecar.
     Pod,
     /// The same Pod as its env hash, when its sidecar restarts it in place (see
-    /// [`crate::inject::in_place`]): a target of its own, written in its workload's restart waves.
+    /// [`crate::workload::in_place`]): a target of its own, written in its workload's restart waves.
     PodEnv,
 }
 

@@ -165,7 +165,7 @@ impl Reader {
     /// `pods` (`namespace/name`) into `snapshot`.
     pub async fn logs(&self, snapshot: &mut Snapshot, pods: &[String]) -> Result<(), CollectError> {
         let params = &LogParams {
-            container: Some(crate::inject::SIDECAR_NAME.to_owned()),
+            container: Some(crate::workload::SIDECAR_NAME.to_owned()),
             tail_lines: Some(LOG_TAIL_LINES),
             ..LogParams::default()
         };

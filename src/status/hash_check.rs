@@ -9,8 +9,8 @@ use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target_arg::Kind;
 use crate::hash::{ConfigKind, SecretKey};
-use crate::inject::consumption::Consumption;
-use crate::inject::explain::Explained;
+use crate::workload::consumption::Consumption;
+use crate::workload::explain::Explained;
 
 /// What the hash key lets the report check.
 #[derive(Debug, Clone, Copy)]
@@ -188,7 +188,7 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
         format!(
             "; the newest data write: {} {} {} ago",
             w.object_kind,
-            crate::inject::quoted(&w.object),
+            crate::workload::quoted(&w.object),
             age(w.seconds_ago)
         )
     });

@@ -8,7 +8,7 @@
 //!
 //! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
 //!
-//! Imports: the shared domain (`hash`, `inject`, `kinds`, `object_names`, `policy`), the
+//! Imports: the shared domain (`hash`, `workload`, `kinds`, `object_names`, `policy`), the
 //! `controller`'s names for what it writes (`write_target`, `waves::REFRESH_STOPPED`), and the
 //! helpers `cli`, `report`; never `webhook`, `watch`, `certs` or `offline`.
 

@@ -14,11 +14,11 @@ use super::sidecar_log;
 use super::snapshot::{Fetched, Snapshot};
 use super::target_arg::Kind;
 use crate::hash::{self, ConfigKind, Consumed};
-use crate::inject::explain::is_ours;
-use crate::inject::pod::PodSpec;
-use crate::inject::string_map;
-use crate::inject::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
-use crate::inject::{ENV_HASH, consumption, in_place};
+use crate::workload::explain::is_ours;
+use crate::workload::pod::PodSpec;
+use crate::workload::string_map;
+use crate::workload::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
+use crate::workload::{ENV_HASH, consumption, in_place};
 use serde::Deserialize;
 
 /// The Pods part of a report.

@@ -12,11 +12,11 @@ use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
 use super::hash_check::KeyState;
 use super::target_arg::Kind;
 use crate::hash::{ConfigId, ConfigKind, Consumed};
-use crate::inject::catalogue::Takes;
-use crate::inject::explain::{Explained, Mode, Read, Via};
-use crate::inject::strategy::{Consequence, Strategy, Why};
-use crate::inject::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted};
 use crate::policy::{Counts, Selection, reloader};
+use crate::workload::catalogue::Takes;
+use crate::workload::explain::{Explained, Mode, Read, Via};
+use crate::workload::strategy::{Consequence, Strategy, Why};
+use crate::workload::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted};
 
 /// One key or object a container reads.
 #[derive(Debug, Clone, Serialize)]
@@ -376,8 +376,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::inject::explain::explain;
-    use crate::inject::pod::PodSpec;
+    use crate::workload::explain::explain;
+    use crate::workload::pod::PodSpec;
 
     /// (container, volume or object, onChange, detail) of each line of `spec` judged as `judging`.
     fn said(

@@ -17,14 +17,14 @@ use super::read_lines::{Judging, ReadLine, mode_text, read_findings, read_lines}
 use super::snapshot::Snapshot;
 use super::target_arg::Kind;
 use crate::controller::waves::REFRESH_STOPPED;
-use crate::inject::consumption;
-use crate::inject::explain::{self, Explained};
-use crate::inject::in_place::RESTARTS_STOPPED;
-use crate::inject::pod::PodSpec;
-use crate::inject::strategy::Consequence;
-use crate::inject::{CONFIG_HASH, MANAGED_LABEL};
-use crate::inject::{Workload as Classified, string_map};
 use crate::policy::{self, WORKLOAD_OPT_IN};
+use crate::workload::consumption;
+use crate::workload::explain::{self, Explained};
+use crate::workload::in_place::RESTARTS_STOPPED;
+use crate::workload::pod::PodSpec;
+use crate::workload::strategy::Consequence;
+use crate::workload::{CONFIG_HASH, MANAGED_LABEL};
+use crate::workload::{Workload as Classified, string_map};
 
 /// The whole report on one workload. Field names are the stable `-o json` form.
 #[derive(Debug, Clone, Serialize)]

@@ -2,7 +2,7 @@
 //! ([`events`], [`debounce`], [`retry`], [`signal_targets`]) are driven by thin I/O modules, wired
 //! together by [`runner`] on a single-threaded runtime.
 //!
-//! Imports: the shared domain (`hash`, `inject`) and the helpers `backoff`, `cli`, `report`,
+//! Imports: the shared domain (`hash`, `workload`) and the helpers `backoff`, `cli`, `report`,
 //! `scratch`; never `webhook`, `controller`, `status`, `certs` or `offline`.
 
 pub mod aftermath;
@@ -31,7 +31,7 @@ use anyhow::Context;
 use tracing::warn;
 
 use crate::cli::WatchArgs;
-use crate::inject::values;
+use crate::workload::values;
 use app_reload::Action;
 use http::Endpoint;
 use signal::Signaller;
@@ -71,7 +71,7 @@ pub enum Ended {
     /// SIGTERM or SIGINT.
     Stopped,
     /// Its Pod is to restart every container in place: exit with
-    /// [`crate::inject::in_place::RESTART_CODE`].
+    /// [`crate::workload::in_place::RESTART_CODE`].
     RestartPod,
 }
 

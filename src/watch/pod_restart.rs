@@ -53,7 +53,7 @@ pub fn read_hash(text: &str) -> Option<String> {
 
 /// What the Pod's containers read through env, from `--env-key NAME/KEY` and `--env-object NAME`
 /// (the admission's own reading of the sidecar's arguments).
-pub use crate::inject::in_place::parse_reads as consumed;
+pub use crate::workload::in_place::parse_reads as consumed;
 
 #[cfg(test)]
 mod tests {

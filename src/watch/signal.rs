@@ -11,7 +11,7 @@ use nix::unistd::Pid;
 use super::process_handle::ProcessHandle;
 use super::procfs;
 use super::signal_targets::{self, ProcessInfo};
-use crate::inject::values::{self, ValueError};
+use crate::workload::values::{self, ValueError};
 
 /// Errors of signal mode.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::inject::{JsonType, Object, Operation, Request, Skim, Workload};
+use crate::workload::{JsonType, Object, Operation, Request, Skim, Workload};
 
 /// The only AdmissionReview version the webhook speaks.
 pub const API_VERSION: &str = "admission.k8s.io/v1";

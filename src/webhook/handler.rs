@@ -5,8 +5,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::inject::meter::{Meter, Refusal, metered};
-use crate::inject::{Outcome, Plan, Request, Settings};
+use crate::workload::meter::{Meter, Refusal, metered};
+use crate::workload::{Outcome, Plan, Request, Settings};
 
 use super::admission_review::{self, EnvelopeError, Review};
 use super::lookup::Lookups;

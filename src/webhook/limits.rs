@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::inject::meter::{Allowance, Meter, Refusal};
+use crate::workload::meter::{Allowance, Meter, Refusal};
 
 /// The most open connections (TLS handshakes included); further clients wait in the
 /// kernel's accept queue until one closes.
@@ -287,7 +287,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_review_reserves_its_read_with_its_body_then_grants_come_from_the_same_part() {
-        use crate::inject::meter::{Refusal, charge, metered};
+        use crate::workload::meter::{Refusal, charge, metered};
         let budget = BodyBudget::new(16 * MIB);
         let memory = budget.reserve_review(2 * MIB, SHORT).await.unwrap();
         assert_eq!(budget.in_use(), 8 * MIB, "four bytes per body byte");

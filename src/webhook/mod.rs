@@ -1,7 +1,7 @@
 //! `reload-injector serve`: the HTTPS admission webhook. Wiring only; each concern has its
 //! module (each says what it does).
 //!
-//! Imports: the shared domain (`hash`, `inject`, `kinds`, `object_names`), the `controller` it
+//! Imports: the shared domain (`hash`, `workload`, `kinds`, `object_names`), the `controller` it
 //! starts (its store, its metrics), and the helpers `cli`, `report`, `scratch`; never `watch`,
 //! `status`, `certs` or `offline`.
 
@@ -95,7 +95,7 @@ async fn settings_and_lookups(
     args: &ServeArgs,
     metrics: &webhook_metrics::Metrics,
 ) -> anyhow::Result<(
-    crate::inject::Settings,
+    crate::workload::Settings,
     lookup::Lookups,
     Option<kube::Client>,
 )> {
@@ -122,7 +122,7 @@ async fn settings_and_lookups(
 fn start_controller(
     args: &ServeArgs,
     client: Option<kube::Client>,
-    settings: &crate::inject::Settings,
+    settings: &crate::workload::Settings,
     lookups: &lookup::Lookups,
     metrics: &webhook_metrics::Metrics,
     terminating: &tokio::sync::watch::Receiver<bool>,

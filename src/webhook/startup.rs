@@ -8,8 +8,8 @@ use anyhow::Context;
 
 use crate::cli::{NativeSidecars, ServeArgs};
 use crate::hash::SecretKey;
-use crate::inject::Settings;
-use crate::inject::in_place::{self, InPlaceSettings, Support};
+use crate::workload::Settings;
+use crate::workload::in_place::{self, InPlaceSettings, Support};
 
 use super::limits::{BodyBudget, ConnectionLimit};
 use super::router::HttpLimits;
@@ -38,7 +38,7 @@ pub fn settings(
         version: crate::VERSION.to_owned(),
         inject_into_templates: false,
         secret_key,
-        warning_chars: Some(crate::inject::API_SERVER_WARNING_CHARS),
+        warning_chars: Some(crate::workload::API_SERVER_WARNING_CHARS),
         reloader_retired: args.injection.reloader_retired,
     }
 }

@@ -1,10 +1,10 @@
 //! The reload catalogue as the docs show it, rendered from its entries
-//! (`reload_injector::inject::catalogue`): the whole table for `docs/catalogue.md`, a short one
+//! (`reload_injector::workload::catalogue`): the whole table for `docs/catalogue.md`, a short one
 //! for the README.
 
 use std::fmt::Write as _;
 
-use reload_injector::inject::catalogue::{
+use reload_injector::workload::catalogue::{
     Needs, PROGRAMS, Program, RELOADER_FLAGS, RELOADERS, Takes,
 };
 

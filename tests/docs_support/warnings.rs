@@ -8,7 +8,7 @@ use super::{doc, repo};
 /// Rows no golden case produces, and the test that covers each instead.
 const NOT_IN_GOLDENS: &[(&str, &str)] = &[(
     "… more warnings not shown (the API server passes on 4 KiB); …",
-    "only past 4 KiB of warnings at admission: src/inject/messages.rs's unit tests",
+    "only past 4 KiB of warnings at admission: src/workload/messages.rs's unit tests",
 )];
 
 /// The patterns of the table: the code spans of each row's first cell.

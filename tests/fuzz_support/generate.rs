@@ -22,7 +22,7 @@ const VOLUMES: &[&str] = &[
     "creds",
     "scratch",
     "kube-api-access-x1",
-    reload_injector::inject::NO_TOKEN_VOLUME,
+    reload_injector::workload::NO_TOKEN_VOLUME,
 ];
 /// Container names (`config-reloader`, the product's own sidecar, is added in [`container`]).
 const CONTAINERS: &[&str] = &["app", "web", "cache", "init", "proxy"];
@@ -136,7 +136,7 @@ fn mount() -> Gen {
             "/etc/app/app.conf",
             "/x",
             "",
-            reload_injector::inject::TOKEN_MOUNT_PATH,
+            reload_injector::workload::TOKEN_MOUNT_PATH,
         ]),
         sub_path,
         expr,
@@ -244,7 +244,7 @@ fn container() -> Gen {
         prop_oneof![3 => Just(None), 2 => Just(Some("Always")), 1 => Just(Some("OnFailure"))];
     let container_name = prop_oneof![
         12 => name(CONTAINERS),
-        1 => Just(reload_injector::inject::SIDECAR_NAME.to_owned()),
+        1 => Just(reload_injector::workload::SIDECAR_NAME.to_owned()),
     ];
     (
         container_name,

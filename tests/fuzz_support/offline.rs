@@ -7,8 +7,8 @@ use std::path::Path;
 
 use reload_injector::cli::OutputFormat;
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
-use reload_injector::inject::{Settings, WARNING_PREFIX};
 use reload_injector::offline::{Configs, Injected, OfflineError, inject_text, render};
+use reload_injector::workload::{Settings, WARNING_PREFIX};
 use serde_json::Value;
 
 /// The settings and `--configs` the fuzzer alternates between.

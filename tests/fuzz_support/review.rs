@@ -9,13 +9,13 @@ use axum::body::{Body, to_bytes};
 use base64::Engine;
 use http::{Request, Response, StatusCode, header};
 use reload_injector::hash::SecretKey;
-use reload_injector::inject::{
-    CONFIG_HASH, MANAGED_LABEL, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, SIDECAR_NAME, Settings,
-    TOKEN_MOUNT_PATH, WARNING_PREFIX,
-};
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
 use reload_injector::webhook::webhook_metrics::Metrics;
 use reload_injector::webhook::{AppState, app};
+use reload_injector::workload::{
+    CONFIG_HASH, MANAGED_LABEL, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, SIDECAR_NAME, Settings,
+    TOKEN_MOUNT_PATH, WARNING_PREFIX,
+};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -403,7 +403,7 @@ fn state(client: Option<kube::Client>, native: bool, secret_key: Option<SecretKe
         inject_into_templates: false,
         secret_key: secret_key.clone(),
         in_place: Default::default(),
-        warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
+        warning_chars: Some(reload_injector::workload::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     };
     AppState::new(

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use reload_injector::certs::{Bundle, CertRequest, generate};
-use reload_injector::inject::Settings;
 use reload_injector::webhook::AppState;
 use reload_injector::webhook::lookup::{CacheConfig, Lookups};
 use reload_injector::webhook::webhook_metrics::Metrics;
+use reload_injector::workload::Settings;
 use serde_json::{Value, json};
 
 /// The Service name kube-apiserver dials (and the SNI it sends).
@@ -100,7 +100,7 @@ pub fn settings() -> Settings {
         inject_into_templates: false,
         secret_key: None,
         in_place: Default::default(),
-        warning_chars: Some(reload_injector::inject::API_SERVER_WARNING_CHARS),
+        warning_chars: Some(reload_injector::workload::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     }
 }

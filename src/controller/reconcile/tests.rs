@@ -6,7 +6,7 @@ use crate::controller::reduce::Consumer;
 use crate::controller::test_fixtures;
 use crate::controller::write_target::TargetKind;
 use crate::hash::{ConfigId, ConfigObject, Consumed};
-use crate::inject::consumption::Consumption;
+use crate::workload::consumption::Consumption;
 
 const NS: &str = "shop";
 

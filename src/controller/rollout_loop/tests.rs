@@ -11,7 +11,7 @@ use super::*;
 use crate::controller::config_store::{ConfigStore, Digests, Meta, StoreReader};
 use crate::controller::{mock_api, reduce, writer};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
-use crate::inject::{CONFIG_HASH, ENV_HASH, ENV_HASH_REFRESHED, SIDECAR_NAME, in_place};
+use crate::workload::{CONFIG_HASH, ENV_HASH, ENV_HASH_REFRESHED, SIDECAR_NAME, in_place};
 
 const DELAY: Duration = Duration::from_secs(10);
 

@@ -36,7 +36,7 @@ impl Seen {
                 .pointer("/metadata/annotations")
                 .and_then(Value::as_object)
                 .is_some_and(|a| {
-                    a.len() == 1 && a.contains_key(crate::inject::MOUNTED_CONFIG_REFRESHED)
+                    a.len() == 1 && a.contains_key(crate::workload::MOUNTED_CONFIG_REFRESHED)
                 })
     }
 
@@ -621,7 +621,7 @@ async fn a_pods_landed_refresh_is_nudged_again_with_a_distinct_change_retried_un
         assert_eq!(again.path, patches[0].path);
         assert_eq!(again.content_type, "application/merge-patch+json");
         assert_eq!(
-            again.body["metadata"]["annotations"][crate::inject::MOUNTED_CONFIG_REFRESHED],
+            again.body["metadata"]["annotations"][crate::workload::MOUNTED_CONFIG_REFRESHED],
             "sha256:1"
         );
     }

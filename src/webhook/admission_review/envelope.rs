@@ -14,7 +14,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::inject::{Key, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, lean_then_raw};
+use crate::workload::{Key, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, lean_then_raw};
 
 /// The body as read: the top level and, when `request` is an object, its fields.
 #[derive(Debug, Default)]

@@ -121,7 +121,7 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     let review = Review::parse(text.as_bytes()).unwrap();
     let req = review.request().unwrap();
     let settings = settings();
-    let err = crate::inject::Plan::new(&req, &settings).unwrap_err();
+    let err = crate::workload::Plan::new(&req, &settings).unwrap_err();
     assert!(err.to_string().contains("recursion limit"), "{err}");
 }
 
@@ -167,8 +167,8 @@ fn denied_carries_code_and_message() {
     );
 }
 
-fn settings() -> crate::inject::Settings {
-    crate::inject::Settings {
+fn settings() -> crate::workload::Settings {
+    crate::workload::Settings {
         sidecar_image: "example/reloader:1".to_owned(),
         native_sidecars: true,
         own_namespace: "reload-injector".to_owned(),
@@ -176,7 +176,7 @@ fn settings() -> crate::inject::Settings {
         inject_into_templates: false,
         secret_key: None,
         in_place: Default::default(),
-        warning_chars: Some(crate::inject::API_SERVER_WARNING_CHARS),
+        warning_chars: Some(crate::workload::API_SERVER_WARNING_CHARS),
         reloader_retired: true,
     }
 }
@@ -219,7 +219,7 @@ fn the_object_read_with_the_envelope_or_later_gives_the_same_answer() {
                 let req = review.request().unwrap();
                 let kept_raw = matches!(req.object, Object::Raw(_));
                 assert_eq!(kept_raw, object_first, "{fixture}");
-                let plan = crate::inject::Plan::new(&req, &settings).unwrap();
+                let plan = crate::workload::Plan::new(&req, &settings).unwrap();
                 (
                     plan.config_refs(),
                     plan.outcome(&crate::hash::ConfigData::new()),
@@ -228,7 +228,7 @@ fn the_object_read_with_the_envelope_or_later_gives_the_same_answer() {
             .collect();
         assert_eq!(outcomes[0], outcomes[1], "{fixture}");
         // Each fixture gets an answer with something in it: a patch, or a denial.
-        let nothing = crate::inject::Outcome::Allowed {
+        let nothing = crate::workload::Outcome::Allowed {
             patch: json_patch::Patch(Vec::new()),
             warnings: Vec::new(),
         };

@@ -17,11 +17,11 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplateSpec, Secret};
 use reload_injector::hash::{ConfigData, ConfigId, ConfigObject, Lookup, SecretKey};
-use reload_injector::inject::in_place::{
+use reload_injector::workload::in_place::{
     ENV_ROOT, InPlaceSettings, POD_INFO_DIR, STATE_DIR, Support,
 };
-use reload_injector::inject::values::{self, EnvChange};
-use reload_injector::inject::{
+use reload_injector::workload::values::{self, EnvChange};
+use reload_injector::workload::{
     API_SERVER_WARNING_CHARS, MAX_WARNING_CHARS, NO_TOKEN_VOLUME, Object, Operation, Outcome, Plan,
     Request, SIDECAR_NAME, Settings, TOKEN_MOUNT_PATH, WARNING_PREFIX,
 };

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use reload_injector::inject::{NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH};
+use reload_injector::workload::{NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_reload-injector");

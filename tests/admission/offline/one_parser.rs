@@ -9,10 +9,10 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use reload_injector::cli::{Cli, Command};
 use reload_injector::hash::ConfigData;
-use reload_injector::inject::{
+use reload_injector::watch::Config;
+use reload_injector::workload::{
     Object, Operation, Outcome, PROCESS, RELOAD_URL, Request, SIGNAL, Settings, review,
 };
-use reload_injector::watch::Config;
 use serde_json::value::to_raw_value;
 use serde_json::{Value, json};
 

@@ -27,7 +27,7 @@ fn the_metrics_tables_are_the_registries() {
 /// The reload catalogue: whole in `docs/catalogue.md`, short in the README.
 #[test]
 fn the_catalogue_tables_are_the_code() {
-    use reload_injector::inject::catalogue::{PROGRAMS, RELOADERS};
+    use reload_injector::workload::catalogue::{PROGRAMS, RELOADERS};
     let whole = docs_support::catalogue::markdown();
     assert_eq!(
         whole.lines().count(),

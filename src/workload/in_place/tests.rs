@@ -4,9 +4,9 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::hash::{self, ConfigData, ConfigObject, Lookup};
-use crate::inject::analysis::analyse;
-use crate::inject::rules::{self, SubPathPolicy};
-use crate::inject::{ENV_HASH, SIDECAR_NAME, Settings, test_settings};
+use crate::workload::analysis::analyse;
+use crate::workload::rules::{self, SubPathPolicy};
+use crate::workload::{ENV_HASH, SIDECAR_NAME, Settings, test_settings};
 
 fn settings(default: EnvChange, support: Support) -> Settings {
     Settings {

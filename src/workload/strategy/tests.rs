@@ -2,7 +2,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::hash::{ConfigId, Consumed};
-use crate::inject::analysis::analyse;
+use crate::workload::analysis::analyse;
 
 fn spec(containers: Value) -> PodSpec {
     serde_json::from_value(json!({

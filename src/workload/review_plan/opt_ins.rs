@@ -16,11 +16,11 @@ use super::super::{CONFIG_HASH, Outcome, Settings};
 use super::Target;
 use super::decision::mark_managed;
 use crate::hash::{ConfigId, ConfigKind};
-use crate::inject::strategy::Consequence;
 use crate::policy::reloader::{self, reload_key};
 use crate::policy::{
     self, INJECT, OPT_IN_VALUE, RETIRED_FLAG, Unmanaged, Verdict, WORKLOAD_OPT_IN,
 };
+use crate::workload::strategy::Consequence;
 
 /// Puts the opt-ins of a workload's own `metadata` into its template's `annotations` under
 /// [`WORKLOAD_OPT_IN`] (as the webhook will leave them: its Pods carry them), and returns the

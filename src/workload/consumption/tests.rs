@@ -1,4 +1,4 @@
-use crate::inject::pod::PodSpec;
+use crate::workload::pod::PodSpec;
 use serde_json::json;
 
 use super::*;
@@ -60,7 +60,7 @@ fn restart_only_counts_env_envfrom_and_every_subpath_mount() {
             .contains(&Consumed::Whole(ConfigId::config_map("mounted")))
     );
     // ...and so it does for nginx when the pod chooses restart.
-    let chosen = BTreeMap::from([(crate::inject::ON_CHANGE.to_owned(), "restart".to_owned())]);
+    let chosen = BTreeMap::from([(crate::workload::ON_CHANGE.to_owned(), "restart".to_owned())]);
     let got = restart_only(&spec, &chosen);
     assert!(
         got.consumed

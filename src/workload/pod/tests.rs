@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::PodSpec;
-use crate::inject::Workload;
+use crate::workload::Workload;
 
 /// The lean read of what k8s-openapi read from `spec`: its typed PodSpec written back out.
 fn through_k8s_openapi(spec: &Value) -> PodSpec {

@@ -11,12 +11,12 @@ use super::{
     STATE_DIR, env_reads,
 };
 use crate::hash::{self, ConfigData, ConfigId, Consumed};
-use crate::inject::analysis::is_ours;
-use crate::inject::object::{remove_annotation, set_annotation};
-use crate::inject::pod::{Container, PodSpec};
-use crate::inject::rules::Use;
-use crate::inject::sidecar::{NO_TOKEN_SIZE_LIMIT, object, read_only_mount, string};
-use crate::inject::{ENV_HASH, ENV_RESTART};
+use crate::workload::analysis::is_ours;
+use crate::workload::object::{remove_annotation, set_annotation};
+use crate::workload::pod::{Container, PodSpec};
+use crate::workload::rules::Use;
+use crate::workload::sidecar::{NO_TOKEN_SIZE_LIMIT, object, read_only_mount, string};
+use crate::workload::{ENV_HASH, ENV_RESTART};
 
 const POD_INFO_VOLUME: &str = "reload-injector-pod";
 const STATE_VOLUME: &str = "reload-injector-state";

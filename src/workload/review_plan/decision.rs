@@ -10,19 +10,19 @@ use super::opt_ins::{
     release, reloader_notes, warn_unlike_reloader, warn_unreferenced, write_stamp,
 };
 use crate::hash::{self, ConfigData, ConfigId, ConfigKind};
-use crate::inject::analysis::PodAnalysis;
-use crate::inject::consumption::{self, Consumption};
-use crate::inject::in_place::{self, EnvPlan};
-use crate::inject::insertion::{PodView, insert_once, mark_sidecar_pod};
-use crate::inject::messages::{Warnings, quoted};
-use crate::inject::object;
-use crate::inject::parts::{self, MapField, Meta};
-use crate::inject::rules::{self, How, Use, describe};
-use crate::inject::selected;
-use crate::inject::sidecar::{self, SidecarPlan};
-use crate::inject::strategy::{self, Consequence};
-use crate::inject::values::ValueError;
-use crate::inject::{
+use crate::workload::analysis::PodAnalysis;
+use crate::workload::consumption::{self, Consumption};
+use crate::workload::in_place::{self, EnvPlan};
+use crate::workload::insertion::{PodView, insert_once, mark_sidecar_pod};
+use crate::workload::messages::{Warnings, quoted};
+use crate::workload::object;
+use crate::workload::parts::{self, MapField, Meta};
+use crate::workload::rules::{self, How, Use, describe};
+use crate::workload::selected;
+use crate::workload::sidecar::{self, SidecarPlan};
+use crate::workload::strategy::{self, Consequence};
+use crate::workload::values::ValueError;
+use crate::workload::{
     CONFIG_HASH, ENV_CHANGE, MANAGED_LABEL, ON_CHANGE, Outcome, PROCESS, RELOAD_URL, SIGNAL,
     Settings,
 };
@@ -184,7 +184,7 @@ fn edit(
     let sidecar = (inserted, stamp.plan.filter(|_| inserted));
     mark_sidecar_pod(pod, &view, analysis, sidecar, stamp.configs, settings);
     if on_template {
-        let stamped = crate::inject::string_map(pod, "annotations").contains_key(CONFIG_HASH);
+        let stamped = crate::workload::string_map(pod, "annotations").contains_key(CONFIG_HASH);
         let hot_reloads = stamp.plan.is_some() || analysis.has_sidecar;
         let managed = stamped || hot_reloads || stamp.env.applies();
         mark_managed(&mut edited, &target.own, managed);

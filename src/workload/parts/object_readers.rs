@@ -9,10 +9,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{Entries, Meta, PodParts, Spec};
-use crate::inject::key::Key;
-use crate::inject::meter;
-use crate::inject::pod::PodSpec;
-use crate::inject::skim::{Shallow, ShallowVisitor, Skim};
+use crate::workload::key::Key;
+use crate::workload::meter;
+use crate::workload::pod::PodSpec;
+use crate::workload::skim::{Shallow, ShallowVisitor, Skim};
 
 /// What one raw field of a spec is charged: its slot, and its place in the set that finds
 /// repeated keys.

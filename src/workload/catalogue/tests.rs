@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::inject::values;
+use crate::workload::values;
 
 /// Whether every entry is usable: a signal the sidecar sends, a process name it accepts, a source.
 fn check(programs: &[Program]) -> Result<(), String> {

@@ -338,7 +338,7 @@ fn both_reads(object: &RawValue) -> [PodParts<'_>; 2] {
 
 #[test]
 fn the_lean_read_of_a_spec_equals_the_raw_read_on_every_fixture_and_odd_shape() {
-    let mut specs = crate::inject::pod::tests::fixture_specs();
+    let mut specs = crate::workload::pod::tests::fixture_specs();
     for (name, spec) in [
         ("absent lists", json!({})),
         (
@@ -408,8 +408,8 @@ fn only_a_spec_of_the_wrong_shape_is_worth_a_second_raw_read() {
 
 #[test]
 fn values_kept_by_type_give_the_patch_of_the_whole_object() {
-    use crate::inject::object::{remove_annotation, set_annotation, set_label};
-    use crate::inject::{INJECTED, SIGNAL};
+    use crate::workload::object::{remove_annotation, set_annotation, set_label};
+    use crate::workload::{INJECTED, SIGNAL};
 
     let edit = |pod: &mut Value| {
         set_annotation(pod, INJECTED, "0.1.0");
@@ -503,7 +503,7 @@ fn a_large_spec_the_lean_read_refuses_gets_the_lean_words_and_keeps_its_last_key
 
 #[test]
 fn a_volume_appended_to_the_view_gives_the_patch_of_the_whole_object() {
-    use crate::inject::object::push_to_spec;
+    use crate::workload::object::push_to_spec;
 
     let volume = json!({"name": "added", "emptyDir": {}});
     let containers = json!([{"name": "a"}]);

@@ -1,4 +1,6 @@
-//! The pure core: what to deny, what to warn about, and how to mutate an object.
+//! The pure domain core: a workload's Pod spec ([`pod`]), the config it consumes
+//! ([`consumption`]), how its programs reload ([`catalogue`], [`strategy`]), and, for admission,
+//! what to deny, what to warn about, and how to mutate an object.
 //!
 //! [`review`] takes an admission request, the settings and the already-fetched config data,
 //! and returns [`Outcome::Allowed`] with a JSON patch and warnings, or [`Outcome::Denied`].

@@ -2,12 +2,12 @@ use serde_json::json;
 use serde_json::value::to_raw_value;
 
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
-use crate::inject::{
+use crate::workload::{
     CONFIG_HASH, MANAGED_LABEL, Object, Operation, Outcome, Request, SIDECAR_LABEL, review,
 };
 
 use super::*;
-use crate::inject::test_settings::settings;
+use crate::workload::test_settings::settings;
 
 /// ConfigMap `env` with `a: 1`.
 fn configs() -> ConfigData {
