@@ -268,6 +268,7 @@ impl Cluster {
         let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{tag}-{n}");
         self.kubectl(&["create", "namespace", &name]).run();
+        MADE.with(|made| made.borrow_mut().push(name.clone()));
         if opted_in {
             self.kubectl(&[
                 "label",
@@ -356,6 +357,16 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("failed to find a free port on 127.0.0.1")
         .port()
+}
+
+thread_local! {
+    /// The namespaces the test on this thread has made ([`Cluster::namespace`]).
+    static MADE: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Takes the namespaces the test on this thread has made so far.
+pub fn take_made_namespaces() -> Vec<String> {
+    MADE.with(|made| std::mem::take(&mut *made.borrow_mut()))
 }
 
 /// One `T` per test file, made by the first caller and kept for the process's life.

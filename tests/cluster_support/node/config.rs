@@ -136,7 +136,8 @@ evictionHard:
   nodefs.inodesFree: "1"
   imagefs.inodesFree: "1"
 serializeImagePulls: false
-maxPods: 30
+# The kubelet's default: every node test of a binary runs on this one node.
+maxPods: 110
 "#,
         socket = socket.display(),
         pod_logs = dir.join("pod-logs").display(),

@@ -24,7 +24,7 @@ pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command};
-use std::sync::{Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use super::procs::Proc;
@@ -114,18 +114,44 @@ pub fn extras() -> Extras {
 /// Whose turn it is on the binary's node ([`Node::alone`], [`Node::beside_others`]).
 static TURNS: RwLock<()> = RwLock::new(());
 
+/// A test's turn on the node. When a test that passed ends, the namespaces it made are deleted
+/// (their Pods would otherwise crowd the one node every test of the binary shares); a failed
+/// test's are kept for its logs.
+pub struct Turn<G> {
+    _held: G,
+}
+
+impl<G> Drop for Turn<G> {
+    fn drop(&mut self) {
+        let made = super::take_made_namespaces();
+        if std::thread::panicking() || made.is_empty() {
+            return;
+        }
+        let cluster = Node::shared().cluster;
+        for namespace in made {
+            cluster
+                .kubectl(&["delete", "namespace", &namespace, "--wait=false"])
+                .try_run();
+        }
+    }
+}
+
 impl Node {
     /// Held for the whole of a test that disturbs the node or what runs on it (restarts the
     /// kubelet, kills or reconfigures `serve`, turns the controller's refresh off) or times
     /// something on it: no other node test runs meanwhile.
-    pub fn alone() -> RwLockWriteGuard<'static, ()> {
-        TURNS.write().unwrap_or_else(|e| e.into_inner())
+    pub fn alone() -> Turn<impl Sized> {
+        Turn {
+            _held: TURNS.write().unwrap_or_else(|e| e.into_inner()),
+        }
     }
 
     /// Held for the whole of every other node test: those run side by side, never beside one
     /// that holds [`Node::alone`].
-    pub fn beside_others() -> RwLockReadGuard<'static, ()> {
-        TURNS.read().unwrap_or_else(|e| e.into_inner())
+    pub fn beside_others() -> Turn<impl Sized> {
+        Turn {
+            _held: TURNS.read().unwrap_or_else(|e| e.into_inner()),
+        }
     }
 
     /// The test binary's node (and its own control plane), started by the first test that
