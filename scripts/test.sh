@@ -62,8 +62,10 @@ node_lane_run() {
 }
 other_lane_run() {
     local rc=0
-    timed cargo test --locked --no-fail-fast --lib --bins --examples --benches || rc=$?
-    timed cargo test --locked --no-fail-fast -p fake-kube-api || rc=$?
+    # The unit tests, and the fake API server's own tests (tests/fake_api.rs of its crate): one
+    # workspace-wide run, so that its dependencies keep the features of the build above.
+    timed cargo test --locked --no-fail-fast --workspace --lib --bins --examples --benches \
+        --test fake_api || rc=$?
     timed cargo test --locked --no-fail-fast "${other_args[@]}" -- --skip node:: || rc=$?
     echo "test.sh: the end-to-end tests again, on Kubernetes v$floor" >&2
     RELOAD_INJECTOR_KUBE_VERSION=$floor \

@@ -315,6 +315,45 @@ impl Cluster {
             .collect()
     }
 
+    /// The writes (`verb resource/name`) `serve` made to objects of `ns` since audit event
+    /// `from` (an index into [`Cluster::audit_events`]).
+    pub fn serve_writes_since(&self, from: usize, ns: &str) -> Vec<String> {
+        let user = format!("system:serviceaccount:{}:{}", install::OWN, install::OWN);
+        self.audit_events()
+            .into_iter()
+            .skip(from)
+            .filter(|e| e["user"]["username"] == user.as_str() && e["stage"] == "ResponseComplete")
+            .filter(|e| e["objectRef"]["namespace"] == ns)
+            .filter(|e| {
+                let verb = e["verb"].as_str().unwrap_or_default();
+                ["create", "update", "patch", "delete"].contains(&verb)
+            })
+            .map(|e| {
+                let r = &e["objectRef"];
+                let name = r["name"].as_str().unwrap_or_default();
+                format!(
+                    "{} {}/{name}",
+                    e["verb"].as_str().unwrap_or_default(),
+                    r["resource"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// A fresh namespace ([`Cluster::namespace`]) whose Pod Security admission enforces, warns
+    /// and audits `level`.
+    pub fn pod_security_namespace(&self, tag: &str, level: &str, opted_in: bool) -> String {
+        let ns = self.namespace(tag, opted_in);
+        let labels: Vec<String> = ["enforce", "warn", "audit"]
+            .iter()
+            .map(|mode| format!("pod-security.kubernetes.io/{mode}={level}"))
+            .collect();
+        let mut args = vec!["label", "namespace", ns.as_str()];
+        args.extend(labels.iter().map(String::as_str));
+        self.kubectl(&args).run();
+        ns
+    }
+
     /// The API server's own metrics (Prometheus text).
     pub fn apiserver_metrics(&self) -> String {
         self.kubectl(&["get", "--raw=/metrics"]).run().stdout

@@ -14,20 +14,6 @@ const SIDECAR: &str = "config-reloader";
 const CONFIG_HASH: &str = "reload-injector.io/config-hash";
 const APP_UID: i64 = 101;
 
-/// A namespace labelled to enforce, warn and audit Pod Security `level`.
-fn pod_security_namespace(cluster: &Cluster, level: &str, opted_in: bool) -> String {
-    let tag = if opted_in { "pss" } else { "pss-plain" };
-    let ns = cluster.namespace(&format!("{tag}-{level}"), opted_in);
-    let labels: Vec<String> = ["enforce", "warn", "audit"]
-        .iter()
-        .map(|mode| format!("pod-security.kubernetes.io/{mode}={level}"))
-        .collect();
-    let mut args = vec!["label", "namespace", ns.as_str()];
-    args.extend(labels.iter().map(String::as_str));
-    cluster.kubectl(&args).run();
-    ns
-}
-
 /// Where the app's UID and `runAsNonRoot` come from, in one cell of the matrix.
 #[derive(Clone, Copy)]
 struct Identity {
@@ -211,8 +197,8 @@ fn every_pod_a_pod_security_level_admits_is_admitted_with_the_sidecar() {
     let cluster = install.cluster;
     let mut rows = Vec::new();
     for level in ["restricted", "baseline"] {
-        let opted = pod_security_namespace(cluster, level, true);
-        let plain = pod_security_namespace(cluster, level, false);
+        let opted = cluster.pod_security_namespace(&format!("pss-{level}"), level, true);
+        let plain = cluster.pod_security_namespace(&format!("pss-plain-{level}"), level, false);
         for ns in [&opted, &plain] {
             cluster.apply(ns, &config_map("env", &[("mode", "production")]));
             cluster.apply(ns, &config_map("conf", &[("site.conf", "server {}")]));

@@ -7,7 +7,7 @@
 use crate::cluster_support;
 
 use cluster_support::Cluster;
-use cluster_support::install::{Install, OWN};
+use cluster_support::install::Install;
 use cluster_support::objects::{config_map, container, deployment, env_from_config_map};
 use serde_json::{Value, json};
 
@@ -16,31 +16,6 @@ const WORKLOAD_OPT_IN: &str = "reload-injector.io/workload-opt-in";
 const MANAGED: &str = "reload-injector.io/managed";
 const SIDECAR: &str = "config-reloader";
 const MOUNTED: &str = "reload-injector.io/mounted-config-hash";
-
-/// The writes (`verb resource/name`) `serve` made to objects of `ns` since audit event `from`.
-fn writes_since(cluster: &Cluster, from: usize, ns: &str) -> Vec<String> {
-    let user = format!("system:serviceaccount:{OWN}:{OWN}");
-    cluster
-        .audit_events()
-        .into_iter()
-        .skip(from)
-        .filter(|e| e["user"]["username"] == user.as_str() && e["stage"] == "ResponseComplete")
-        .filter(|e| e["objectRef"]["namespace"] == ns)
-        .filter(|e| {
-            let verb = e["verb"].as_str().unwrap_or_default();
-            ["create", "update", "patch", "delete"].contains(&verb)
-        })
-        .map(|e| {
-            let r = &e["objectRef"];
-            let name = r["name"].as_str().unwrap_or_default();
-            format!(
-                "{} {}/{name}",
-                e["verb"].as_str().unwrap_or_default(),
-                r["resource"].as_str().unwrap_or_default()
-            )
-        })
-        .collect()
-}
 
 /// An nginx Deployment reading `app-env` through env and mounting `web-conf`.
 fn web(name: &str, replicas: u32) -> Value {
@@ -233,7 +208,7 @@ fn each_kind_opts_in_alone_in_a_namespace_without_the_label() {
     });
     install.serve.wait_caught_up(cluster);
     assert_eq!(hash_of("opted"), rolled, "a mounted change never rolls");
-    let writes = writes_since(cluster, audit, &ns);
+    let writes = cluster.serve_writes_since(audit, &ns);
     assert!(
         writes.iter().all(|w| !w.contains("plain")),
         "nothing written to what did not opt in: {writes:#?}"

@@ -159,14 +159,7 @@ fn every_level_of_pod_security_admits_a_pod_that_restarts_in_place() {
     let install = Install::shared();
     let cluster = install.cluster;
     for level in ["restricted", "baseline"] {
-        let ns = cluster.namespace(&format!("in-place-{level}"), true);
-        let labels: Vec<String> = ["enforce", "warn", "audit"]
-            .iter()
-            .map(|mode| format!("pod-security.kubernetes.io/{mode}={level}"))
-            .collect();
-        let mut args = vec!["label", "namespace", ns.as_str()];
-        args.extend(labels.iter().map(String::as_str));
-        cluster.kubectl(&args).run();
+        let ns = cluster.pod_security_namespace(&format!("in-place-{level}"), level, true);
         assert!(cluster.apply(&ns, &config_map("env", &[("a", "1")])).ok);
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod",

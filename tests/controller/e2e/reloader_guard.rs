@@ -6,7 +6,7 @@
 
 use crate::cluster_support;
 
-use cluster_support::install::{Install, OWN};
+use cluster_support::install::Install;
 use cluster_support::objects::{config_map, container, deployment, env_from_config_map};
 use cluster_support::{Cluster, PATIENCE};
 use serde_json::{Value, json};
@@ -34,25 +34,6 @@ fn template_annotation(cluster: &Cluster, ns: &str, name: &str, key: &str) -> Op
     stored["spec"]["template"]["metadata"]["annotations"][key]
         .as_str()
         .map(str::to_owned)
-}
-
-/// The writes (`verb resource/name`) serve made to objects of `ns` since audit event `from`.
-fn writes_since(cluster: &Cluster, from: usize, ns: &str) -> Vec<String> {
-    let user = format!("system:serviceaccount:{OWN}:{OWN}");
-    cluster
-        .audit_events()
-        .into_iter()
-        .skip(from)
-        .filter(|e| e["user"]["username"] == user.as_str() && e["stage"] == "ResponseComplete")
-        .filter(|e| e["objectRef"]["namespace"] == ns)
-        .filter(|e| {
-            ["create", "update", "patch", "delete"].contains(&e["verb"].as_str().unwrap_or(""))
-        })
-        .map(|e| {
-            let r = &e["objectRef"];
-            format!("{} {}/{}", e["verb"], r["resource"], r["name"])
-        })
-        .collect()
 }
 
 fn change(cluster: &Cluster, ns: &str, name: &str, key: &str, value: &str) {
@@ -134,12 +115,14 @@ fn while_reloader_may_run_nothing_of_its_is_touched() {
     }
     std::thread::sleep(std::time::Duration::from_secs(4));
     install.serve.wait_caught_up(cluster);
-    let writes = writes_since(cluster, from, &plain);
+    let writes = cluster.serve_writes_since(from, &plain);
     assert!(writes.is_empty(), "{plain}: {writes:#?}");
-    let writes = writes_since(cluster, from, &shop);
+    let writes = cluster.serve_writes_since(from, &shop);
     assert!(
-        writes.iter().all(|w| w.starts_with("\"patch\" \"pods\"")
-            && injected.iter().any(|pod| w.contains(pod.as_str()))),
+        writes
+            .iter()
+            .all(|w| w.starts_with("patch pods/")
+                && injected.iter().any(|pod| w.contains(pod.as_str()))),
         "{shop}: only the Pod injected before may be refreshed, nothing rolled: {writes:#?}"
     );
     assert!(template_annotation(cluster, &shop, "web", CONFIG_HASH).is_none());
