@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provides the real Kubernetes that the end-to-end tests (tests/e2e_*.rs) and
+# Provides the real Kubernetes that the end-to-end tests (the `e2e` and `node` tests) and
 # scripts/dev-cluster.sh run, built from the Go module proxy:
 #
 # - the current release, v1.37.2: kube-apiserver, kube-controller-manager, kube-scheduler,

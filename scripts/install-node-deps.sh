@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the runtime half of the test suite's node (tests/node_support/, scripts/dev-cluster.sh),
+# Installs the runtime half of the test suite's node (tests/cluster_support/node/, scripts/dev-cluster.sh),
 # from Debian 12's packages: containerd (with its CRI plugin), runc, the CNI plugins `bridge`,
 # `host-local` and `loopback`, iptables (the kubelet and the bridge plugin add rules), and what
 # the local images are built from (scripts/build-test-images.sh): nginx-light and

@@ -44,7 +44,7 @@ if [ ! -x .venv/bin/kubernetes-validate ]; then
     .venv/bin/pip install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
 fi
 
-# The real Kubernetes of the end-to-end tests (tests/e2e*.rs) and scripts/dev-cluster.sh:
+# The real Kubernetes of the end-to-end tests (the `e2e` and `node` modules of tests/*/) and scripts/dev-cluster.sh:
 # v1.37.2 and v1.35.4 and etcd, built from their Go modules with the machine's Go; cached
 # outside the clone (a warm machine pays nothing), or KUBEBUILDER_ASSETS' binaries.
 start=$SECONDS
@@ -57,7 +57,7 @@ start=$SECONDS
 scripts/install-helm.sh >/dev/null
 echo "install-test-deps: Helm ready after $((SECONDS - start)) s" >&2
 
-# The release (scripts/release.sh) and its tests (tests/release*.rs): the arm64 build (the Rust
+# The release (scripts/release.sh) and its tests (tests/packaging/): the arm64 build (the Rust
 # target, Debian's cross gcc and static glibc), the arm64 binary run under qemu-user, shellcheck
 # for actionlint, cargo-auditable (the dependency list in the binary, which the SBOM reads), and
 # crane, the tests' registry, syft and actionlint from the Go module proxy (cached outside the

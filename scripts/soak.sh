@@ -5,7 +5,7 @@
 # quiet reading of RSS and open file descriptors; every 30 s it prints the median of those
 # readings and the error count. It fails unless no valid request failed, RSS and fds are flat
 # (after warm-up, the last sample and the trend within 10% of the first sample) and every
-# rotation was picked up. The server runs as shipped (see docs/hardening.md, "Soak").
+# rotation was picked up. The server runs as shipped (see docs/security.md, "Soak").
 # `cargo test` runs the same test for 60 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -13,7 +13,7 @@
 //! The server runs as shipped (the allocator's settings included; a `MIMALLOC_*` variable in
 //! the environment reaches it). mimalloc hands freed pages back a second after they are freed,
 //! and only when the process next allocates, so single quiet readings still vary with the last
-//! second's traffic; the median of a window's readings does not (docs/hardening.md, "Soak").
+//! second's traffic; the median of a window's readings does not (docs/security.md, "Soak").
 //!
 //! It passes when no valid request failed, every bad input got its 4xx, RSS and descriptors
 //! are flat (`soak_support::verdict`: after warm-up, the last sample within 10% of the first

@@ -3,7 +3,7 @@
 //! because the Pod was updated (the kubelet's AtomicWriter order), and the real `watch` sidecar
 //! that SIGHUPs nginx. Needs root (PID namespace) and nginx, as the watcher tests do.
 
-// The fake kubelet reuses the watcher tests' AtomicWriter (tests/watch_support/kubelet.rs) by
+// The fake kubelet reuses the watcher tests' AtomicWriter (crates/fake-kube-api/src/atomic_dir.rs) by
 // path, and this test needs both support modules.
 
 use crate::rollout_support;
