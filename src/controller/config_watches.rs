@@ -11,6 +11,9 @@
 //! watched metadata-only (they are never hashed). A namespace whose list is refused (RBAC) is
 //! reported once and retried with the watcher's backoff; the others go on.
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -33,6 +33,15 @@ impl Output {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("kubectl printed no JSON ({e}): {}", self.stdout))
     }
+
+    /// The `Warning:` lines on stderr (the admission warnings kubectl shows), without the prefix.
+    pub fn warnings(&self) -> Vec<String> {
+        self.stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("Warning: "))
+            .map(str::to_owned)
+            .collect()
+    }
 }
 
 impl Kubectl {

@@ -118,11 +118,7 @@ fn admission_through_kubectl_stamps_warns_denies_and_injects() {
 
     let applied = cluster.apply(&ns, &web(2));
     assert!(applied.ok, "{}", applied.stderr);
-    let warnings: Vec<&str> = applied
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("Warning: "))
-        .collect();
+    let warnings = applied.warnings();
     assert!(
         warnings.iter().any(|w| w.contains(
             "reload-injector: container \"app\" reads ConfigMap \"web-env\" via env; pods roll when it changes"

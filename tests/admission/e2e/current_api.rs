@@ -135,13 +135,7 @@ fn create(
         args.push("--dry-run=server");
     }
     let out = cluster.kubectl(&args).stdin(&object.to_string()).try_run();
-    let warnings = out
-        .stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("Warning: "))
-        .map(str::to_owned)
-        .collect();
-    (out.ok, warnings, out.stderr)
+    (out.ok, out.warnings(), out.stderr)
 }
 
 /// The injected sidecar of a stored Pod: it must be a native one (an init container with

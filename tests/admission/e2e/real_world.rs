@@ -68,11 +68,7 @@ impl Case {
             .stdin(&object.to_string())
             .try_run();
         assert!(out.ok, "{}: refused: {}", self.name, out.stderr);
-        out.stderr
-            .lines()
-            .filter_map(|l| l.strip_prefix("Warning: "))
-            .map(str::to_owned)
-            .collect()
+        out.warnings()
     }
 
     /// The pod (template) of an object of this case's kind.

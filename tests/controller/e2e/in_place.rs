@@ -40,13 +40,7 @@ fn create(cluster: &Cluster, ns: &str, object: &Value) -> (bool, Vec<String>, St
         .kubectl(&["create", "-n", ns, "-f", "-"])
         .stdin(&object.to_string())
         .try_run();
-    let warnings = out
-        .stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("Warning: "))
-        .map(str::to_owned)
-        .collect();
-    (out.ok, warnings, out.stderr)
+    (out.ok, out.warnings(), out.stderr)
 }
 
 /// The `config-reloader` init container of a stored Pod, if any.

@@ -310,12 +310,7 @@ fn apply_web(run: &Run, namespace: &str, name: &str, key: &str) -> (Vec<String>,
     let object = deployment(name, 1, app, json!([]));
     let out = run.kubectl(&["apply", "-n", namespace, "-f", "-"], Some(&object));
     assert!(out.ok, "kubectl apply {name}: {}", out.stderr);
-    let warnings = out
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("Warning: "))
-        .map(str::to_owned)
-        .collect();
+    let warnings = out.warnings();
     let stored = run.cluster.get(namespace, "deployment", name);
     let hash = stored["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH]
         .as_str()
