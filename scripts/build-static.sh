@@ -71,7 +71,12 @@ export RELOAD_INJECTOR_COMMIT
 # so randomness needs no file (tests/packaging/node/dockerfile.rs runs the binary in an empty root).
 cargo_home=${CARGO_HOME:-${HOME:-/root}/.cargo}
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" --remap-path-prefix=$repo=/src --remap-path-prefix=$cargo_home=/cargo"
-cargo auditable build --release --locked --target "$target" --bin reload-injector >&2
+# Two runs at once (the suite builds the image and the Dockerfile's binary side by side) take
+# turns, and the binary is put in place whole: a reader never sees half of it.
 mkdir -p "$out"
-cp "${CARGO_TARGET_DIR:-target}/$target/release/reload-injector" "$out/reload-injector"
+exec 9>"$out/.build.lock"
+flock 9
+cargo auditable build --release --locked --target "$target" --bin reload-injector >&2
+cp "${CARGO_TARGET_DIR:-target}/$target/release/reload-injector" "$out/.reload-injector.$$"
+mv -f "$out/.reload-injector.$$" "$out/reload-injector"
 echo "$out/reload-injector"
