@@ -59,8 +59,8 @@ pack() {
     local out="$cache/$name-$tag.oci.tar"
     if [ ! -s "$out" ]; then
         oci_layout "$layout" "${descriptor%\}},\"annotations\":{\"io.containerd.image.name\":\"$ref\",\"org.opencontainers.image.ref.name\":\"$tag\"}}"
-        (cd "$layout" && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out.tmp" oci-layout index.json blobs) \
-            && mv "$out.tmp" "$out" || fail "write $out" "tar failed"
+        (cd "$layout" && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out.tmp.$$" oci-layout index.json blobs) \
+            && mv -f "$out.tmp.$$" "$out" || fail "write $out" "tar failed"
         say "$ref written to $out"
         prune "$name"
     fi
