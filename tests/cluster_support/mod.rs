@@ -414,13 +414,12 @@ pub fn per_file<T: Send + Sync + 'static>(
     make: impl FnOnce() -> T,
 ) -> &'static T {
     use std::any::{Any, TypeId};
-    use std::collections::HashMap;
-    type Cells = HashMap<(&'static str, TypeId), &'static (dyn Any + Send + Sync)>;
-    static CELLS: Mutex<Option<Cells>> = Mutex::new(None);
+    use std::collections::BTreeMap;
+    type Cells = BTreeMap<(&'static str, TypeId), &'static (dyn Any + Send + Sync)>;
+    static CELLS: Mutex<Cells> = Mutex::new(BTreeMap::new());
     let cell: &'static (dyn Any + Send + Sync) = {
         let mut cells = CELLS.lock().unwrap_or_else(|e| e.into_inner());
         *cells
-            .get_or_insert_with(HashMap::new)
             .entry((file, TypeId::of::<T>()))
             .or_insert_with(|| Box::leak(Box::new(OnceLock::<T>::new())))
     };
