@@ -4,7 +4,7 @@
 #
 #   REGISTRY=ghcr.io/reload-injector scripts/release.sh 0.2.0
 #
-# - static binaries for linux/amd64 and linux/arm64 (scripts/build-static.sh ARCH), raw and as
+# - static binaries for linux/amd64 and linux/arm64 (scripts/release-binaries.sh), raw and as
 #   `reload-injector-VERSION-linux-ARCH.tar.gz` (with LICENSE);
 # - the image index REGISTRY/reload-injector:VERSION, one image per architecture holding what
 #   the Dockerfile's runtime stage ships, written without Docker by scripts/lib/oci-image.sh;
@@ -32,7 +32,8 @@
 #   RELEASE_URL   where the release's files are downloaded from, for the krew manifest
 #                 (default https://github.com/reload-injector/reload-injector/releases/download/vVERSION)
 #   RELEASE_CACHE a directory where binaries are kept by commit, target and toolchain: a second
-#                 run for the same commit builds nothing (the tests use it; a release does not)
+#                 run for the same commit builds nothing (the tests use it; a release does not;
+#                 scripts/release-binaries.sh fills it alone, before a registry is there)
 #   RELEASE_ARCHES the architectures to build (default "amd64 arm64"; a published release has
 #                 both: the tests' upgrade release builds only the node's, to save a build)
 #   CRANE, HELM, SYFT  the tools (default: built by scripts/install-go-tools.sh, install-helm.sh)
@@ -106,26 +107,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 say "$version from $commit into $out"
 
-# The binaries: one static build per architecture, kept by content when RELEASE_CACHE is set.
-# The toolchain and any profile override (the test suite builds with thin LTO) are in the key.
-toolchain=$( (rustc -vV; env | grep '^CARGO_PROFILE_RELEASE_' | sort) | sha256sum | cut -c1-12)
-binary() {
-    local arch=$1 cached="" built
-    if [ -n "${RELEASE_CACHE:-}" ]; then
-        cached="$RELEASE_CACHE/$commit-$arch-$toolchain/reload-injector"
-        if [ -x "$cached" ]; then echo "$cached"; return; fi
-    fi
-    built=$(RELOAD_INJECTOR_COMMIT=$commit "$here/build-static.sh" "$arch" | tail -n1) \
-        || fail "the $arch build failed (see above)"
-    case "$built" in /*) ;; *) built="$repo/$built" ;; esac
-    if [ -n "$cached" ]; then
-        mkdir -p "$(dirname "$cached")" && cp "$built" "$cached.tmp" && mv "$cached.tmp" "$cached"
-        # The eight newest builds are kept (four releases of two architectures).
-        find "$RELEASE_CACHE" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\n' | sort -rn | tail -n +9 \
-            | cut -d' ' -f2- | while read -r old; do rm -rf -- "$old"; done
-    fi
-    echo "$built"
-}
+# The binaries: one static build per architecture (scripts/release-binaries.sh, which keeps them
+# in RELEASE_CACHE when it is set).
+built=$("$here/release-binaries.sh" "${arches[@]}") || fail "the binaries could not be built (see above)"
+binary() { sed -n "s/^$1 //p" <<<"$built"; }
 
 # A gzipped tar of files, sorted, owned by 0, dated at the commit.
 archive() {

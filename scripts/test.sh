@@ -30,17 +30,19 @@ timed cargo clippy --workspace --all-targets --locked -- -D warnings
 # the level that starts a real API server. Then two lanes run at once (most tests wait on a
 # server, a process or the clock, not the CPU):
 # - the node lane: every target's `node` tests (the release image, the real node's tests, the
-#   release pushed to the node's registry and installed from it), one target after another
-#   (only one node can run on a machine);
+#   release pushed to the node's registry and installed from it), each target in its own
+#   process, all at once: one node runs on a machine, so a process that starts one holds the
+#   machine's node lock (tests/cluster_support/node) until it ends, and another waits for it
+#   there, after what it can do without a node (the release test's builds);
 # - every other test, then the `e2e` tests again on the oldest version the README claims (the
 #   node's excepted: a kubelet is built for the current version only).
 # --no-fail-fast: one failing test target never hides the results of the others.
 timed cargo test --workspace --all-targets --locked --no-run
-node_args=() other_args=() floor_args=()
+node_targets=() other_args=() floor_args=()
 for f in tests/*.rs tests/*/main.rs; do
     case "$f" in */main.rs) name=$(basename "$(dirname "$f")") ;; *) name=$(basename "$f" .rs) ;; esac
     other_args+=(--test "$name")
-    if grep -q '^mod node {' "$f"; then node_args+=(--test "$name"); fi
+    if grep -q '^mod node {' "$f"; then node_targets+=("$name"); fi
     if grep -q '^mod e2e {' "$f"; then floor_args+=(--test "$name"); fi
 done
 floor=$(sed -n 's/^floor=//p' scripts/install-kube-test-binaries.sh)
@@ -54,11 +56,15 @@ lane() {
     "$@" > >(sed -u "s/^/[$name] /") 2>&1 || rc=$?
     echo "$rc" > "$lane_dir/$name"
 }
-# One node per machine: the lane waits, on this lock, for another run's node lane (a developer's
-# run in another checkout takes it too).
 node_lane_run() {
-    timed flock /tmp/reload-injector-node.lock \
-        cargo test --locked --no-fail-fast "${node_args[@]}" -- node::
+    local pids=() rc=0 target
+    for target in "${node_targets[@]}"; do
+        timed cargo test --locked --no-fail-fast --test "$target" -- node:: \
+            > >(sed -u "s/^/[$target] /") 2>&1 &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    return "$rc"
 }
 other_lane_run() {
     local rc=0

@@ -3,7 +3,8 @@
 //! - `local`: scripts run as a person runs them (the release's refusals, the dev cluster);
 //! - `e2e`: the chart installed with Helm on a real kube-apiserver;
 //! - `node`: the images built and the release pushed to the node's registry and installed from
-//!   it (the suite runs this level in its node lane, alone on the machine).
+//!   it (the suite runs this level in its node lane; the release test builds before it waits
+//!   for the machine's one node).
 
 #[path = "../cluster_support/mod.rs"]
 mod cluster_support;

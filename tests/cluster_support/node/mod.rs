@@ -22,10 +22,13 @@ pub mod install;
 pub mod pods;
 pub mod registry;
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command};
 use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
 
 use super::procs::Proc;
 use super::{Cluster, Extras, START_LIMIT, free_port};
@@ -51,6 +54,30 @@ pub const SHIPPED_IMAGE: &str = concat!(
     "ghcr.io/reload-injector/reload-injector:",
     env!("CARGO_PKG_VERSION")
 );
+
+/// The lock a node holds for as long as its process lives: one node per machine (the bridge,
+/// the subnet and the iptables chains are the machine's). A test binary, `scripts/dev-cluster.sh`
+/// or a run in another checkout that wants a node meanwhile waits for it.
+pub const MACHINE_LOCK: &str = "/tmp/reload-injector-node.lock";
+
+/// Waits for the machine's node lock ([`MACHINE_LOCK`]), saying so when another process holds it.
+fn machine_turn() -> Flock<File> {
+    let file =
+        File::create(MACHINE_LOCK).unwrap_or_else(|e| panic!("failed to open {MACHINE_LOCK}: {e}"));
+    let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(held) => return held,
+        Err((file, _)) => file,
+    };
+    eprintln!("node {NODE}: waiting for another process's node to end ({MACHINE_LOCK})");
+    let start = Instant::now();
+    let held = Flock::lock(file, FlockArg::LockExclusive)
+        .unwrap_or_else(|(_, e)| panic!("failed to lock {MACHINE_LOCK}: {e}"));
+    eprintln!(
+        "node {NODE}: the machine's node is ours after {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+    held
+}
 
 /// How long the node took to start.
 #[derive(Debug, Clone, Copy)]
@@ -80,6 +107,7 @@ pub struct Node {
     kubelet: Mutex<Proc>,
     kubelet_args: Vec<String>,
     cgroup_root: String,
+    _machine: Flock<File>,
     _containerd: Proc,
     _scheduler: Proc,
     _watchdog: ChildStdin,
@@ -166,6 +194,7 @@ impl Node {
 
     /// Starts the node on `cluster` and returns once it is Ready.
     pub fn start(cluster: &'static Cluster) -> Node {
+        let machine = machine_turn();
         let begin = Instant::now();
         host::reap_orphans();
         // The previous test binary's watchdog may still be removing its node (over 30 s on
@@ -274,6 +303,7 @@ impl Node {
             kubelet: Mutex::new(kubelet),
             kubelet_args,
             cgroup_root: names.cgroup_root,
+            _machine: machine,
             _containerd: containerd,
             _scheduler: scheduler,
             _watchdog: watchdog,
