@@ -4,8 +4,9 @@
 //! every other Pod of the workload is Ready. A wave's Pod is done once it restarted (its
 //! containers' restart counts rose) and has been Ready again for [`waves::SETTLE`]; the next wave
 //! starts when all of the wave's Pods are. A Pod whose app crashes after its restart (a container
-//! restarted again and the Pod not Ready; one Ready again, as after a kubelet restart
-//! mid-restart, must stay Ready for [`SETTLE_AFTER_AGAIN`]), that does not restart within
+//! restarted a third time, or restarted again and not Ready for [`AGAIN_READY_WITHIN`]; one Ready
+//! again, as after a kubelet restart mid-restart, must stay Ready for [`SETTLE_AFTER_AGAIN`]),
+//! that does not restart within
 //! [`RESTART_WITHIN`], or that is not Ready again within [`READY_WITHIN`] stops the workload's
 //! waves: the rest keep the env they run with.
 
@@ -26,6 +27,11 @@ pub const READY_WITHIN: Duration = Duration::from_secs(120);
 /// How long a Pod whose containers restarted more than once, and that is Ready, must stay Ready
 /// before its wave is done: an app that fails with the new env does not last that long.
 pub const SETTLE_AFTER_AGAIN: Duration = Duration::from_secs(10);
+/// How long a Pod whose containers restarted twice may be not Ready before it counts as crashed:
+/// a kubelet restarted mid-restart starts the containers again, and the Pod is unready until
+/// their probes pass again (seen on a loaded node). An app that fails with the new env exits
+/// again within its back-off (a third restart is a crash at once) or stays unready this long.
+pub const AGAIN_READY_WITHIN: Duration = Duration::from_secs(30);
 
 /// A Pod's containers' restart counts, from its status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -107,6 +113,8 @@ struct InWave {
     before: Restarts,
     /// Since when it is restarted and Ready.
     settled_since: Option<Instant>,
+    /// Since when it is restarted twice and not Ready.
+    unready_again_since: Option<Instant>,
 }
 
 /// Where one Pod of a wave is.
@@ -194,6 +202,7 @@ impl RestartWaves {
                     pod: w.target.clone(),
                     before: pod(&w.target).map(|p| p.restarts).unwrap_or_default(),
                     settled_since: None,
+                    unready_again_since: None,
                 })
                 .collect();
             group.started = Some(now);
@@ -235,12 +244,20 @@ impl InWave {
         };
         let (before, after) = (self.before, pod.restarts);
         // Restarted more than once: an app that fails with the new env, unless the Pod is Ready
-        // (a kubelet restarted mid-restart starts the containers again); then it must stay
-        // Ready for longer.
+        // soon (a kubelet restarted mid-restart starts the containers again); then it must stay
+        // Ready for longer. A third restart is a crash.
         let again = after.others >= before.others.saturating_add(2);
         if again && pod.ready != Some(true) {
-            return Stand::Stop(Why::Crashed);
+            self.settled_since = None;
+            let since = *self.unready_again_since.get_or_insert(now);
+            let limit = since + AGAIN_READY_WITHIN;
+            return if after.others >= before.others.saturating_add(3) || now >= limit {
+                Stand::Stop(Why::Crashed)
+            } else {
+                Stand::Wait(limit)
+            };
         }
+        self.unready_again_since = None;
         let restarted = after.sidecar > before.sidecar || after.others > before.others;
         if !restarted {
             self.settled_since = None;

@@ -104,9 +104,14 @@ fn an_app_that_crashes_after_its_restart_stops_the_run_and_the_rest_keep_their_e
     }
     let t0 = Instant::now();
     cluster.step(&mut waves, t0, 1);
-    // Restarted in place, then the app exited and was restarted again.
+    // Restarted in place, then the app exited and was restarted again: not Ready, and then
+    // restarted a third time after its back-off.
     cluster.set("a", Some(false), 1, 2);
-    let step = cluster.step(&mut waves, t0 + SETTLE, 1);
+    let waiting = cluster.step(&mut waves, t0 + SETTLE, 1);
+    assert!(waiting.stopped.is_empty(), "{:?}", waiting.stopped);
+    assert_eq!(waiting.wake, Some(t0 + SETTLE + AGAIN_READY_WITHIN));
+    cluster.set("a", Some(false), 1, 3);
+    let step = cluster.step(&mut waves, t0 + SETTLE * 2, 1);
     let [stopped] = step.stopped.as_slice() else {
         panic!("{:?}", step.stopped);
     };
@@ -117,7 +122,7 @@ fn an_app_that_crashes_after_its_restart_stops_the_run_and_the_rest_keep_their_e
     // (unready, queued) does not keep its own fix from starting.
     assert!(!waves.enqueue(web(), write("b", "sha256:crash")));
     assert!(waves.enqueue(web(), write("a", "sha256:fixed")));
-    let fix = cluster.step(&mut waves, t0 + SETTLE * 2, 1);
+    let fix = cluster.step(&mut waves, t0 + SETTLE * 3, 1);
     assert_eq!(names(&fix.submit), ["a"]);
 }
 
@@ -144,6 +149,33 @@ fn a_pod_restarted_twice_that_stays_ready_is_no_crash_once_it_lasted() {
     assert!(settling.submit.is_empty() && settling.stopped.is_empty());
     let next = cluster.step(&mut waves, ready + SETTLE_AFTER_AGAIN, 1);
     assert_eq!(names(&next.submit), ["b"]);
+}
+
+#[test]
+fn a_pod_restarted_twice_and_unready_for_a_moment_is_no_crash() {
+    // A kubelet restarted mid-restart: the containers started again, their probes not yet
+    // passed (seen on a loaded node).
+    let (cluster, mut waves, t0) = restarted_twice_and_ready();
+    cluster.set("a", Some(false), 1, 2);
+    let unready = cluster.step(&mut waves, t0 + SETTLE, 1);
+    assert!(unready.stopped.is_empty(), "{:?}", unready.stopped);
+    cluster.set("a", Some(true), 1, 2);
+    let ready = t0 + SETTLE + AGAIN_READY_WITHIN / 2;
+    assert!(cluster.step(&mut waves, ready, 1).stopped.is_empty());
+    let next = cluster.step(&mut waves, ready + SETTLE_AFTER_AGAIN, 1);
+    assert_eq!(names(&next.submit), ["b"]);
+}
+
+#[test]
+fn a_pod_restarted_twice_and_unready_for_too_long_crashed() {
+    let (cluster, mut waves, t0) = restarted_twice_and_ready();
+    cluster.set("a", Some(false), 1, 2);
+    assert!(cluster.step(&mut waves, t0 + SETTLE, 1).stopped.is_empty());
+    let step = cluster.step(&mut waves, t0 + SETTLE + AGAIN_READY_WITHIN, 1);
+    let [stopped] = step.stopped.as_slice() else {
+        panic!("{:?}", step.stopped);
+    };
+    assert_eq!(stopped.why, Why::Crashed);
 }
 
 #[test]
