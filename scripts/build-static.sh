@@ -71,6 +71,10 @@ export RELOAD_INJECTOR_COMMIT
 # so randomness needs no file (tests/packaging/node/dockerfile.rs runs the binary in an empty root).
 cargo_home=${CARGO_HOME:-${HOME:-/root}/.cargo}
 export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static --cfg getrandom_backend=\"linux_getrandom\" --remap-path-prefix=$repo=/src --remap-path-prefix=$cargo_home=/cargo"
+# Run by a test, the script inherits what cargo sets for a test binary (CARGO_PKG_NAME, …); build
+# scripts that watch those variables (ring's) would rebuild ring and all above it, here and again
+# in the next build from a shell. The build sees what a shell gives it.
+unset CARGO_MANIFEST_DIR CARGO_MANIFEST_PATH CARGO_CRATE_NAME CARGO_PRIMARY_PACKAGE "${!CARGO_PKG_@}"
 # Two runs at once (the suite builds the image and the Dockerfile's binary side by side) take
 # turns, and the binary is put in place whole: a reader never sees half of it.
 mkdir -p "$out"

@@ -55,7 +55,9 @@ up() {
             "$root/scripts/install-node-deps.sh" || fail "install the node's packages" "see above"
         fi
         say "building reload-injector and the cluster program (cargo build --locked)"
-        (cd "$root" && cargo build --locked --quiet --bin reload-injector --example dev_cluster) \
+        # As from a shell: a test that runs this script passes on the CARGO_PKG_* of its binary,
+        # which ring's build script watches (see scripts/build-static.sh).
+        (cd "$root" && unset CARGO_MANIFEST_DIR CARGO_MANIFEST_PATH CARGO_CRATE_NAME CARGO_PRIMARY_PACKAGE "${!CARGO_PKG_@}" && cargo build --locked --quiet --bin reload-injector --example dev_cluster) \
             || fail "cargo build" "see above"
         mkdir -p "$dir"
         rm -f "$dir/ready"

@@ -30,7 +30,7 @@ git rev-parse --git-dir >/dev/null 2>&1 || fail "$repo is not a git checkout: a 
     || fail "the tree has uncommitted or untracked changes ($(git status --porcelain --untracked-files=normal | wc -l) paths): commit or stash them; a release is built from a commit"
 commit=$(git rev-parse HEAD)
 
-# The toolchain and any profile override (the test suite builds with thin LTO) are in the key.
+# The toolchain and any profile override (the test suite builds without LTO) are in the key.
 toolchain=$( (rustc -vV; env | grep '^CARGO_PROFILE_RELEASE_' | sort) | sha256sum | cut -c1-12)
 for arch in "$@"; do
     cached=""
