@@ -77,6 +77,11 @@ pub fn evaluate(
         if current.is_none() || ignored {
             return Verdict::Nothing;
         }
+        // A value a stopped run held back from this Pod (a leader before this one, maybe) waits
+        // for the config to change again.
+        if tracked.consumer.held_back.as_deref() == Some(hash.as_str()) {
+            return Verdict::Nothing;
+        }
         // A hash stamped before restart-strategy mounts counted, over config unchanged since.
         let earlier = tracked.consumer.earlier.as_ref();
         if earlier

@@ -18,7 +18,10 @@ use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::policy::{Counts, OptIns, Selection};
 use crate::workload::consumption::{self, Consumption};
 use crate::workload::in_place;
-use crate::workload::{CONFIG_HASH, ENV_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME, string_map};
+use crate::workload::{
+    CONFIG_HASH, ENV_HASH, ENV_HASH_HELD_BACK, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_HELD_BACK,
+    SIDECAR_NAME, string_map,
+};
 
 /// An object the controller may write to, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +49,9 @@ pub struct Consumer {
     /// A Pod that restarts in place: its containers' restart counts (its restart waves follow
     /// them).
     pub restarts: Option<Restarts>,
+    /// A Pod's value a stopped run held back (its kind's held-back annotation): not written
+    /// while the config stays as it is.
+    pub held_back: Option<Box<str>>,
 }
 
 /// What a consumer reads, kept compact: a [`Consumption`]'s two sets as boxed slices in the same
@@ -139,6 +145,7 @@ pub fn workload(
         ready: None,
         opt_ins,
         restarts: None,
+        held_back: None,
     }))
 }
 
@@ -163,6 +170,9 @@ pub fn pod(
         ready: waves::ready_of(object),
         opt_ins,
         restarts: None,
+        held_back: annotations
+            .get(MOUNTED_CONFIG_HELD_BACK)
+            .map(|v| v.as_str().into()),
     })
 }
 
@@ -204,6 +214,9 @@ pub fn pod_env(
         owner,
         ready: waves::ready_of(object),
         restarts: Some(restarts_of(object)),
+        held_back: annotations
+            .get(ENV_HASH_HELD_BACK)
+            .map(|v| v.as_str().into()),
     })
 }
 

@@ -79,8 +79,9 @@ pub struct Stopped {
     /// The Pod that stopped them, and why.
     pub pod: Target,
     pub why: Why,
-    /// The Pods left with the env they run with.
-    pub left: Vec<Target>,
+    /// The writes held back: the Pods left with the env they run with, and the value each was
+    /// to get.
+    pub left: Vec<Write>,
 }
 
 /// What [`RestartWaves::step`] says to do.

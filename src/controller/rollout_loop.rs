@@ -22,7 +22,7 @@ use super::reconcile::{self, Verdict};
 use super::schedule::{Due, Schedule};
 use super::view::View;
 use super::write_book::{WriteBook, restarts_stopped_note, stopped_note};
-use super::write_target::{Target, TargetKind};
+use super::write_target::{Target, TargetKind, Write};
 use super::writer::{Outcome, Writer};
 use crate::hash::{ConfigKind, SecretKey};
 
@@ -312,7 +312,9 @@ impl Loop {
 
     /// Moves the refreshes in waves on: submits the next wave where the last one settled Ready,
     /// and stops a workload's refresh where a wave's Pod went unready (an Event on the workload
-    /// says so, and `status` finds the Pods left with a stale mounted hash).
+    /// says so, and `status` finds the Pods left with a stale mounted hash). Restarts in place
+    /// likewise. Each Pod a stop left gets the value held back in its held-back annotation, so
+    /// that no later leader writes it before the config changes again.
     fn step_waves(&mut self) {
         if !self.leader {
             return;
@@ -332,6 +334,7 @@ impl Loop {
             let message = note.event.as_deref().unwrap_or_default();
             tracing::warn!(object = %stopped.workload, pod = %stopped.unready, left = stopped.left.len(), "{message}");
             self.out.writer.note(note);
+            self.hold_back(&stopped.left);
         }
         let (submit, stopped) = self.writes.step_restarts(
             Instant::now(),
@@ -348,6 +351,14 @@ impl Loop {
             let message = note.event.as_deref().unwrap_or_default();
             tracing::warn!(object = %stopped.workload, pod = %stopped.pod, left = stopped.left.len(), "{message}");
             self.out.writer.note(note);
+            self.hold_back(&stopped.left);
+        }
+    }
+
+    /// Records on each Pod a stop left the value held back from it (see [`Write::held_back`]).
+    fn hold_back(&self, left: &[Write]) {
+        for held in left.iter().filter_map(Write::held_back) {
+            self.out.writer.submit(held);
         }
     }
 

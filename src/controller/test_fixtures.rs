@@ -51,5 +51,6 @@ pub fn consumer(uid: &str, hash: Option<&str>, consumption: Consumption) -> Cons
         opt_ins: Default::default(),
         if_matched: Box::default(),
         restarts: None,
+        held_back: None,
     }
 }

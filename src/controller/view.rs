@@ -150,6 +150,7 @@ impl View {
                     tracked.consumer.owner = consumer.owner;
                     tracked.consumer.ready = consumer.ready;
                     tracked.consumer.restarts = consumer.restarts;
+                    tracked.consumer.held_back = consumer.held_back;
                     return false;
                 }
                 let seen = self.tick();

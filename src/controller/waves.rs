@@ -162,8 +162,8 @@ pub struct Stopped {
     pub workload: Target,
     /// The Pod that went unready.
     pub unready: Target,
-    /// The Pods left unrefreshed.
-    pub left: Vec<Target>,
+    /// The writes held back: the Pods left unrefreshed, and the value each was to get.
+    pub left: Vec<Write>,
 }
 
 /// What a step of the waves says to do (`S`: how a stop is told, [`Stopped`] for refreshes).
@@ -218,10 +218,11 @@ impl WaveQueue {
         true
     }
 
-    /// Stops the run: every queued value is held back. Returns the targets left as they are.
-    pub fn stop(&mut self) -> Vec<Target> {
-        let left = self.targets();
-        self.held_back = self.queue.drain(..).map(|w| w.desired).collect();
+    /// Stops the run: every queued value is held back. Returns the writes held back (their
+    /// targets are left as they are).
+    pub fn stop(&mut self) -> Vec<Write> {
+        let left: Vec<Write> = self.queue.drain(..).collect();
+        self.held_back = left.iter().map(|w| w.desired.clone()).collect();
         left
     }
 

@@ -90,13 +90,13 @@ impl WriteBook {
 
     /// Books a step of either waves: `submit` is written now; the writes to the Pods `left` by
     /// a stop will have no outcome.
-    fn stepped<'a>(&mut self, submit: &[Write], left: impl Iterator<Item = &'a Target>) {
+    fn stepped<'a>(&mut self, submit: &[Write], left: impl Iterator<Item = &'a Write>) {
         for write in submit {
             self.last_written
                 .insert(write.target.clone(), write.desired.clone());
         }
-        for pod in left {
-            self.writing.remove(pod);
+        for held in left {
+            self.writing.remove(&held.target);
         }
     }
 

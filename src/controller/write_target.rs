@@ -9,7 +9,8 @@ use kube::api::{ApiResource, GroupVersionKind};
 
 use crate::kinds::Kind;
 use crate::workload::{
-    CONFIG_HASH, ENV_HASH, ENV_HASH_REFRESHED, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_REFRESHED,
+    CONFIG_HASH, ENV_HASH, ENV_HASH_HELD_BACK, ENV_HASH_REFRESHED, MOUNTED_CONFIG_HASH,
+    MOUNTED_CONFIG_HELD_BACK, MOUNTED_CONFIG_REFRESHED,
 };
 
 /// The kinds the controller writes to.
@@ -90,6 +91,15 @@ impl TargetKind {
             TargetKind::Pod => MOUNTED_CONFIG_HASH,
             TargetKind::PodEnv => ENV_HASH,
             _ => CONFIG_HASH,
+        }
+    }
+
+    /// The annotation that says which value a stopped run held back from this kind (Pods only).
+    pub fn held_back_annotation(self) -> Option<&'static str> {
+        match self {
+            TargetKind::Pod => Some(MOUNTED_CONFIG_HELD_BACK),
+            TargetKind::PodEnv => Some(ENV_HASH_HELD_BACK),
+            _ => None,
         }
     }
 
@@ -192,12 +202,24 @@ impl Write {
             (TargetKind::PodEnv, ENV_HASH) => ENV_HASH_REFRESHED,
             _ => return None,
         };
-        Some(Write {
+        Some(self.beside(refreshed))
+    }
+
+    /// The record, on the Pod, that a stopped run held this write back: its value in the kind's
+    /// held-back annotation, so that a later leader does not write it either (see
+    /// [`TargetKind::held_back_annotation`]). A merge patch without a `test`, like [`Write::again`].
+    pub fn held_back(&self) -> Option<Write> {
+        Some(self.beside(self.target.kind.held_back_annotation()?))
+    }
+
+    /// The same value in another annotation, without a test and without an Event.
+    fn beside(&self, annotation: &'static str) -> Write {
+        Write {
             expected: None,
             event: None,
-            annotation: refreshed,
+            annotation,
             ..self.clone()
-        })
+        }
     }
 }
 
@@ -247,6 +269,48 @@ mod tests {
         let again = env.again().expect("a restart in place is nudged twice");
         assert_eq!((again.target, again.annotation), (twin, ENV_HASH_REFRESHED));
         assert!(TargetKind::PodEnv.is_pod() && !TargetKind::PodEnv.is_workload());
+    }
+
+    #[test]
+    fn a_held_back_value_is_recorded_on_pods_only_without_a_test_or_an_event() {
+        let pod = Target {
+            kind: TargetKind::Pod,
+            namespace: "shop".into(),
+            name: "web-1".into(),
+        };
+        let refresh = Write::hash(
+            pod.clone(),
+            "u".into(),
+            Some("sha256:old".into()),
+            "sha256:new".into(),
+            None,
+        );
+        let held = refresh
+            .held_back()
+            .expect("a Pod records what it was not given");
+        assert_eq!(
+            (
+                held.annotation,
+                held.desired.as_str(),
+                held.expected.as_deref(),
+                held.event.as_deref()
+            ),
+            (MOUNTED_CONFIG_HELD_BACK, "sha256:new", None, None)
+        );
+        assert_eq!(held.again(), None, "no second nudge for a record");
+        let env = Write::hash(pod.env_twin(), "u".into(), None, "sha256:e".into(), None);
+        assert_eq!(env.held_back().unwrap().annotation, ENV_HASH_HELD_BACK);
+        let deployment = Write::hash(
+            Target {
+                kind: TargetKind::Deployment,
+                ..pod
+            },
+            "u".into(),
+            None,
+            "sha256:d".into(),
+            Some("reload-injector: changed".into()),
+        );
+        assert_eq!(deployment.held_back(), None);
     }
 
     #[test]

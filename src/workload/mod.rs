@@ -77,6 +77,10 @@ pub const ENV_HASH: &str = "reload-injector.io/env-hash";
 /// hash, a second Pod update that makes the kubelet sync the Pod and mount the new data again, as
 /// `mounted-config-refreshed` does for mounted config.
 pub const ENV_HASH_REFRESHED: &str = "reload-injector.io/env-hash-refreshed";
+/// Written on Pods by the rollout controller when restarts in place stopped before reaching them
+/// (a Pod of the workload crashed with the new env): the `env-hash` held back. Any leader, a new
+/// one too, leaves that value unwritten until the config changes again.
+pub const ENV_HASH_HELD_BACK: &str = "reload-injector.io/env-hash-held-back";
 /// Comma-separated volume names to watch.
 pub const WATCH: &str = "reload-injector.io/watch";
 /// `"true"` turns the subPath denial into a warning.
@@ -94,6 +98,10 @@ pub const MOUNTED_CONFIG_HASH: &str = "reload-injector.io/mounted-config-hash";
 /// reach the kubelet before its own ConfigMap/Secret watch has the new data, and then remounts
 /// the old data; by the second, the watch has it.
 pub const MOUNTED_CONFIG_REFRESHED: &str = "reload-injector.io/mounted-config-refreshed";
+/// Written on Pods by the rollout controller when a refresh in waves stopped before reaching
+/// them: the `mounted-config-hash` held back. Any leader, a new one too, leaves that value
+/// unwritten until the config changes again.
+pub const MOUNTED_CONFIG_HELD_BACK: &str = "reload-injector.io/mounted-config-held-back";
 /// Label (`"true"`) on Pods that carry the sidecar, so the controller can watch only those.
 pub const SIDECAR_LABEL: &str = "reload-injector.io/sidecar";
 /// Label (`"true"`) set by the webhook on the workloads whose pod template reads config it

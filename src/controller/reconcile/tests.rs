@@ -264,3 +264,31 @@ fn a_hash_stamped_before_restart_mounts_counted_starts_no_rollout_at_upgrade() {
     world.config("env", "12", "3");
     assert!(matches!(world.check(&deployment()), Verdict::Write(_)));
 }
+
+#[test]
+fn a_value_a_stopped_run_held_back_waits_for_the_config_to_change_again() {
+    // A refresh stopped before this Pod (under an earlier leader): the Pod still has the old
+    // hash, and the value it was to get is in its held-back annotation.
+    let mut world = World::new();
+    let held = hash_of(&["conf"], "2");
+    let consumer = Consumer {
+        held_back: Some(held.as_str().into()),
+        ..consumer(Some(&hash_of(&["conf"], "1")), &["conf"])
+    };
+    world.view.set_consumer(&pod(), Some(consumer));
+    world.config("conf", "6", "2");
+    assert_eq!(
+        world.check(&pod()),
+        Verdict::Nothing,
+        "a new leader's start-up"
+    );
+    // The same value again by a change (it was put back after a fix): written.
+    let write = write_of(world.evaluate(&pod(), &changed("conf", &["a"])));
+    assert_eq!(write.desired, held);
+    // Another value: written at start-up too.
+    world.config("conf", "7", "3");
+    assert_eq!(
+        write_of(world.check(&pod())).desired,
+        hash_of(&["conf"], "3")
+    );
+}

@@ -116,7 +116,10 @@ fn an_app_that_crashes_after_its_restart_stops_the_run_and_the_rest_keep_their_e
         panic!("{:?}", step.stopped);
     };
     assert_eq!((stopped.pod.clone(), stopped.why), (pod("a"), Why::Crashed));
-    assert_eq!(stopped.left, [pod("b"), pod("c")]);
+    assert_eq!(
+        stopped.left,
+        [write("b", "sha256:crash"), write("c", "sha256:crash")]
+    );
     assert!(step.submit.is_empty());
     // The value held back is not queued again; a new value is (the fix), and the crashed Pod
     // (unready, queued) does not keep its own fix from starting.

@@ -11,7 +11,9 @@ use super::*;
 use crate::controller::config_store::{ConfigStore, Digests, Meta, StoreReader};
 use crate::controller::{mock_api, reduce, writer};
 use crate::hash::{ConfigData, ConfigId, ConfigObject, Lookup};
-use crate::workload::{CONFIG_HASH, ENV_HASH, ENV_HASH_REFRESHED, SIDECAR_NAME, in_place};
+use crate::workload::{
+    CONFIG_HASH, ENV_HASH, ENV_HASH_HELD_BACK, ENV_HASH_REFRESHED, SIDECAR_NAME, in_place,
+};
 
 const DELAY: Duration = Duration::from_secs(10);
 
@@ -336,8 +338,19 @@ async fn in_a_namespace_without_the_label_only_a_workload_that_opts_in_is_acted_
 /// A Pod of Deployment `web` whose sidecar restarts it in place for key `a` of ConfigMap `env`,
 /// its `env-hash` at `env_hash`, Ready, its containers restarted `restarts` times.
 fn in_place_pod(name: &str, env_hash: &str, restarts: u32) -> Item {
+    in_place_pod_as(name, [(ENV_HASH, env_hash)].into(), restarts, true)
+}
+
+/// [`in_place_pod`] with these `annotations`, Ready or not.
+fn in_place_pod_as(
+    name: &str,
+    annotations: std::collections::BTreeMap<&str, &str>,
+    restarts: u32,
+    ready: bool,
+) -> Item {
+    let status = if ready { "True" } else { "False" };
     let object = json!({
-        "metadata": {"annotations": {ENV_HASH: env_hash}},
+        "metadata": {"annotations": annotations},
         "spec": {
             "initContainers": [{"name": SIDECAR_NAME, "restartPolicy": "Always",
                 "args": ["watch", in_place::HASH_FILE_FLAG, "/etc/reload-injector/pod/env-hash",
@@ -346,7 +359,7 @@ fn in_place_pod(name: &str, env_hash: &str, restarts: u32) -> Item {
                 {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "env", "key": "a"}}}]}],
         },
         "status": {
-            "conditions": [{"type": "Ready", "status": "True"}],
+            "conditions": [{"type": "Ready", "status": status}],
             "initContainerStatuses": [{"name": SIDECAR_NAME, "restartCount": restarts}],
             "containerStatuses": [{"name": "app", "restartCount": restarts}],
         },
@@ -361,7 +374,10 @@ fn in_place_pod(name: &str, env_hash: &str, restarts: u32) -> Item {
         namespace: "shop".into(),
         name: "web".into(),
     });
-    let annotations = [(ENV_HASH.to_owned(), env_hash.to_owned())].into();
+    let annotations = annotations
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
     let meta = (&std::collections::BTreeMap::new(), &annotations);
     Item::Target {
         target,
@@ -471,5 +487,93 @@ async fn an_env_change_restarts_the_pods_in_place_a_wave_at_a_time_and_never_the
             .iter()
             .any(|(_, path, _)| path.contains("/deployments/")),
         "the workload is never written"
+    );
+}
+
+/// The Pods patched so far with `annotation`, and the value each got.
+fn patched_with(harness: &Harness, annotation: &str) -> Vec<(String, Value)> {
+    let requests = harness.requests.lock().unwrap();
+    let pods = requests
+        .iter()
+        .filter(|(method, path, _)| method == "PATCH" && path.contains("/pods/"));
+    let pointer = format!("/metadata/annotations/{}", annotation.replace('/', "~1"));
+    pods.filter_map(|(_, path, body)| {
+        let value = match body {
+            // A `test` of the old value, then the new one.
+            Value::Array(ops) => {
+                ops.iter().rfind(|op| op["path"] == pointer.as_str())?["value"].clone()
+            }
+            other => other["metadata"]["annotations"].get(annotation)?.clone(),
+        };
+        Some((
+            path.rsplit('/').next().unwrap_or_default().to_owned(),
+            value,
+        ))
+    })
+    .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_holds_the_value_back_on_the_pods_left_and_a_new_leader_keeps_it_back() {
+    let harness = start();
+    let pods = Stream::Targets(TargetKind::Pod);
+    let served = HashSet::from([Stream::Namespaces, pods]);
+    harness.watched.send(Watched::Served(served)).await.unwrap();
+    let shop = Item::Namespace {
+        name: "shop".into(),
+        labelled: true,
+    };
+    list(&harness, Source::Cluster(Stream::Namespaces), vec![shop]).await;
+    let old = env_hash_of("1");
+    let both = vec![
+        in_place_pod("web-1", &old, 0),
+        in_place_pod("web-2", &old, 0),
+    ];
+    list(&harness, Source::Cluster(pods), both).await;
+    let maps = Source::Config(Scope::new(ConfigKind::ConfigMap, "shop"));
+    list(&harness, maps, vec![config("1", "1")]).await;
+    let secrets = Source::Config(Scope::new(ConfigKind::Secret, "shop"));
+    list(&harness, secrets, vec![]).await;
+    harness.leader.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+
+    let watched = &harness.watched;
+    watched
+        .send(Watched::Apply(config("2", "crash")))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let new = env_hash_of("crash");
+    let first = patched_with(&harness, ENV_HASH);
+    let [(crashed, _)] = first.as_slice() else {
+        panic!("one Pod per wave: {first:?}");
+    };
+    let left = if crashed == "web-1" { "web-2" } else { "web-1" };
+    // Its app exits with the new env: restarted in place, then twice more, not Ready.
+    let item = in_place_pod_as(crashed, [(ENV_HASH, new.as_str())].into(), 3, false);
+    watched.send(Watched::Apply(item)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        patched_with(&harness, ENV_HASH_HELD_BACK),
+        [(left.to_owned(), Value::from(new.as_str()))],
+        "the Pod left records the value held back"
+    );
+
+    // The crashed Pod came up after all (nothing else would keep a new leader's waves from
+    // starting), and another replica leads, with the Pod left as the API now has it.
+    let item = in_place_pod_as(crashed, [(ENV_HASH, new.as_str())].into(), 4, true);
+    watched.send(Watched::Apply(item)).await.unwrap();
+    harness.leader.send(false).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let annotations = [(ENV_HASH, old.as_str()), (ENV_HASH_HELD_BACK, new.as_str())];
+    let item = in_place_pod_as(left, annotations.into(), 0, true);
+    watched.send(Watched::Apply(item)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    harness.leader.send(true).unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let env = patched_with(&harness, ENV_HASH);
+    assert!(
+        env.iter().all(|(pod, _)| pod == crashed),
+        "the Pod left keeps the env it runs with: {env:?}"
     );
 }

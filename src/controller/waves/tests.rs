@@ -136,7 +136,9 @@ fn a_wave_gone_unready_stops_the_refresh_until_the_config_changes_again() {
         [Stopped {
             workload: web(),
             unready: pod("a"),
-            left: vec![pod("b"), pod("c"), pod("d")]
+            left: ["b", "c", "d"]
+                .map(|name| write(name, "sha256:new"))
+                .to_vec()
         }]
     );
     // The same value is not written again (a later check of b would want it)...

@@ -135,7 +135,8 @@ async fn a_stopped_refresh_lets_go_of_the_writes_it_held_back() {
     let (_, stopped) = book.step(Instant::now(), |_, _| 1, |p| Some(*p != first));
     assert_eq!(stopped[0].left.len(), 2);
     assert_eq!(book.len(), 1, "only the submitted write awaits its outcome");
-    let held_back = write(TargetKind::Pod, &stopped[0].left[0].name, "sha256:1");
+    let held_back = stopped[0].left[0].clone();
+    assert_eq!(held_back.desired, "sha256:1");
     assert_eq!(
         book.decided(held_back, Causes::new(), Some(owner.clone())),
         None

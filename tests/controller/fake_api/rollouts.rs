@@ -584,11 +584,19 @@ fn web_pod(name: &str, hash: &str, ready: bool) -> Value {
 
 /// The Pods whose `mounted-config-hash` was patched, in order (not the second nudges that
 /// follow each 2 s later: `mounted-config-refreshed`).
+/// The Pods whose `mounted-config-hash` was written, in order.
 fn pod_patches(cluster: &Cluster) -> Vec<String> {
+    pods_patched_with(cluster, "mounted-config-hash")
+}
+
+/// The Pods patched with an annotation whose name holds `annotation`, in order.
+fn pods_patched_with(cluster: &Cluster, annotation: &str) -> Vec<String> {
     cluster
         .patches()
         .iter()
-        .filter(|p| p.resource() == Some("pods") && !is_second_nudge(p))
+        .filter(|p| {
+            p.resource() == Some("pods") && String::from_utf8_lossy(&p.body).contains(annotation)
+        })
         .map(|p| p.path.rsplit('/').next().unwrap_or_default().to_owned())
         .collect()
 }
@@ -661,6 +669,29 @@ fn a_mounted_change_refreshes_a_deployments_pods_in_waves_and_stops_when_one_goe
         })
         .collect();
     assert_eq!(stopped.len(), 1, "{events:?}");
+    // The Pods left record the hash held back, so that no later leader writes it either.
+    let mut held = pods_patched_with(&cluster, "mounted-config-held-back");
+    held.sort();
+    let mut left: Vec<String> = ["web-a", "web-b", "web-c", "web-d"]
+        .into_iter()
+        .filter(|name| *name != first)
+        .map(str::to_owned)
+        .collect();
+    left.sort();
+    assert_eq!(held, left);
+    for name in &left {
+        let pod = cluster.api.get("pods", NS, name).unwrap();
+        let annotations = &pod["metadata"]["annotations"];
+        assert_eq!(
+            annotations["reload-injector.io/mounted-config-hash"],
+            stamped
+        );
+        let kept = annotations["reload-injector.io/mounted-config-held-back"].as_str();
+        assert!(
+            kept.is_some_and(|h| h.starts_with("sha256:") && h != stamped),
+            "{annotations}"
+        );
+    }
     assert_eq!(stopped[0]["involvedObject"]["kind"], "Deployment");
     assert_eq!(stopped[0]["involvedObject"]["name"], "web");
     assert_eq!(stopped[0]["reason"], "ConfigChanged");
