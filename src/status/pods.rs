@@ -17,8 +17,8 @@ use crate::hash::{self, ConfigKind, Consumed};
 use crate::workload::explain::is_ours;
 use crate::workload::pod::PodSpec;
 use crate::workload::string_map;
-use crate::workload::{CONFIG_HASH, MOUNTED_CONFIG_HASH, SIDECAR_NAME};
-use crate::workload::{ENV_HASH, consumption, in_place};
+use crate::workload::{CONFIG_HASH, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_HELD_BACK, SIDECAR_NAME};
+use crate::workload::{ENV_HASH, ENV_HASH_HELD_BACK, consumption, in_place};
 use serde::Deserialize;
 
 /// The Pods part of a report.
@@ -61,6 +61,10 @@ pub struct PodLine {
     /// Its `env-hash` against the live data (Pods that restart in place only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_state: Option<HashState>,
+    /// A stale hash is the one a stopped refresh or restart in place held back from the Pod
+    /// (its held-back annotation is the live data's hash): it stays until the config changes.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held_back: bool,
     /// Restarts of the `config-reloader` container.
     pub sidecar_restarts: Option<i64>,
     /// The `config-reloader` last ended with the restart code: the Pod restarted in place
@@ -254,6 +258,17 @@ fn pod_line(
         .as_ref()
         .is_some_and(|s| !consumption::mounted(s).is_empty());
     line.mounted_state = mounts.then(|| state_of(&line.mounted_stamped, &line.mounted_live));
+    let held = |state: Option<HashState>, annotation: &str, live: &Option<String>| {
+        state == Some(HashState::Stale)
+            && live.is_some()
+            && annotations.get(annotation) == live.as_ref()
+    };
+    line.held_back = held(line.env_state, ENV_HASH_HELD_BACK, &line.env_live)
+        || held(
+            line.mounted_state,
+            MOUNTED_CONFIG_HELD_BACK,
+            &line.mounted_live,
+        );
     let status = ["containerStatuses", "initContainerStatuses"]
         .iter()
         .filter_map(|f| pod.pointer(&format!("/status/{f}"))?.as_array())
@@ -292,7 +307,15 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
             "the Pod webhook (failurePolicy Ignore) was not reachable when it was created: recreate the pod",
         ));
     }
-    if line.mounted_state == Some(HashState::Stale) {
+    let held_back = "a Pod of the workload failed with the new data and the run stopped (the \
+        workload's Event names the Pod): fix the config; its next change reaches every Pod";
+    if line.mounted_state == Some(HashState::Stale) && line.held_back {
+        findings.push(Finding::new(
+            Code::MountedStale,
+            format!("pod {pod:?}: its mounted-config-hash is older than the live data, which was held back from it"),
+            held_back,
+        ));
+    } else if line.mounted_state == Some(HashState::Stale) {
         findings.push(Finding::new(
             Code::MountedStale,
             format!(
@@ -301,7 +324,13 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
             "the controller patches it at once when a mounted object changes: check that one is running",
         ));
     }
-    if line.env_state == Some(HashState::Stale) {
+    if line.env_state == Some(HashState::Stale) && line.held_back {
+        findings.push(Finding::new(
+            Code::EnvStale,
+            format!("pod {pod:?}: it runs with env older than the live ConfigMaps, which were held back from it"),
+            held_back,
+        ));
+    } else if line.env_state == Some(HashState::Stale) {
         findings.push(Finding::new(
             Code::EnvStale,
             format!(

@@ -236,6 +236,9 @@ fn pod_text(out: &mut String, pod: &PodLine) {
         if let Some(env) = pod.env_state {
             let _ = write!(out, ", env-hash {}", state_word(env));
         }
+        if pod.held_back {
+            out.push_str(" (held back)");
+        }
         if let Some(restarts) = pod.sidecar_restarts {
             let _ = write!(out, ", {restarts} restarts");
         }
