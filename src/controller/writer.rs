@@ -312,7 +312,8 @@ impl Task {
         };
         let write = entry.write.clone();
         let target = slot.0.clone();
-        // The end of a second nudge ([`Write::again`]): nothing for the reconciler to learn.
+        // The end of a second nudge ([`Write::again`]) or of a held-back record
+        // ([`Write::held_back`]): nothing for the reconciler to learn.
         let second = write.annotation != target.kind.annotation();
         let outcome = match sent {
             Sent::Retry { error, refused } => return self.retry(slot, write, next, error, refused),
@@ -325,11 +326,7 @@ impl Task {
                 return;
             }
             _ if second => {
-                tracing::info!(
-                    object = %target,
-                    to = %write.desired,
-                    "wrote {} (the second nudge)", write.annotation
-                );
+                tracing::info!(object = %target, to = %write.desired, "wrote {}", write.annotation);
                 None
             }
             Sent::Written => {

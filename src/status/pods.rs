@@ -61,10 +61,13 @@ pub struct PodLine {
     /// Its `env-hash` against the live data (Pods that restart in place only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_state: Option<HashState>,
-    /// A stale hash is the one a stopped refresh or restart in place held back from the Pod
-    /// (its held-back annotation is the live data's hash): it stays until the config changes.
+    /// Its stale `mounted-config-hash` is the one a stopped refresh held back from it (its
+    /// `mounted-config-held-back` is the live data's hash): it stays until the config changes.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub held_back: bool,
+    pub mounted_held_back: bool,
+    /// Its stale `env-hash` is the one stopped restarts in place held back from it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub env_held_back: bool,
     /// Restarts of the `config-reloader` container.
     pub sidecar_restarts: Option<i64>,
     /// The `config-reloader` last ended with the restart code: the Pod restarted in place
@@ -263,12 +266,12 @@ fn pod_line(
             && live.is_some()
             && annotations.get(annotation) == live.as_ref()
     };
-    line.held_back = held(line.env_state, ENV_HASH_HELD_BACK, &line.env_live)
-        || held(
-            line.mounted_state,
-            MOUNTED_CONFIG_HELD_BACK,
-            &line.mounted_live,
-        );
+    line.env_held_back = held(line.env_state, ENV_HASH_HELD_BACK, &line.env_live);
+    line.mounted_held_back = held(
+        line.mounted_state,
+        MOUNTED_CONFIG_HELD_BACK,
+        &line.mounted_live,
+    );
     let status = ["containerStatuses", "initContainerStatuses"]
         .iter()
         .filter_map(|f| pod.pointer(&format!("/status/{f}"))?.as_array())
@@ -309,7 +312,7 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     }
     let held_back = "a Pod of the workload failed with the new data and the run stopped (the \
         workload's Event names the Pod): fix the config; its next change reaches every Pod";
-    if line.mounted_state == Some(HashState::Stale) && line.held_back {
+    if line.mounted_state == Some(HashState::Stale) && line.mounted_held_back {
         findings.push(Finding::new(
             Code::MountedStale,
             format!("pod {pod:?}: its mounted-config-hash is older than the live data, which was held back from it"),
@@ -324,7 +327,7 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
             "the controller patches it at once when a mounted object changes: check that one is running",
         ));
     }
-    if line.env_state == Some(HashState::Stale) && line.held_back {
+    if line.env_state == Some(HashState::Stale) && line.env_held_back {
         findings.push(Finding::new(
             Code::EnvStale,
             format!("pod {pod:?}: it runs with env older than the live ConfigMaps, which were held back from it"),

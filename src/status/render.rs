@@ -230,14 +230,14 @@ fn pod_text(out: &mut String, pod: &PodLine) {
     }
     if pod.sidecar {
         out.push_str(": sidecar");
+        let held = |yes: bool| if yes { " (held back)" } else { "" };
         if let Some(mounted) = pod.mounted_state {
-            let _ = write!(out, ", mounted-config-hash {}", state_word(mounted));
+            let (word, held) = (state_word(mounted), held(pod.mounted_held_back));
+            let _ = write!(out, ", mounted-config-hash {word}{held}");
         }
         if let Some(env) = pod.env_state {
-            let _ = write!(out, ", env-hash {}", state_word(env));
-        }
-        if pod.held_back {
-            out.push_str(" (held back)");
+            let (word, held) = (state_word(env), held(pod.env_held_back));
+            let _ = write!(out, ", env-hash {word}{held}");
         }
         if let Some(restarts) = pod.sidecar_restarts {
             let _ = write!(out, ", {restarts} restarts");
