@@ -261,17 +261,10 @@ fn pod_line(
         .as_ref()
         .is_some_and(|s| !consumption::mounted(s).is_empty());
     line.mounted_state = mounts.then(|| state_of(&line.mounted_stamped, &line.mounted_live));
-    let held = |state: Option<HashState>, annotation: &str, live: &Option<String>| {
-        state == Some(HashState::Stale)
-            && live.is_some()
-            && annotations.get(annotation) == live.as_ref()
-    };
-    line.env_held_back = held(line.env_state, ENV_HASH_HELD_BACK, &line.env_live);
-    line.mounted_held_back = held(
-        line.mounted_state,
-        MOUNTED_CONFIG_HELD_BACK,
-        &line.mounted_live,
-    );
+    let held = |annotation| annotations.get(annotation);
+    line.env_held_back = held_back(line.env_state, held(ENV_HASH_HELD_BACK), &line.env_live);
+    let mounted_held = held(MOUNTED_CONFIG_HELD_BACK);
+    line.mounted_held_back = held_back(line.mounted_state, mounted_held, &line.mounted_live);
     let status = ["containerStatuses", "initContainerStatuses"]
         .iter()
         .filter_map(|f| pod.pointer(&format!("/status/{f}"))?.as_array())
@@ -286,6 +279,12 @@ fn pod_line(
         None => {}
     }
     line
+}
+
+/// Whether a hash in `state` is stale because a stopped run held the live value back: `held`,
+/// the Pod's held-back annotation, is the live data's hash.
+fn held_back(state: Option<HashState>, held: Option<&String>, live: &Option<String>) -> bool {
+    state == Some(HashState::Stale) && live.is_some() && held == live.as_ref()
 }
 
 /// A stamped hash against the live data's.

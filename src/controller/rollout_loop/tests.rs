@@ -412,8 +412,10 @@ fn pod_patches(harness: &Harness) -> Vec<(String, String)> {
     .collect()
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_env_change_restarts_the_pods_in_place_a_wave_at_a_time_and_never_the_workload() {
+/// A leading loop that has listed Pods `web-1` and `web-2` of Deployment `web` in the labelled
+/// namespace `shop`, each restarting in place for ConfigMap `env` (`a = 1`, their env hash),
+/// and has had 30 s to act.
+async fn two_pods_that_restart_in_place() -> Harness {
     let harness = start();
     let (deployments, pods) = (
         Stream::Targets(TargetKind::Deployment),
@@ -439,6 +441,12 @@ async fn an_env_change_restarts_the_pods_in_place_a_wave_at_a_time_and_never_the
     list(&harness, secrets, vec![]).await;
     harness.leader.send(true).unwrap();
     tokio::time::sleep(Duration::from_secs(30)).await;
+    harness
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_env_change_restarts_the_pods_in_place_a_wave_at_a_time_and_never_the_workload() {
+    let harness = two_pods_that_restart_in_place().await;
     assert!(
         pod_patches(&harness).is_empty(),
         "the stamped env hashes are right"
@@ -515,28 +523,8 @@ fn patched_with(harness: &Harness, annotation: &str) -> Vec<(String, Value)> {
 
 #[tokio::test(start_paused = true)]
 async fn a_crash_holds_the_value_back_on_the_pods_left_and_a_new_leader_keeps_it_back() {
-    let harness = start();
-    let pods = Stream::Targets(TargetKind::Pod);
-    let served = HashSet::from([Stream::Namespaces, pods]);
-    harness.watched.send(Watched::Served(served)).await.unwrap();
-    let shop = Item::Namespace {
-        name: "shop".into(),
-        labelled: true,
-    };
-    list(&harness, Source::Cluster(Stream::Namespaces), vec![shop]).await;
+    let harness = two_pods_that_restart_in_place().await;
     let old = env_hash_of("1");
-    let both = vec![
-        in_place_pod("web-1", &old, 0),
-        in_place_pod("web-2", &old, 0),
-    ];
-    list(&harness, Source::Cluster(pods), both).await;
-    let maps = Source::Config(Scope::new(ConfigKind::ConfigMap, "shop"));
-    list(&harness, maps, vec![config("1", "1")]).await;
-    let secrets = Source::Config(Scope::new(ConfigKind::Secret, "shop"));
-    list(&harness, secrets, vec![]).await;
-    harness.leader.send(true).unwrap();
-    tokio::time::sleep(Duration::from_secs(30)).await;
-
     let watched = &harness.watched;
     watched
         .send(Watched::Apply(config("2", "crash")))
