@@ -34,8 +34,8 @@ pub const EVENT_ATTEMPTS: u32 = 3;
 /// have the new data (it lags the API by milliseconds), and the waves' settle time.
 pub const NUDGE_AGAIN_AFTER: Duration = super::waves::SETTLE;
 
-/// One queued write: a target and the annotation written there (a Pod's hash and its second
-/// nudge are queued apart, so neither replaces the other).
+/// One queued write: a target and the annotation written there (a Pod's hash, its second nudge
+/// and a held-back record are queued apart, so none replaces another).
 type Slot = (Target, &'static str);
 
 fn slot(write: &Write) -> Slot {
@@ -312,20 +312,20 @@ impl Task {
         };
         let write = entry.write.clone();
         let target = slot.0.clone();
-        // The end of a second nudge ([`Write::again`]) or of a held-back record
-        // ([`Write::held_back`]): nothing for the reconciler to learn.
-        let second = write.annotation != target.kind.annotation();
+        // The end of a write beside the target's own hash, a second nudge ([`Write::again`]) or a
+        // held-back record ([`Write::held_back`]): nothing for the reconciler to learn.
+        let beside = write.annotation != target.kind.annotation();
         let outcome = match sent {
             Sent::Retry { error, refused } => return self.retry(slot, write, next, error, refused),
             Sent::Gone => {
                 self.entries.remove(&slot);
-                if !second {
+                if !beside {
                     tracing::info!(object = %target, "the object is gone; not written");
                     self.report(Outcome::Gone(target));
                 }
                 return;
             }
-            _ if second => {
+            _ if beside => {
                 tracing::info!(object = %target, to = %write.desired, "wrote {}", write.annotation);
                 None
             }
