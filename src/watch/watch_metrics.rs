@@ -1,16 +1,14 @@
 //! The watcher's metrics, and the optional plain-HTTP endpoint serving `/healthz` and
 //! `/metrics` (Prometheus text format).
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use bytes::Bytes;
-use http::{Request, Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use axum::Router;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{StatusCode, header};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -126,58 +124,32 @@ pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<SocketAddr, Me
     let listener = TcpListener::bind(addr).await.map_err(failed)?;
     let bound = listener.local_addr().map_err(failed)?;
     let registry = Arc::new(metrics.registry());
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                // Out of file descriptors or similar: do not spin.
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            };
-            let registry = Arc::clone(&registry);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                    let registry = Arc::clone(&registry);
-                    async move { Ok::<_, Infallible>(respond(&request, &registry)) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(move || metrics_text(Arc::clone(&registry))))
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "not found: try /healthz or /metrics\n",
+            )
+        });
+    tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(bound)
 }
 
-fn respond(request: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>> {
-    let (status, content_type, body) = match request.uri().path() {
-        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_owned()),
-        "/metrics" => {
-            let mut text = String::new();
-            match encode(&mut text, registry) {
-                Ok(()) => (
-                    StatusCode::OK,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    text,
-                ),
-                Err(_) => (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "text/plain",
-                    "failed to encode metrics\n".to_owned(),
-                ),
-            }
+async fn metrics_text(registry: Arc<Registry>) -> Response {
+    let mut text = String::new();
+    match encode(&mut text, &registry) {
+        Ok(()) => {
+            let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+            ([(header::CONTENT_TYPE, content_type)], text).into_response()
         }
-        _ => (
-            StatusCode::NOT_FOUND,
-            "text/plain",
-            "not found: try /healthz or /metrics\n".to_owned(),
-        ),
-    };
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = status;
-    if let Ok(value) = header::HeaderValue::from_str(content_type) {
-        response.headers_mut().insert(header::CONTENT_TYPE, value);
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "failed to encode metrics\n",
+        )
+            .into_response(),
     }
-    response
 }
 
 #[cfg(test)]
@@ -207,6 +179,40 @@ mod tests {
             !text.contains("sha256:aa"),
             "old hash still exported:\n{text}"
         );
+    }
+
+    /// One HTTP/1.0 GET on a fresh connection; the whole answer.
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_serves_health_and_metrics_and_names_its_paths_otherwise() {
+        let metrics = Metrics::default();
+        metrics.count_reload("success");
+        let addr = serve("127.0.0.1:0".parse().unwrap(), &metrics)
+            .await
+            .unwrap();
+        let health = get(addr, "/healthz").await;
+        assert!(
+            health.starts_with("HTTP/1.0 200") && health.ends_with("ok\n"),
+            "{health}"
+        );
+        let text = get(addr, "/metrics").await;
+        assert!(text.contains("application/openmetrics-text"), "{text}");
+        assert!(
+            text.contains("reloads_total{result=\"success\"} 1"),
+            "{text}"
+        );
+        let other = get(addr, "/other").await;
+        assert!(other.starts_with("HTTP/1.0 404"), "{other}");
+        assert!(other.ends_with("try /healthz or /metrics\n"), "{other}");
     }
 
     #[test]
