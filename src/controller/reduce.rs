@@ -18,10 +18,7 @@ use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::policy::{Counts, OptIns, Selection};
 use crate::workload::consumption::{self, Consumption};
 use crate::workload::in_place;
-use crate::workload::{
-    CONFIG_HASH, ENV_HASH, ENV_HASH_HELD_BACK, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_HELD_BACK,
-    SIDECAR_NAME, string_map,
-};
+use crate::workload::{CONFIG_HASH, SIDECAR_NAME, string_map};
 
 /// An object the controller may write to, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,27 +150,70 @@ pub fn workload(
 /// its owning workload and its readiness (`object` holds its `spec` and `status`).
 pub fn pod(
     uid: &str,
-    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    meta: (&BTreeMap<String, String>, &BTreeMap<String, String>),
     object: &Value,
     owner: Option<Target>,
 ) -> Result<Consumer, ReduceError> {
-    let spec = pod_spec(object)?;
+    let mounted = consumption::mounted(&pod_spec(object)?);
+    Ok(pod_consumer(
+        TargetKind::Pod,
+        uid,
+        meta,
+        object,
+        owner,
+        mounted,
+    ))
+}
+
+/// A sidecar Pod as its env hash, when its sidecar restarts it in place (`None` otherwise): its
+/// `env-hash` (if stamped), the ConfigMap keys and objects its sidecar restarts it for (what the
+/// env hash is over, as the sidecar's own arguments say), its owning workload, its readiness and
+/// its containers' restart counts.
+pub fn pod_env(
+    uid: &str,
+    meta: (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    object: &Value,
+    owner: Option<Target>,
+) -> Option<Consumer> {
+    let spec = pod_spec(object).ok()?;
+    let reads = in_place::existing_sidecar(&spec).and_then(in_place::sidecar_reads)?;
+    let consumption = Consumption {
+        consumed: reads,
+        optional: Default::default(),
+    };
+    Some(pod_consumer(
+        TargetKind::PodEnv,
+        uid,
+        meta,
+        object,
+        owner,
+        consumption,
+    ))
+}
+
+/// A Pod as the target of `kind` (its mounted config, or its env), reading `consumption`.
+fn pod_consumer(
+    kind: TargetKind,
+    uid: &str,
+    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    object: &Value,
+    owner: Option<Target>,
+    consumption: Consumption,
+) -> Consumer {
     let (opt_ins, selection) = OptIns::read(labels, annotations);
-    let mounted = consumption::mounted(&spec);
-    Ok(Consumer {
+    let held_back = kind.held_back_annotation().and_then(|a| annotations.get(a));
+    Consumer {
         uid: uid.to_owned(),
-        hash: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
-        if_matched: if_matched(&mounted, selection.as_ref()),
-        consumption: mounted.into(),
+        hash: annotations.get(kind.annotation()).cloned(),
+        if_matched: if_matched(&consumption, selection.as_ref()),
+        consumption: consumption.into(),
         earlier: None,
         owner,
         ready: waves::ready_of(object),
         opt_ins,
-        restarts: None,
-        held_back: annotations
-            .get(MOUNTED_CONFIG_HELD_BACK)
-            .map(|v| v.as_str().into()),
-    })
+        restarts: (kind == TargetKind::PodEnv).then(|| restarts_of(object)),
+        held_back: held_back.map(|v| v.as_str().into()),
+    }
 }
 
 /// The objects of `consumption` that count only while they carry Reloader's `match`.
@@ -185,39 +225,6 @@ fn if_matched(consumption: &Consumption, selection: Option<&Selection>) -> Box<[
     ids.filter(|id| selection.counts(id) == Counts::IfMatched)
         .cloned()
         .collect()
-}
-
-/// A sidecar Pod as its env hash, when its sidecar restarts it in place (`None` otherwise): its
-/// `env-hash` (if stamped), the ConfigMap keys and objects its sidecar restarts it for (what the
-/// env hash is over, as the sidecar's own arguments say), its owning workload, its readiness and
-/// its containers' restart counts.
-pub fn pod_env(
-    uid: &str,
-    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
-    object: &Value,
-    owner: Option<Target>,
-) -> Option<Consumer> {
-    let spec = pod_spec(object).ok()?;
-    let reads = in_place::existing_sidecar(&spec).and_then(in_place::sidecar_reads)?;
-    let consumption = Consumption {
-        consumed: reads,
-        optional: Default::default(),
-    };
-    let (opt_ins, selection) = OptIns::read(labels, annotations);
-    Some(Consumer {
-        uid: uid.to_owned(),
-        hash: annotations.get(ENV_HASH).cloned(),
-        if_matched: if_matched(&consumption, selection.as_ref()),
-        opt_ins,
-        consumption: consumption.into(),
-        earlier: None,
-        owner,
-        ready: waves::ready_of(object),
-        restarts: Some(restarts_of(object)),
-        held_back: annotations
-            .get(ENV_HASH_HELD_BACK)
-            .map(|v| v.as_str().into()),
-    })
 }
 
 /// The restart counts in a Pod's `status`: its `config-reloader`'s, and the highest of the
@@ -252,6 +259,7 @@ mod tests {
     use super::*;
     use crate::hash::{ConfigId, Consumed};
     use crate::policy::{INJECT, WORKLOAD_OPT_IN};
+    use crate::workload::ENV_HASH;
 
     fn deployment(annotations: Value, labels: Value) -> Value {
         json!({"spec": {"template": {

@@ -325,16 +325,9 @@ impl Loop {
             |w, left| view.wave_size(w, left),
             |pod| view.ready(pod),
         );
-        for write in submit {
-            self.out.writer.submit(write);
-        }
-        for stopped in stopped {
-            let uid = view.budget(&stopped.workload).map(|b| b.uid.clone());
-            let note = stopped_note(&stopped, uid.unwrap_or_default());
-            let message = note.event.as_deref().unwrap_or_default();
-            tracing::warn!(object = %stopped.workload, pod = %stopped.unready, left = stopped.left.len(), "{message}");
-            self.out.writer.note(note);
-            self.hold_back(&stopped.left);
+        self.submit(submit);
+        for s in &stopped {
+            self.stop(&s.workload, &s.unready, &s.left, |uid| stopped_note(s, uid));
         }
         let (submit, stopped) = self.writes.step_restarts(
             Instant::now(),
@@ -342,24 +335,35 @@ impl Loop {
             |pod| view.pod_now(pod),
             |w, except| view.others_ready(w, except),
         );
-        for write in submit {
-            self.out.writer.submit(write);
-        }
-        for stopped in stopped {
-            let uid = view.budget(&stopped.workload).map(|b| b.uid.clone());
-            let note = restarts_stopped_note(&stopped, uid.unwrap_or_default());
-            let message = note.event.as_deref().unwrap_or_default();
-            tracing::warn!(object = %stopped.workload, pod = %stopped.pod, left = stopped.left.len(), "{message}");
-            self.out.writer.note(note);
-            self.hold_back(&stopped.left);
+        self.submit(submit);
+        for s in &stopped {
+            self.stop(&s.workload, &s.pod, &s.left, |uid| {
+                restarts_stopped_note(s, uid)
+            });
         }
     }
 
-    /// Records on each Pod a stop left the value held back from it (see [`Write::held_back`]).
-    fn hold_back(&self, left: &[Write]) {
-        for held in left.iter().filter_map(Write::held_back) {
-            self.out.writer.submit(held);
+    fn submit(&self, writes: Vec<Write>) {
+        for write in writes {
+            self.out.writer.submit(write);
         }
+    }
+
+    /// Says on `workload` (by `note`, given its uid) that its run stopped at `pod`, and records
+    /// on each Pod it left the value held back from it (see [`Write::held_back`]).
+    fn stop(
+        &self,
+        workload: &Target,
+        pod: &Target,
+        left: &[Write],
+        note: impl Fn(String) -> Write,
+    ) {
+        let uid = self.view.budget(workload).map(|b| b.uid.clone());
+        let note = note(uid.unwrap_or_default());
+        let message = note.event.as_deref().unwrap_or_default();
+        tracing::warn!(object = %workload, pod = %pod, left = left.len(), "{message}");
+        self.out.writer.note(note);
+        self.submit(left.iter().filter_map(Write::held_back).collect());
     }
 
     fn on_outcome(&mut self, outcome: Outcome) {
