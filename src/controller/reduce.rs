@@ -1,9 +1,7 @@
-//! Reduces watched objects to the little the controller keeps (pure): for a stamped workload,
-//! its hash and what its pod template reads restart-only; for a sidecar Pod, its mounted hash and
-//! what its sidecar watches, and for one that restarts in place its env hash, what its sidecar
-//! restarts it for and its containers' restart counts; for both, what they say about opting in
-//! (so that one in a namespace without the label is acted on when it opts in itself) and which
-//! objects count only with Reloader's `match`. Nothing else of an object is kept.
+//! Reduces watched objects to the little the controller keeps (pure): a stamped workload's hash
+//! and what its template reads restart-only; a sidecar Pod's mounted hash and what its sidecar
+//! watches (and for a restart in place, its env hash, reads and restart counts); for both, what
+//! they say about opting in.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,9 +21,8 @@ use crate::workload::{CONFIG_HASH, SIDECAR_NAME, string_map};
 /// An object the controller may write to, reduced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Consumer {
-    /// `metadata.uid` of the object.
     pub uid: String,
-    /// The annotation it carries now (`config-hash` on a template, `mounted-config-hash` on a Pod).
+    /// Its kind's hash annotation, as it is now.
     pub hash: Option<String>,
     /// What the hash is over.
     pub consumption: Reads,
@@ -36,24 +33,18 @@ pub struct Consumer {
     pub earlier: Option<Reads>,
     /// A Pod's owning workload, whose waves its refresh goes in (`None`: refreshed at once).
     pub owner: Option<Target>,
-    /// A Pod's `Ready` condition, when it has one.
     pub ready: Option<bool>,
-    /// What it says about opting in: with its namespace's label and `--reloader-retired`,
-    /// whether it is acted on.
     pub opt_ins: OptIns,
     /// What it reads that counts only while it carries Reloader's `match` (its `search`).
     pub if_matched: Box<[ConfigId]>,
-    /// A Pod that restarts in place: its containers' restart counts (its restart waves follow
-    /// them).
+    /// A Pod that restarts in place: its containers' restart counts.
     pub restarts: Option<Restarts>,
-    /// A Pod's value a stopped run held back (its kind's held-back annotation): not written
-    /// while the config stays as it is.
+    /// A Pod's value a stopped run held back: not written while the config stays as it is.
     pub held_back: Option<Box<str>>,
 }
 
-/// What a consumer reads, kept compact: a [`Consumption`]'s two sets as boxed slices in the same
-/// order. (A `BTreeSet` allocates room for 11 entries in its first node: about 630 bytes for a
-/// Pod that reads one object, 13 MB over the 20,000 Pods of the scale bench.)
+/// A [`Consumption`]'s two sets as boxed slices (a `BTreeSet`'s first node takes about 630 bytes:
+/// 13 MB over the 20,000 Pods of the scale bench).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reads {
     consumed: Box<[Consumed]>,
@@ -70,17 +61,14 @@ impl From<Consumption> for Reads {
 }
 
 impl Reads {
-    /// What is read, in order.
     pub fn consumed(&self) -> &[Consumed] {
         &self.consumed
     }
 
-    /// The objects read.
     pub fn ids(&self) -> BTreeSet<&ConfigId> {
         self.consumed.iter().map(Consumed::id).collect()
     }
 
-    /// The sets again, as the webhook's functions take them.
     pub fn to_consumption(&self) -> Consumption {
         Consumption {
             consumed: self.consumed.iter().cloned().collect(),
@@ -97,10 +85,8 @@ impl Reads {
 /// An object whose pod (template) cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReduceError {
-    /// The pod template is missing or not an object.
     #[error("failed to find the pod template at {0}")]
     NoTemplate(&'static str),
-    /// The pod spec does not have the shape of a PodSpec.
     #[error("failed to read the pod spec: {0}")]
     BadSpec(#[source] serde_json::Error),
 }

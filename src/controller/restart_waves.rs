@@ -1,14 +1,9 @@
 //! Restarts in place in waves (pure): a ConfigMap change read through env reaches a workload's
-//! Pods a few at a time, each Pod restarting every container where it is. A wave holds at most
-//! the workload's `maxUnavailable` Pods (as [`super::waves::Budget`] says) and starts only while
-//! every other Pod of the workload is Ready. A wave's Pod is done once it restarted (its
-//! containers' restart counts rose) and has been Ready again for [`waves::SETTLE`]; the next wave
-//! starts when all of the wave's Pods are. A Pod whose app crashes after its restart (a container
-//! restarted a third time, or restarted again and not Ready for [`AGAIN_READY_WITHIN`]; one Ready
-//! again, as after a kubelet restart mid-restart, must stay Ready for [`SETTLE_AFTER_AGAIN`]),
-//! that does not restart within
-//! [`RESTART_WITHIN`], or that is not Ready again within [`READY_WITHIN`] stops the workload's
-//! waves: the rest keep the env they run with.
+//! Pods `maxUnavailable` at a time, each restarting its containers where it is; a wave starts only
+//! while every other Pod is Ready. A Pod is done once its restart counts rose and it has been
+//! Ready again for [`SETTLE`]. One that crashes after its restart, does not restart within
+//! [`RESTART_WITHIN`] or is not Ready again within [`READY_WITHIN`] stops the workload's waves:
+//! the rest keep the env they run with.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -36,7 +31,6 @@ pub const AGAIN_READY_WITHIN: Duration = Duration::from_secs(30);
 /// A Pod's containers' restart counts, from its status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Restarts {
-    /// The `config-reloader`'s.
     pub sidecar: u32,
     /// The highest of the other containers'.
     pub others: u32,
@@ -45,7 +39,6 @@ pub struct Restarts {
 /// How a Pod stands now, as the view has it (`None`: the Pod is gone).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PodNow {
-    /// Its `Ready` condition, when it has one.
     pub ready: Option<bool>,
     pub restarts: Restarts,
 }
@@ -62,7 +55,6 @@ pub enum Why {
 }
 
 impl Why {
-    /// In the Event.
     pub fn words(self) -> &'static str {
         match self {
             Why::Crashed => "crashed after restarting in place",
@@ -79,12 +71,10 @@ pub struct Stopped {
     /// The Pod that stopped them, and why.
     pub pod: Target,
     pub why: Why,
-    /// The writes held back: the Pods left with the env they run with, and the value each was
-    /// to get.
+    /// The writes held back (see [`super::waves::Stopped::left`]).
     pub left: Vec<Write>,
 }
 
-/// What [`RestartWaves::step`] says to do.
 pub type Step = waves::Step<Stopped>;
 
 /// The restarts in place under way, per workload.
@@ -132,7 +122,6 @@ impl RestartWaves {
         group.queue.enqueue(write)
     }
 
-    /// Forgets everything (leadership lost).
     pub fn clear(&mut self) {
         self.groups.clear();
     }
@@ -145,9 +134,8 @@ impl RestartWaves {
     }
 
     /// Moves every workload's run on: `pod` says how a Pod stands (`None`: gone), `others_ready`
-    /// whether every Pod of a workload but the given ones (those still to write) is Ready: a wave
-    /// starts only then, so a run taken over by a new leader, or a Pod unready for another
-    /// reason, never makes more Pods unavailable than the budget.
+    /// whether every Pod of a workload but those still to write is Ready (a run taken over by a
+    /// new leader never makes more Pods unavailable than the budget).
     pub fn step(
         &mut self,
         now: Instant,
@@ -217,8 +205,7 @@ impl RestartWaves {
 }
 
 impl Group {
-    /// Whether the wave under way is done (`Ok(None)`), must be looked at again by a time
-    /// (`Ok(Some)`), or stops the run (`Err`, with the Pod and why).
+    /// Done (`Ok(None)`), to look at again by a time (`Ok(Some)`), or stopped at a Pod (`Err`).
     fn stand(
         &mut self,
         now: Instant,

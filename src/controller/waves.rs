@@ -1,9 +1,7 @@
-//! Refreshes in waves (pure): a mounted change reaches a workload's Pods a few at a time. A wave
-//! holds at most the workload's rolling-update `maxUnavailable` Pods (a Deployment's 25% when
-//! unset, a StatefulSet's or DaemonSet's 1, as Kubernetes rolls them; at least one Pod); the next
-//! wave starts once the last one's Pods are still Ready a settle time after their refresh. A wave
-//! with a Pod gone unready stops the refresh of that workload: the rest keep the config they
-//! have until the config changes again.
+//! Refreshes in waves (pure): a mounted change reaches a workload's Pods at most its
+//! `maxUnavailable` at a time; the next wave starts once the last one's Pods are still Ready
+//! [`SETTLE`] after their refresh. A Pod gone unready stops the workload's refresh: the rest keep
+//! their config until it changes again.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -26,26 +24,23 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 pub struct Budget {
     /// `spec.replicas` (1 when unset; a DaemonSet's is unknown here: `None`).
     pub replicas: Option<u32>,
-    /// `maxUnavailable`, as written.
     pub max_unavailable: Option<MaxUnavailable>,
     /// Its kind's default when `maxUnavailable` is unset.
     pub default: MaxUnavailable,
-    /// `metadata.uid` (for the Event that says a refresh stopped).
+    /// For the Event that says a run stopped.
     pub uid: String,
 }
 
 /// An `IntOrString` `maxUnavailable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxUnavailable {
-    /// A number of Pods.
     Count(u32),
-    /// A percentage of the replicas, rounded down (as Kubernetes does for `maxUnavailable`).
+    /// Of the replicas, rounded down (as Kubernetes does for `maxUnavailable`).
     Percent(u32),
 }
 
 impl Budget {
-    /// Reads a workload's budget (`object` is the whole object); `None` for kinds that are not
-    /// rolled (CronJob) or Pods.
+    /// Reads a workload's budget from the whole object; `None` for CronJobs and Pods.
     pub fn of(kind: TargetKind, uid: &str, object: &Value) -> Option<Budget> {
         let (pointer, default) = match kind {
             TargetKind::Deployment => (
@@ -158,9 +153,7 @@ pub fn ready_of(object: &Value) -> Option<bool> {
 /// A refresh stopped because a wave's Pod went unready.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stopped {
-    /// The workload.
     pub workload: Target,
-    /// The Pod that went unready.
     pub unready: Target,
     /// The writes held back: the Pods left unrefreshed, and the value each was to get.
     pub left: Vec<Write>,
@@ -169,9 +162,7 @@ pub struct Stopped {
 /// What a step of the waves says to do (`S`: how a stop is told, [`Stopped`] for refreshes).
 #[derive(Debug)]
 pub struct Step<S = Stopped> {
-    /// Writes to submit now.
     pub submit: Vec<Write>,
-    /// Runs that stopped.
     pub stopped: Vec<S>,
     /// When to step again if nothing else happens.
     pub wake: Option<Instant>,
@@ -188,7 +179,6 @@ impl<S> Default for Step<S> {
 }
 
 impl<S> Step<S> {
-    /// Steps again by `at` at the latest.
     pub fn wake_by(&mut self, at: Instant) {
         self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
     }
@@ -218,8 +208,7 @@ impl WaveQueue {
         true
     }
 
-    /// Stops the run: every queued value is held back. Returns the writes held back (their
-    /// targets are left as they are).
+    /// Stops the run: every queued write is held back (and returned).
     pub fn stop(&mut self) -> Vec<Write> {
         let left: Vec<Write> = self.queue.drain(..).collect();
         self.held_back = left.iter().map(|w| w.desired.clone()).collect();
@@ -232,22 +221,18 @@ impl WaveQueue {
         self.queue.drain(..size).collect()
     }
 
-    /// The targets queued, in order.
     pub fn targets(&self) -> Vec<Target> {
         self.queue.iter().map(|w| w.target.clone()).collect()
     }
 
-    /// Whether `target` waits here.
     pub fn holds(&self, target: &Target) -> bool {
         self.queue.iter().any(|w| &w.target == target)
     }
 
-    /// How many writes wait.
     pub fn len(&self) -> usize {
         self.queue.len()
     }
 
-    /// Whether none waits.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -279,19 +264,15 @@ impl Waves {
         group.queue.enqueue(write)
     }
 
-    /// Whether a Pod waits in a wave queue.
     pub fn is_queued(&self, pod: &Target) -> bool {
         self.groups.values().any(|g| g.queue.holds(pod))
     }
 
-    /// Forgets everything (leadership lost).
     pub fn clear(&mut self) {
         self.groups.clear();
     }
 
-    /// Moves every workload's refresh on: a wave whose Pods stayed Ready for [`SETTLE`] ends and
-    /// the next one starts (`wave_size(workload, pods left)` Pods); a wave with a Pod gone
-    /// unready stops its workload's refresh.
+    /// Moves every workload's refresh on (`wave_size(workload, pods left)`).
     pub fn step(
         &mut self,
         now: Instant,

@@ -73,8 +73,7 @@ impl WriteBook {
         (step.submit, step.stopped)
     }
 
-    /// Moves the restarts in place on at `now` (see [`RestartWaves::step`]): the writes to
-    /// submit, and the runs that stopped.
+    /// Moves the restarts in place on (see [`WriteBook::step`]).
     pub fn step_restarts(
         &mut self,
         now: Instant,
@@ -138,7 +137,7 @@ impl WriteBook {
         self.last_written.remove(target);
     }
 
-    /// Forgets everything (leadership changed: the writer dropped its queue).
+    /// Forgets everything (the writer dropped its queue).
     pub fn clear(&mut self) {
         *self = Self::default();
     }
@@ -148,12 +147,10 @@ impl WriteBook {
         self.writing.len()
     }
 
-    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.writing.is_empty()
     }
 
-    /// Gives back the room the maps kept after a burst, once a quarter full.
     pub fn shrink(&mut self) {
         super::shrink_spare(&mut self.last_written);
         super::shrink_spare(&mut self.writing);
