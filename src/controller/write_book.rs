@@ -22,11 +22,8 @@ pub struct WriteBook {
     /// The changes behind each write under way (or queued in waves).
     writing: HashMap<Target, Causes>,
     waves: Waves,
-    /// When the waves must be looked at again.
     wave_wake: Option<Instant>,
-    /// The restarts in place, in waves of their own.
     restarts: RestartWaves,
-    /// When they must be looked at again.
     restart_wake: Option<Instant>,
 }
 
@@ -99,7 +96,6 @@ impl WriteBook {
         }
     }
 
-    /// When the waves must be looked at again.
     pub fn wake(&self) -> Option<Instant> {
         [self.wave_wake, self.restart_wake]
             .into_iter()
@@ -132,7 +128,6 @@ impl WriteBook {
         }
     }
 
-    /// Forgets what was written to `target` (gone, or no longer written to).
     pub fn forget(&mut self, target: &Target) {
         self.last_written.remove(target);
     }
@@ -142,7 +137,7 @@ impl WriteBook {
         *self = Self::default();
     }
 
-    /// Writes submitted or queued in waves whose outcome is not known yet.
+    /// Writes whose outcome is not known yet.
     pub fn len(&self) -> usize {
         self.writing.len()
     }
@@ -182,7 +177,6 @@ pub fn restarts_stopped_note(stopped: &restart_waves::Stopped, uid: String) -> W
     workload_note(&stopped.workload, uid, message)
 }
 
-/// An Event on `workload` (`uid`: its own) that writes nothing.
 fn workload_note(workload: &Target, uid: String, message: String) -> Write {
     Write::hash(workload.clone(), uid, None, String::new(), Some(message))
 }
