@@ -18,6 +18,7 @@ use super::listings::Listings;
 use super::reconcile::{self, Verdict};
 use super::schedule::{Due, Schedule};
 use super::view::View;
+use super::waves::Stopped;
 use super::write_book::{WriteBook, restarts_stopped_note, stopped_note};
 use super::write_target::{Target, TargetKind, Write};
 use super::writer::{Outcome, Writer};
@@ -313,7 +314,7 @@ impl Loop {
         );
         self.submit(submit);
         for s in &stopped {
-            self.stop(&s.workload, &s.unready, &s.left, |uid| stopped_note(s, uid));
+            self.stop(s, |uid| stopped_note(s, uid));
         }
         let (submit, stopped) = self.writes.step_restarts(
             Instant::now(),
@@ -323,9 +324,7 @@ impl Loop {
         );
         self.submit(submit);
         for s in &stopped {
-            self.stop(&s.workload, &s.pod, &s.left, |uid| {
-                restarts_stopped_note(s, uid)
-            });
+            self.stop(s, |uid| restarts_stopped_note(s, uid));
         }
     }
 
@@ -335,15 +334,15 @@ impl Loop {
         }
     }
 
-    /// Says on `workload` (by `note`, given its uid) that its run stopped at `pod`, and records
-    /// on each Pod it `left` the value held back (so that no later leader writes it).
-    fn stop(
-        &self,
-        workload: &Target,
-        pod: &Target,
-        left: &[Write],
-        note: impl Fn(String) -> Write,
-    ) {
+    /// Says on the workload of a stopped run (by `note`, given its uid) that it stopped, and
+    /// records on each Pod it left the value held back (so that no later leader writes it).
+    fn stop<W>(&self, stopped: &Stopped<W>, note: impl Fn(String) -> Write) {
+        let Stopped {
+            workload,
+            pod,
+            left,
+            ..
+        } = stopped;
         let uid = self.view.budget(workload).map(|b| b.uid.clone());
         let note = note(uid.unwrap_or_default());
         let message = note.event.as_deref().unwrap_or_default();

@@ -150,16 +150,17 @@ pub fn ready_of(object: &Value) -> Option<bool> {
         .map(|s| s == "True")
 }
 
-/// A refresh stopped because a wave's Pod went unready.
+/// A workload's run stopped at `pod` (a refresh's: it went unready; a restart's: `why`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stopped {
+pub struct Stopped<W = ()> {
     pub workload: Target,
-    pub unready: Target,
-    /// The writes held back: the Pods left unrefreshed, and the value each was to get.
+    pub pod: Target,
+    pub why: W,
+    /// The writes held back: the Pods left as they are, and the value each was to get.
     pub left: Vec<Write>,
 }
 
-/// What a step of the waves says to do (`S`: how a stop is told, [`Stopped`] for refreshes).
+/// What a step of the waves says to do.
 #[derive(Debug)]
 pub struct Step<S = Stopped> {
     pub submit: Vec<Write>,
@@ -243,70 +244,116 @@ impl WaveQueue {
     }
 }
 
+/// Where one Pod of the wave under way stands (`W`: why it stops a run).
+pub enum Stand<W> {
+    Done,
+    Wait(Instant),
+    Stop(W),
+}
+
+/// Runs in waves under way, per workload: `M` is what is kept of each Pod of a wave.
+#[derive(Debug, Default)]
+pub struct Runs<M> {
+    groups: HashMap<Target, Group<M>>,
+}
+
 /// The refreshes under way, per workload.
-#[derive(Debug, Default)]
-pub struct Waves {
-    groups: HashMap<Target, Group>,
-}
+pub type Waves = Runs<()>;
 
 #[derive(Debug, Default)]
-struct Group {
+struct Group<M> {
     queue: WaveQueue,
-    /// The Pods of the wave under way, and when it was submitted.
-    wave: Vec<Target>,
+    wave: Vec<(Target, M)>,
+    /// When the wave under way was submitted.
     started: Option<Instant>,
+    /// A wave waits for the other Pods to be Ready: not asked again before this.
+    blocked_until: Option<Instant>,
 }
 
-impl Waves {
-    /// Queues a Pod's refresh in its workload's waves (see [`WaveQueue::enqueue`]).
+/// How often a wave held back by an unready Pod looks again (each look goes over the view).
+const BLOCKED_RECHECK: Duration = Duration::from_secs(1);
+
+impl<M: Default> Runs<M> {
+    /// Queues a Pod's write in its workload's waves (see [`WaveQueue::enqueue`]).
     pub fn enqueue(&mut self, workload: Target, write: Write) -> bool {
-        let group = self.groups.entry(workload).or_default();
-        group.queue.enqueue(write)
+        self.groups
+            .entry(workload)
+            .or_default()
+            .queue
+            .enqueue(write)
     }
 
     pub fn is_queued(&self, pod: &Target) -> bool {
         self.groups.values().any(|g| g.queue.holds(pod))
     }
 
+    /// Whether a Pod waits in a queue or is in a wave under way.
+    pub fn holds(&self, pod: &Target) -> bool {
+        self.is_queued(pod) || (self.groups.values()).any(|g| g.wave.iter().any(|(p, _)| p == pod))
+    }
+
     pub fn clear(&mut self) {
         self.groups.clear();
     }
 
-    /// Moves every workload's refresh on (`wave_size(workload, pods left)`).
-    pub fn step(
+    /// Moves every workload's run on: `stand` says where a Pod of the wave under way (started
+    /// at the given time) stands; the next wave (`wave_size(workload, pods left)` Pods, kept as
+    /// `member` makes them) starts once every Pod is done, and only while `others_ready` says
+    /// every Pod of the workload but those still to write is Ready.
+    pub fn run<W>(
         &mut self,
         now: Instant,
         wave_size: impl Fn(&Target, usize) -> usize,
-        ready: impl Fn(&Target) -> Option<bool>,
-    ) -> Step {
+        stand: impl Fn(&Target, &mut M, Instant) -> Stand<W>,
+        member: impl Fn(&Target) -> M,
+        others_ready: impl Fn(&Target, &[Target]) -> bool,
+    ) -> Step<Stopped<W>> {
         let mut step = Step::default();
         for (workload, group) in &mut self.groups {
-            if let Some(unready) = group.wave.iter().find(|p| ready(p) == Some(false)) {
-                step.stopped.push(Stopped {
-                    workload: workload.clone(),
-                    unready: unready.clone(),
-                    left: group.queue.stop(),
-                });
-                group.wave.clear();
-                group.started = None;
-                continue;
-            }
             if let Some(started) = group.started {
-                let settled = started + SETTLE;
-                if now < settled {
-                    step.wake_by(settled);
-                    continue;
+                match group.stand(started, &stand) {
+                    Err((pod, why)) => {
+                        let left = group.queue.stop();
+                        let workload = workload.clone();
+                        step.stopped.push(Stopped {
+                            workload,
+                            pod,
+                            why,
+                            left,
+                        });
+                        group.wave.clear();
+                        group.started = None;
+                        continue;
+                    }
+                    Ok(Some(at)) => {
+                        step.wake_by(at);
+                        continue;
+                    }
+                    Ok(None) => {
+                        group.wave.clear();
+                        group.started = None;
+                    }
                 }
-                group.wave.clear();
-                group.started = None;
             }
             if group.queue.is_empty() {
                 continue;
             }
+            if let Some(until) = group.blocked_until.filter(|until| now < *until) {
+                step.wake_by(until);
+                continue;
+            }
+            if !others_ready(workload, &group.queue.targets()) {
+                let until = now + BLOCKED_RECHECK;
+                group.blocked_until = Some(until);
+                step.wake_by(until);
+                continue;
+            }
+            group.blocked_until = None;
             let wave = group
                 .queue
                 .next_wave(wave_size(workload, group.queue.len()));
-            group.wave = wave.iter().map(|w| w.target.clone()).collect();
+            let members = wave.iter().map(|w| (w.target.clone(), member(&w.target)));
+            group.wave = members.collect();
             group.started = Some(now);
             step.wake_by(now + SETTLE);
             step.submit.extend(wave);
@@ -314,6 +361,43 @@ impl Waves {
         self.groups
             .retain(|_, g| !g.queue.is_idle() || !g.wave.is_empty());
         step
+    }
+}
+
+impl<M> Group<M> {
+    /// Done (`Ok(None)`), to look at again by a time (`Ok(Some)`), or stopped at a Pod (`Err`).
+    fn stand<W>(
+        &mut self,
+        started: Instant,
+        stand: &impl Fn(&Target, &mut M, Instant) -> Stand<W>,
+    ) -> Result<Option<Instant>, (Target, W)> {
+        let mut wake: Option<Instant> = None;
+        for (pod, member) in &mut self.wave {
+            match stand(pod, member, started) {
+                Stand::Done => {}
+                Stand::Wait(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
+                Stand::Stop(why) => return Err((pod.clone(), why)),
+            }
+        }
+        Ok(wake)
+    }
+}
+
+impl Waves {
+    /// Moves every workload's refresh on: a wave whose Pods stayed Ready for [`SETTLE`] ends;
+    /// one with a Pod gone unready stops its workload's refresh.
+    pub fn step(
+        &mut self,
+        now: Instant,
+        wave_size: impl Fn(&Target, usize) -> usize,
+        ready: impl Fn(&Target) -> Option<bool>,
+    ) -> Step {
+        let stand = |pod: &Target, _: &mut (), started: Instant| match ready(pod) {
+            Some(false) => Stand::Stop(()),
+            _ if now < started + SETTLE => Stand::Wait(started + SETTLE),
+            _ => Stand::Done,
+        };
+        self.run(now, wave_size, stand, |_| (), |_, _| true)
     }
 }
 

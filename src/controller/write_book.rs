@@ -158,7 +158,7 @@ pub fn stopped_note(stopped: &Stopped, uid: String) -> Write {
         "reload-injector: {}: pod {} went unready after its refresh; {} pods keep their \
          current config until the config changes again",
         waves::REFRESH_STOPPED,
-        quoted(&stopped.unready.name),
+        quoted(&stopped.pod.name),
         stopped.left.len()
     );
     workload_note(&stopped.workload, uid, message)
