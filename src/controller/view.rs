@@ -140,11 +140,11 @@ impl View {
                     && tracked.consumer.opt_ins == consumer.opt_ins
                     && tracked.consumer.if_matched == consumer.if_matched
                 {
-                    tracked.consumer.uid = consumer.uid;
-                    tracked.consumer.owner = consumer.owner;
-                    tracked.consumer.ready = consumer.ready;
-                    tracked.consumer.restarts = consumer.restarts;
-                    tracked.consumer.held_back = consumer.held_back;
+                    let earlier = tracked.consumer.earlier.take();
+                    tracked.consumer = Consumer {
+                        earlier,
+                        ..consumer
+                    };
                     return false;
                 }
                 let seen = self.tick();

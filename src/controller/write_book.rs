@@ -66,8 +66,7 @@ impl WriteBook {
     ) -> (Vec<Write>, Vec<Stopped>) {
         let step = self.waves.step(now, wave_size, ready);
         self.wave_wake = step.wake;
-        self.stepped(&step.submit, step.stopped.iter().flat_map(|s| &s.left));
-        (step.submit, step.stopped)
+        self.stepped(step)
     }
 
     /// Moves the restarts in place on (see [`WriteBook::step`]).
@@ -80,20 +79,20 @@ impl WriteBook {
     ) -> (Vec<Write>, Vec<restart_waves::Stopped>) {
         let step = self.restarts.step(now, wave_size, pod, others_ready);
         self.restart_wake = step.wake;
-        self.stepped(&step.submit, step.stopped.iter().flat_map(|s| &s.left));
-        (step.submit, step.stopped)
+        self.stepped(step)
     }
 
-    /// Books a step of either waves: `submit` is written now; the writes to the Pods `left` by
-    /// a stop will have no outcome.
-    fn stepped<'a>(&mut self, submit: &[Write], left: impl Iterator<Item = &'a Write>) {
-        for write in submit {
+    /// Books a step of either waves: its writes are submitted now; those a stop held back
+    /// will have no outcome.
+    fn stepped<W>(&mut self, step: waves::Step<Stopped<W>>) -> (Vec<Write>, Vec<Stopped<W>>) {
+        for write in &step.submit {
             self.last_written
                 .insert(write.target.clone(), write.desired.clone());
         }
-        for held in left {
+        for held in step.stopped.iter().flat_map(|s| &s.left) {
             self.writing.remove(&held.target);
         }
+        (step.submit, step.stopped)
     }
 
     pub fn wake(&self) -> Option<Instant> {
