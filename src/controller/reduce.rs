@@ -19,7 +19,7 @@ use crate::workload::in_place;
 use crate::workload::{CONFIG_HASH, SIDECAR_NAME, string_map};
 
 /// An object the controller may write to, reduced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Consumer {
     pub uid: String,
     /// Its kind's hash annotation, as it is now.
@@ -124,11 +124,8 @@ pub fn workload(
         earlier: (before != now).then(|| before.into()),
         if_matched: if_matched(&now, selection.as_ref()),
         consumption: now.into(),
-        owner: None,
-        ready: None,
         opt_ins,
-        restarts: None,
-        held_back: None,
+        ..Consumer::default()
     }))
 }
 
@@ -193,12 +190,12 @@ fn pod_consumer(
         hash: annotations.get(kind.annotation()).cloned(),
         if_matched: if_matched(&consumption, selection.as_ref()),
         consumption: consumption.into(),
-        earlier: None,
         owner,
         ready: waves::ready_of(object),
         opt_ins,
         restarts: (kind == TargetKind::PodEnv).then(|| restarts_of(object)),
         held_back: held_back.map(|v| v.as_str().into()),
+        ..Consumer::default()
     }
 }
 

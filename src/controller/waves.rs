@@ -1,7 +1,7 @@
-//! Refreshes in waves (pure): a mounted change reaches a workload's Pods at most its
-//! `maxUnavailable` at a time; the next wave starts once the last one's Pods are still Ready
-//! [`SETTLE`] after their refresh. A Pod gone unready stops the workload's refresh: the rest keep
-//! their config until it changes again.
+//! Runs in waves (pure; [`Runs`], shared with restarts in place): a mounted change reaches a
+//! workload's Pods at most its `maxUnavailable` at a time; the next wave starts once the last
+//! one's Pods are still Ready [`SETTLE`] after their refresh. A Pod gone unready stops the run:
+//! the rest keep their config until it changes again.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
