@@ -116,40 +116,28 @@ impl InWave {
         if again && pod.ready != Some(true) {
             self.settled_since = None;
             let since = *self.unready_again_since.get_or_insert(now);
-            let limit = since + AGAIN_READY_WITHIN;
-            return if after.others >= before.others.saturating_add(3) || now >= limit {
-                Stand::Stop(Why::Crashed)
+            let third = after.others >= before.others.saturating_add(3);
+            let limit = if third {
+                now
             } else {
-                Stand::Wait(limit)
+                since + AGAIN_READY_WITHIN
             };
+            return Stand::from(now, limit, Stand::Stop(Why::Crashed));
         }
         self.unready_again_since = None;
         let restarted = after.sidecar > before.sidecar || after.others > before.others;
         if !restarted {
             self.settled_since = None;
             let limit = started + RESTART_WITHIN;
-            return if now >= limit {
-                Stand::Stop(Why::NotRestarted)
-            } else {
-                Stand::Wait(limit)
-            };
+            return Stand::from(now, limit, Stand::Stop(Why::NotRestarted));
         }
         if pod.ready == Some(false) {
             self.settled_since = None;
-            let limit = started + READY_WITHIN;
-            return if now >= limit {
-                Stand::Stop(Why::NotReady)
-            } else {
-                Stand::Wait(limit)
-            };
+            return Stand::from(now, started + READY_WITHIN, Stand::Stop(Why::NotReady));
         }
         let since = *self.settled_since.get_or_insert(now);
         let settle = if again { SETTLE_AFTER_AGAIN } else { SETTLE };
-        if now >= since + settle {
-            Stand::Done
-        } else {
-            Stand::Wait(since + settle)
-        }
+        Stand::from(now, since + settle, Stand::Done)
     }
 }
 

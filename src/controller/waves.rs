@@ -251,6 +251,13 @@ pub enum Stand<W> {
     Stop(W),
 }
 
+impl<W> Stand<W> {
+    /// `then` from `at` on; until then, a wait for `at`.
+    pub fn from(now: Instant, at: Instant, then: Self) -> Self {
+        if now >= at { then } else { Stand::Wait(at) }
+    }
+}
+
 /// Runs in waves under way, per workload: `M` is what is kept of each Pod of a wave.
 #[derive(Debug, Default)]
 pub struct Runs<M> {
@@ -394,8 +401,7 @@ impl Waves {
     ) -> Step {
         let stand = |pod: &Target, _: &mut (), started: Instant| match ready(pod) {
             Some(false) => Stand::Stop(()),
-            _ if now < started + SETTLE => Stand::Wait(started + SETTLE),
-            _ => Stand::Done,
+            _ => Stand::from(now, started + SETTLE, Stand::Done),
         };
         self.run(now, wave_size, stand, |_| (), |_, _| true)
     }
