@@ -1,10 +1,7 @@
-//! The watches (I/O, thin): kube-runtime watchers — paginated lists, resume, relist on 410 Gone,
-//! bookmarks — whose objects are reduced on arrival and sent to the controller's loop.
-//!
-//! Namespaces are watched metadata-only, cluster-wide; ConfigMaps and Secrets per opted-in
-//! namespace ([`super::config_watches`]). Workloads and Pods are watched as untyped objects, so one
-//! malformed object is one log line, not a stuck watch. Both are filtered on the server by a
-//! label the webhook sets: Pods by the sidecar label, workloads by the managed label.
+//! The cluster-wide watches (I/O, thin): kube-runtime watchers whose objects are reduced on
+//! arrival and sent to the loop. Namespaces metadata-only; workloads and Pods as untyped objects
+//! (one malformed object is one log line, not a stuck watch), filtered on the server by the
+//! label the webhook sets.
 
 use std::collections::HashSet;
 
@@ -30,31 +27,25 @@ use crate::workload::{MANAGED_LABEL, SIDECAR_LABEL};
 /// their list or watch response) instead of buffering a whole initial list in memory.
 pub const BUFFER: usize = 256;
 
-/// Objects per list page of workloads and Pods: a page is held whole, parsed, until each of its
-/// objects is reduced, and these objects are large (whole pod specs). Metadata pages keep
-/// kube's default of 500.
+/// Objects per list page of workloads and Pods: a page is held whole, parsed, and these objects
+/// are large (whole pod specs).
 pub const TARGET_PAGE: u32 = 100;
 
 /// One cluster-wide watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stream {
-    /// Namespaces (their opt-in label).
     Namespaces,
-    /// Workloads of a kind, or sidecar Pods.
     Targets(TargetKind),
 }
 
 /// Where one watch lists: a cluster-wide stream, or one kind of config in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {
-    /// Started by discovery.
     Cluster(Stream),
-    /// Started when the namespace opts in ([`super::config_watches`]).
     Config(Scope),
 }
 
 impl Stream {
-    /// Every cluster-wide watch the controller runs (discovery starts them).
     pub fn all() -> Vec<Stream> {
         let mut all = vec![Stream::Namespaces];
         all.extend(TargetKind::WORKLOADS.map(Stream::Targets));
@@ -66,39 +57,25 @@ impl Stream {
 /// An object as the loop receives it.
 #[derive(Debug)]
 pub enum Item {
-    /// A namespace and whether it carries `reload-injector.io/inject=enabled`.
-    Namespace {
-        /// Its name.
-        name: String,
-        /// Labelled to opt in.
-        labelled: bool,
-    },
-    /// A ConfigMap or Secret.
+    /// A namespace and whether it carries the opt-in label.
+    Namespace { name: String, labelled: bool },
     Config {
-        /// Which.
         key: ConfigKey,
-        /// Its resourceVersion and ignore flag.
         meta: Meta,
-        /// Its per-key digests, when the watch carries data (`None` on deletion, and for
-        /// Secrets without a hash key).
+        /// `None` on deletion, and for Secrets without a hash key.
         digests: Option<Digests>,
     },
     /// A workload or Pod, reduced (`Ok(None)`: one the controller must never write to).
     Target {
-        /// Which.
         target: Target,
-        /// What it consumes, or why it could not be read.
         reduced: Result<Option<Consumer>, ReduceError>,
-        /// A workload's rolling-update budget (its Pods' refreshes go in waves by it).
         budget: Option<Budget>,
-        /// A sidecar Pod as its env hash, when its sidecar restarts it in place (the target's
-        /// [`Target::env_twin`]).
+        /// A sidecar Pod as its env hash ([`Target::env_twin`]), when it restarts in place.
         in_place: Option<Box<Consumer>>,
     },
 }
 
 impl Item {
-    /// The watch it came from.
     pub fn source(&self) -> Source {
         match self {
             Item::Namespace { .. } => Source::Cluster(Stream::Namespaces),
@@ -145,9 +122,7 @@ pub enum Watched {
     Init(Source),
     /// An object was listed, added or modified.
     Apply(Item),
-    /// An object was deleted.
     Delete(Item),
-    /// The (re)list is complete.
     InitDone(Source),
     /// The API server refused to list one namespace's ConfigMaps or Secrets (RBAC); said once
     /// until it lists.
@@ -159,49 +134,36 @@ pub enum Watched {
 pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHandle<()> {
     let (client, out) = (client.clone(), out.clone());
     tokio::spawn(async move {
-        match stream {
-            Stream::Namespaces => watch_namespaces(client, out).await,
-            Stream::Targets(kind) => watch_targets(client, kind, out).await,
-        }
+        let Stream::Targets(kind) = stream else {
+            // An `Api` of `PartialObjectMeta` asks the API server for metadata only.
+            let api = Api::<PartialObjectMeta<Namespace>>::all(client);
+            let events = watcher::watcher(api, Config::default()).default_backoff();
+            return forward(
+                events,
+                stream,
+                out,
+                |object: PartialObjectMeta<Namespace>| {
+                    Some(Item::Namespace {
+                        labelled: crate::policy::labelled_in(object.metadata.labels.as_ref()),
+                        name: object.metadata.name?,
+                    })
+                },
+            )
+            .await;
+        };
+        let api = Api::<DynamicObject>::all_with(client, &kind.api_resource());
+        let label = match kind {
+            TargetKind::Pod => SIDECAR_LABEL,
+            _ => MANAGED_LABEL,
+        };
+        let config = Config::default().page_size(TARGET_PAGE);
+        let config = config.labels(&format!("{label}=true"));
+        let events = watcher::watcher(api, config).default_backoff();
+        forward(events, stream, out, |object| target_item(kind, object)).await;
     })
 }
 
-async fn watch_namespaces(client: Client, out: Sender<Watched>) {
-    // An `Api` of `PartialObjectMeta` asks the API server for metadata only.
-    let api = Api::<PartialObjectMeta<Namespace>>::all(client);
-    let events = watcher::watcher(api, Config::default()).default_backoff();
-    forward(
-        events,
-        Stream::Namespaces,
-        out,
-        |object: PartialObjectMeta<Namespace>| {
-            Some(Item::Namespace {
-                labelled: crate::policy::labelled_in(object.metadata.labels.as_ref()),
-                name: object.metadata.name?,
-            })
-        },
-    )
-    .await;
-}
-
-async fn watch_targets(client: Client, kind: TargetKind, out: Sender<Watched>) {
-    let api = Api::<DynamicObject>::all_with(client, &kind.api_resource());
-    let config = Config::default().page_size(TARGET_PAGE);
-    let label = match kind {
-        TargetKind::Pod => SIDECAR_LABEL,
-        _ => MANAGED_LABEL,
-    };
-    let config = config.labels(&format!("{label}=true"));
-    let events = watcher::watcher(api, config).default_backoff();
-    let stream = Stream::Targets(kind);
-    forward(events, stream, out, move |object: DynamicObject| {
-        target_item(kind, object)
-    })
-    .await;
-}
-
-/// Sends a watcher's events on, reduced by `reduce`; watch errors are logged (the watcher
-/// retries with backoff and relists when it must).
+/// Sends a watcher's events on, reduced by `reduce`; errors are logged (the watcher retries).
 async fn forward<K, S>(
     events: S,
     stream: Stream,

@@ -1,18 +1,11 @@
 //! What every replica knows of the ConfigMaps and Secrets of opted-in namespaces (pure): their
-//! metadata and per-key digests as their watch delivered them (or, for an object the watch does
-//! not know, as a GET found it). Shared with the webhook, which answers its lookups from here
-//! once the view has synced.
+//! metadata and per-key digests, from their watch or a GET. The webhook reads it too.
 //!
-//! One writer, many readers: the controller's loop holds the one [`StoreWriter`]; the webhook
-//! holds [`StoreReader`]s, cheap clones that can only read. Both go through one
-//! `parking_lot::RwLock`, reached only by the closures [`StoreWriter::write`],
-//! [`StoreWriter::read`] and [`StoreReader::read`], so no guard outlives a call and no code
-//! elsewhere touches the lock. `parking_lot` rather than `std`: its locks do not poison, so a
-//! panic in one reader can never leave the other readers (the webhook's reviews) with a lock
-//! they must each decide to ignore; and it is smaller and faster uncontended. Not `arc-swap`:
-//! the writer changes one entry per watch event, and copying the whole store (tens of
-//! thousands of entries at the scale bench's size) for each event would cost far more than a
-//! read lock the webhook takes for a few microseconds per review.
+//! One writer (the loop's [`StoreWriter`]), many [`StoreReader`]s, through one
+//! `parking_lot::RwLock` reached only by closures, so no guard outlives a call. `parking_lot`:
+//! its locks do not poison, so one panicking reader cannot wedge the webhook's reviews. Not
+//! `arc-swap`: copying tens of thousands of entries per watch event costs far more than a
+//! read lock held for microseconds.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -26,7 +19,6 @@ use crate::hash::{ConfigId, ConfigKind, ConfigObject, Digest, Lookup};
 pub struct ConfigKey {
     /// `metadata.namespace` (shared by every record of the namespace).
     pub namespace: Arc<str>,
-    /// Kind and name.
     pub id: ConfigId,
 }
 
@@ -39,7 +31,6 @@ impl std::fmt::Display for ConfigKey {
 /// What the metadata watch says of an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
-    /// `metadata.resourceVersion`.
     pub resource_version: String,
     /// Annotated `reload-injector.io/ignore: "true"` (or Reloader's `ignore`): its changes
     /// never cause a write.
@@ -59,9 +50,8 @@ pub struct Fetched {
     pub sent: u64,
 }
 
-/// An object's per-key digests, kept compact: the pairs sorted by key in one boxed slice. (A
-/// `BTreeMap`, as in [`ConfigObject`], allocates room for 11 pairs in its first node: about
-/// 630 bytes for an object with one key.)
+/// An object's per-key digests, sorted by key in one boxed slice (a `BTreeMap`'s first node
+/// takes about 630 bytes even for one key).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Digests(Box<[(Box<str>, Digest)]>);
 
@@ -89,13 +79,11 @@ impl Digests {
         }
     }
 
-    /// The digest of `key`.
     pub fn get(&self, key: &str) -> Option<&Digest> {
         let at = self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
         Some(&self.0[at].1)
     }
 
-    /// The keys, in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(key, _)| &**key)
     }
@@ -120,9 +108,9 @@ impl Changes {
 /// What is known of one object: one map entry (and one copy of its key) for both halves.
 #[derive(Debug, Default)]
 struct Entry {
-    /// From the metadata watch (`None`: the watch does not know it).
+    /// `None`: the watch does not know it.
     meta: Option<Meta>,
-    /// From the last GET (`None`: never fetched).
+    /// `None`: never fetched.
     fetched: Option<Fetched>,
 }
 
@@ -234,8 +222,7 @@ impl ConfigStore {
         current.then_some(fetched)
     }
 
-    /// Marks the first sync done. (A watch that starts over later marks only its own
-    /// namespace and kind, with [`ConfigStore::set_listing`].)
+    /// Marks the first sync done (a later relist marks only its own scope: `set_listing`).
     pub fn set_synced(&mut self, synced: bool) {
         self.synced = synced;
     }
@@ -276,12 +263,10 @@ pub struct StoreWriter(Arc<RwLock<ConfigStore>>);
 pub struct StoreReader(Arc<RwLock<ConfigStore>>);
 
 impl StoreWriter {
-    /// The one writer of `store`.
     pub fn new(store: ConfigStore) -> Self {
         Self(Arc::new(RwLock::new(store)))
     }
 
-    /// A read-only handle for the webhook.
     pub fn reader(&self) -> StoreReader {
         StoreReader(self.0.clone())
     }
@@ -305,30 +290,17 @@ impl StoreReader {
 }
 
 fn diff(old: Option<&Digests>, new: Option<&Digests>) -> Changes {
-    match (old, new) {
-        (None, None) => Changes::default(),
-        (Some(_), None) | (None, Some(_)) => {
-            let keys = old
-                .into_iter()
-                .chain(new)
-                .flat_map(|o| o.keys().map(str::to_owned))
-                .collect();
-            Changes {
-                existence: true,
-                keys,
-            }
-        }
-        (Some(old), Some(new)) => Changes {
-            existence: false,
-            keys: old
-                .0
-                .iter()
-                .filter(|(k, v)| new.get(k) != Some(v))
-                .map(|(k, _)| &**k)
-                .chain(new.keys().filter(|k| old.get(k).is_none()))
-                .map(str::to_owned)
-                .collect(),
-        },
+    let none = Digests::default();
+    let (before, after) = (old.unwrap_or(&none), new.unwrap_or(&none));
+    let changed = before.0.iter().filter(|(k, v)| after.get(k) != Some(v));
+    let added = after.keys().filter(|k| before.get(k).is_none());
+    Changes {
+        existence: old.is_some() != new.is_some(),
+        keys: changed
+            .map(|(k, _)| &**k)
+            .chain(added)
+            .map(str::to_owned)
+            .collect(),
     }
 }
 

@@ -1,15 +1,9 @@
-//! The ConfigMap and Secret watches (I/O, thin): one per kind and opted-in namespace, started
-//! when a namespace opts in and stopped when it opts out, so no byte of a namespace that never
-//! opted in crosses the wire.
-//!
-//! Each watch carries the objects whole and reduces each one to its per-key digests as it
-//! arrives (the values are dropped at once): a sync or relist never GETs an object. The
-//! initial list is a streaming list (`sendInitialEvents`) where the API server serves one (no
-//! page is held: objects arrive one at a time), else paginated lists of [`PAGE`] objects, at
-//! most [`LISTS`] at once, so memory does not grow with the data. A relist after 410 Gone is
-//! one request per namespace (or one per page). Without a Secret hash key, Secrets are
-//! watched metadata-only (they are never hashed). A namespace whose list is refused (RBAC) is
-//! reported once and retried with the watcher's backoff; the others go on.
+//! The ConfigMap and Secret watches (I/O, thin): one per kind and opted-in namespace, so no byte
+//! of a namespace that never opted in crosses the wire. Objects are reduced to per-key digests
+//! on arrival. The initial list is a streaming list where served (no page is held), else pages
+//! of [`PAGE`], at most [`LISTS`] at once, so memory does not grow with the data. Without a
+//! Secret hash key, Secrets are watched metadata-only. A refused namespace (RBAC) is reported
+//! once and retried; the others go on.
 
 #[cfg(test)]
 mod tests;
@@ -44,14 +38,11 @@ pub const LISTS: usize = 4;
 /// Where one watch reads: a kind in a namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Scope {
-    /// ConfigMaps or Secrets.
     pub kind: ConfigKind,
-    /// The namespace.
     pub namespace: Arc<str>,
 }
 
 impl Scope {
-    /// `kind` in `namespace`.
     pub fn new(kind: ConfigKind, namespace: &str) -> Self {
         Self {
             kind,
@@ -73,13 +64,11 @@ impl std::fmt::Display for Scope {
 
 /// The running per-namespace watches.
 pub struct ConfigWatches {
-    /// What each watch is started with.
     task: Task,
     tasks: HashMap<Arc<str>, Vec<JoinHandle<()>>>,
 }
 
 impl ConfigWatches {
-    /// No watch yet; each sends what it sees to `out`.
     pub fn new(client: Client, out: Sender<Watched>, secret_key: Option<SecretKey>) -> Self {
         let task = Task {
             client,
@@ -112,7 +101,6 @@ impl ConfigWatches {
         self.tasks.insert(namespace.clone(), tasks);
     }
 
-    /// Stops the watches of `namespace`.
     pub fn stop(&mut self, namespace: &str) {
         for task in self.tasks.remove(namespace).into_iter().flatten() {
             task.abort();
@@ -128,7 +116,6 @@ impl Drop for ConfigWatches {
     }
 }
 
-/// What one watch needs.
 #[derive(Clone)]
 struct Task {
     client: Client,
@@ -141,7 +128,6 @@ struct Task {
 
 /// Why a watch stream ended.
 enum Ended {
-    /// The receiver is gone.
     Closed,
     /// The API server does not serve streaming lists: start over with paginated lists.
     NoStreaming,
@@ -186,7 +172,7 @@ impl Task {
         }
     }
 
-    /// Runs one watcher until the receiver goes (or streaming lists turn out not to be served).
+    /// Runs one watcher until the receiver goes (or streaming lists are not served).
     async fn watch<K>(
         &self,
         scope: &Scope,
@@ -272,9 +258,8 @@ enum Failure {
     Refused,
     /// The server rejected the streaming-list request itself (400/422, or 501).
     NoStreaming,
-    /// 410 Gone: the history the watch would resume from is gone; it lists again.
+    /// 410: the watch lists again.
     Gone,
-    /// Anything else (the watcher retries).
     Other,
 }
 

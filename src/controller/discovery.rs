@@ -1,13 +1,8 @@
 //! Discovery decides which watches run: a kind the API server does not serve (an old server
-//! without `batch/v1` CronJob, a cluster without a CRD) is logged once, never watched (so it
-//! never blocks `/readyz` nor fails in a loop), and is picked up, without a restart, at the
-//! next check after it appears. A kind that stops being served has its watch stopped and its
-//! objects forgotten.
-//!
-//! [`Kinds`] is the pure bookkeeping; [`run`] is the thin I/O around it: one discovery GET per
-//! API group version the watches need at start, then every [`RECHECK`] only for the group
-//! versions whose kinds can come and go ([`rechecked`]: a CRD's). The built-in ones
-//! (`v1`, `apps/v1`, `batch/v1`) are served by every supported server and answered once.
+//! without `batch/v1` CronJob, a cluster without a CRD) is logged once and not watched (so it
+//! never blocks `/readyz`), and is picked up at the next [`RECHECK`] after it appears. A kind
+//! that stops being served has its watch stopped and its objects forgotten. [`Kinds`] is the
+//! pure bookkeeping; [`run`] the thin I/O around it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -28,12 +23,9 @@ const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(
 /// A failed discovery request.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
-    /// The API server could not say what it serves in a group version.
     #[error("failed to discover the resources of {api_version}")]
     RequestFailed {
-        /// The group version asked for.
         api_version: &'static str,
-        /// Why.
         #[source]
         source: kube::Error,
     },
@@ -76,23 +68,19 @@ pub struct Kinds {
 /// What one discovery answer changes.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
-    /// Streams now served and not yet watched.
     pub start: Vec<Stream>,
-    /// Streams watched and no longer served.
     pub stop: Vec<Stream>,
     /// Streams not served, reported for the first time since they were last served.
     pub missing: Vec<Stream>,
 }
 
 impl Changes {
-    /// Whether the set of watched streams changes.
     pub fn moves(&self) -> bool {
         !self.start.is_empty() || !self.stop.is_empty()
     }
 }
 
 impl Kinds {
-    /// Applies one discovery answer.
     pub fn update(&mut self, served: impl Fn(Stream) -> bool) -> Changes {
         let mut changes = Changes::default();
         for stream in Stream::all() {
@@ -117,7 +105,6 @@ impl Kinds {
         changes
     }
 
-    /// The streams watched now.
     pub fn watched(&self) -> HashSet<Stream> {
         self.watched.clone()
     }
@@ -126,8 +113,7 @@ impl Kinds {
 /// Group versions built into every supported API server: once answered, never asked again.
 pub const BUILT_IN: [&str; 3] = ["v1", "apps/v1", "batch/v1"];
 
-/// Whether `api_version` is asked again at every check (a built-in one that was answered is
-/// not).
+/// Whether `api_version` is asked again at every check (a built-in one answered is not).
 pub fn rechecked(api_version: &str, known: &Served) -> bool {
     !BUILT_IN.contains(&api_version) || !matches!(known.get(api_version), Some(Some(_)))
 }

@@ -20,24 +20,20 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The answer to one fetch.
 #[derive(Debug)]
 pub struct FetchDone {
-    /// Which object.
     pub key: ConfigKey,
     /// Its digests, or why they could not be read (retried by the caller).
     pub result: Result<Fetched, String>,
 }
 
-/// Sends GETs and reports their answers.
-///
-/// A requested fetch waits in a queue as its key; a task exists only for each of the
-/// `CONCURRENCY` GETs in flight. (A task per request, waiting for a permit, cost about 2 KB
-/// each: 32 MB at the peak of the scale bench's 15,000 initial fetches.)
+/// Sends GETs and reports their answers. A request waits in a queue as its key; a task exists
+/// only per GET in flight (a task per request cost 32 MB at the scale bench's initial sync).
 #[derive(Clone)]
 pub struct Fetcher {
     queue: UnboundedSender<(ConfigKey, u64)>,
 }
 
 impl Fetcher {
-    /// A fetcher reporting to `out`; its dispatcher runs until every handle is dropped.
+    /// A fetcher reporting to `out`, until every handle is dropped.
     pub fn spawn(
         client: Client,
         secret_key: Option<SecretKey>,
@@ -77,7 +73,6 @@ async fn dispatch(
     }
 }
 
-/// What one GET needs.
 struct Getter {
     client: Client,
     secret_key: Option<SecretKey>,
@@ -106,14 +101,12 @@ pub enum ReadError {
     /// A Secret, and no key to hash its values with: it is never asked for.
     #[error("no secret hash key")]
     NoSecretKey,
-    /// The API answered with an error, or could not be reached.
     #[error(transparent)]
     Api(#[from] kube::Error),
 }
 
-/// GETs the ConfigMap or Secret `id` in `namespace` and reduces it at once to its digests (a
-/// Secret's keyed by `secret_key`), with its resourceVersion; `None` when it does not exist.
-/// The webhook's lookups and the controller's fetches both read through it.
+/// GETs the ConfigMap or Secret `id` and reduces it at once to its digests, with its
+/// resourceVersion; `None` when it does not exist. The webhook's lookups read through it too.
 pub async fn read_config(
     client: Client,
     namespace: &str,

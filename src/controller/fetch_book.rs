@@ -1,7 +1,6 @@
 //! Fetches under way (pure): which objects' digests a GET is bringing and from which view tick
-//! on, whether another GET must follow it, and the failed ones waiting out their backoff. The
-//! loop sends what [`FetchBook::want`] and [`FetchBook::pop_retry`] ask for, and reports each
-//! answer; a retry is a time in this book, not a task sleeping somewhere.
+//! on, whether another must follow it, and the failed ones waiting out their backoff (a retry
+//! is a time in this book, not a task sleeping somewhere).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -26,13 +25,11 @@ enum Get {
 #[derive(Debug)]
 struct Entry {
     get: Get,
-    /// Failures in a row.
     failures: u32,
     /// Digests newer than the GET in flight were asked for: another GET follows its answer.
     again: bool,
 }
 
-/// The GETs under way and waiting to be retried.
 #[derive(Debug, Default)]
 pub struct FetchBook {
     entries: HashMap<ConfigKey, Entry>,
@@ -58,14 +55,7 @@ impl FetchBook {
 
     /// A GET of `key` was sent at view tick `sent` (a first try, or a retry).
     pub fn sent(&mut self, key: &ConfigKey, sent: u64) {
-        let entry = self.entries.entry(key.clone()).or_insert(Entry {
-            get: Get::InFlight { sent },
-            failures: 0,
-            again: false,
-        });
-        if let Get::Backoff { until } = entry.get {
-            self.retries.remove(&(until, key.clone()));
-        }
+        let entry = self.unscheduled(key, Get::InFlight { sent });
         // Sent now: newer than anything asked for so far.
         entry.get = Get::InFlight { sent };
         entry.again = false;
@@ -73,19 +63,25 @@ impl FetchBook {
 
     /// The GET of `key` failed at `now`; returns how long until it is sent again.
     pub fn failed(&mut self, key: &ConfigKey, now: Instant) -> Duration {
+        let entry = self.unscheduled(key, Get::Backoff { until: now });
+        entry.failures += 1;
+        let wait = RETRY.delay(entry.failures);
+        entry.get = Get::Backoff { until: now + wait };
+        self.retries.insert((now + wait, key.clone()));
+        wait
+    }
+
+    /// `key`'s entry (new, as `get`, if it had none), taken out of the retries.
+    fn unscheduled(&mut self, key: &ConfigKey, get: Get) -> &mut Entry {
         let entry = self.entries.entry(key.clone()).or_insert(Entry {
-            get: Get::Backoff { until: now },
+            get,
             failures: 0,
             again: false,
         });
         if let Get::Backoff { until } = entry.get {
             self.retries.remove(&(until, key.clone()));
         }
-        entry.failures += 1;
-        let wait = RETRY.delay(entry.failures);
-        entry.get = Get::Backoff { until: now + wait };
-        self.retries.insert((now + wait, key.clone()));
-        wait
+        entry
     }
 
     /// The GET of `key` answered; returns whether another must be sent now.
@@ -112,18 +108,15 @@ impl FetchBook {
         self.retries.pop_first().map(|(_, key)| key)
     }
 
-    /// When the next failed GET is due to be sent again.
     pub fn next_retry(&self) -> Option<Instant> {
         self.retries.first().map(|(until, _)| *until)
     }
 
-    /// Whether no GET is under way or waiting to be retried.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    /// Gives back the room the map kept after a burst (the initial sync), once a quarter full.
     pub fn shrink(&mut self) {
         super::shrink_spare(&mut self.entries);
     }

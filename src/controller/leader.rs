@@ -26,11 +26,9 @@ mod tests;
 /// Lease election settings.
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
-    /// The webhook's namespace, where the Lease lives.
     pub namespace: String,
-    /// The Lease's name (`reload-injector`).
     pub name: String,
-    /// This process's identity, written as `holderIdentity` (see [`identity`]).
+    /// Written as `holderIdentity` (see [`identity`]).
     pub identity: String,
     /// How long a Lease seen unchanged stays valid (`--lease-duration`, default 15 s).
     pub lease_duration: Duration,
@@ -109,11 +107,11 @@ impl Timing {
 /// What to do next with the Lease, decided from what was last read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Action {
-    /// There is no Lease: create it, holding it.
+    /// There is no Lease.
     Create,
-    /// This process holds the Lease and the renewal is due: renew it.
+    /// This process holds the Lease and the renewal is due.
     Renew,
-    /// The Lease is free or has expired: take it over.
+    /// The Lease is free or has expired.
     TakeOver,
     /// This process holds the Lease: renew it at `until`.
     Wait { until: Instant },
@@ -219,7 +217,6 @@ fn released_spec(current: &LeaseSpec, now: Timestamp) -> LeaseSpec {
     }
 }
 
-/// A failed Lease API call.
 #[derive(Debug, thiserror::Error)]
 enum Error {
     #[error("failed to read Lease {0}")]
@@ -281,7 +278,7 @@ impl Elector {
         format!("{}/{}", self.config.namespace, self.config.name)
     }
 
-    /// The election loop; returns only by being cancelled.
+    /// Returns only by being cancelled.
     async fn elect(&mut self) -> std::convert::Infallible {
         loop {
             // A process that was stalled past its deadline is no longer leader, whatever next.
@@ -329,7 +326,6 @@ impl Elector {
         }
     }
 
-    /// Reads the Lease.
     async fn read(&mut self) -> Result<(), Error> {
         let call = self.api.get_opt(&self.config.name);
         let found = self.call(call, None, Error::Read).await?;

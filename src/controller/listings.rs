@@ -1,8 +1,6 @@
-//! What the watches have seen (pure): the cluster-wide streams discovery serves, where each
-//! watch stands in its (re)list, and from that whether the view has synced. One relist path for
-//! every watch, cluster-wide or per namespace: [`Listings::init`] starts a (re)list,
-//! [`Listings::saw`] notes each object it lists, and [`Listings::done`] hands back the names
-//! listed, so the loop forgets whatever else it knew there, in one place.
+//! What the watches have seen (pure): where each watch stands in its (re)list, and from that
+//! whether the view has synced. One relist path for every watch: [`Listings::done`] hands back
+//! the names listed, so the loop forgets whatever else it knew there.
 
 use std::collections::{HashMap, HashSet};
 
@@ -10,12 +8,10 @@ use super::cluster_watches::{Source, Stream};
 use super::config_watches::Scope;
 use crate::hash::ConfigKind;
 
-/// Where one watch stands.
 #[derive(Debug)]
 enum State {
     /// (Re)listing: the names listed so far.
     Listing(HashSet<String>),
-    /// Listed: what it watches is in the view.
     Listed,
     /// The API server refused the list (a namespace's config, RBAC).
     Refused,
@@ -24,18 +20,15 @@ enum State {
 /// The watches' progress.
 #[derive(Debug, Default)]
 pub struct Listings {
-    /// The streams discovery started.
     served: HashSet<Stream>,
     states: HashMap<Source, State>,
     /// The sources that have listed, or been refused, at least once (`/readyz` waits for them).
     settled: HashSet<Source>,
-    /// The config watches were started (once every workload and Pod watch had listed).
     configs_started: bool,
     synced: bool,
 }
 
 impl Listings {
-    /// Discovery watches these streams now.
     pub fn serve(&mut self, served: HashSet<Stream>) {
         self.settled.retain(|source| match source {
             Source::Cluster(stream) => served.contains(stream),
@@ -44,20 +37,17 @@ impl Listings {
         self.served = served;
     }
 
-    /// A (re)list of `source` starts: nothing it lists is known yet.
     pub fn init(&mut self, source: Source) {
         self.states.insert(source, State::Listing(HashSet::new()));
     }
 
-    /// `source` listed (or sent) the object `name`.
     pub fn saw(&mut self, source: &Source, name: impl FnOnce() -> String) {
         if let Some(State::Listing(names)) = self.states.get_mut(source) {
             names.insert(name());
         }
     }
 
-    /// The (re)list of `source` is complete: the names it listed (`None` if no list was under
-    /// way), everything else once known there is gone.
+    /// The (re)list of `source` is complete: the names it listed (`None` if none was under way).
     pub fn done(&mut self, source: Source) -> Option<HashSet<String>> {
         self.settled.insert(source.clone());
         match self.states.insert(source, State::Listed) {
@@ -73,7 +63,6 @@ impl Listings {
         self.states.insert(source, State::Refused);
     }
 
-    /// Forgets the config watches of `namespace` (it opted out).
     pub fn forget_namespace(&mut self, namespace: &str) {
         let other = |source: &Source| match source {
             Source::Config(scope) => *scope.namespace != *namespace,
@@ -90,7 +79,7 @@ impl Listings {
     }
 
     /// `true` once, when every workload and Pod watch has listed: the config watches start
-    /// then, so that each object's digests are kept only when something consumes it.
+    /// then, so that only what something consumes keeps its digests.
     pub fn start_configs(&mut self) -> bool {
         let targets_listed = self
             .served
@@ -104,7 +93,6 @@ impl Listings {
         true
     }
 
-    /// Whether the config watches were started.
     pub fn configs_started(&self) -> bool {
         self.configs_started
     }
@@ -125,7 +113,6 @@ impl Listings {
         synced
     }
 
-    /// Whether the view has synced once.
     pub fn synced(&self) -> bool {
         self.synced
     }

@@ -1,20 +1,9 @@
 //! The rollout controller inside `serve`: keeps the promise of the admission hash after
-//! admission.
-//!
-//! Every replica keeps one watch-fed view: [`discovery`] decides which kinds are watched
-//! ([`cluster_watches`]: namespaces, stamped workloads, sidecar Pods, reduced by [`reduce`] into
-//! the [`view`]); the ConfigMaps/Secrets of opted-in namespaces are watched per namespace
-//! ([`config_watches`]) and reduced on arrival to per-key digests, into the [`config_store`] the
-//! webhook reads too ([`fetch`] GETs only what no watch knows). The replica holding the Lease
-//! ([`leader`]) decides ([`reconcile`]) and writes ([`writer`]): a workload whose env-consumed
-//! config changed gets its `config-hash` re-stamped (a rolling update); a sidecar Pod whose
-//! mounted config changed gets its `mounted-config-hash` patched, so the kubelet refreshes the
-//! files at once.
-//!
-//! [`rollout_loop`] ties it together with four owners, each pure and unit-tested: what the
-//! watches have seen ([`listings`]), what is due when ([`schedule`]), the GETs under way and
-//! their retries ([`fetch_book`]), and the writes until their outcome ([`write_book`], with
-//! [`waves`]).
+//! admission. Every replica keeps one watch-fed view ([`view`], and the [`config_store`] the
+//! webhook reads too); the replica holding the Lease ([`leader`]) decides ([`reconcile`]) and
+//! writes ([`writer`]): a workload's `config-hash` re-stamped, a sidecar Pod's
+//! `mounted-config-hash` patched so the kubelet refreshes the files at once. [`rollout_loop`]
+//! ties the pure owners together.
 //!
 //! Imports: the shared domain (`hash`, `workload`, `kinds`, `policy`) and the helpers `backoff`
 //! and `report`; never `webhook`, `watch`, `status`, `certs` or `offline`.
@@ -59,27 +48,22 @@ use controller_metrics::ControllerMetrics;
 /// Name of the Lease the replicas elect a writer with.
 pub const LEASE_NAME: &str = "reload-injector";
 
-/// How the controller runs.
+/// How the controller runs (the rest are `serve`'s flags of the same names).
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The webhook's own namespace: the Lease lives there, and it is never acted on.
     pub own_namespace: String,
     /// The HMAC key for Secrets (without one, Secrets are neither fetched nor hashed).
     pub secret_key: Option<SecretKey>,
-    /// `--rollout-delay`: changes this close together become one rollout per workload.
     pub rollout_delay: Duration,
-    /// `--max-writes-per-second`.
     pub max_writes_per_second: f64,
-    /// `--lease-duration`.
     pub lease_duration: Duration,
-    /// `--reloader-retired`: the objects Reloader's annotations select are acted on.
     pub reloader_retired: bool,
 }
 
 /// A running controller: the view's config half (for the webhook) and whether it has synced.
 #[derive(Debug, Clone)]
 pub struct Controller {
-    /// Config metadata and digests, read by the webhook's lookups.
     pub store: StoreReader,
     /// `true` once every watch has listed (`/readyz` waits for it).
     pub synced: watch::Receiver<bool>,
@@ -166,9 +150,8 @@ fn writer_counters(metrics: &ControllerMetrics) -> writer::Counters {
 /// Capacity a work map keeps however empty it is.
 const SPARE: usize = 64;
 
-/// Gives back the room a work map kept after a burst (the initial sync schedules every target
-/// and fetches every consumed object at once), once it is less than a quarter full: a steady
-/// load does not make it grow and shrink over and over, and small maps keep [`SPARE`] room.
+/// Gives back the room a work map kept after a burst (the initial sync), once it is less than a
+/// quarter full (so a steady load does not make it grow and shrink over and over).
 fn shrink_spare<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
     if map.len() * 4 < map.capacity() && map.capacity() > SPARE {
         map.shrink_to_fit();

@@ -25,7 +25,6 @@ pub enum Verdict {
     Nothing,
     /// Fetch these digests, then decide again.
     Fetch(Vec<ConfigKey>),
-    /// Write this.
     Write(Write),
 }
 
@@ -41,7 +40,6 @@ pub fn evaluate(
     let Some(tracked) = view.consumer(target) else {
         return Verdict::Nothing;
     };
-    // Its namespace is labelled or it opts in itself, and it is not left to Reloader.
     if !view.acts_on(target) {
         return Verdict::Nothing;
     }
@@ -113,14 +111,12 @@ pub fn evaluate(
 /// The data of a target's keys as the store has it.
 struct Gathered {
     data: ConfigData,
-    /// Keys the store has no fresh digests of.
     missing: Vec<ConfigKey>,
     /// Keys whose digests were fetched no later than the target's hash was seen: the hash may
     /// come from newer data.
     older_than_seen: Vec<ConfigKey>,
 }
 
-/// Gathers `keys` from `store` for a target whose hash the view saw at `seen`.
 fn gather(store: &ConfigStore, keys: &BTreeSet<ConfigKey>, seen: u64) -> Gathered {
     let mut gathered = Gathered {
         data: ConfigData::new(),

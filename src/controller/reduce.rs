@@ -1,9 +1,7 @@
-//! Reduces watched objects to the little the controller keeps (pure): for a stamped workload,
-//! its hash and what its pod template reads restart-only; for a sidecar Pod, its mounted hash and
-//! what its sidecar watches, and for one that restarts in place its env hash, what its sidecar
-//! restarts it for and its containers' restart counts; for both, what they say about opting in
-//! (so that one in a namespace without the label is acted on when it opts in itself) and which
-//! objects count only with Reloader's `match`. Nothing else of an object is kept.
+//! Reduces watched objects to the little the controller keeps (pure): a stamped workload's hash
+//! and what its template reads restart-only; a sidecar Pod's mounted hash and what its sidecar
+//! watches (and for a restart in place, its env hash, reads and restart counts); for both, what
+//! they say about opting in.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,17 +16,13 @@ use crate::hash::{ConfigData, ConfigId, Consumed, HashReport, SecretKey};
 use crate::policy::{Counts, OptIns, Selection};
 use crate::workload::consumption::{self, Consumption};
 use crate::workload::in_place;
-use crate::workload::{
-    CONFIG_HASH, ENV_HASH, ENV_HASH_HELD_BACK, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_HELD_BACK,
-    SIDECAR_NAME, string_map,
-};
+use crate::workload::{CONFIG_HASH, SIDECAR_NAME, string_map};
 
 /// An object the controller may write to, reduced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Consumer {
-    /// `metadata.uid` of the object.
     pub uid: String,
-    /// The annotation it carries now (`config-hash` on a template, `mounted-config-hash` on a Pod).
+    /// Its kind's hash annotation, as it is now.
     pub hash: Option<String>,
     /// What the hash is over.
     pub consumption: Reads,
@@ -39,24 +33,18 @@ pub struct Consumer {
     pub earlier: Option<Reads>,
     /// A Pod's owning workload, whose waves its refresh goes in (`None`: refreshed at once).
     pub owner: Option<Target>,
-    /// A Pod's `Ready` condition, when it has one.
     pub ready: Option<bool>,
-    /// What it says about opting in: with its namespace's label and `--reloader-retired`,
-    /// whether it is acted on.
     pub opt_ins: OptIns,
     /// What it reads that counts only while it carries Reloader's `match` (its `search`).
     pub if_matched: Box<[ConfigId]>,
-    /// A Pod that restarts in place: its containers' restart counts (its restart waves follow
-    /// them).
+    /// A Pod that restarts in place: its containers' restart counts.
     pub restarts: Option<Restarts>,
-    /// A Pod's value a stopped run held back (its kind's held-back annotation): not written
-    /// while the config stays as it is.
+    /// A Pod's value a stopped run held back: not written while the config stays as it is.
     pub held_back: Option<Box<str>>,
 }
 
-/// What a consumer reads, kept compact: a [`Consumption`]'s two sets as boxed slices in the same
-/// order. (A `BTreeSet` allocates room for 11 entries in its first node: about 630 bytes for a
-/// Pod that reads one object, 13 MB over the 20,000 Pods of the scale bench.)
+/// A [`Consumption`]'s two sets as boxed slices (a `BTreeSet`'s first node takes about 630 bytes:
+/// 13 MB over the 20,000 Pods of the scale bench).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reads {
     consumed: Box<[Consumed]>,
@@ -73,17 +61,14 @@ impl From<Consumption> for Reads {
 }
 
 impl Reads {
-    /// What is read, in order.
     pub fn consumed(&self) -> &[Consumed] {
         &self.consumed
     }
 
-    /// The objects read.
     pub fn ids(&self) -> BTreeSet<&ConfigId> {
         self.consumed.iter().map(Consumed::id).collect()
     }
 
-    /// The sets again, as the webhook's functions take them.
     pub fn to_consumption(&self) -> Consumption {
         Consumption {
             consumed: self.consumed.iter().cloned().collect(),
@@ -100,10 +85,8 @@ impl Reads {
 /// An object whose pod (template) cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReduceError {
-    /// The pod template is missing or not an object.
     #[error("failed to find the pod template at {0}")]
     NoTemplate(&'static str),
-    /// The pod spec does not have the shape of a PodSpec.
     #[error("failed to read the pod spec: {0}")]
     BadSpec(#[source] serde_json::Error),
 }
@@ -141,11 +124,8 @@ pub fn workload(
         earlier: (before != now).then(|| before.into()),
         if_matched: if_matched(&now, selection.as_ref()),
         consumption: now.into(),
-        owner: None,
-        ready: None,
         opt_ins,
-        restarts: None,
-        held_back: None,
+        ..Consumer::default()
     }))
 }
 
@@ -153,27 +133,70 @@ pub fn workload(
 /// its owning workload and its readiness (`object` holds its `spec` and `status`).
 pub fn pod(
     uid: &str,
-    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    meta: (&BTreeMap<String, String>, &BTreeMap<String, String>),
     object: &Value,
     owner: Option<Target>,
 ) -> Result<Consumer, ReduceError> {
-    let spec = pod_spec(object)?;
+    let mounted = consumption::mounted(&pod_spec(object)?);
+    Ok(pod_consumer(
+        TargetKind::Pod,
+        uid,
+        meta,
+        object,
+        owner,
+        mounted,
+    ))
+}
+
+/// A sidecar Pod as its env hash, when its sidecar restarts it in place (`None` otherwise): its
+/// `env-hash` (if stamped), the ConfigMap keys and objects its sidecar restarts it for (what the
+/// env hash is over, as the sidecar's own arguments say), its owning workload, its readiness and
+/// its containers' restart counts.
+pub fn pod_env(
+    uid: &str,
+    meta: (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    object: &Value,
+    owner: Option<Target>,
+) -> Option<Consumer> {
+    let spec = pod_spec(object).ok()?;
+    let reads = in_place::existing_sidecar(&spec).and_then(in_place::sidecar_reads)?;
+    let consumption = Consumption {
+        consumed: reads,
+        optional: Default::default(),
+    };
+    Some(pod_consumer(
+        TargetKind::PodEnv,
+        uid,
+        meta,
+        object,
+        owner,
+        consumption,
+    ))
+}
+
+/// A Pod as the target of `kind` (its mounted config, or its env), reading `consumption`.
+fn pod_consumer(
+    kind: TargetKind,
+    uid: &str,
+    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
+    object: &Value,
+    owner: Option<Target>,
+    consumption: Consumption,
+) -> Consumer {
     let (opt_ins, selection) = OptIns::read(labels, annotations);
-    let mounted = consumption::mounted(&spec);
-    Ok(Consumer {
+    let held_back = kind.held_back_annotation().and_then(|a| annotations.get(a));
+    Consumer {
         uid: uid.to_owned(),
-        hash: annotations.get(MOUNTED_CONFIG_HASH).cloned(),
-        if_matched: if_matched(&mounted, selection.as_ref()),
-        consumption: mounted.into(),
-        earlier: None,
+        hash: annotations.get(kind.annotation()).cloned(),
+        if_matched: if_matched(&consumption, selection.as_ref()),
+        consumption: consumption.into(),
         owner,
         ready: waves::ready_of(object),
         opt_ins,
-        restarts: None,
-        held_back: annotations
-            .get(MOUNTED_CONFIG_HELD_BACK)
-            .map(|v| v.as_str().into()),
-    })
+        restarts: (kind == TargetKind::PodEnv).then(|| restarts_of(object)),
+        held_back: held_back.map(|v| v.as_str().into()),
+        ..Consumer::default()
+    }
 }
 
 /// The objects of `consumption` that count only while they carry Reloader's `match`.
@@ -185,39 +208,6 @@ fn if_matched(consumption: &Consumption, selection: Option<&Selection>) -> Box<[
     ids.filter(|id| selection.counts(id) == Counts::IfMatched)
         .cloned()
         .collect()
-}
-
-/// A sidecar Pod as its env hash, when its sidecar restarts it in place (`None` otherwise): its
-/// `env-hash` (if stamped), the ConfigMap keys and objects its sidecar restarts it for (what the
-/// env hash is over, as the sidecar's own arguments say), its owning workload, its readiness and
-/// its containers' restart counts.
-pub fn pod_env(
-    uid: &str,
-    (labels, annotations): (&BTreeMap<String, String>, &BTreeMap<String, String>),
-    object: &Value,
-    owner: Option<Target>,
-) -> Option<Consumer> {
-    let spec = pod_spec(object).ok()?;
-    let reads = in_place::existing_sidecar(&spec).and_then(in_place::sidecar_reads)?;
-    let consumption = Consumption {
-        consumed: reads,
-        optional: Default::default(),
-    };
-    let (opt_ins, selection) = OptIns::read(labels, annotations);
-    Some(Consumer {
-        uid: uid.to_owned(),
-        hash: annotations.get(ENV_HASH).cloned(),
-        if_matched: if_matched(&consumption, selection.as_ref()),
-        opt_ins,
-        consumption: consumption.into(),
-        earlier: None,
-        owner,
-        ready: waves::ready_of(object),
-        restarts: Some(restarts_of(object)),
-        held_back: annotations
-            .get(ENV_HASH_HELD_BACK)
-            .map(|v| v.as_str().into()),
-    })
 }
 
 /// The restart counts in a Pod's `status`: its `config-reloader`'s, and the highest of the
@@ -252,6 +242,7 @@ mod tests {
     use super::*;
     use crate::hash::{ConfigId, Consumed};
     use crate::policy::{INJECT, WORKLOAD_OPT_IN};
+    use crate::workload::ENV_HASH;
 
     fn deployment(annotations: Value, labels: Value) -> Value {
         json!({"spec": {"template": {

@@ -1,9 +1,6 @@
-//! The controller's loop: one task owns the view and ties the owners together, reading top to
-//! bottom. What the watches report goes into the view and the store the webhook reads
-//! ([`Listings`] says where each list stands and when a relist leaves something behind); what
-//! a consumer lacks is fetched ([`FetchBook`]); what changed is scheduled ([`Schedule`]); and,
-//! while this replica holds the Lease, what falls due is decided ([`reconcile`]) and handed to
-//! the writer ([`WriteBook`], in waves for Pods).
+//! The controller's loop: one task owns the view and ties the owners together. What the watches
+//! report goes into the view and the store; what a consumer lacks is fetched; what changed is
+//! scheduled; and, while this replica leads, what falls due is decided and handed to the writer.
 
 use std::time::Duration;
 
@@ -21,6 +18,7 @@ use super::listings::Listings;
 use super::reconcile::{self, Verdict};
 use super::schedule::{Due, Schedule};
 use super::view::View;
+use super::waves::Stopped;
 use super::write_book::{WriteBook, restarts_stopped_note, stopped_note};
 use super::write_target::{Target, TargetKind, Write};
 use super::writer::{Outcome, Writer};
@@ -37,9 +35,7 @@ const CONFLICT_RECHECK: Duration = Duration::from_secs(2);
 pub struct Inputs {
     /// From the watches and discovery.
     pub watched: mpsc::Receiver<Watched>,
-    /// From the fetcher.
     pub fetched: mpsc::UnboundedReceiver<FetchDone>,
-    /// From the writer.
     pub outcomes: mpsc::UnboundedReceiver<Outcome>,
     /// Whether this replica holds the Lease.
     pub leader: watch::Receiver<bool>,
@@ -47,15 +43,11 @@ pub struct Inputs {
 
 /// What the loop acts through.
 pub struct Outputs {
-    /// GETs digests (of objects no watch knows).
     pub fetcher: Fetcher,
-    /// Starts and stops the per-namespace ConfigMap/Secret watches.
     pub config_watches: ConfigWatches,
-    /// PATCHes and Events.
     pub writer: Writer,
     /// Set once every watch has listed.
     pub synced: watch::Sender<bool>,
-    /// Counters and gauges.
     pub metrics: ControllerMetrics,
 }
 
@@ -86,7 +78,6 @@ pub struct Loop {
 }
 
 impl Loop {
-    /// A loop starting from `view` (an empty one: [`View::new`]).
     pub fn new(
         view: View,
         store: StoreWriter,
@@ -110,7 +101,6 @@ impl Loop {
         }
     }
 
-    /// Runs until every input is closed.
     pub async fn run(mut self, mut inputs: Inputs) {
         let mut gauges = tokio::time::interval(Duration::from_secs(1));
         loop {
@@ -310,11 +300,8 @@ impl Loop {
         }
     }
 
-    /// Moves the refreshes in waves on: submits the next wave where the last one settled Ready,
-    /// and stops a workload's refresh where a wave's Pod went unready (an Event on the workload
-    /// says so, and `status` finds the Pods left with a stale mounted hash). Restarts in place
-    /// likewise. Each Pod a stop left gets the value held back in its held-back annotation, so
-    /// that no later leader writes it before the config changes again.
+    /// Moves the refreshes and restarts in place in waves on; a stopped run says so on its
+    /// workload, and records on each Pod it left the value held back.
     fn step_waves(&mut self) {
         if !self.leader {
             return;
@@ -325,16 +312,9 @@ impl Loop {
             |w, left| view.wave_size(w, left),
             |pod| view.ready(pod),
         );
-        for write in submit {
-            self.out.writer.submit(write);
-        }
-        for stopped in stopped {
-            let uid = view.budget(&stopped.workload).map(|b| b.uid.clone());
-            let note = stopped_note(&stopped, uid.unwrap_or_default());
-            let message = note.event.as_deref().unwrap_or_default();
-            tracing::warn!(object = %stopped.workload, pod = %stopped.unready, left = stopped.left.len(), "{message}");
-            self.out.writer.note(note);
-            self.hold_back(&stopped.left);
+        self.submit(submit);
+        for s in &stopped {
+            self.stop(s, |uid| stopped_note(s, uid));
         }
         let (submit, stopped) = self.writes.step_restarts(
             Instant::now(),
@@ -342,24 +322,33 @@ impl Loop {
             |pod| view.pod_now(pod),
             |w, except| view.others_ready(w, except),
         );
-        for write in submit {
-            self.out.writer.submit(write);
-        }
-        for stopped in stopped {
-            let uid = view.budget(&stopped.workload).map(|b| b.uid.clone());
-            let note = restarts_stopped_note(&stopped, uid.unwrap_or_default());
-            let message = note.event.as_deref().unwrap_or_default();
-            tracing::warn!(object = %stopped.workload, pod = %stopped.pod, left = stopped.left.len(), "{message}");
-            self.out.writer.note(note);
-            self.hold_back(&stopped.left);
+        self.submit(submit);
+        for s in &stopped {
+            self.stop(s, |uid| restarts_stopped_note(s, uid));
         }
     }
 
-    /// Records on each Pod a stop left the value held back from it (see [`Write::held_back`]).
-    fn hold_back(&self, left: &[Write]) {
-        for held in left.iter().filter_map(Write::held_back) {
-            self.out.writer.submit(held);
+    fn submit(&self, writes: Vec<Write>) {
+        for write in writes {
+            self.out.writer.submit(write);
         }
+    }
+
+    /// Says on the workload of a stopped run (by `note`, given its uid) that it stopped, and
+    /// records on each Pod it left the value held back (so that no later leader writes it).
+    fn stop<W>(&self, stopped: &Stopped<W>, note: impl Fn(String) -> Write) {
+        let Stopped {
+            workload,
+            pod,
+            left,
+            ..
+        } = stopped;
+        let uid = self.view.budget(workload).map(|b| b.uid.clone());
+        let note = note(uid.unwrap_or_default());
+        let message = note.event.as_deref().unwrap_or_default();
+        tracing::warn!(object = %workload, pod = %pod, left = left.len(), "{message}");
+        self.out.writer.note(note);
+        self.submit(left.iter().filter_map(Write::held_back).collect());
     }
 
     fn on_outcome(&mut self, outcome: Outcome) {
@@ -395,8 +384,7 @@ impl Loop {
         self.out.metrics.set_leader(leader);
     }
 
-    /// Targets due or waiting for a fetch, and writes submitted (or queued in waves) whose
-    /// outcome is not known yet.
+    /// Targets due or awaiting a fetch, and writes whose outcome is not known yet.
     fn pending_writes(&self) -> usize {
         self.schedule.len() + self.writes.len()
     }

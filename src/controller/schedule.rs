@@ -1,10 +1,7 @@
 //! What is due when (pure): the targets waiting for a decision, each with the data changes
-//! behind it and what it waits for: a time, or the digests a fetch will bring. Pod refreshes and
-//! checks are due at once; a workload's rollout `--rollout-delay` after the change, so changes
-//! close together become one patch (for at most [`MAX_DELAYS`] delays).
-//!
-//! One entry per target and one time index without stale entries: rescheduling moves the
-//! target's one index entry, so what [`Schedule::pop_due`] returns is always current.
+//! behind it and a time or the digests a fetch will bring. A workload's rollout is due
+//! `--rollout-delay` after the change, so changes close together become one patch; the rest
+//! at once. The time index never holds stale entries.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -21,7 +18,6 @@ pub const MAX_DELAYS: u32 = 10;
 /// What a scheduled target waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
-    /// Its time.
     Until(Instant),
     /// Digests a fetch is bringing; [`Schedule::check`] makes it due when they come.
     Fetch,
@@ -30,15 +26,12 @@ pub enum Wait {
 /// One target waiting for a decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
-    /// What it waits for.
     pub wait: Wait,
     /// When the first change merged into it was seen.
     pub first: Instant,
-    /// The changes merged into it.
     pub causes: Causes,
 }
 
-/// The targets waiting for a decision.
 #[derive(Debug)]
 pub struct Schedule {
     rollout_delay: Duration,
@@ -122,7 +115,6 @@ impl Schedule {
         Some((target, due))
     }
 
-    /// When the next target falls due.
     pub fn next_due(&self) -> Option<Instant> {
         self.times.first().map(|(at, _)| *at)
     }
@@ -132,23 +124,19 @@ impl Schedule {
         self.remove_entry(target).map(|due| due.causes)
     }
 
-    /// Forgets every target (leadership changed).
     pub fn clear(&mut self) {
         self.entries.clear();
         self.times.clear();
     }
 
-    /// How many targets wait.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// Whether none does.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    /// Gives back the room the map kept after a burst, once it is a quarter full.
     pub fn shrink(&mut self) {
         super::shrink_spare(&mut self.entries);
     }

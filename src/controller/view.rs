@@ -1,7 +1,7 @@
 //! The controller's own half of the view (pure): which namespaces opted in, the objects it may
-//! write to (stamped workloads, sidecar Pods) reduced to what they consume, and the index from
-//! each ConfigMap/Secret to its consumers. An object in a namespace without the label is acted
-//! on when it opts in itself; the config of its namespace is then watched too.
+//! write to reduced to what they consume, and the index from each ConfigMap/Secret to its
+//! consumers. An object that opts in itself in a namespace without the label has that
+//! namespace's config watched too.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -16,7 +16,6 @@ use crate::policy;
 /// A consumer and when the view last saw its hash or consumption change.
 #[derive(Debug, Clone)]
 pub struct Tracked {
-    /// The reduced object.
     pub consumer: Consumer,
     /// The view's tick when its hash or what it reads last changed.
     pub seen: u64,
@@ -42,8 +41,7 @@ pub struct View {
 }
 
 impl View {
-    /// An empty view for a webhook running in `own_namespace` (never acted on), told whether
-    /// Reloader is gone (`--reloader-retired`).
+    /// An empty view for a webhook running in `own_namespace` (never acted on).
     pub fn new(own_namespace: &str, reloader_retired: bool) -> Self {
         Self {
             own_namespace: own_namespace.to_owned(),
@@ -68,19 +66,16 @@ impl View {
         }
     }
 
-    /// Whether objects in `namespace` are acted on.
     pub fn is_opted_in(&self, namespace: &str) -> bool {
         self.opted_in.contains(namespace)
     }
 
-    /// Whether the ConfigMaps and Secrets of `namespace` are watched and kept: the one
-    /// decision of the config watches' scope (the labelled namespaces, and those where a consumer
-    /// opts in itself).
+    /// Whether the ConfigMaps and Secrets of `namespace` are watched and kept (the one decision
+    /// of the config watches' scope).
     pub fn config_watched(&self, namespace: &str) -> bool {
         self.is_opted_in(namespace) || self.held.contains_key(namespace)
     }
 
-    /// The namespaces whose config is watched.
     pub fn config_namespaces(&self) -> impl Iterator<Item = &String> {
         let held = self.held.keys().filter(|ns| !self.opted_in.contains(*ns));
         self.opted_in.iter().chain(held)
@@ -121,7 +116,6 @@ impl View {
         }
     }
 
-    /// The opted-in namespaces.
     pub fn namespaces(&self) -> impl Iterator<Item = &String> {
         self.opted_in.iter()
     }
@@ -146,11 +140,11 @@ impl View {
                     && tracked.consumer.opt_ins == consumer.opt_ins
                     && tracked.consumer.if_matched == consumer.if_matched
                 {
-                    tracked.consumer.uid = consumer.uid;
-                    tracked.consumer.owner = consumer.owner;
-                    tracked.consumer.ready = consumer.ready;
-                    tracked.consumer.restarts = consumer.restarts;
-                    tracked.consumer.held_back = consumer.held_back;
+                    let earlier = tracked.consumer.earlier.take();
+                    tracked.consumer = Consumer {
+                        earlier,
+                        ..consumer
+                    };
                     return false;
                 }
                 let seen = self.tick();
@@ -181,7 +175,6 @@ impl View {
         true
     }
 
-    /// Records a workload's budget (or forgets it with `None`).
     pub fn set_budget(&mut self, workload: &Target, budget: Option<Budget>) {
         match budget {
             Some(budget) => drop(self.budgets.insert(workload.clone(), budget)),
@@ -189,22 +182,18 @@ impl View {
         }
     }
 
-    /// A workload's budget, if watched.
     pub fn budget(&self, workload: &Target) -> Option<&Budget> {
         self.budgets.get(workload)
     }
 
-    /// A consumer, if tracked.
     pub fn consumer(&self, target: &Target) -> Option<&Tracked> {
         self.consumers.get(target)
     }
 
-    /// Every tracked target.
     pub fn targets(&self) -> impl Iterator<Item = &Target> {
         self.consumers.keys()
     }
 
-    /// The consumers of an object.
     pub fn consumers_of(&self, key: &ConfigKey) -> impl Iterator<Item = &Target> {
         self.by_config.get(key).into_iter().flatten()
     }
@@ -215,7 +204,6 @@ impl View {
         self.config_watched(&key.namespace) && self.by_config.contains_key(key)
     }
 
-    /// The objects a target reads.
     pub fn keys_of(&self, target: &Target) -> BTreeSet<ConfigKey> {
         self.consumers
             .get(target)
@@ -235,7 +223,6 @@ impl View {
         })
     }
 
-    /// Pods per refresh wave of `workload`, with `left` Pods to refresh (by its budget).
     pub fn wave_size(&self, workload: &Target, left: usize) -> usize {
         match self.budgets.get(workload) {
             Some(budget) => budget.wave_size(left),
@@ -243,7 +230,6 @@ impl View {
         }
     }
 
-    /// A Pod's `Ready` condition, when it has one.
     pub fn ready(&self, pod: &Target) -> Option<bool> {
         self.consumers.get(pod)?.consumer.ready
     }
@@ -272,7 +258,6 @@ impl View {
         })
     }
 
-    /// How many targets of each kind are tracked.
     pub fn count(&self, kind: super::write_target::TargetKind) -> usize {
         self.consumers.keys().filter(|t| t.kind == kind).count()
     }

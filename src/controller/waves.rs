@@ -1,9 +1,7 @@
-//! Refreshes in waves (pure): a mounted change reaches a workload's Pods a few at a time. A wave
-//! holds at most the workload's rolling-update `maxUnavailable` Pods (a Deployment's 25% when
-//! unset, a StatefulSet's or DaemonSet's 1, as Kubernetes rolls them; at least one Pod); the next
-//! wave starts once the last one's Pods are still Ready a settle time after their refresh. A wave
-//! with a Pod gone unready stops the refresh of that workload: the rest keep the config they
-//! have until the config changes again.
+//! Runs in waves (pure; [`Runs`], shared with restarts in place): a mounted change reaches a
+//! workload's Pods at most its `maxUnavailable` at a time; the next wave starts once the last
+//! one's Pods are still Ready [`SETTLE`] after their refresh. A Pod gone unready stops the run:
+//! the rest keep their config until it changes again.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -26,26 +24,23 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 pub struct Budget {
     /// `spec.replicas` (1 when unset; a DaemonSet's is unknown here: `None`).
     pub replicas: Option<u32>,
-    /// `maxUnavailable`, as written.
     pub max_unavailable: Option<MaxUnavailable>,
     /// Its kind's default when `maxUnavailable` is unset.
     pub default: MaxUnavailable,
-    /// `metadata.uid` (for the Event that says a refresh stopped).
+    /// For the Event that says a run stopped.
     pub uid: String,
 }
 
 /// An `IntOrString` `maxUnavailable`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxUnavailable {
-    /// A number of Pods.
     Count(u32),
-    /// A percentage of the replicas, rounded down (as Kubernetes does for `maxUnavailable`).
+    /// Of the replicas, rounded down (as Kubernetes does for `maxUnavailable`).
     Percent(u32),
 }
 
 impl Budget {
-    /// Reads a workload's budget (`object` is the whole object); `None` for kinds that are not
-    /// rolled (CronJob) or Pods.
+    /// Reads a workload's budget from the whole object; `None` for CronJobs and Pods.
     pub fn of(kind: TargetKind, uid: &str, object: &Value) -> Option<Budget> {
         let (pointer, default) = match kind {
             TargetKind::Deployment => (
@@ -155,23 +150,20 @@ pub fn ready_of(object: &Value) -> Option<bool> {
         .map(|s| s == "True")
 }
 
-/// A refresh stopped because a wave's Pod went unready.
+/// A workload's run stopped at `pod` (a refresh's: it went unready; a restart's: `why`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stopped {
-    /// The workload.
+pub struct Stopped<W = ()> {
     pub workload: Target,
-    /// The Pod that went unready.
-    pub unready: Target,
-    /// The writes held back: the Pods left unrefreshed, and the value each was to get.
+    pub pod: Target,
+    pub why: W,
+    /// The writes held back: the Pods left as they are, and the value each was to get.
     pub left: Vec<Write>,
 }
 
-/// What a step of the waves says to do (`S`: how a stop is told, [`Stopped`] for refreshes).
+/// What a step of the waves says to do.
 #[derive(Debug)]
 pub struct Step<S = Stopped> {
-    /// Writes to submit now.
     pub submit: Vec<Write>,
-    /// Runs that stopped.
     pub stopped: Vec<S>,
     /// When to step again if nothing else happens.
     pub wake: Option<Instant>,
@@ -188,7 +180,6 @@ impl<S> Default for Step<S> {
 }
 
 impl<S> Step<S> {
-    /// Steps again by `at` at the latest.
     pub fn wake_by(&mut self, at: Instant) {
         self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
     }
@@ -218,8 +209,7 @@ impl WaveQueue {
         true
     }
 
-    /// Stops the run: every queued value is held back. Returns the writes held back (their
-    /// targets are left as they are).
+    /// Stops the run: every queued write is held back (and returned).
     pub fn stop(&mut self) -> Vec<Write> {
         let left: Vec<Write> = self.queue.drain(..).collect();
         self.held_back = left.iter().map(|w| w.desired.clone()).collect();
@@ -232,22 +222,18 @@ impl WaveQueue {
         self.queue.drain(..size).collect()
     }
 
-    /// The targets queued, in order.
     pub fn targets(&self) -> Vec<Target> {
         self.queue.iter().map(|w| w.target.clone()).collect()
     }
 
-    /// Whether `target` waits here.
     pub fn holds(&self, target: &Target) -> bool {
         self.queue.iter().any(|w| &w.target == target)
     }
 
-    /// How many writes wait.
     pub fn len(&self) -> usize {
         self.queue.len()
     }
 
-    /// Whether none waits.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -258,74 +244,123 @@ impl WaveQueue {
     }
 }
 
+/// Where one Pod of the wave under way stands (`W`: why it stops a run).
+pub enum Stand<W> {
+    Done,
+    Wait(Instant),
+    Stop(W),
+}
+
+impl<W> Stand<W> {
+    /// `then` from `at` on; until then, a wait for `at`.
+    pub fn from(now: Instant, at: Instant, then: Self) -> Self {
+        if now >= at { then } else { Stand::Wait(at) }
+    }
+}
+
+/// Runs in waves under way, per workload: `M` is what is kept of each Pod of a wave.
+#[derive(Debug, Default)]
+pub struct Runs<M> {
+    groups: HashMap<Target, Group<M>>,
+}
+
 /// The refreshes under way, per workload.
-#[derive(Debug, Default)]
-pub struct Waves {
-    groups: HashMap<Target, Group>,
-}
+pub type Waves = Runs<()>;
 
 #[derive(Debug, Default)]
-struct Group {
+struct Group<M> {
     queue: WaveQueue,
-    /// The Pods of the wave under way, and when it was submitted.
-    wave: Vec<Target>,
+    wave: Vec<(Target, M)>,
+    /// When the wave under way was submitted.
     started: Option<Instant>,
+    /// A wave waits for the other Pods to be Ready: not asked again before this.
+    blocked_until: Option<Instant>,
 }
 
-impl Waves {
-    /// Queues a Pod's refresh in its workload's waves (see [`WaveQueue::enqueue`]).
+/// How often a wave held back by an unready Pod looks again (each look goes over the view).
+const BLOCKED_RECHECK: Duration = Duration::from_secs(1);
+
+impl<M: Default> Runs<M> {
+    /// Queues a Pod's write in its workload's waves (see [`WaveQueue::enqueue`]).
     pub fn enqueue(&mut self, workload: Target, write: Write) -> bool {
-        let group = self.groups.entry(workload).or_default();
-        group.queue.enqueue(write)
+        self.groups
+            .entry(workload)
+            .or_default()
+            .queue
+            .enqueue(write)
     }
 
-    /// Whether a Pod waits in a wave queue.
     pub fn is_queued(&self, pod: &Target) -> bool {
         self.groups.values().any(|g| g.queue.holds(pod))
     }
 
-    /// Forgets everything (leadership lost).
+    /// Whether a Pod waits in a queue or is in a wave under way.
+    pub fn holds(&self, pod: &Target) -> bool {
+        self.is_queued(pod) || (self.groups.values()).any(|g| g.wave.iter().any(|(p, _)| p == pod))
+    }
+
     pub fn clear(&mut self) {
         self.groups.clear();
     }
 
-    /// Moves every workload's refresh on: a wave whose Pods stayed Ready for [`SETTLE`] ends and
-    /// the next one starts (`wave_size(workload, pods left)` Pods); a wave with a Pod gone
-    /// unready stops its workload's refresh.
-    pub fn step(
+    /// Moves every workload's run on: `stand` says where a Pod of the wave under way (started
+    /// at the given time) stands; the next wave (`wave_size(workload, pods left)` Pods, kept as
+    /// `member` makes them) starts once every Pod is done, and only while `others_ready` says
+    /// every Pod of the workload but those still to write is Ready.
+    pub fn run<W>(
         &mut self,
         now: Instant,
         wave_size: impl Fn(&Target, usize) -> usize,
-        ready: impl Fn(&Target) -> Option<bool>,
-    ) -> Step {
+        stand: impl Fn(&Target, &mut M, Instant) -> Stand<W>,
+        member: impl Fn(&Target) -> M,
+        others_ready: impl Fn(&Target, &[Target]) -> bool,
+    ) -> Step<Stopped<W>> {
         let mut step = Step::default();
         for (workload, group) in &mut self.groups {
-            if let Some(unready) = group.wave.iter().find(|p| ready(p) == Some(false)) {
-                step.stopped.push(Stopped {
-                    workload: workload.clone(),
-                    unready: unready.clone(),
-                    left: group.queue.stop(),
-                });
-                group.wave.clear();
-                group.started = None;
-                continue;
-            }
             if let Some(started) = group.started {
-                let settled = started + SETTLE;
-                if now < settled {
-                    step.wake_by(settled);
-                    continue;
+                match group.stand(started, &stand) {
+                    Err((pod, why)) => {
+                        let left = group.queue.stop();
+                        let workload = workload.clone();
+                        step.stopped.push(Stopped {
+                            workload,
+                            pod,
+                            why,
+                            left,
+                        });
+                        group.wave.clear();
+                        group.started = None;
+                        continue;
+                    }
+                    Ok(Some(at)) => {
+                        step.wake_by(at);
+                        continue;
+                    }
+                    Ok(None) => {
+                        group.wave.clear();
+                        group.started = None;
+                    }
                 }
-                group.wave.clear();
-                group.started = None;
             }
             if group.queue.is_empty() {
                 continue;
             }
+            if let Some(until) = group.blocked_until.filter(|until| now < *until) {
+                step.wake_by(until);
+                continue;
+            }
+            if !others_ready(workload, &group.queue.targets()) {
+                let until = now + BLOCKED_RECHECK;
+                group.blocked_until = Some(until);
+                step.wake_by(until);
+                continue;
+            }
+            group.blocked_until = None;
             let wave = group
                 .queue
                 .next_wave(wave_size(workload, group.queue.len()));
-            group.wave = wave.iter().map(|w| w.target.clone()).collect();
+            let members = wave.iter().map(|w| (w.target.clone(), member(&w.target)));
+            group.wave = members.collect();
             group.started = Some(now);
             step.wake_by(now + SETTLE);
             step.submit.extend(wave);
@@ -333,6 +368,42 @@ impl Waves {
         self.groups
             .retain(|_, g| !g.queue.is_idle() || !g.wave.is_empty());
         step
+    }
+}
+
+impl<M> Group<M> {
+    /// Done (`Ok(None)`), to look at again by a time (`Ok(Some)`), or stopped at a Pod (`Err`).
+    fn stand<W>(
+        &mut self,
+        started: Instant,
+        stand: &impl Fn(&Target, &mut M, Instant) -> Stand<W>,
+    ) -> Result<Option<Instant>, (Target, W)> {
+        let mut wake: Option<Instant> = None;
+        for (pod, member) in &mut self.wave {
+            match stand(pod, member, started) {
+                Stand::Done => {}
+                Stand::Wait(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
+                Stand::Stop(why) => return Err((pod.clone(), why)),
+            }
+        }
+        Ok(wake)
+    }
+}
+
+impl Waves {
+    /// Moves every workload's refresh on: a wave whose Pods stayed Ready for [`SETTLE`] ends;
+    /// one with a Pod gone unready stops its workload's refresh.
+    pub fn step(
+        &mut self,
+        now: Instant,
+        wave_size: impl Fn(&Target, usize) -> usize,
+        ready: impl Fn(&Target) -> Option<bool>,
+    ) -> Step {
+        let stand = |pod: &Target, _: &mut (), started: Instant| match ready(pod) {
+            Some(false) => Stand::Stop(()),
+            _ => Stand::from(now, started + SETTLE, Stand::Done),
+        };
+        self.run(now, wave_size, stand, |_| (), |_, _| true)
     }
 }
 

@@ -22,11 +22,8 @@ pub struct WriteBook {
     /// The changes behind each write under way (or queued in waves).
     writing: HashMap<Target, Causes>,
     waves: Waves,
-    /// When the waves must be looked at again.
     wave_wake: Option<Instant>,
-    /// The restarts in place, in waves of their own.
     restarts: RestartWaves,
-    /// When they must be looked at again.
     restart_wake: Option<Instant>,
 }
 
@@ -69,12 +66,10 @@ impl WriteBook {
     ) -> (Vec<Write>, Vec<Stopped>) {
         let step = self.waves.step(now, wave_size, ready);
         self.wave_wake = step.wake;
-        self.stepped(&step.submit, step.stopped.iter().flat_map(|s| &s.left));
-        (step.submit, step.stopped)
+        self.stepped(step)
     }
 
-    /// Moves the restarts in place on at `now` (see [`RestartWaves::step`]): the writes to
-    /// submit, and the runs that stopped.
+    /// Moves the restarts in place on (see [`WriteBook::step`]).
     pub fn step_restarts(
         &mut self,
         now: Instant,
@@ -84,23 +79,22 @@ impl WriteBook {
     ) -> (Vec<Write>, Vec<restart_waves::Stopped>) {
         let step = self.restarts.step(now, wave_size, pod, others_ready);
         self.restart_wake = step.wake;
-        self.stepped(&step.submit, step.stopped.iter().flat_map(|s| &s.left));
-        (step.submit, step.stopped)
+        self.stepped(step)
     }
 
-    /// Books a step of either waves: `submit` is written now; the writes to the Pods `left` by
-    /// a stop will have no outcome.
-    fn stepped<'a>(&mut self, submit: &[Write], left: impl Iterator<Item = &'a Write>) {
-        for write in submit {
+    /// Books a step of either waves: its writes are submitted now; those a stop held back
+    /// will have no outcome.
+    fn stepped<W>(&mut self, step: waves::Step<Stopped<W>>) -> (Vec<Write>, Vec<Stopped<W>>) {
+        for write in &step.submit {
             self.last_written
                 .insert(write.target.clone(), write.desired.clone());
         }
-        for held in left {
+        for held in step.stopped.iter().flat_map(|s| &s.left) {
             self.writing.remove(&held.target);
         }
+        (step.submit, step.stopped)
     }
 
-    /// When the waves must be looked at again.
     pub fn wake(&self) -> Option<Instant> {
         [self.wave_wake, self.restart_wake]
             .into_iter()
@@ -133,27 +127,24 @@ impl WriteBook {
         }
     }
 
-    /// Forgets what was written to `target` (gone, or no longer written to).
     pub fn forget(&mut self, target: &Target) {
         self.last_written.remove(target);
     }
 
-    /// Forgets everything (leadership changed: the writer dropped its queue).
+    /// Forgets everything (the writer dropped its queue).
     pub fn clear(&mut self) {
         *self = Self::default();
     }
 
-    /// Writes submitted or queued in waves whose outcome is not known yet.
+    /// Writes whose outcome is not known yet.
     pub fn len(&self) -> usize {
         self.writing.len()
     }
 
-    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.writing.is_empty()
     }
 
-    /// Gives back the room the maps kept after a burst, once a quarter full.
     pub fn shrink(&mut self) {
         super::shrink_spare(&mut self.last_written);
         super::shrink_spare(&mut self.writing);
@@ -166,7 +157,7 @@ pub fn stopped_note(stopped: &Stopped, uid: String) -> Write {
         "reload-injector: {}: pod {} went unready after its refresh; {} pods keep their \
          current config until the config changes again",
         waves::REFRESH_STOPPED,
-        quoted(&stopped.unready.name),
+        quoted(&stopped.pod.name),
         stopped.left.len()
     );
     workload_note(&stopped.workload, uid, message)
@@ -185,7 +176,6 @@ pub fn restarts_stopped_note(stopped: &restart_waves::Stopped, uid: String) -> W
     workload_note(&stopped.workload, uid, message)
 }
 
-/// An Event on `workload` (`uid`: its own) that writes nothing.
 fn workload_note(workload: &Target, uid: String, message: String) -> Write {
     Write::hash(workload.clone(), uid, None, String::new(), Some(message))
 }

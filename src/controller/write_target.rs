@@ -16,28 +16,23 @@ use crate::workload::{
 /// The kinds the controller writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TargetKind {
-    /// `apps/v1` Deployment.
     Deployment,
-    /// `apps/v1` StatefulSet.
     StatefulSet,
-    /// `apps/v1` DaemonSet.
     DaemonSet,
-    /// `batch/v1` CronJob (its next Job starts with the new config).
+    /// Its next Job starts with the new config.
     CronJob,
-    /// `argoproj.io/v1alpha1` Rollout with a template of its own (a re-stamp starts a new
-    /// revision that follows its canary or blue-green steps). A CRD: the server may not serve it.
+    /// Argo's, with a template of its own (a re-stamp follows its canary or blue-green steps).
+    /// A CRD: the server may not serve it.
     Rollout,
-    /// `v1` Pod carrying the sidecar.
+    /// A Pod carrying the sidecar.
     Pod,
-    /// The same Pod as its env hash, when its sidecar restarts it in place (see
-    /// [`crate::workload::in_place`]): a target of its own, written in its workload's restart waves.
+    /// The same Pod as its env hash, when its sidecar restarts it in place: written in its
+    /// workload's restart waves.
     PodEnv,
 }
 
 impl TargetKind {
-    /// The workload kinds (restart-only consumers), in a fixed order. Discovery decides which
-    /// of them are watched: an old server lacks `batch/v1` CronJob, and only a cluster with
-    /// Argo Rollouts' CRD serves Rollouts.
+    /// The workload kinds, in a fixed order (discovery decides which are watched).
     pub const WORKLOADS: [TargetKind; 5] = [
         TargetKind::Deployment,
         TargetKind::StatefulSet,
@@ -46,7 +41,6 @@ impl TargetKind {
         TargetKind::Rollout,
     ];
 
-    /// Its row in the table of kinds.
     pub fn table(self) -> Kind {
         match self {
             TargetKind::Deployment => Kind::Deployment,
@@ -58,22 +52,18 @@ impl TargetKind {
         }
     }
 
-    /// `kind`, as in the API.
     pub fn kind(self) -> &'static str {
         self.table().name()
     }
 
-    /// `apiVersion`, as in the API.
     pub fn api_version(self) -> &'static str {
         self.table().api_version()
     }
 
-    /// Plural name in URLs and RBAC rules.
     pub fn plural(self) -> &'static str {
         self.table().plural()
     }
 
-    /// How the API addresses the kind.
     pub fn api_resource(self) -> ApiResource {
         api_resource(self.table())
     }
@@ -85,7 +75,7 @@ impl TargetKind {
             .expect("every kind the controller writes to has a pod (template)")
     }
 
-    /// The annotation the controller keeps up to date on this kind.
+    /// The hash annotation the controller keeps up to date on this kind.
     pub fn annotation(self) -> &'static str {
         match self {
             TargetKind::Pod => MOUNTED_CONFIG_HASH,
@@ -103,19 +93,17 @@ impl TargetKind {
         }
     }
 
-    /// Whether a changed hash starts a rolling update (workloads) or a kubelet refresh (Pods).
     pub fn is_workload(self) -> bool {
         !self.is_pod()
     }
 
-    /// Whether the target is a Pod (its mounted config, or its env).
+    /// A Pod (its mounted config, or its env).
     pub fn is_pod(self) -> bool {
         matches!(self, TargetKind::Pod | TargetKind::PodEnv)
     }
 }
 
-/// How the API addresses `kind`, from the table of kinds (a Rollout has no k8s-openapi type to
-/// take it from).
+/// How the API addresses `kind` (a Rollout has no k8s-openapi type to take it from).
 pub fn api_resource(kind: Kind) -> ApiResource {
     let gvk = GroupVersionKind::gvk(kind.group(), kind.version(), kind.name());
     ApiResource::from_gvk_with_plural(&gvk, kind.plural())
@@ -124,11 +112,9 @@ pub fn api_resource(kind: Kind) -> ApiResource {
 /// One object the controller may write to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Target {
-    /// Its kind.
     pub kind: TargetKind,
-    /// `metadata.namespace` (shared by every record of the namespace).
+    /// Shared by every record of the namespace.
     pub namespace: Arc<str>,
-    /// `metadata.name` (clones of a target share it).
     pub name: Arc<str>,
 }
 
@@ -148,22 +134,19 @@ impl fmt::Display for Target {
     }
 }
 
-/// A write the reconciler decided on: set `target`'s annotation from `expected` (what the view
-/// shows now; `None` when absent) to `desired`, and for workloads record an Event.
+/// A write the reconciler decided on: set `target`'s `annotation` from `expected` (what the
+/// view shows now; the write applies only while it is still this) to `desired`, and for
+/// workloads record an Event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Write {
-    /// Where.
     pub target: Target,
-    /// `metadata.uid` of the object (for the Event's `involvedObject`).
+    /// For the Event's `involvedObject`.
     pub uid: String,
-    /// The annotation's value in the view; the write only applies while it is still this.
     pub expected: Option<String>,
-    /// The new value.
     pub desired: String,
     /// The Event message (workloads only), starting with `reload-injector:`; never a value.
     pub event: Option<String>,
-    /// The annotation written: `target.kind.annotation()`, or on a Pod the second nudge's
-    /// `mounted-config-refreshed` (see [`Write::again`]).
+    /// `target.kind.annotation()`, or one beside it ([`Write::again`], [`Write::held_back`]).
     pub annotation: &'static str,
 }
 
@@ -187,15 +170,12 @@ impl Write {
         }
     }
 
-    /// The second nudge that follows this write once it landed, if any: a Pod whose
-    /// `mounted-config-hash` changed gets `mounted-config-refreshed` set to the same hash. The
-    /// first Pod update can reach the kubelet before the kubelet's own watch of the ConfigMap or
-    /// Secret has the new data; the kubelet then remounts the old data, and nothing else would
-    /// make it look again before its periodic sync (60–90 s). The value differs from what the
-    /// annotation held (it held the previous hash, or nothing), so the PATCH is a real change
-    /// and the kubelet gets an UPDATE. A merge patch without a `test`: it never conflicts.
-    /// A Pod whose `env-hash` changed gets `env-hash-refreshed` the same way: its sidecar waits
-    /// until the kubelet mounted the new data, which the second sync brings.
+    /// The second nudge that follows this write once it landed: a Pod's changed
+    /// `mounted-config-hash` (or `env-hash`) is copied to `mounted-config-refreshed` (or
+    /// `env-hash-refreshed`). The first update can reach the kubelet before its own watch of the
+    /// ConfigMap or Secret has the new data; it then remounts the old data and would not look
+    /// again before its periodic sync (60–90 s). The value is new there, so the kubelet gets a
+    /// real UPDATE. A merge patch without a `test`: it never conflicts.
     pub fn again(&self) -> Option<Write> {
         let refreshed = match (self.target.kind, self.annotation) {
             (TargetKind::Pod, MOUNTED_CONFIG_HASH) => MOUNTED_CONFIG_REFRESHED,
@@ -205,9 +185,8 @@ impl Write {
         Some(self.beside(refreshed))
     }
 
-    /// The record, on the Pod, that a stopped run held this write back: its value in the kind's
-    /// held-back annotation, so that a later leader does not write it either (see
-    /// [`TargetKind::held_back_annotation`]). A merge patch without a `test`, like [`Write::again`].
+    /// The record, on the Pod, that a stopped run held this write back (its value in the kind's
+    /// held-back annotation), so that a later leader does not write it either.
     pub fn held_back(&self) -> Option<Write> {
         Some(self.beside(self.target.kind.held_back_annotation()?))
     }

@@ -29,9 +29,8 @@ pub const MAX_IN_FLIGHT: usize = 8;
 pub const BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
 /// How many times an Event create is tried before it is given up (it is a courtesy).
 pub const EVENT_ATTEMPTS: u32 = 3;
-/// How long after a Pod's `mounted-config-hash` landed its second nudge is sent
-/// ([`Write::again`]): long enough for the kubelet's own watch of the ConfigMap or Secret to
-/// have the new data (it lags the API by milliseconds), and the waves' settle time.
+/// How long after a Pod's hash landed its second nudge ([`Write::again`]) is sent: the kubelet's
+/// own watch of the ConfigMap or Secret lags the API by milliseconds.
 pub const NUDGE_AGAIN_AFTER: Duration = super::waves::SETTLE;
 
 /// One queued write: a target and the annotation written there (a Pod's hash, its second nudge
@@ -42,12 +41,11 @@ fn slot(write: &Write) -> Slot {
     (write.target.clone(), write.annotation)
 }
 
-/// How the writer sends.
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
     /// PATCHes and Event creates per second (`--max-writes-per-second`); burst `max(1, rate)`.
     pub max_writes_per_second: f64,
-    /// Bound on each API request; a request that takes longer is retried.
+    /// A request that takes longer is retried.
     pub request_timeout: Duration,
 }
 
@@ -59,15 +57,14 @@ pub enum Outcome {
     /// The object changed since the view (409, or the `test` failed: 422): re-evaluate after
     /// the next watch event.
     Conflict(Target),
-    /// The object is gone (404): nothing to do.
+    /// 404.
     Gone(Target),
 }
 
 /// Callbacks for metrics, so the writer does not depend on the metrics module.
 #[derive(Clone)]
 pub struct Counters {
-    /// A hash annotation of this kind was written: a workload's `config-hash` (a rollout
-    /// starts) or a Pod's `mounted-config-hash` (a kubelet refresh).
+    /// A hash annotation of this kind was written.
     pub written: Arc<dyn Fn(TargetKind) + Send + Sync>,
     /// How many writes the writer holds (queued, in flight or waiting to be retried or sent
     /// again, and Events being recorded); said before any [`Outcome`] is sent, so a write is
@@ -128,12 +125,10 @@ impl Writer {
     }
 }
 
-/// What the writer is asked to do.
 #[derive(Debug)]
 enum Job {
     /// PATCH the annotation (and record the Event, if any, once it landed).
     Write(Write),
-    /// Only record the Event.
     Note(Write),
 }
 
@@ -215,7 +210,6 @@ impl Task {
         }
     }
 
-    /// Records `write.event`, if any, as an Event on `write.target`.
     fn note(&mut self, write: &Write) {
         let Some(message) = &write.event else {
             return;
@@ -288,7 +282,6 @@ impl Task {
         None
     }
 
-    /// Moves retries that are due to the back of the ready queue.
     fn promote(&mut self) {
         let now = Instant::now();
         while let Some(entry) = self.delayed.first_entry() {
@@ -361,7 +354,6 @@ impl Task {
         }
     }
 
-    /// Writes queued, in flight or waiting (a retry, a second nudge), and Events being recorded.
     fn held(&self) -> usize {
         self.entries.len() + self.events.len()
     }

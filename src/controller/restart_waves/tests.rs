@@ -3,7 +3,7 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::controller::test_fixtures::{self, names, web};
-use crate::controller::write_target::TargetKind;
+use crate::controller::write_target::{TargetKind, Write};
 
 fn pod(name: &str) -> Target {
     test_fixtures::pod(TargetKind::PodEnv, name)

@@ -1,6 +1,4 @@
-//! What the watches report, into the view and the store (the loop's intake): objects applied
-//! and deleted, (re)lists started and done, refused namespaces, and the first sync. What it
-//! changes is tracked, fetched and scheduled by the rest of the loop.
+//! The loop's intake: what the watches report, into the view and the store.
 
 use super::*;
 use crate::controller::reduce::Consumer;
@@ -203,8 +201,7 @@ impl Loop {
         }
     }
 
-    /// Records what a target consumes now (`None`: it must not be written to), and checks it
-    /// when that changed.
+    /// Records what a target consumes now (`None`: it must not be written to).
     fn set_target(&mut self, target: &Target, consumer: Option<Consumer>) {
         if let Some(consumer) = &consumer {
             self.writes.seen(target, consumer.hash.as_ref());
@@ -242,9 +239,8 @@ impl Loop {
         }
     }
 
-    /// Starts or stops the config watches of `name` when whether its config is watched changed
-    /// from `was` (its label, or the consumers there that opt in themselves); returns whether it
-    /// did.
+    /// Starts or stops the config watches of `name` if whether its config is watched changed
+    /// from `was`; returns whether it did.
     fn rescope(&mut self, name: &str, was: bool) -> bool {
         let now = self.view.config_watched(name);
         if now == was {
@@ -264,8 +260,7 @@ impl Loop {
         true
     }
 
-    /// Once every workload and Pod watch has listed, starts the config watches of the
-    /// namespaces that opted in so far (later ones start as they opt in).
+    /// Once every workload and Pod watch has listed, starts the config watches so far.
     fn start_config_watches(&mut self) {
         if !self.listings.start_configs() {
             return;

@@ -135,7 +135,8 @@ fn a_wave_gone_unready_stops_the_refresh_until_the_config_changes_again() {
         stop.stopped,
         [Stopped {
             workload: web(),
-            unready: pod("a"),
+            pod: pod("a"),
+            why: (),
             left: ["b", "c", "d"]
                 .map(|name| write(name, "sha256:new"))
                 .to_vec()

@@ -110,7 +110,7 @@ async fn pod_refreshes_go_in_their_workloads_waves() {
     let (none, stopped_now) = book.step(Instant::now(), |_, _| 2, |p| Some(*p != submit[0].target));
     assert!(none.is_empty() && stopped.is_empty());
     assert_eq!(stopped_now.len(), 1, "a Pod went unready");
-    assert_ne!(stopped_now[0].unready, unready);
+    assert_ne!(stopped_now[0].pod, unready);
     let note = stopped_note(&stopped_now[0], "wuid".into());
     assert_eq!(note.target, owner);
     assert_eq!(note.uid, "wuid");

@@ -22,9 +22,8 @@ pub const COMPONENT: &str = "reload-injector";
 /// The Event reason for a rollout.
 pub const REASON: &str = "ConfigChanged";
 
-/// The PATCH's failures name it so.
+/// What a failure says was tried.
 const PATCH: &str = "patch";
-/// The Event create's failures name it so.
 const RECORD: &str = "record the Event on";
 
 /// Why a request failed (logged; the writer retries or reports an [`super::Outcome`]).
@@ -33,22 +32,16 @@ pub enum Error {
     /// The API refused or failed the request.
     #[error("failed to {action} {target}")]
     Failed {
-        /// `patch`, or `record the Event on`.
         action: &'static str,
-        /// Where.
         target: Target,
-        /// The client's error (an API `Status` carries the HTTP code).
         #[source]
         source: kube::Error,
     },
     /// The request got no answer in time.
     #[error("failed to {action} {target}: no answer within {timeout:?}")]
     TimedOut {
-        /// `patch`, or `record the Event on`.
         action: &'static str,
-        /// Where.
         target: Target,
-        /// The bound.
         timeout: Duration,
     },
 }
