@@ -10,8 +10,8 @@ macro_rules! codes {
     ($($(#[$doc:meta])* $variant:ident = $code:literal,)*) => {
         /// What a finding is about. Its text (`stale`, …) is the stable `code` of the
         /// `-o json` form.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-        pub enum Code { $($(#[$doc])* $variant,)* }
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+        pub enum Code { $($(#[$doc])* #[serde(rename = $code)] $variant,)* }
 
         impl Code {
             /// Every code, in the order of the table.
@@ -78,12 +78,6 @@ impl fmt::Display for Code {
     }
 }
 
-impl Serialize for Code {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -103,12 +97,3 @@ impl Finding {
         }
     }
 }
-
-/// The README's fix for a subPath mount.
-pub const FIX_SUBPATH: &str = "mount the directory to get hot reload";
-/// The README's fix for a Secret the webhook cannot hash.
-pub const FIX_NO_HASH_KEY: &str = "give the webhook a --secret-hash-key-file (the install does)";
-/// The README's fix for a missing object.
-pub const FIX_MISSING: &str = "create it, or mark the reference `optional: true`";
-/// The README's fix for `EPERM`.
-pub const FIX_EPERM: &str = "set `runAsUser` on the pod or container: the sidecar then runs as that UID (or allow CAP_KILL)";

@@ -40,7 +40,7 @@ impl KeyState<'_> {
 
 /// A stamped hash against the live data's (`current`, `stale`, `notStamped`,
 /// `nothingToHash` or `unknown` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HashState {
     Current,
@@ -49,11 +49,12 @@ pub enum HashState {
     /// Nothing is read that a hash covers.
     NothingToHash,
     /// The live data's hash cannot be made.
+    #[default]
     Unknown,
 }
 
 /// The stamped `config-hash` against the hash of the live data.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashCheck {
     pub state: HashState,

@@ -38,20 +38,6 @@ pub struct OptIn {
     pub left_to_reloader: bool,
 }
 
-/// The labels and annotations the opt-in is decided on.
-#[derive(Debug, Clone, Copy)]
-pub struct Metas<'a> {
-    /// The workload's own `metadata` labels (empty for a Pod).
-    pub own_labels: &'a Map,
-    /// The workload's own `metadata` annotations (empty for a Pod).
-    pub own_annotations: &'a Map,
-    /// The pod template's (or the Pod's) labels.
-    pub labels: &'a Map,
-    /// The pod template's (or the Pod's) annotations, carrying the workload's own opt-ins as
-    /// the webhook copies them (`reload-injector.io/workload-opt-in`).
-    pub annotations: &'a Map,
-}
-
 /// The webhook configuration as read (`present`, `missing` or `unreadable` in JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -81,9 +67,15 @@ pub struct Installation {
     pub reloader_retired: Option<bool>,
 }
 
-/// The opt-in part, and its findings. Reloader is taken to run beside us unless `serve` is known
-/// to run with `--reloader-retired`.
-pub fn opt_in(snapshot: &Snapshot, namespace: &str, metas: Metas<'_>) -> (OptIn, Vec<Finding>) {
+/// The opt-in part, and its findings, from the pod template's (or Pod's) `labels` and
+/// `annotations` (carrying the workload's own opt-ins as the webhook copies them) and the
+/// workload's `own` annotations. Reloader is taken to run beside us unless `serve` is known to
+/// run with `--reloader-retired`.
+pub fn opt_in(
+    snapshot: &Snapshot,
+    namespace: &str,
+    [labels, annotations, own]: [&Map; 3],
+) -> (OptIn, Vec<Finding>) {
     let mut findings = Vec::new();
     let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
     let namespaces = snapshot.namespaces.ok();
@@ -93,8 +85,12 @@ pub fn opt_in(snapshot: &Snapshot, namespace: &str, metas: Metas<'_>) -> (OptIn,
         .cloned();
     let labelled = namespace_label.as_deref() == Some(OPT_IN_VALUE) || !namespace_read;
     let retired = reloader_retired(snapshot) == Some(true);
-    let verdict = policy::verdict(labelled, metas.labels, metas.annotations, retired);
-    let reloader = reloader_annotations(metas);
+    let verdict = policy::verdict(labelled, labels, annotations, retired);
+    // Reloader's annotations on its own metadata, then on its template, as `key=value`.
+    let reloader: Vec<String> = (own.iter().chain(annotations))
+        .filter(|(key, _)| reloader::is_key(key))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
     if excluded {
         findings.push(Finding::new(
             Code::NamespaceExcluded,
@@ -188,17 +184,6 @@ fn verdict_finding(
             ),
         ),
     })
-}
-
-/// Reloader's annotations on the workload's own metadata, then on its pod template, as
-/// `key=value` (the template's carried copy of the metadata's left out).
-fn reloader_annotations(metas: Metas<'_>) -> Vec<String> {
-    let own = metas.own_annotations.iter();
-    let template = metas.annotations.iter();
-    own.chain(template)
-        .filter(|(key, _)| reloader::is_key(key))
-        .map(|(key, value)| format!("{key}={value}"))
-        .collect()
 }
 
 /// Whether the webhook's Deployment runs `serve` with `--reloader-retired` (a `true` value, or

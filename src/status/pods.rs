@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::common::meta_str;
 use super::config_objects::Configs;
-use super::findings::{Code, FIX_EPERM, Finding};
+use super::findings::{Code, Finding};
 use super::hash_check::{HashState, KeyState};
 use super::select::{matches, owned_by};
 use super::sidecar_log;
@@ -311,35 +311,33 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     }
     let held_back = "a Pod of the workload failed with the new data and the run stopped (the \
         workload's Event names the Pod): fix the config; its next change reaches every Pod";
-    if line.mounted_state == Some(HashState::Stale) && line.mounted_held_back {
-        findings.push(Finding::new(
+    let stale = [
+        (
+            line.mounted_state,
+            line.mounted_held_back,
             Code::MountedStale,
-            format!("pod {pod:?}: its mounted-config-hash is older than the live data, which was held back from it"),
-            held_back,
-        ));
-    } else if line.mounted_state == Some(HashState::Stale) {
-        findings.push(Finding::new(
-            Code::MountedStale,
-            format!(
-                "pod {pod:?}: the mounted-config-hash is not the hash of the live data it mounts"
-            ),
+            "its mounted-config-hash is older than the live data, which was held back from it",
+            "the mounted-config-hash is not the hash of the live data it mounts",
             "the controller patches it at once when a mounted object changes: check that one is running",
-        ));
-    }
-    if line.env_state == Some(HashState::Stale) && line.env_held_back {
-        findings.push(Finding::new(
+        ),
+        (
+            line.env_state,
+            line.env_held_back,
             Code::EnvStale,
-            format!("pod {pod:?}: it runs with env older than the live ConfigMaps, which were held back from it"),
-            held_back,
-        ));
-    } else if line.env_state == Some(HashState::Stale) {
-        findings.push(Finding::new(
-            Code::EnvStale,
-            format!(
-                "pod {pod:?}: its env-hash is not the hash of the live ConfigMaps it reads through env: it runs with older values"
-            ),
+            "it runs with env older than the live ConfigMaps, which were held back from it",
+            "its env-hash is not the hash of the live ConfigMaps it reads through env: it runs with older values",
             "the controller restarts the pods in place, wave by wave: check that one runs, and for a stopped refresh",
-        ));
+        ),
+    ];
+    for (state, held, code, held_message, message, fix) in stale {
+        if state == Some(HashState::Stale) {
+            let (message, fix) = if held {
+                (held_message, held_back)
+            } else {
+                (message, fix)
+            };
+            findings.push(Finding::new(code, format!("pod {pod:?}: {message}"), fix));
+        }
     }
     let restarts = line.sidecar_restarts.filter(|_| !line.restarted_in_place);
     if let Some(restarts) = restarts.filter(|r| *r > 0) {
@@ -351,7 +349,7 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     }
     if let Some(last) = line.reloads.last().filter(|l| !sidecar_log::succeeded(l)) {
         let fix = if sidecar_log::permission_denied(last) {
-            FIX_EPERM.to_owned()
+            "set `runAsUser` on the pod or container: the sidecar then runs as that UID (or allow CAP_KILL)".to_owned()
         } else if sidecar_log::target_exited(last) {
             "the app died of the reload signal: annotate the pod template reload-injector.io/on-change: restart, \
              or set reload-injector.io/signal (or reload-url) to what it reloads on"

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::common::{meta_str, seconds_between};
 use super::config_objects::Configs;
 use super::findings::{Code, Finding};
-use super::hash_check::{HashCheck, HashState, KeyState, hash_check, hash_key, stale_finding};
+use super::hash_check::{HashCheck, HashState, hash_check, hash_key, stale_finding};
 use super::install::{self, Installation, OptIn};
 use super::pods::{self, Pods};
 use super::read_lines::{Judging, ReadLine, mode_text, read_findings, read_lines};
@@ -88,12 +88,11 @@ pub fn report(snapshot: &Snapshot, kind: Kind, object: &Value) -> Report {
 /// lays them out once per namespace). The sections in the order the report reads.
 pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
     let workload = Workload::new(snapshot, kind, object, configs);
-    let metas = install::Metas {
-        own_labels: &workload.own_labels,
-        own_annotations: &workload.own_annotations,
-        labels: &workload.labels,
-        annotations: &workload.annotations,
-    };
+    let metas = [
+        &workload.labels,
+        &workload.annotations,
+        &workload.own_annotations,
+    ];
     let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, metas);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
@@ -130,7 +129,15 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
             };
             workload.consumed(core, &judging, stamped)
         }
-        None => Consumed::unknown(stamped, &key),
+        // Nothing known: the template could not be explained.
+        None => Consumed {
+            hash: HashCheck {
+                stamped,
+                secrets_checked: key.checks_secrets(),
+                ..HashCheck::default()
+            },
+            ..Consumed::default()
+        },
     };
     findings.extend(consumed.findings);
     if consumed.hash.state == HashState::Stale {
@@ -171,8 +178,7 @@ struct Workload<'a> {
     /// The pod template's, with the workload's own opt-ins carried as the webhook copies them.
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
-    /// The workload's own `metadata` labels and annotations (empty for a Pod).
-    own_labels: BTreeMap<String, String>,
+    /// The workload's own `metadata` annotations (empty for a Pod).
     own_annotations: BTreeMap<String, String>,
 }
 
@@ -195,30 +201,12 @@ enum NotExplained {
 
 /// Sections 3 and 4: what the template reads, how the sidecar reloads, and the hash check,
 /// with their findings (all but `stale`, whose fix depends on the installation).
+#[derive(Default)]
 struct Consumed {
     reads: Vec<ReadLine>,
     reload: Option<String>,
     hash: HashCheck,
     findings: Vec<Finding>,
-}
-
-impl Consumed {
-    /// Nothing known: the template could not be explained.
-    fn unknown(stamped: Option<String>, key: &KeyState<'_>) -> Self {
-        Consumed {
-            reads: Vec::new(),
-            reload: None,
-            hash: HashCheck {
-                state: HashState::Unknown,
-                stamped,
-                live: None,
-                secrets_checked: key.checks_secrets(),
-                written: Vec::new(),
-                earlier: false,
-            },
-            findings: Vec::new(),
-        }
-    }
 }
 
 impl<'a> Workload<'a> {
@@ -250,7 +238,6 @@ impl<'a> Workload<'a> {
             template,
             annotations,
             labels: map("labels"),
-            own_labels,
             own_annotations,
         }
     }
