@@ -1,16 +1,9 @@
-//! `reload-injector status` (also the kubectl plugin `kubectl reload-injector`): answers "why
-//! didn't my pod reload?" from the live cluster.
-//!
-//! Data flows one way: [`collect`] (thin kube I/O) fills a [`snapshot::Snapshot`] (the goldens
-//! build the same snapshot from their objects: `tests/status_support`); the pure judges read it
-//! ([`workload_report`] from [`install`], [`read_lines`], [`hash_check`] and [`pods`];
-//! [`config_report`]; [`summary`]); [`render`] writes the report as text or JSON.
-//!
-//! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
-//!
-//! Imports: the shared domain (`hash`, `workload`, `kinds`, `object_names`, `policy`), the
-//! `controller`'s names for what it writes (`write_target`, `waves::REFRESH_STOPPED`), and the
-//! helpers `cli`, `report`; never `webhook`, `watch`, `certs` or `offline`.
+//! `reload-injector status` (also `kubectl reload-injector`): "why didn't my pod reload?".
+//! [`collect`] fills a [`snapshot::Snapshot`] (the goldens build one from their objects); the
+//! pure judges read it; [`render`] writes text or JSON. Exit codes: 0 all well, 1 a finding, 2
+//! the command could not do its job. Imports the shared domain (`hash`, `workload`, `kinds`,
+//! `object_names`, `policy`), the `controller`'s names for what it writes, `cli` and `report`;
+//! never `webhook`, `watch`, `certs` or `offline`.
 
 pub mod collect;
 pub mod common;
@@ -58,21 +51,13 @@ pub enum StatusError {
     /// The target does not exist.
     #[error("{kind} {name:?} not found in namespace {namespace:?}")]
     NotFound {
-        /// `deploy`, `cm`, …
         kind: &'static str,
-        /// Its name.
         name: String,
-        /// Where it was looked for.
         namespace: String,
     },
-    /// The target's kind could not be read at all.
+    /// The target's kind could not be read at all (`what`: `deployments in "shop"`).
     #[error("failed to read {what}: {reason}")]
-    TargetUnreadable {
-        /// `deployments in "shop"`.
-        what: String,
-        /// Forbidden, not served, …
-        reason: String,
-    },
+    TargetUnreadable { what: String, reason: String },
     /// The tokio runtime could not start.
     #[error("failed to start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -158,23 +143,18 @@ async fn config_report(
     let snapshot = reader
         .snapshot(Some(&namespace), &target_arg::WORKLOADS, false)
         .await?;
-    let failed = match target.kind {
-        Kind::Secret => snapshot.secrets.failure(),
-        _ => snapshot.config_maps.failure(),
-    };
-    if let Some(reason) = failed {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{} in {namespace:?}", target.kind.plural()),
-            reason: reason.to_owned(),
-        });
+    target_readable(&snapshot, &target, &namespace)?;
+    let report = config_report::config(&snapshot, target.kind, &namespace, &target.name);
+    report.ok_or_else(|| not_found(target, namespace))
+}
+
+fn not_found(target: Target, namespace: String) -> StatusError {
+    let (kind, name) = (target.kind.short(), target.name);
+    StatusError::NotFound {
+        kind,
+        name,
+        namespace,
     }
-    config_report::config(&snapshot, target.kind, &namespace, &target.name).ok_or(
-        StatusError::NotFound {
-            kind: target.kind.short(),
-            name: target.name,
-            namespace,
-        },
-    )
 }
 
 /// The report on a workload or Pod. Its sidecar Pods are known only once the report is made,
@@ -195,11 +175,7 @@ async fn workload_report(
     target_readable(&snapshot, &target, &namespace)?;
     let Some(first) = workload_report::workload(&snapshot, target.kind, &namespace, &target.name)
     else {
-        return Err(StatusError::NotFound {
-            kind: target.kind.short(),
-            name: target.name,
-            namespace,
-        });
+        return Err(not_found(target, namespace));
     };
     let sidecar_pods: Vec<String> = first
         .pods
@@ -219,37 +195,36 @@ async fn workload_report(
     )
 }
 
-/// Whether the target's kind (and, for a Pod, the Pods) could be read at all.
+/// Whether the target's kind could be read at all.
 fn target_readable(
     snapshot: &snapshot::Snapshot,
     target: &Target,
     namespace: &str,
 ) -> Result<(), StatusError> {
     let kind = target.kind;
-    if snapshot.unserved.contains(&kind) {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{}/{}", kind.short(), target.name),
-            reason: format!(
-                "the server does not serve {}/{} {}",
-                kind.group(),
-                kind.version(),
-                kind.plural()
-            ),
-        });
-    }
-    if let Some(snapshot::Fetched::Failed(reason)) = snapshot.workloads.get(&target.kind) {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{} in {namespace:?}", target.kind.plural()),
-            reason: reason.clone(),
-        });
-    }
-    if let (Kind::Pod, Some(reason)) = (target.kind, snapshot.pods.failure()) {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("pods in {namespace:?}"),
-            reason: reason.to_owned(),
-        });
-    }
-    Ok(())
+    let (what, reason) = if snapshot.unserved.contains(&kind) {
+        let (group, version, plural) = (kind.group(), kind.version(), kind.plural());
+        let reason = format!("the server does not serve {group}/{version} {plural}");
+        (format!("{}/{}", kind.short(), target.name), reason)
+    } else {
+        let failed = match kind {
+            Kind::Pod => snapshot.pods.failure(),
+            Kind::ConfigMap => snapshot.config_maps.failure(),
+            Kind::Secret => snapshot.secrets.failure(),
+            _ => snapshot
+                .workloads
+                .get(&kind)
+                .and_then(snapshot::Fetched::failure),
+        };
+        let Some(reason) = failed else {
+            return Ok(());
+        };
+        (
+            format!("{} in {namespace:?}", kind.plural()),
+            reason.to_owned(),
+        )
+    };
+    Err(StatusError::TargetUnreadable { what, reason })
 }
 
 /// A client from the kubeconfig (`--kubeconfig`, else `KUBECONFIG` or `~/.kube/config`, else

@@ -12,7 +12,7 @@ use super::hash_check::{HashCheck, HashState};
 use super::install::{Installation, OptIn, WebhookState};
 use super::pods::{PodLine, Pods};
 use super::read_lines::{OnChange, ReadLine};
-use super::summary::Summary;
+use super::summary::{Line, Summary};
 use super::workload_report::{EventLine, Report};
 use crate::policy::{INJECT, OPT_IN_VALUE, RETIRED_FLAG};
 
@@ -149,7 +149,7 @@ fn change_text(on_change: OnChange) -> &'static str {
 }
 
 fn hash_text(out: &mut String, hash: &HashCheck) {
-    let short = |h: &Option<String>| h.clone().unwrap_or_else(|| "none".to_owned());
+    let short = |h: &Option<String>| h.as_deref().unwrap_or("none").to_owned();
     let line = match hash.state {
         HashState::Current if hash.earlier => format!(
             "config-hash: current ({}, over what an earlier version counted: the next change re-stamps it)",
@@ -310,37 +310,27 @@ pub fn summary_text(summary: &Summary) -> String {
     if summary.workloads.is_empty() {
         out.push_str("no workloads found\n");
     }
-    let width = summary
-        .workloads
-        .iter()
-        .map(|w| w.namespace.len() + w.kind_short.len() + w.name.len() + 2)
-        .max()
-        .unwrap_or(0);
+    let target = |line: &Line| format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
+    let width = summary.workloads.iter().map(|w| target(w).len()).max();
+    let width = width.unwrap_or(0);
     for line in &summary.workloads {
-        let target = format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
-        let state = if line.findings.is_empty() {
+        let codes: Vec<&str> = line.findings.iter().map(|c| c.as_str()).collect();
+        let state = if codes.is_empty() {
             "ok".to_owned()
         } else {
-            let codes: Vec<&str> = line.findings.iter().map(|c| c.as_str()).collect();
             codes.join(", ")
         };
-        let _ = writeln!(out, "{target:<width$}  {state}");
+        let _ = writeln!(out, "{:<width$}  {state}", target(line));
     }
-    let reloader: Vec<_> = summary
-        .workloads
-        .iter()
+    let reloader: Vec<_> = (summary.workloads.iter())
         .filter(|w| !w.reloader.is_empty())
         .collect();
     if !reloader.is_empty() {
         let _ = writeln!(out, "\nWith Reloader's annotations ({}):", reloader.len());
         for line in reloader {
-            let target = format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
-            let _ = writeln!(out, "   {target}: {}", line.reloader.join(", "));
-            let _ = writeln!(
-                out,
-                "      -> {}",
-                line.will.as_deref().unwrap_or("nothing")
-            );
+            let (annotations, will) = (line.reloader.join(", "), line.will.as_deref());
+            let will = will.unwrap_or("nothing");
+            let _ = writeln!(out, "   {}: {annotations}\n      -> {will}", target(line));
         }
     }
     if summary.has_findings() {
