@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use serde::Serialize;
 
-use super::common::seconds_between;
+use super::seconds_between;
 use super::snapshot::Snapshot;
 use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
 

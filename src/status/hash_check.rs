@@ -1,14 +1,16 @@
 //! Is the stamped `config-hash` the hash of the live data? (pure): what the webhook's
 //! Secret-hash key lets the report check, the check itself, and the `stale` finding.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
-use super::common::age;
+use super::age;
 use super::config_objects::{Configs, Written};
 use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target_arg::Kind;
-use crate::hash::{ConfigKind, SecretKey};
+use crate::hash::{ConfigId, ConfigKind, SecretKey};
 use crate::workload::consumption::Consumption;
 use crate::workload::explain::Explained;
 
@@ -94,31 +96,28 @@ pub fn hash_key<'a>(
         Fetched::Read(Some(key)) => (KeyState::Key(key), None),
         Fetched::Failed(reason) => (KeyState::Unreadable, Some(key_unreadable(reason))),
         Fetched::Read(None) => {
+            let secret =
+                |ids: &BTreeSet<&ConfigId>| ids.iter().any(|id| id.kind == ConfigKind::Secret);
             let Some(explained) = explained else {
                 return (KeyState::NoKey, None);
             };
             let ids = explained.restart_only.ids();
-            if !ids.iter().any(|id| id.kind == ConfigKind::Secret) {
-                // Nothing read through env tells whether the webhook has a key: that matters
-                // only if the sidecar watches a Secret (its hash is keyed when there is one).
-                let mounts_secret = explained.watcher.as_ref().is_some_and(|w| {
-                    w.consumption
-                        .ids()
-                        .iter()
-                        .any(|id| id.kind == ConfigKind::Secret)
-                });
-                if !mounts_secret {
+            let why = if secret(&ids) {
+                let data = configs.data(ids);
+                let without_key = explained.restart_only.hash(&data, None);
+                if stamped.is_some() && without_key.hash.as_deref() == stamped {
                     return (KeyState::NoKey, None);
                 }
-                let why = "nothing read through env shows whether the webhook has one";
-                return (KeyState::Unreadable, Some(missing(why)));
-            }
-            let data = configs.data(ids.iter().copied());
-            let without_key = explained.restart_only.hash(&data, None);
-            if stamped.is_some() && without_key.hash.as_deref() == stamped {
-                return (KeyState::NoKey, None);
-            }
-            let why = "the stamped hash is not the one without Secrets";
+                "the stamped hash is not the one without Secrets"
+            } else {
+                // Nothing read through env tells whether the webhook has a key: that matters
+                // only if the sidecar watches a Secret (its hash is keyed when there is one).
+                let watcher = explained.watcher.as_ref();
+                if !watcher.is_some_and(|w| secret(&w.consumption.ids())) {
+                    return (KeyState::NoKey, None);
+                }
+                "nothing read through env shows whether the webhook has one"
+            };
             (KeyState::Unreadable, Some(missing(why)))
         }
     }

@@ -8,9 +8,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{age, seconds_between};
 use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, INSTALL_NAME, Snapshot};
+use super::{age, seconds_between};
 use crate::policy::{
     self, INJECT, Map, OPT_IN_VALUE, OptedInBy, RETIRED_FLAG, Unmanaged, Verdict, reloader,
 };
@@ -39,16 +39,17 @@ pub struct OptIn {
 }
 
 /// The webhook configuration as read (`present`, `missing` or `unreadable` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WebhookState {
     Present,
+    #[default]
     Missing,
     Unreadable,
 }
 
 /// The webhook configuration and the controller.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Installation {
     pub webhook: WebhookState,
@@ -229,12 +230,8 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
         webhook,
         ca_bundle,
         namespace: snapshot.webhook_namespace.clone(),
-        lease_holder: None,
-        renewed_seconds_ago: None,
-        lease_duration_seconds: None,
-        controller_running: false,
-        lease_read: false,
         reloader_retired: reloader_retired(snapshot),
+        ..Installation::default()
     };
     let mut findings: Vec<Finding> = webhook_finding(webhook, ca_bundle).into_iter().collect();
     let mut notes = Vec::new();

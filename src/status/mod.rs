@@ -6,7 +6,6 @@
 //! never `webhook`, `watch`, `certs` or `offline`.
 
 pub mod collect;
-pub mod common;
 pub mod config_objects;
 pub mod config_report;
 pub mod findings;
@@ -15,8 +14,6 @@ pub mod install;
 pub mod pods;
 pub mod read_lines;
 pub mod render;
-pub mod select;
-pub mod sidecar_log;
 pub mod snapshot;
 pub mod summary;
 pub mod target_arg;
@@ -24,7 +21,9 @@ pub mod workload_report;
 
 use std::process::ExitCode;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::Value;
 
 use crate::cli::{StatusArgs, StatusFormat};
 use collect::Reader;
@@ -252,4 +251,24 @@ async fn connect(args: &StatusArgs) -> Result<(kube::Client, String), StatusErro
 
 fn no_config(err: impl std::error::Error + 'static) -> StatusError {
     StatusError::NoConfig(crate::report::one_line(&err))
+}
+
+/// `metadata.<field>` as a string.
+pub fn meta_str<'v>(object: &'v Value, field: &str) -> Option<&'v str> {
+    object.get("metadata")?.get(field)?.as_str()
+}
+
+/// Whole seconds from `then` to `now` (0 when `then` is later).
+pub fn seconds_between(then: Timestamp, now: Timestamp) -> i64 {
+    (now.as_second() - then.as_second()).max(0)
+}
+
+/// `3s`, `5m`, `2h`, `4d`.
+pub fn age(seconds: i64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
 }

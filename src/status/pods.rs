@@ -1,16 +1,15 @@
-//! The Pods of a workload (pure): how many run the current template, how many carry the
+//! The Pods of a workload (pure): which it owns (its label selector or, for a CronJob, the
+//! owner references through its Jobs), how many run the current template, how many carry the
 //! sidecar, whether each sidecar Pod's `mounted-config-hash` matches the live data, and the
 //! `config-reloader` container's restarts and last reload lines.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::meta_str;
 use super::config_objects::Configs;
 use super::findings::{Code, Finding};
 use super::hash_check::{HashState, KeyState};
-use super::select::{matches, owned_by};
-use super::sidecar_log;
+use super::meta_str;
 use super::snapshot::{Fetched, Snapshot};
 use super::target_arg::Kind;
 use crate::hash::{self, ConfigKind, Consumed};
@@ -274,7 +273,7 @@ fn pod_line(
     let last_exit = status.and_then(|s| s.pointer("/lastState/terminated/exitCode")?.as_i64());
     line.restarted_in_place = last_exit == Some(i64::from(in_place::RESTART_CODE));
     match snapshot.logs.get(&format!("{namespace}/{name}")) {
-        Some(Fetched::Read(text)) => line.reloads = sidecar_log::reload_lines(text, 3),
+        Some(Fetched::Read(text)) => line.reloads = reload_lines(text, 3),
         Some(Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
         None => {}
     }
@@ -347,10 +346,10 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME} --previous"),
         ));
     }
-    if let Some(last) = line.reloads.last().filter(|l| !sidecar_log::succeeded(l)) {
-        let fix = if sidecar_log::permission_denied(last) {
+    if let Some(last) = line.reloads.last().filter(|l| !succeeded(l)) {
+        let fix = if permission_denied(last) {
             "set `runAsUser` on the pod or container: the sidecar then runs as that UID (or allow CAP_KILL)".to_owned()
-        } else if sidecar_log::target_exited(last) {
+        } else if target_exited(last) {
             "the app died of the reload signal: annotate the pod template reload-injector.io/on-change: restart, \
              or set reload-injector.io/signal (or reload-url) to what it reloads on"
                 .to_owned()
@@ -364,4 +363,174 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
         ));
     }
     findings
+}
+
+/// Whether an object's `metadata.labels` (JSON, `Null` when absent) match the
+/// `LabelSelector` JSON `selector`. An empty or absent selector matches nothing (as a
+/// workload's selector must not select every Pod).
+pub fn matches(selector: &Value, labels: &Value) -> bool {
+    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+    let empty =
+        match_labels.is_none_or(|m| m.is_empty()) && expressions.is_none_or(|e| e.is_empty());
+    if empty {
+        return false;
+    }
+    let labels_ok = match_labels.into_iter().flatten().all(|(key, want)| {
+        want.as_str()
+            .is_some_and(|want| label(labels, key) == Some(want))
+    });
+    labels_ok
+        && expressions
+            .into_iter()
+            .flatten()
+            .all(|expression| expression_matches(expression, labels))
+}
+
+fn label<'v>(labels: &'v Value, key: &str) -> Option<&'v str> {
+    labels.get(key).and_then(Value::as_str)
+}
+
+fn expression_matches(expression: &Value, labels: &Value) -> bool {
+    let Some(key) = expression.get("key").and_then(Value::as_str) else {
+        return false;
+    };
+    let values: Vec<&str> = expression
+        .get("values")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let got = label(labels, key);
+    match expression.get("operator").and_then(Value::as_str) {
+        Some("In") => got.is_some_and(|g| values.contains(&g)),
+        Some("NotIn") => got.is_none_or(|g| !values.contains(&g)),
+        Some("Exists") => got.is_some(),
+        Some("DoesNotExist") => got.is_none(),
+        _ => false,
+    }
+}
+
+/// Whether `object` has an owner reference to `uid`.
+pub fn owned_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|owner| owner.get("uid").and_then(Value::as_str) == Some(uid))
+}
+
+/// The last `max` reload lines of a `config-reloader` log, oldest first, each trimmed: the
+/// watcher logs one line per reload attempt (`reloaded`, `reload failed: …`, `…; not retried
+/// until the content changes again`), as text or JSON.
+pub fn reload_lines(log: &str, max: usize) -> Vec<String> {
+    let reload = ["reloaded", "reload failed", "not retried"];
+    let lines: Vec<&str> = (log.lines())
+        .filter(|line| reload.iter().any(|r| line.contains(r)))
+        .collect();
+    let last = &lines[lines.len().saturating_sub(max)..];
+    last.iter().map(|line| line.trim().to_owned()).collect()
+}
+
+/// Whether a reload line reports success.
+pub fn succeeded(line: &str) -> bool {
+    line.contains("reloaded") && result(line) == Some("success")
+}
+
+/// A reload line's `result` field: `result=success` or `result="success"` in text (tracing
+/// quotes string values), `"result":"success"` in JSON.
+fn result(line: &str) -> Option<&str> {
+    let (_, rest) = line
+        .split_once("\"result\":")
+        .or_else(|| line.split_once(" result="))?;
+    let rest = rest.trim_start();
+    match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next(),
+        None => rest.split([' ', ',', '}']).next(),
+    }
+}
+
+/// Whether a reload line reports that the signalled process exited right after the signal: it
+/// died of it instead of reloading.
+pub fn target_exited(line: &str) -> bool {
+    line.contains("target_exited")
+}
+
+/// Whether a reload line reports that the signal was refused (`EPERM`).
+pub fn permission_denied(line: &str) -> bool {
+    line.contains("permission denied")
+        || line.contains("permission_denied")
+        || line.contains("EPERM")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Value {
+        Value::Object(pairs.iter().map(|(k, v)| ((*k).into(), json!(v))).collect())
+    }
+
+    #[test]
+    fn selectors_match_as_the_api_server_does() {
+        let selector = json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                                 {"key": "canary", "operator": "DoesNotExist"}]});
+        for (pod, expected) in [
+            (&[("app", "web"), ("tier", "a")][..], true),
+            (&[("app", "web"), ("tier", "c")], false),
+            (&[("app", "web"), ("tier", "a"), ("canary", "1")], false),
+        ] {
+            assert_eq!(matches(&selector, &labels(pod)), expected, "{pod:?}");
+        }
+        assert!(!matches(&json!({}), &labels(&[("app", "web")])));
+        assert!(!matches(
+            &json!({"matchExpressions": [{"operator": "Exists"}]}),
+            &labels(&[])
+        ));
+    }
+
+    #[test]
+    fn only_reload_lines_are_kept_newest_last() {
+        let log = "a INFO watching dir=/x\n\
+                   b INFO reloaded dir=/x result=success\n\
+                   c ERROR failed to send SIGHUP to nginx[7]: permission denied; not retried until the content changes again result=permission_denied\n\
+                   d INFO reloaded dir=/x result=success\n";
+        let lines = reload_lines(log, 2);
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with('c') && permission_denied(&lines[0]));
+        assert!(!succeeded(&lines[0]) && succeeded(&lines[1]));
+        assert_eq!(reload_lines("", 3), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_result_field_reads_the_same_quoted_bare_or_as_json() {
+        // The sidecar's own text format quotes string values.
+        let text = r#"2026-11-26T05:37:58.407065Z  INFO reload_injector::watch::runner: reloaded dir=/etc/reload-injector/watch/conf hash=b04aea0a96e1 targets=nginx[13] result="success" duration_ms=1.056"#;
+        assert!(succeeded(text));
+        assert!(succeeded(
+            "INFO reloaded dir=/x result=success duration_ms=1"
+        ));
+        assert!(succeeded(
+            r#"{"fields":{"message":"reloaded","result":"success"}}"#
+        ));
+        assert!(!succeeded(r#"INFO reloaded dir=/x result="target_exited""#));
+        assert!(!succeeded(
+            r#"INFO reloaded dir=/x result="successful_lie""#
+        ));
+        assert!(!succeeded("INFO reloaded dir=/x"));
+    }
+
+    #[test]
+    fn a_target_that_died_of_the_signal_is_a_failed_reload() {
+        let log = r#"{"level":"ERROR","fields":{"message":"reload failed: java[12] exited with status 129 within 2s after SIGHUP: it does not reload on SIGHUP; fix: ...; not retried until the content changes again","result":"target_exited"}}"#;
+        let lines = reload_lines(log, 3);
+        assert_eq!(lines.len(), 1);
+        assert!(target_exited(&lines[0]));
+        assert!(!succeeded(&lines[0]));
+    }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::common::age;
+use super::age;
 use super::config_report::ConfigReport;
 use super::findings::Finding;
 use super::hash_check::{HashCheck, HashState};

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::common::meta_str;
+use super::meta_str;
 use super::target_arg::Kind;
 use crate::hash::{ConfigObject, SecretKey};
 

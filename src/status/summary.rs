@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::common::meta_str;
 use super::config_objects::Configs;
 use super::findings::Code;
 use super::hash_check::key_unreadable;
+use super::meta_str;
 use super::read_lines::OnChange;
 use super::snapshot::Snapshot;
 use super::target_arg::Kind;
@@ -52,12 +52,9 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
                 .entry(ns)
                 .or_insert_with(|| Configs::of(snapshot, ns));
             let report = workload_report::report_with(snapshot, kind, object, configs);
-            let mut findings: Vec<Code> = Vec::new();
-            for finding in &report.findings {
-                if !findings.contains(&finding.code) {
-                    findings.push(finding.code);
-                }
-            }
+            let mut seen = std::collections::BTreeSet::new();
+            let codes = report.findings.iter().map(|f| f.code);
+            let findings: Vec<Code> = codes.filter(|code| seen.insert(*code)).collect();
             let will = (!report.opt_in.reloader.is_empty()).then(|| will(&report));
             let opted_in_by = report.opt_in.opted_in_by;
             Line {

@@ -7,7 +7,6 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::common::{meta_str, seconds_between};
 use super::config_objects::Configs;
 use super::findings::{Code, Finding};
 use super::hash_check::{HashCheck, HashState, hash_check, hash_key, stale_finding};
@@ -16,6 +15,7 @@ use super::pods::{self, Pods};
 use super::read_lines::{Judging, ReadLine, mode_text, read_findings, read_lines};
 use super::snapshot::Snapshot;
 use super::target_arg::Kind;
+use super::{meta_str, seconds_between};
 use crate::controller::waves::REFRESH_STOPPED;
 use crate::policy::{self, WORKLOAD_OPT_IN};
 use crate::workload::consumption;
@@ -75,17 +75,12 @@ pub fn workload(snapshot: &Snapshot, kind: Kind, namespace: &str, name: &str) ->
     let object = objects.iter().find(|o| {
         meta_str(o, "namespace") == Some(namespace) && meta_str(o, "name") == Some(name)
     })?;
-    Some(report(snapshot, kind, object))
+    let configs = Configs::of(snapshot, namespace);
+    Some(report_with(snapshot, kind, object, &configs))
 }
 
-/// The report on `object`, a workload of `kind`.
-pub fn report(snapshot: &Snapshot, kind: Kind, object: &Value) -> Report {
-    let namespace = meta_str(object, "namespace").unwrap_or_default();
-    report_with(snapshot, kind, object, &Configs::of(snapshot, namespace))
-}
-
-/// [`report`] with the ConfigMaps and Secrets of its namespace already laid out (a summary
-/// lays them out once per namespace). The sections in the order the report reads.
+/// The report on `object`, a workload of `kind`, with the ConfigMaps and Secrets of its
+/// namespace already laid out (a summary lays them out once per namespace).
 pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
     let workload = Workload::new(snapshot, kind, object, configs);
     let metas = [
