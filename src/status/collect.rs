@@ -1,5 +1,5 @@
 //! The thin kube I/O of `status`: one paged LIST per kind per namespace, a few GETs of the
-//! installation (webhook configuration, Lease, hash key, the webhook's Deployment), and the `config-reloader` log of a few Pods. A forbidden or unserved read
+//! installation, and the `config-reloader` log of a few Pods. A forbidden or unserved read
 //! becomes a [`Fetched::Failed`]; only an unreachable API server, refused credentials or a
 //! missing namespace stop the command.
 
@@ -21,13 +21,10 @@ use crate::controller::write_target::api_resource;
 /// Why the reads could not make a snapshot at all (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
-    /// The API server could not be reached.
     #[error("failed to reach the API server: {0}")]
     Unreachable(String),
-    /// The API server refused the credentials.
     #[error("failed to log in to the API server: {0}")]
     Unauthorized(String),
-    /// The namespace does not exist.
     #[error("namespace {0:?} not found")]
     NamespaceNotFound(String),
 }
@@ -41,17 +38,12 @@ const PAGE: u32 = 500;
 /// Lines of a sidecar's log read (`tailLines`).
 pub const LOG_TAIL_LINES: i64 = 200;
 
-/// Reads for a report: `namespace` (or every namespace), the workload kinds asked for.
+/// Reads for a report over a client.
 pub struct Reader {
-    client: kube::Client,
+    pub client: kube::Client,
 }
 
 impl Reader {
-    /// A reader over `client`.
-    pub fn new(client: kube::Client) -> Self {
-        Reader { client }
-    }
-
     /// Reads everything a report on `namespace` (`None`: every namespace) needs, with the
     /// workloads of `kinds` (and the Jobs, for a CronJob's Pods, when `jobs`).
     pub async fn snapshot(

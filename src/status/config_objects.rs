@@ -31,10 +31,8 @@ pub struct Seen {
 #[derive(Debug, Clone, Default)]
 pub struct Configs {
     objects: BTreeMap<ConfigId, Seen>,
-    /// Why ConfigMaps could not be read, if they could not.
-    pub config_maps_failed: Option<String>,
-    /// Why Secrets could not be read or hashed, if so.
-    pub secrets_failed: Option<String>,
+    config_maps_failed: Option<String>,
+    secrets_failed: Option<String>,
 }
 
 impl Configs {

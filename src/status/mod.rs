@@ -35,19 +35,15 @@ pub const MAX_LOGS: usize = 3;
 /// Why `status` could not do its job (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    /// TARGET is malformed or names an unknown kind.
     #[error(transparent)]
     BadTarget(#[from] target_arg::TargetError),
-    /// `-A` with a TARGET.
     #[error("failed to read the arguments: -A/--all-namespaces takes no TARGET")]
     AllWithTarget,
-    /// No usable kubeconfig.
     #[error("failed to load the kubeconfig: {0}")]
     NoConfig(String),
     /// The reads could not be made (unreachable, unauthorized, no such namespace).
     #[error(transparent)]
     Collect(#[from] collect::CollectError),
-    /// The target does not exist.
     #[error("{kind} {name:?} not found in namespace {namespace:?}")]
     NotFound {
         kind: &'static str,
@@ -57,7 +53,6 @@ pub enum StatusError {
     /// The target's kind could not be read at all (`what`: `deployments in "shop"`).
     #[error("failed to read {what}: {reason}")]
     TargetUnreadable { what: String, reason: String },
-    /// The tokio runtime could not start.
     #[error("failed to start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -94,7 +89,7 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     }
     let (client, default_namespace) = connect(args).await?;
     let namespace = args.namespace.clone().unwrap_or(default_namespace);
-    let reader = Reader::new(client);
+    let reader = Reader { client };
     let json = args.output == StatusFormat::Json;
     match target {
         None => {

@@ -1,9 +1,6 @@
-//! What a workload reads, one line per key or mounted volume, and what a change of each does
-//! (pure): the core's own decision in words (the [`Strategy`] of each directory mount, the
-//! [`Consequence`] of restart-only config for its kind): a hot reload by the sidecar, a reload
-//! by the program itself or by a reloader beside it, a rollout, the next Job, or nothing and
-//! why; and the findings about those reads (subPath, missing objects, Secrets the webhook
-//! cannot hash).
+//! What a workload reads, one line per key or mounted volume, and what a change of each does:
+//! the core's own decision ([`Strategy`], [`Consequence`]) in words; and the findings about
+//! those reads (pure).
 
 use serde::Serialize;
 
@@ -30,9 +27,7 @@ pub struct ReadLine {
     pub key: Option<String>,
     /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
-    /// The volume, for mounts.
     pub volume: Option<String>,
-    /// `optional: true`.
     pub optional: bool,
     /// Whether the object exists (`None`: could not be read).
     pub exists: Option<bool>,

@@ -91,17 +91,7 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, metas);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
-    let core = match workload.explain() {
-        Ok(core) => Some(core),
-        Err(NotExplained::Elsewhere(note)) => {
-            notes.push(note);
-            None
-        }
-        Err(NotExplained::Unreadable(finding)) => {
-            findings.push(finding);
-            None
-        }
-    };
+    let core = workload.explain(&mut notes, &mut findings);
     let stamped = workload.annotations.get(CONFIG_HASH).cloned();
     let (key, key_note) = hash_key(
         snapshot,
@@ -186,14 +176,6 @@ struct Core {
     consequence: Consequence,
 }
 
-/// Why a workload's template was not explained.
-enum NotExplained {
-    /// It lives in another object (a Rollout's `workloadRef`): a note.
-    Elsewhere(String),
-    /// It cannot be read: a finding.
-    Unreadable(Finding),
-}
-
 /// Sections 3 and 4: what the template reads, how the sidecar reloads, and the hash check,
 /// with their findings (all but `stale`, whose fix depends on the installation).
 #[derive(Default)]
@@ -238,49 +220,46 @@ impl<'a> Workload<'a> {
     }
 
     /// What the pod template reads and what the sidecar would do, by the webhook's own
-    /// [`explain::explain`], and what a change of restart-only config does to it.
-    fn explain(&self) -> Result<Core, NotExplained> {
+    /// [`explain::explain`], and what a change of restart-only config does to it; else why not:
+    /// a note when it lives in another object (a Rollout's `workloadRef`), or a finding.
+    fn explain(&self, notes: &mut Vec<String>, findings: &mut Vec<Finding>) -> Option<Core> {
         let Some(template) = self.template else {
-            let workload_ref = self
-                .object
-                .pointer("/spec/workloadRef/name")
-                .and_then(Value::as_str)
-                .filter(|_| self.kind == Kind::Rollout);
-            return Err(match workload_ref {
-                Some(deployment) => NotExplained::Elsewhere(format!(
+            let workload_ref = self.object.pointer("/spec/workloadRef/name");
+            match workload_ref.and_then(Value::as_str).filter(|_| self.kind == Kind::Rollout) {
+                Some(deployment) => notes.push(format!(
                     "its pod template is Deployment {deployment:?}'s (workloadRef): reload-injector stamps that one; \
                      run status deploy/{deployment} for it"
                 )),
-                None => NotExplained::Unreadable(Finding::new(
+                None => findings.push(Finding::new(
                     Code::UnreadableSpec,
-                    format!(
-                        "no pod template at {}",
-                        super::target_arg::template_pointer(self.kind)
-                    ),
+                    format!("no pod template at {}", super::target_arg::template_pointer(self.kind)),
                     "nothing: reload-injector cannot act on it either",
                 )),
-            });
-        };
-        match PodSpec::deserialize(template.get("spec").unwrap_or(&Value::Null)) {
-            Ok(spec) => {
-                let kind = self.kind.name();
-                let consequence = Classified::classify(self.kind.group(), kind)
-                    .map_or(Consequence::Rolls, |w| {
-                        Consequence::of(kind, w, self.controlled(), &spec)
-                    });
-                let explained = explain::explain(&self.annotations, &spec, true);
-                Ok(Core {
-                    spec,
-                    explained,
-                    consequence,
-                })
             }
-            Err(err) => Err(NotExplained::Unreadable(Finding::new(
-                Code::UnreadableSpec,
-                format!("the pod template cannot be read: {err}"),
-                "fix the pod spec; reload-injector cannot act on it either",
-            ))),
-        }
+            return None;
+        };
+        let spec = match PodSpec::deserialize(template.get("spec").unwrap_or(&Value::Null)) {
+            Ok(spec) => spec,
+            Err(err) => {
+                findings.push(Finding::new(
+                    Code::UnreadableSpec,
+                    format!("the pod template cannot be read: {err}"),
+                    "fix the pod spec; reload-injector cannot act on it either",
+                ));
+                return None;
+            }
+        };
+        let kind = self.kind.name();
+        let consequence = Classified::classify(self.kind.group(), kind)
+            .map_or(Consequence::Rolls, |w| {
+                Consequence::of(kind, w, self.controlled(), &spec)
+            });
+        let explained = explain::explain(&self.annotations, &spec, true);
+        Some(Core {
+            spec,
+            explained,
+            consequence,
+        })
     }
 
     /// 3. and 4.: the read lines and their findings, the stamp's findings, the hash check.
