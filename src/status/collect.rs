@@ -44,8 +44,10 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// Reads everything a report on `namespace` (`None`: every namespace) needs, with the
-    /// workloads of `kinds` (and the Jobs, for a CronJob's Pods, when `jobs`).
+    /// Reads everything a report on `namespace` (`None`: every namespace) needs: the
+    /// installation, then one LIST per kind, all at once: the workloads of `kinds` (one not
+    /// served is marked so), ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and
+    /// the Jobs (for a CronJob's Pods) when `jobs`.
     pub async fn snapshot(
         &self,
         namespace: Option<&str>,
@@ -56,18 +58,6 @@ impl Reader {
         // The webhook configuration's Service names the namespace the webhook runs in.
         let webhooks = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
         snapshot.set_webhook(classify(webhooks.get(INSTALL_NAME).await)?);
-        self.read_installation(&mut snapshot, namespace).await?;
-        self.read_lists(&mut snapshot, namespace, kinds, jobs)
-            .await?;
-        Ok(snapshot)
-    }
-
-    /// The Lease and the hash key in the webhook's namespace, and the namespace(s) reported on.
-    async fn read_installation(
-        &self,
-        snapshot: &mut Snapshot,
-        namespace: Option<&str>,
-    ) -> Result<(), CollectError> {
         let webhook_namespace = &snapshot.webhook_namespace;
         let leases = Api::<Lease>::namespaced(self.client.clone(), webhook_namespace);
         let secrets = Api::<Secret>::namespaced(self.client.clone(), webhook_namespace);
@@ -83,7 +73,34 @@ impl Reader {
             classify(deployment)?.map(|d| d.and_then(|d| serde_json::to_value(d).ok()));
         snapshot.set_hash_key(classify(key)?);
         snapshot.set_namespaces(namespaces?);
-        Ok(())
+        let path = |kind| DynamicObject::url_path(&api_resource(kind), namespace);
+        let read = |kind| async move { (kind, self.list(path(kind)).await) };
+        let workloads = kinds.iter().copied().map(read);
+        let job_list = OptionFuture::from(jobs.then(|| self.list(path(Kind::Job))));
+        let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
+            join_all(workloads),
+            self.list(ConfigMap::url_path(&(), namespace)),
+            self.list(Secret::url_path(&(), namespace)),
+            self.list(path(Kind::Pod)),
+            self.list(Event::url_path(&(), namespace)),
+            job_list,
+        );
+        for (kind, got) in workloads {
+            let got = got?;
+            if let Fetched::Read(None) = got {
+                snapshot.unserved.insert(kind);
+            }
+            let got = got.map(Option::unwrap_or_default);
+            snapshot.workloads.insert(kind, got);
+        }
+        snapshot.config_maps = listed(config_maps?);
+        snapshot.set_secrets(listed(secrets?));
+        snapshot.pods = listed(pods?);
+        snapshot.events = listed(events?);
+        if let Some(job_list) = job_list {
+            snapshot.jobs = listed(job_list?);
+        }
+        Ok(snapshot)
     }
 
     /// The namespace reported on (a missing one stops the command), or every namespace.
@@ -103,46 +120,6 @@ impl Reader {
             }
             got => Ok(got.map(Option::unwrap_or_default)),
         }
-    }
-
-    /// One LIST per kind, all at once: the workloads of `kinds` (one not served is marked so),
-    /// ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs when `jobs`.
-    async fn read_lists(
-        &self,
-        snapshot: &mut Snapshot,
-        namespace: Option<&str>,
-        kinds: &[Kind],
-        jobs: bool,
-    ) -> Result<(), CollectError> {
-        let path = |kind| DynamicObject::url_path(&api_resource(kind), namespace);
-        let read = |kind| async move { (kind, self.list(path(kind)).await) };
-        let workloads = kinds.iter().copied().map(read);
-        let job_list = OptionFuture::from(jobs.then(|| self.list(path(Kind::Job))));
-        let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
-            join_all(workloads),
-            self.list(ConfigMap::url_path(&(), namespace)),
-            self.list(Secret::url_path(&(), namespace)),
-            self.list(path(Kind::Pod)),
-            self.list(Event::url_path(&(), namespace)),
-            job_list,
-        );
-        for (kind, got) in workloads {
-            let got = got?;
-            if let Fetched::Read(None) = got {
-                snapshot.unserved.insert(kind);
-            }
-            snapshot
-                .workloads
-                .insert(kind, got.map(Option::unwrap_or_default));
-        }
-        snapshot.config_maps = listed(config_maps?);
-        snapshot.set_secrets(listed(secrets?));
-        snapshot.pods = listed(pods?);
-        snapshot.events = listed(events?);
-        if let Some(job_list) = job_list {
-            snapshot.jobs = listed(job_list?);
-        }
-        Ok(())
     }
 
     /// Reads the last [`LOG_TAIL_LINES`] lines of the `config-reloader` log of each Pod in

@@ -234,32 +234,25 @@ fn pod_line(
     if !sidecar {
         return line;
     }
-    if let Some(reads) = spec
-        .as_ref()
-        .and_then(in_place::existing_sidecar)
-        .and_then(in_place::sidecar_reads)
-    {
+    let spec = spec.as_ref();
+    let reads = spec.and_then(in_place::existing_sidecar);
+    if let Some(reads) = reads.and_then(in_place::sidecar_reads) {
         line.env_stamped = annotations.get(ENV_HASH).cloned();
         let data = configs.data(reads.iter().map(Consumed::id));
         line.env_live = hash::env_hash(&reads, &data);
         line.env_state = Some(state_of(&line.env_stamped, &line.env_live));
     }
-    if let Some(spec) = &spec {
-        let mounted = consumption::mounted(spec);
+    if let Some(mounted) = spec.map(consumption::mounted) {
         let ids = mounted.ids();
         // Without the webhook's key a mounted Secret's digest cannot be made: no comparison.
-        let comparable =
-            key.checks_secrets() || !ids.iter().any(|id| id.kind == ConfigKind::Secret);
-        if comparable {
-            let data = configs.data(ids.iter().copied());
-            line.mounted_live = mounted.hash(&data, key.key()).hash;
+        if key.checks_secrets() || !ids.iter().any(|id| id.kind == ConfigKind::Secret) {
+            line.mounted_live = mounted.hash(&configs.data(ids), key.key()).hash;
+        }
+        // A sidecar that only restarts its Pod in place mounts nothing to hash.
+        if !mounted.is_empty() {
+            line.mounted_state = Some(state_of(&line.mounted_stamped, &line.mounted_live));
         }
     }
-    // A sidecar that only restarts its Pod in place mounts nothing to hash.
-    let mounts = spec
-        .as_ref()
-        .is_some_and(|s| !consumption::mounted(s).is_empty());
-    line.mounted_state = mounts.then(|| state_of(&line.mounted_stamped, &line.mounted_live));
     let held = |annotation| annotations.get(annotation);
     line.env_held_back = held_back(line.env_state, held(ENV_HASH_HELD_BACK), &line.env_live);
     let mounted_held = held(MOUNTED_CONFIG_HELD_BACK);
