@@ -10,6 +10,7 @@ use super::config_objects::{Configs, Written};
 use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target_arg::Kind;
+use crate::controller::write_target::TargetKind;
 use crate::hash::{ConfigId, ConfigKind, SecretKey};
 use crate::workload::consumption::Consumption;
 use crate::workload::explain::Explained;
@@ -149,8 +150,12 @@ pub fn hash_check(
         .iter()
         .filter_map(|id| {
             let at = configs.get(id)?.written?;
-            let written = Written::new(id.kind.to_string(), id.name.clone(), at, snapshot.now);
-            Some(written)
+            Some(Written::new(
+                id.kind.to_string(),
+                id.name.clone(),
+                at,
+                snapshot.now,
+            ))
         })
         .collect();
     written.sort_by_key(|w| w.seconds_ago);
@@ -204,7 +209,8 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
     let fix = if kind == Kind::Pod {
         "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
             .to_owned()
-    } else if !super::target_arg::restamped(kind) {
+    } else if !TargetKind::WORKLOADS.iter().any(|t| t.table() == kind) {
+        // The rollout controller never re-stamps its template.
         format!("a {kind} is never re-stamped: recreate it to read the new config")
     } else if controller_running && recent {
         "the change is seconds old: the controller re-stamps within --rollout-delay (1s by default) \

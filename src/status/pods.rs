@@ -113,27 +113,21 @@ pub fn pods(
     }
     out.items.sort_by(|a, b| a.name.cmp(&b.name));
     out.current_hash = stamped.as_ref().map(|_| current);
-    let behind = out.current_hash.is_some_and(|c| c < out.total);
-    let rolling = out
-        .updated
-        .is_some_and(|(updated, wanted)| updated < wanted);
-    if behind || rolling {
-        let current = (out.current_hash.filter(|_| behind))
-            .map(|c| format!("{c} of {} pods carry the current config-hash", out.total));
-        let updated = (out.updated.filter(|_| rolling))
-            .map(|(updated, wanted)| format!("{updated} of {wanted} replicas are updated"));
-        let message: Vec<String> = current.into_iter().chain(updated).collect();
+    let total = out.total;
+    let current = (out.current_hash.filter(|c| *c < total))
+        .map(|c| format!("{c} of {total} pods carry the current config-hash"));
+    let updated = (out.updated.filter(|(updated, wanted)| updated < wanted))
+        .map(|(updated, wanted)| format!("{updated} of {wanted} replicas are updated"));
+    let behind: Vec<String> = current.into_iter().chain(updated).collect();
+    if !behind.is_empty() {
+        let (short, name) = (kind.short(), meta_str(object, "name").unwrap_or_default());
         findings.push(Finding::new(
             Code::PodsNotCurrent,
             format!(
                 "{}: a rolling update is in progress or stuck",
-                message.join("; ")
+                behind.join("; ")
             ),
-            format!(
-                "kubectl rollout status {}/{} -n {namespace}",
-                kind.short(),
-                meta_str(object, "name").unwrap_or_default()
-            ),
+            format!("kubectl rollout status {short}/{name} -n {namespace}"),
         ));
     }
     for line in &out.items {

@@ -45,7 +45,7 @@ pub struct Line {
 /// The summary of every workload in `snapshot` (in `namespace`, or everywhere).
 pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
     let mut configs: BTreeMap<&str, Configs> = BTreeMap::new();
-    let mut lines: Vec<Line> = (snapshot.workload_objects(namespace))
+    let mut workloads: Vec<Line> = (snapshot.workload_objects(namespace))
         .map(|(kind, object)| {
             let ns = meta_str(object, "namespace").unwrap_or_default();
             let configs = configs
@@ -56,20 +56,19 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
             let codes = report.findings.iter().map(|f| f.code);
             let findings: Vec<Code> = codes.filter(|code| seen.insert(*code)).collect();
             let will = (!report.opt_in.reloader.is_empty()).then(|| will(&report));
-            let opted_in_by = report.opt_in.opted_in_by;
             Line {
                 namespace: report.namespace,
                 kind,
                 kind_short: kind.short(),
                 name: report.name,
                 findings,
-                opted_in_by,
+                opted_in_by: report.opt_in.opted_in_by,
                 reloader: report.opt_in.reloader,
                 will,
             }
         })
         .collect();
-    lines.sort_by(|a, b| order(a).cmp(&order(b)));
+    workloads.sort_by(|a, b| order(a).cmp(&order(b)));
     let failed = super::target_arg::WORKLOADS.iter().filter_map(|kind| {
         let reason = snapshot.workloads.get(kind)?.failure()?;
         Some(format!("could not read {}: {reason}", kind.plural()))
@@ -78,10 +77,7 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
     notes.extend(reloader_running(snapshot, namespace));
     notes.extend(snapshot.hash_key.failure().map(key_unreadable));
     notes.extend(snapshot.failed_reads());
-    Summary {
-        workloads: lines,
-        notes,
-    }
+    Summary { workloads, notes }
 }
 
 /// The Reloader controllers among the workloads read (an image from `stakater/reloader`), said

@@ -3,7 +3,6 @@
 
 use crate::object_names::is_object_name;
 
-use crate::controller::write_target::TargetKind;
 pub use crate::kinds::Kind;
 
 /// The workload kinds `status` reports on, in the order a summary lists them.
@@ -15,11 +14,6 @@ pub const WORKLOADS: [Kind; 6] = [
     Kind::Job,
     Kind::Rollout,
 ];
-
-/// Whether the rollout controller re-stamps `kind`'s template when its config changes.
-pub fn restamped(kind: Kind) -> bool {
-    TargetKind::WORKLOADS.iter().any(|t| t.table() == kind)
-}
 
 /// Where `kind`'s pod template is (a Pod is its own: the whole object).
 pub fn template_pointer(kind: Kind) -> &'static str {

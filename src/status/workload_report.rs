@@ -335,12 +335,9 @@ impl<'a> Workload<'a> {
 
     /// The last three `ConfigChanged` Events on it, newest first.
     fn events(&self) -> Vec<EventLine> {
-        let Some(list) = self.snapshot.events.ok() else {
-            return Vec::new();
-        };
         let now = self.snapshot.now;
+        let list = self.snapshot.events.ok().into_iter().flatten();
         let mut events: Vec<(Option<Timestamp>, EventLine)> = list
-            .iter()
             .filter(|e| {
                 e.reason.as_deref() == Some("ConfigChanged")
                     && e.involved_object.kind.as_deref() == Some(self.kind.name())
