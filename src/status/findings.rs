@@ -30,17 +30,13 @@ codes! {
     NamespaceNotOptedIn = "namespace-not-opted-in",
     /// A namespace the webhook never mutates.
     NamespaceExcluded = "namespace-excluded",
-    /// The pod template opts out.
     OptedOut = "opted-out",
     /// Reloader's annotations select it while Reloader may still run.
     LeftToReloader = "left-to-reloader",
     /// Reloader's annotations select nothing (`auto: "false"` alone).
     ReloaderSelectsNothing = "reloader-selects-nothing",
-    /// No MutatingWebhookConfiguration.
     WebhookMissing = "webhook-missing",
-    /// A webhook without a CA bundle.
     WebhookNoCaBundle = "webhook-no-ca-bundle",
-    /// No controller holds the Lease.
     NoController = "no-controller",
     /// Reads through env, but no `config-hash`.
     NotStamped = "not-stamped",
@@ -62,13 +58,10 @@ codes! {
     MountedStale = "mounted-stale",
     /// A Pod that restarts in place runs with env older than the live data.
     EnvStale = "env-stale",
-    /// The `config-reloader` container restarted.
     SidecarRestarts = "sidecar-restarts",
-    /// The last reload failed.
     ReloadFailed = "reload-failed",
     /// A refresh in waves stopped.
     RefreshStopped = "refresh-stopped",
-    /// The pod template cannot be read.
     UnreadableSpec = "unreadable-spec",
 }
 
@@ -82,7 +75,6 @@ impl fmt::Display for Code {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     pub code: Code,
-    /// What is wrong, in plain words.
     pub message: String,
     pub fix: String,
 }

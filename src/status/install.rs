@@ -3,8 +3,6 @@
 //! Lease, whether `serve` was told Reloader is gone). Pure.
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -77,7 +75,6 @@ pub fn opt_in(
     namespace: &str,
     [labels, annotations, own]: [&Map; 3],
 ) -> (OptIn, Vec<Finding>) {
-    let mut findings = Vec::new();
     let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
     let namespaces = snapshot.namespaces.ok();
     let namespace_read = namespaces.is_some();
@@ -92,31 +89,26 @@ pub fn opt_in(
         .filter(|(key, _)| reloader::is_key(key))
         .map(|(key, value)| format!("{key}={value}"))
         .collect();
-    if excluded {
-        findings.push(Finding::new(
+    let finding = if excluded {
+        Some(Finding::new(
             Code::NamespaceExcluded,
             format!("namespace {namespace:?} is never mutated, whatever its labels say"),
             "run the workload in another namespace",
-        ));
+        ))
     } else {
-        findings.extend(verdict_finding(
-            &verdict,
-            namespace,
-            &namespace_label,
-            &reloader,
-        ));
-    }
-    let opted_out_by = match verdict {
-        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => Some(by.as_str()),
-        _ => None,
+        verdict_finding(&verdict, namespace, &namespace_label, &reloader)
     };
-    let opted_in_by = match verdict {
-        Verdict::Managed { by, .. } if !excluded => Some(match by {
-            OptedInBy::Namespace => "namespace",
-            OptedInBy::Annotation => "annotation",
-            OptedInBy::Reloader => "reloader",
-        }),
-        _ => None,
+    let (opted_out_by, opted_in_by) = match verdict {
+        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => (Some(by.as_str()), None),
+        Verdict::Managed { by, .. } if !excluded => (
+            None,
+            Some(match by {
+                OptedInBy::Namespace => "namespace",
+                OptedInBy::Annotation => "annotation",
+                OptedInBy::Reloader => "reloader",
+            }),
+        ),
+        _ => (None, None),
     };
     let opt_in = OptIn {
         namespace_label,
@@ -128,7 +120,7 @@ pub fn opt_in(
         reloader,
         left_to_reloader: matches!(verdict, Verdict::LeftToReloader) && !excluded,
     };
-    (opt_in, findings)
+    (opt_in, finding.into_iter().collect())
 }
 
 /// The finding of an object the product does not act on, with its fix.
@@ -233,49 +225,41 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
         reloader_retired: reloader_retired(snapshot),
         ..Installation::default()
     };
-    let mut findings: Vec<Finding> = webhook_finding(webhook, ca_bundle).into_iter().collect();
+    let mut findings = Vec::new();
+    if webhook == WebhookState::Missing {
+        findings.push(Finding::new(
+            Code::WebhookMissing,
+            format!(
+                "the MutatingWebhookConfiguration {INSTALL_NAME:?} does not exist: nothing is injected or stamped"
+            ),
+            "install reload-injector: helm install from its OCI chart, or kubectl apply -k manifests/cert-manager/ (docs/install.md)",
+        ));
+    } else if ca_bundle == Some(false) {
+        findings.push(Finding::new(
+            Code::WebhookNoCaBundle,
+            format!(
+                "the MutatingWebhookConfiguration {INSTALL_NAME:?} has a webhook without a CA bundle: the API server cannot call it"
+            ),
+            "use the cert-manager overlay, or set caBundle from `reload-injector certs` (ca-bundle.b64)",
+        ));
+    }
     let mut notes = Vec::new();
     if let Some(reason) = snapshot.webhook.failure() {
         notes.push(format!(
             "could not read mutatingwebhookconfiguration {INSTALL_NAME}: {reason}"
         ));
     }
-    match &snapshot.lease {
-        Fetched::Read(lease) => {
-            read_lease(&mut out, lease.as_ref(), snapshot.now);
-            findings.extend(no_controller(&out, lease.is_some()));
+    let lease = match &snapshot.lease {
+        Fetched::Read(lease) => lease.as_ref(),
+        Fetched::Failed(reason) => {
+            let namespace = &out.namespace;
+            notes.push(format!(
+                "could not read lease {namespace}/{INSTALL_NAME}: {reason}"
+            ));
+            return (out, findings, notes);
         }
-        Fetched::Failed(reason) => notes.push(format!(
-            "could not read lease {}/{INSTALL_NAME}: {reason}",
-            out.namespace
-        )),
-    }
-    (out, findings, notes)
-}
-
-/// `webhook-missing`, or `webhook-no-ca-bundle`.
-fn webhook_finding(webhook: WebhookState, ca_bundle: Option<bool>) -> Option<Finding> {
-    match (webhook, ca_bundle) {
-        (WebhookState::Missing, _) => Some(Finding::new(
-            Code::WebhookMissing,
-            format!(
-                "the MutatingWebhookConfiguration {INSTALL_NAME:?} does not exist: nothing is injected or stamped"
-            ),
-            "install reload-injector: helm install from its OCI chart, or kubectl apply -k manifests/cert-manager/ (docs/install.md)",
-        )),
-        (_, Some(false)) => Some(Finding::new(
-            Code::WebhookNoCaBundle,
-            format!(
-                "the MutatingWebhookConfiguration {INSTALL_NAME:?} has a webhook without a CA bundle: the API server cannot call it"
-            ),
-            "use the cert-manager overlay, or set caBundle from `reload-injector certs` (ca-bundle.b64)",
-        )),
-        _ => None,
-    }
-}
-
-/// Fills in the Lease's holder, renewal and duration, and whether a leader holds it now.
-fn read_lease(out: &mut Installation, lease: Option<&Lease>, now: Timestamp) {
+    };
+    // The Lease's holder, renewal and duration, and whether a leader holds it now.
     out.lease_read = true;
     let spec = lease.and_then(|l| l.spec.as_ref());
     out.lease_holder = spec
@@ -284,11 +268,13 @@ fn read_lease(out: &mut Installation, lease: Option<&Lease>, now: Timestamp) {
     let renewed = spec
         .and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref()))
         .map(|t| t.0);
-    out.renewed_seconds_ago = renewed.map(|t| seconds_between(t, now));
+    out.renewed_seconds_ago = renewed.map(|t| seconds_between(t, snapshot.now));
     out.lease_duration_seconds = spec.and_then(|s| s.lease_duration_seconds).map(i64::from);
     let lasts = out.lease_duration_seconds.unwrap_or(15);
     let renewed_in_time = out.renewed_seconds_ago.is_some_and(|ago| ago <= lasts);
     out.controller_running = out.lease_holder.is_some() && renewed_in_time;
+    findings.extend(no_controller(&out, lease.is_some()));
+    (out, findings, notes)
 }
 
 /// `no-controller` when no leader holds the Lease (`exists`: there is one).

@@ -29,7 +29,6 @@ pub struct Pods {
     pub current_hash: Option<usize>,
     /// The workload's own count of updated replicas and of replicas wanted, when it keeps one.
     pub updated: Option<(i64, i64)>,
-    /// Pods carrying the `config-reloader` sidecar.
     pub with_sidecar: usize,
     /// One line per Pod, by name.
     pub items: Vec<PodLine>,
@@ -45,19 +44,17 @@ pub struct PodLine {
     /// Whether its `config-hash` is the template's.
     pub current_hash: Option<bool>,
     pub sidecar: bool,
-    /// Its `mounted-config-hash`.
+    /// Its `mounted-config-hash`, the hash of the live data it mounts (`None`: not
+    /// computable), and the one against the other (sidecar Pods only).
     pub mounted_stamped: Option<String>,
-    /// The hash of the live data it mounts (`None`: not computable).
     pub mounted_live: Option<String>,
-    /// Its `mounted-config-hash` against the live data (sidecar Pods only).
     pub mounted_state: Option<HashState>,
-    /// Its `env-hash` (a Pod that restarts in place): the env its containers are to run with.
+    /// The same for its `env-hash` (a Pod that restarts in place): the env its containers are
+    /// to run with, against the live data it reads through env.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_stamped: Option<String>,
-    /// The env hash of the live data it reads through env (`None`: not computable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_live: Option<String>,
-    /// Its `env-hash` against the live data (Pods that restart in place only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_state: Option<HashState>,
     /// Its stale `mounted-config-hash` is the one a stopped refresh held back from it (its
@@ -75,7 +72,6 @@ pub struct PodLine {
     pub restarted_in_place: bool,
     /// The last reload lines of its log, oldest first.
     pub reloads: Vec<String>,
-    /// Why its log could not be read.
     pub log_failed: Option<String>,
 }
 
