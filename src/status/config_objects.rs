@@ -55,13 +55,8 @@ impl Configs {
         for cm in snapshot.config_maps.ok().into_iter().flatten() {
             let data = cm.data.iter().flat_map(|d| d.keys());
             let keys = data.chain(cm.binary_data.iter().flat_map(|d| d.keys()));
-            let digests = Some(ConfigObject::from_config_map(cm));
-            add(
-                ConfigId::config_map,
-                &cm.metadata,
-                digests,
-                keys.cloned().collect(),
-            );
+            let (digests, keys) = (Some(ConfigObject::from_config_map(cm)), keys.cloned());
+            add(ConfigId::config_map, &cm.metadata, digests, keys.collect());
         }
         for secret in snapshot.secrets.ok().into_iter().flatten() {
             let (digests, keys) = (secret.digests.clone(), secret.keys.clone());

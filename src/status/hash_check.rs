@@ -146,18 +146,12 @@ pub fn hash_check(
     let report = consumption.hash(&data, key.key());
     let secrets_read = ids.iter().any(|id| id.kind == ConfigKind::Secret);
     let checks_secrets = key.checks_secrets();
-    let mut written: Vec<Written> = ids
-        .iter()
-        .filter_map(|id| {
-            let at = configs.get(id)?.written?;
-            Some(Written::new(
-                id.kind.to_string(),
-                id.name.clone(),
-                at,
-                snapshot.now,
-            ))
-        })
-        .collect();
+    let written = |id: &&ConfigId| {
+        let at = configs.get(id)?.written?;
+        let kind = id.kind.to_string();
+        Some(Written::new(kind, id.name.clone(), at, snapshot.now))
+    };
+    let mut written: Vec<Written> = ids.iter().filter_map(written).collect();
     written.sort_by_key(|w| w.seconds_ago);
     let state = match (&stamped, &report.hash) {
         _ if consumption.is_empty() => HashState::NothingToHash,

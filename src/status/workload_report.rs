@@ -93,16 +93,12 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     findings.extend(install_findings);
     let core = workload.explain(&mut notes, &mut findings);
     let stamped = workload.annotations.get(CONFIG_HASH).cloned();
-    let (key, key_note) = hash_key(
-        snapshot,
-        core.as_ref().map(|c| &c.explained),
-        configs,
-        stamped.as_deref(),
-    );
+    let explained = core.as_ref().map(|c| &c.explained);
+    let (key, key_note) = hash_key(snapshot, explained, configs, stamped.as_deref());
     notes.extend(key_note);
     let active = opt_in.opted_in && opt_in.opted_out_by.is_none();
     let selection = policy::selection_of(&workload.annotations);
-    let consumed = match &core {
+    let (reads, reload, hash) = match &core {
         Some(core) => {
             let judging = Judging {
                 kind,
@@ -112,26 +108,25 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
                 active,
                 selection: &selection,
             };
-            workload.consumed(core, &judging, stamped)
+            workload.consumed(core, &judging, stamped, &mut findings)
         }
         // Nothing known: the template could not be explained.
-        None => Consumed {
-            hash: HashCheck {
+        None => {
+            let secrets_checked = key.checks_secrets();
+            let hash = HashCheck {
                 stamped,
-                secrets_checked: key.checks_secrets(),
+                secrets_checked,
                 ..HashCheck::default()
-            },
-            ..Consumed::default()
-        },
+            };
+            (Vec::new(), None, hash)
+        }
     };
-    findings.extend(consumed.findings);
-    if consumed.hash.state == HashState::Stale {
-        let running = installation.controller_running;
-        findings.push(stale_finding(kind, &consumed.hash, running));
+    if hash.state == HashState::Stale {
+        findings.push(stale_finding(kind, &hash, installation.controller_running));
     }
     let events = workload.events();
     findings.extend(workload.refresh_stopped(&events));
-    let sidecar = core.as_ref().is_some_and(|c| c.explained.watcher.is_some()) && active;
+    let sidecar = explained.is_some_and(|e| e.watcher.is_some()) && active;
     let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, sidecar);
     findings.extend(pod_findings);
     notes.extend(snapshot.failed_reads());
@@ -141,9 +136,9 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         name: workload.name.to_owned(),
         opt_in,
         installation,
-        reads: consumed.reads,
-        reload: consumed.reload,
-        hash: consumed.hash,
+        reads,
+        reload,
+        hash,
         events,
         pods,
         findings,
@@ -174,16 +169,6 @@ struct Core {
     explained: Explained,
     /// What a change of restart-only config does to the workload.
     consequence: Consequence,
-}
-
-/// Sections 3 and 4: what the template reads, how the sidecar reloads, and the hash check,
-/// with their findings (all but `stale`, whose fix depends on the installation).
-#[derive(Default)]
-struct Consumed {
-    reads: Vec<ReadLine>,
-    reload: Option<String>,
-    hash: HashCheck,
-    findings: Vec<Finding>,
 }
 
 impl<'a> Workload<'a> {
@@ -262,30 +247,28 @@ impl<'a> Workload<'a> {
         })
     }
 
-    /// 3. and 4.: the read lines and their findings, the stamp's findings, the hash check.
-    fn consumed(&self, core: &Core, judging: &Judging<'_>, stamped: Option<String>) -> Consumed {
+    /// Sections 3 and 4: the read lines, how the sidecar reloads, and the hash check; their
+    /// findings (all but `stale`, whose fix depends on the installation) into `findings`.
+    fn consumed(
+        &self,
+        core: &Core,
+        judging: &Judging<'_>,
+        stamped: Option<String>,
+        findings: &mut Vec<Finding>,
+    ) -> (Vec<ReadLine>, Option<String>, HashCheck) {
         let explained = &core.explained;
         let earlier = || consumption::restart_only_earlier(&core.spec, &self.annotations);
         let reads = read_lines(explained, self.configs, judging);
-        let mut findings = read_findings(&reads);
+        findings.extend(read_findings(&reads));
         // A stamp (and the label the controller watches stamps by) matters only where a change
         // rolls the pods: the next Job, or a new pod, reads the data as it is then.
         if judging.active && judging.consequence == Consequence::Rolls {
             findings.extend(self.stamp_findings(explained, judging.stamped));
         }
-        Consumed {
-            reload: explained.watcher.as_ref().map(|w| mode_text(&w.mode)),
-            hash: hash_check(
-                self.snapshot,
-                explained,
-                self.configs,
-                &judging.key,
-                stamped,
-                earlier,
-            ),
-            reads,
-            findings,
-        }
+        let reload = explained.watcher.as_ref().map(|w| mode_text(&w.mode));
+        let (snapshot, configs, key) = (self.snapshot, self.configs, &judging.key);
+        let hash = hash_check(snapshot, explained, configs, key, stamped, earlier);
+        (reads, reload, hash)
     }
 
     /// `not-stamped` (env reads but no hash) and `not-watched` (a hash but not the label the
