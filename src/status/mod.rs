@@ -59,25 +59,19 @@ pub enum StatusError {
 
 /// Runs `status` and returns its exit code.
 pub fn run(args: StatusArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => return fail(&StatusError::Runtime(e)),
-    };
-    match runtime.block_on(status(&args)) {
+        .build();
+    match (runtime.map_err(StatusError::Runtime)).and_then(|rt| rt.block_on(status(&args))) {
         Ok((text, code)) => {
             print!("{text}");
             ExitCode::from(code)
         }
-        Err(err) => fail(&err),
+        Err(err) => {
+            eprintln!("error: {}", crate::report::one_line(&err));
+            ExitCode::from(2)
+        }
     }
-}
-
-fn fail(err: &StatusError) -> ExitCode {
-    eprintln!("error: {}", crate::report::one_line(err));
-    ExitCode::from(2)
 }
 
 /// The output and exit code of `status`: the summary without a TARGET, else the report on a
@@ -99,8 +93,15 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
             let found = summary.has_findings();
             Ok(output(json, &summary, found, render::summary_text))
         }
+        // Who reads a ConfigMap or Secret, how, and what a change of each key does.
         Some(target) if matches!(target.kind, Kind::ConfigMap | Kind::Secret) => {
-            let report = config_report(&reader, target, namespace).await?;
+            let scope = Some(namespace.as_str());
+            let snapshot = reader
+                .snapshot(scope, &target_arg::WORKLOADS, false)
+                .await?;
+            target_readable(&snapshot, &target, &namespace)?;
+            let report = config_report::config(&snapshot, target.kind, &namespace, &target.name);
+            let report = report.ok_or_else(|| not_found(target, namespace))?;
             let found = !report.findings.is_empty();
             Ok(output(json, &report, found, render::config_text))
         }
@@ -126,20 +127,6 @@ fn output<R: serde::Serialize>(
         text(report)
     };
     (rendered, code)
-}
-
-/// Who reads a ConfigMap or Secret, how, and what a change of each key does.
-async fn config_report(
-    reader: &Reader,
-    target: Target,
-    namespace: String,
-) -> Result<config_report::ConfigReport, StatusError> {
-    let snapshot = reader
-        .snapshot(Some(&namespace), &target_arg::WORKLOADS, false)
-        .await?;
-    target_readable(&snapshot, &target, &namespace)?;
-    let report = config_report::config(&snapshot, target.kind, &namespace, &target.name);
-    report.ok_or_else(|| not_found(target, namespace))
 }
 
 fn not_found(target: Target, namespace: String) -> StatusError {
@@ -171,22 +158,16 @@ async fn workload_report(
     else {
         return Err(not_found(target, namespace));
     };
-    let sidecar_pods: Vec<String> = first
-        .pods
-        .items
-        .iter()
-        .filter(|p| p.sidecar)
-        .take(MAX_LOGS)
+    let sidecars = first.pods.items.iter().filter(|p| p.sidecar).take(MAX_LOGS);
+    let sidecar_pods: Vec<String> = sidecars
         .map(|p| format!("{namespace}/{}", p.name))
         .collect();
     if sidecar_pods.is_empty() {
         return Ok(first);
     }
     reader.logs(&mut snapshot, &sidecar_pods).await?;
-    Ok(
-        workload_report::workload(&snapshot, target.kind, &namespace, &target.name)
-            .unwrap_or(first),
-    )
+    let report = workload_report::workload(&snapshot, target.kind, &namespace, &target.name);
+    Ok(report.unwrap_or(first))
 }
 
 /// Whether the target's kind could be read at all.
