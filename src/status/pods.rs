@@ -139,36 +139,20 @@ fn owned_pods<'a>(
     namespace: &str,
     all: &'a [Value],
 ) -> Vec<&'a Value> {
-    let in_namespace = all
-        .iter()
-        .filter(move |p| meta_str(p, "namespace") == Some(namespace));
-    if kind == Kind::Pod {
-        let uid = meta_str(object, "uid");
-        let name = meta_str(object, "name");
-        return in_namespace
-            .filter(|p| meta_str(p, "name") == name && meta_str(p, "uid") == uid)
-            .collect();
-    }
-    if kind == Kind::CronJob {
-        let uid = meta_str(object, "uid").unwrap_or_default();
-        let jobs: Vec<&str> = snapshot
-            .jobs
-            .ok()
-            .into_iter()
-            .flatten()
-            .filter(|j| meta_str(j, "namespace") == Some(namespace) && owned_by(j, uid))
-            .filter_map(|j| meta_str(j, "uid"))
-            .collect();
-        return in_namespace
-            .filter(|p| jobs.iter().any(|uid| owned_by(p, uid)))
-            .collect();
-    }
-    let Some(selector) = object.pointer("/spec/selector") else {
-        return Vec::new();
+    let (uid, name) = (meta_str(object, "uid"), meta_str(object, "name"));
+    let here = |o: &&Value| meta_str(o, "namespace") == Some(namespace);
+    // A CronJob's Pods are those of its Jobs.
+    let jobs: Vec<&str> = (snapshot.jobs.ok().into_iter().flatten())
+        .filter(|j| kind == Kind::CronJob && here(j) && owned_by(j, uid.unwrap_or_default()))
+        .filter_map(|j| meta_str(j, "uid"))
+        .collect();
+    let selector = object.pointer("/spec/selector");
+    let owned = |p: &&Value| match kind {
+        Kind::Pod => meta_str(p, "name") == name && meta_str(p, "uid") == uid,
+        Kind::CronJob => jobs.iter().any(|uid| owned_by(p, uid)),
+        _ => selector.is_some_and(|s| matches(s, &p["metadata"]["labels"])),
     };
-    in_namespace
-        .filter(|p| matches(selector, &p["metadata"]["labels"]))
-        .collect()
+    all.iter().filter(|p| here(p) && owned(p)).collect()
 }
 
 /// The workload's own `(updated, wanted)` replica counts, once its controller has seen the
