@@ -76,6 +76,16 @@ pub struct HashCheck {
     pub earlier: bool,
 }
 
+/// A stamped hash against the live data's.
+pub fn state_of(stamped: &Option<String>, live: &Option<String>) -> HashState {
+    match (stamped, live) {
+        (None, _) => HashState::NotStamped,
+        (Some(_), None) => HashState::Unknown,
+        (Some(s), Some(l)) if s == l => HashState::Current,
+        _ => HashState::Stale,
+    }
+}
+
 /// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
 /// key's Secret is looked for where the shipped manifests keep it; without it, the webhook is
 /// taken to have no key only if the stamped hash is the one without Secrets: an install that
@@ -153,13 +163,11 @@ pub fn hash_check(
     };
     let mut written: Vec<Written> = ids.iter().filter_map(written).collect();
     written.sort_by_key(|w| w.seconds_ago);
-    let state = match (&stamped, &report.hash) {
+    let state = match state_of(&stamped, &report.hash) {
         _ if consumption.is_empty() => HashState::NothingToHash,
-        (None, _) => HashState::NotStamped,
+        HashState::NotStamped => HashState::NotStamped,
         _ if secrets_read && !checks_secrets => HashState::Unknown,
-        (Some(_), None) => HashState::Unknown,
-        (Some(stamped), Some(live)) if stamped == live => HashState::Current,
-        (Some(_), Some(_)) => HashState::Stale,
+        state => state,
     };
     // As the controller does: a hash an earlier version stamped over data unchanged since.
     let earlier = state == HashState::Stale && {

@@ -54,9 +54,7 @@ pub struct Installation {
     /// Whether every webhook in it has a CA bundle (`None` when not read).
     pub ca_bundle: Option<bool>,
     pub namespace: String,
-    /// `Lease` holder, if any.
     pub lease_holder: Option<String>,
-    /// Seconds since the Lease was last renewed.
     pub renewed_seconds_ago: Option<i64>,
     pub lease_duration_seconds: Option<i64>,
     /// A leader holds an unexpired Lease (`false` when the Lease could not be read).

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::config_objects::Configs;
 use super::findings::{Code, Finding};
-use super::hash_check::{HashState, KeyState};
+use super::hash_check::{HashState, KeyState, state_of};
 use super::meta_str;
 use super::snapshot::{Fetched, Snapshot};
 use super::target_arg::Kind;
@@ -75,14 +75,15 @@ pub struct PodLine {
     pub log_failed: Option<String>,
 }
 
-/// The Pods part for `object`, a `kind` workload, and its findings. `expect_sidecar`: the
-/// template's Pods should carry one.
+/// The Pods part for `object`, a `kind` workload whose template carries the `stamped`
+/// `config-hash`, and its findings. `expect_sidecar`: the template's Pods should carry one.
 pub fn pods(
     snapshot: &Snapshot,
     kind: Kind,
     object: &Value,
     configs: &Configs,
     key: KeyState<'_>,
+    stamped: Option<&str>,
     expect_sidecar: bool,
 ) -> (Pods, Vec<Finding>) {
     let Some(all) = snapshot.pods.ok() else {
@@ -90,25 +91,19 @@ pub fn pods(
     };
     let mut findings = Vec::new();
     let namespace = meta_str(object, "namespace").unwrap_or_default();
-    let owned: Vec<&Value> = owned_pods(snapshot, kind, object, namespace, all);
-    let stamped = object
-        .pointer(super::target_arg::template_pointer(kind))
-        .map(|t| string_map(t, "annotations"))
-        .and_then(|a| a.get(CONFIG_HASH).cloned());
-    let mut out = Pods {
-        total: owned.len(),
+    let owned = owned_pods(snapshot, kind, object, namespace, all);
+    let line = |pod| pod_line(snapshot, pod, configs, key, stamped);
+    let mut items: Vec<PodLine> = owned.into_iter().map(line).collect();
+    items.sort_by(|a, b| a.name.cmp(&b.name));
+    let current = items.iter().filter(|l| l.current_hash == Some(true));
+    let current = current.count();
+    let out = Pods {
+        total: items.len(),
+        current_hash: stamped.map(|_| current),
         updated: updated(kind, object),
-        ..Pods::default()
+        with_sidecar: items.iter().filter(|l| l.sidecar).count(),
+        items,
     };
-    let mut current = 0;
-    for pod in owned {
-        let line = pod_line(snapshot, pod, configs, key, stamped.as_deref());
-        current += usize::from(line.current_hash == Some(true));
-        out.with_sidecar += usize::from(line.sidecar);
-        out.items.push(line);
-    }
-    out.items.sort_by(|a, b| a.name.cmp(&b.name));
-    out.current_hash = stamped.as_ref().map(|_| current);
     let total = out.total;
     let current = (out.current_hash.filter(|c| *c < total))
         .map(|c| format!("{c} of {total} pods carry the current config-hash"));
@@ -251,16 +246,6 @@ fn pod_line(
 /// the Pod's held-back annotation, is the live data's hash.
 fn held_back(state: Option<HashState>, held: Option<&String>, live: &Option<String>) -> bool {
     state == Some(HashState::Stale) && live.is_some() && held == live.as_ref()
-}
-
-/// A stamped hash against the live data's.
-fn state_of(stamped: &Option<String>, live: &Option<String>) -> HashState {
-    match (stamped, live) {
-        (None, _) => HashState::NotStamped,
-        (Some(_), None) => HashState::Unknown,
-        (Some(s), Some(l)) if s == l => HashState::Current,
-        _ => HashState::Stale,
-    }
 }
 
 /// The findings about one Pod: `no-sidecar`, `mounted-stale`, `env-stale`, `sidecar-restarts`,

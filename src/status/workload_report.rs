@@ -127,7 +127,8 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
     let events = workload.events();
     findings.extend(workload.refresh_stopped(&events));
     let sidecar = explained.is_some_and(|e| e.watcher.is_some()) && active;
-    let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, sidecar);
+    let stamped = workload.annotations.get(CONFIG_HASH).map(String::as_str);
+    let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, stamped, sidecar);
     findings.extend(pod_findings);
     notes.extend(snapshot.failed_reads());
     Report {
