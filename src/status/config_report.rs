@@ -82,7 +82,10 @@ pub fn config(
         let reads: Vec<_> = reads
             .filter(|r| r.object_kind == kind.name() && r.object == name)
             .collect();
-        for read in &reads {
+        if reads.is_empty() {
+            continue;
+        }
+        for read in reads {
             let reader = ReaderLine {
                 workload: workload.clone(),
                 container: read.container.clone(),
@@ -95,11 +98,9 @@ pub fn config(
                 line.readers.push(reader.clone());
             }
         }
-        if !reads.is_empty() {
-            findings.extend(report.findings.into_iter().map(|finding| {
-                let message = format!("{workload}: {}", finding.message);
-                Finding::new(finding.code, message, finding.fix)
-            }));
+        for mut finding in report.findings {
+            finding.message = format!("{workload}: {}", finding.message);
+            findings.push(finding);
         }
     }
     Some(ConfigReport {

@@ -176,13 +176,11 @@ impl<'a> Workload<'a> {
     fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
         let template = object.pointer(super::target_arg::template_pointer(kind));
         let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
-        let (own_labels, own_annotations) = match kind {
-            Kind::Pod => Default::default(),
-            _ => (
-                string_map(object, "labels"),
-                string_map(object, "annotations"),
-            ),
+        let own = |field| match kind {
+            Kind::Pod => BTreeMap::new(),
+            _ => string_map(object, field),
         };
+        let (own_labels, own_annotations) = (own("labels"), own("annotations"));
         let mut annotations = map("annotations");
         if kind != Kind::Pod {
             // What the webhook copies onto the template at the workload's next admission.
@@ -276,6 +274,7 @@ impl<'a> Workload<'a> {
     /// controller watches by), for an active workload.
     fn stamp_findings(&self, explained: &Explained, stamped: bool) -> Vec<Finding> {
         let (kind, name, namespace) = (self.kind, self.name, self.namespace);
+        let short = kind.short();
         let mut findings = Vec::new();
         if !stamped && !explained.restart_only.is_empty() {
             findings.push(Finding::new(
@@ -286,8 +285,7 @@ impl<'a> Workload<'a> {
                 match kind {
                     Kind::Pod => "recreate it (through its workload) in an opted-in namespace".to_owned(),
                     _ => format!(
-                        "send it through the webhook once: kubectl rollout restart {}/{name} -n {namespace}",
-                        kind.short()
+                        "send it through the webhook once: kubectl rollout restart {short}/{name} -n {namespace}"
                     ),
                 },
             ));
@@ -302,8 +300,7 @@ impl<'a> Workload<'a> {
                      earlier version): the controller does not watch it, so a change of what it reads never rolls it"
                 ),
                 format!(
-                    "label it once (or re-apply it: the webhook labels it): kubectl label {}/{name} -n {namespace} {MANAGED_LABEL}=true",
-                    kind.short()
+                    "label it once (or re-apply it: the webhook labels it): kubectl label {short}/{name} -n {namespace} {MANAGED_LABEL}=true"
                 ),
             ));
         }
