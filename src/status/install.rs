@@ -129,32 +129,29 @@ fn verdict_finding(
     reloader: &[String],
 ) -> Option<Finding> {
     let annotations = reloader.join(", ");
+    let label = label
+        .as_deref()
+        .map_or("absent".to_owned(), |v| format!("{v:?}"));
     Some(match verdict {
         Verdict::Managed { .. } => return None,
         Verdict::Unmanaged(Unmanaged::NotOptedIn) => Finding::new(
             Code::NamespaceNotOptedIn,
             format!(
-                "neither namespace {namespace:?} (label {INJECT}: {}) nor the object opts in",
-                label
-                    .as_deref()
-                    .map_or("absent".to_owned(), |v| format!("{v:?}"))
+                "neither namespace {namespace:?} (label {INJECT}: {label}) nor the object opts in"
             ),
             format!(
                 "kubectl label namespace {namespace} {INJECT}={OPT_IN_VALUE}, or opt this object in \
                  alone: the annotation {INJECT}: {OPT_IN_VALUE} on it"
             ),
         ),
-        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => Finding::new(
-            Code::OptedOut,
-            format!(
-                "the pod template opts out: {} {INJECT}: \"false\"",
-                by.as_str()
-            ),
-            format!(
-                "remove the {} {INJECT} from the pod template if it should reload",
-                by.as_str()
-            ),
-        ),
+        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => {
+            let by = by.as_str();
+            Finding::new(
+                Code::OptedOut,
+                format!("the pod template opts out: {by} {INJECT}: \"false\""),
+                format!("remove the {by} {INJECT} from the pod template if it should reload"),
+            )
+        }
         Verdict::Unmanaged(Unmanaged::ReloaderSelectsNothing) => Finding::new(
             Code::ReloaderSelectsNothing,
             format!("Reloader's annotations ({annotations}) select no ConfigMap or Secret"),
