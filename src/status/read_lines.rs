@@ -256,30 +256,27 @@ fn why_text(why: &Why) -> String {
         Why::Chosen => format!("{ON_CHANGE}: restart"),
         Why::Unknown(name) => {
             let of = name.as_deref().map(|n| format!(" for {}", quoted(n)));
-            format!(
-                "no known reload signal{} ({ON_CHANGE})",
-                of.unwrap_or_default()
-            )
+            let of = of.unwrap_or_default();
+            format!("no known reload signal{of} ({ON_CHANGE})")
         }
         Why::Unmet(program) => {
             let how = match program.takes {
                 Takes::Itself => "reloads by itself",
                 _ => "reloads",
             };
-            let needs = program.needs.text();
-            format!(
-                "{} {how} only with {needs} on its command line",
-                program.title
-            )
+            let (title, needs) = (program.title, program.needs.text());
+            format!("{title} {how} only with {needs} on its command line")
         }
         Why::AtStart(program) => format!("{} reads it at start", program.title),
         Why::OtherTarget => format!("the sidecar signals one process ({PROCESS})"),
         Why::BadValue => "an annotation value the sidecar would refuse: no sidecar".to_owned(),
         Why::NoSharedPid => "hostPID or shareProcessNamespace: false rule out a signal".to_owned(),
-        Why::NameTaken => format!(
-            "the pod's own container {} has the sidecar's name, so no watcher is added",
-            quoted(SIDECAR_NAME)
-        ),
+        Why::NameTaken => {
+            let sidecar = quoted(SIDECAR_NAME);
+            format!(
+                "the pod's own container {sidecar} has the sidecar's name, so no watcher is added"
+            )
+        }
         Why::InitContainer => "an init container reads it at start".to_owned(),
     }
 }
