@@ -1,12 +1,9 @@
 //! The thin kube I/O of `status`: one paged LIST per kind per namespace, a few GETs of the
-//! installation (webhook configuration, Lease, hash key, the webhook's Deployment), and the `config-reloader` log of a few Pods. A forbidden or unserved read
+//! installation, and the `config-reloader` log of a few Pods. A forbidden or unserved read
 //! becomes a [`Fetched::Failed`]; only an unreachable API server, refused credentials or a
 //! missing namespace stop the command.
 
-use std::fmt::Debug;
-
 use futures_util::future::{OptionFuture, join_all};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -16,7 +13,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::{Api, DynamicObject, ListParams, LogParams};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::snapshot::{Fetched, HASH_KEY_SECRET, INSTALL_NAME, Snapshot};
 use super::target_arg::Kind;
@@ -25,13 +21,10 @@ use crate::controller::write_target::api_resource;
 /// Why the reads could not make a snapshot at all (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
-    /// The API server could not be reached.
     #[error("failed to reach the API server: {0}")]
     Unreachable(String),
-    /// The API server refused the credentials.
     #[error("failed to log in to the API server: {0}")]
     Unauthorized(String),
-    /// The namespace does not exist.
     #[error("namespace {0:?} not found")]
     NamespaceNotFound(String),
 }
@@ -45,19 +38,16 @@ const PAGE: u32 = 500;
 /// Lines of a sidecar's log read (`tailLines`).
 pub const LOG_TAIL_LINES: i64 = 200;
 
-/// Reads for a report: `namespace` (or every namespace), the workload kinds asked for.
+/// Reads for a report over a client.
 pub struct Reader {
-    client: kube::Client,
+    pub client: kube::Client,
 }
 
 impl Reader {
-    /// A reader over `client`.
-    pub fn new(client: kube::Client) -> Self {
-        Reader { client }
-    }
-
-    /// Reads everything a report on `namespace` (`None`: every namespace) needs, with the
-    /// workloads of `kinds` (and the Jobs, for a CronJob's Pods, when `jobs`).
+    /// Reads everything a report on `namespace` (`None`: every namespace) needs: the
+    /// installation, then one LIST per kind, all at once: the workloads of `kinds` (one not
+    /// served is marked so), ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and
+    /// the Jobs (for a CronJob's Pods) when `jobs`.
     pub async fn snapshot(
         &self,
         namespace: Option<&str>,
@@ -65,30 +55,13 @@ impl Reader {
         jobs: bool,
     ) -> Result<Snapshot, CollectError> {
         let mut snapshot = Snapshot::empty(Timestamp::now());
-        self.read_webhook(&mut snapshot).await?;
-        self.read_installation(&mut snapshot, namespace).await?;
-        self.read_lists(&mut snapshot, namespace, kinds, jobs)
-            .await?;
-        Ok(snapshot)
-    }
-
-    /// The webhook configuration, and from its Service the namespace the webhook runs in.
-    async fn read_webhook(&self, snapshot: &mut Snapshot) -> Result<(), CollectError> {
-        let api = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
-        snapshot.set_webhook(classify(api.get(INSTALL_NAME).await)?);
-        Ok(())
-    }
-
-    /// The Lease and the hash key in the webhook's namespace, and the namespace(s) reported on.
-    async fn read_installation(
-        &self,
-        snapshot: &mut Snapshot,
-        namespace: Option<&str>,
-    ) -> Result<(), CollectError> {
-        let webhook_namespace = Some(snapshot.webhook_namespace.as_str());
-        let leases = self.api::<Lease>(webhook_namespace);
-        let secrets = self.api::<Secret>(webhook_namespace);
-        let deployments = self.api::<Deployment>(webhook_namespace);
+        // The webhook configuration's Service names the namespace the webhook runs in.
+        let webhooks = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
+        snapshot.set_webhook(classify(webhooks.get(INSTALL_NAME).await)?);
+        let webhook_namespace = &snapshot.webhook_namespace;
+        let leases = Api::<Lease>::namespaced(self.client.clone(), webhook_namespace);
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), webhook_namespace);
+        let deployments = Api::<Deployment>::namespaced(self.client.clone(), webhook_namespace);
         let (lease, key, deployment, namespaces) = futures_util::join!(
             leases.get(INSTALL_NAME),
             secrets.get(HASH_KEY_SECRET),
@@ -100,7 +73,34 @@ impl Reader {
             classify(deployment)?.map(|d| d.and_then(|d| serde_json::to_value(d).ok()));
         snapshot.set_hash_key(classify(key)?);
         snapshot.set_namespaces(namespaces?);
-        Ok(())
+        let path = |kind| DynamicObject::url_path(&api_resource(kind), namespace);
+        let read = |kind| async move { (kind, self.list(path(kind)).await) };
+        let workloads = kinds.iter().copied().map(read);
+        let job_list = OptionFuture::from(jobs.then(|| self.list(path(Kind::Job))));
+        let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
+            join_all(workloads),
+            self.list(ConfigMap::url_path(&(), namespace)),
+            self.list(Secret::url_path(&(), namespace)),
+            self.list(path(Kind::Pod)),
+            self.list(Event::url_path(&(), namespace)),
+            job_list,
+        );
+        for (kind, got) in workloads {
+            let got = got?;
+            if let Fetched::Read(None) = got {
+                snapshot.unserved.insert(kind);
+            }
+            let got = got.map(Option::unwrap_or_default);
+            snapshot.workloads.insert(kind, got);
+        }
+        snapshot.config_maps = listed(config_maps?);
+        snapshot.set_secrets(listed(secrets?));
+        snapshot.pods = listed(pods?);
+        snapshot.events = listed(events?);
+        if let Some(job_list) = job_list {
+            snapshot.jobs = listed(job_list?);
+        }
+        Ok(snapshot)
     }
 
     /// The namespace reported on (a missing one stops the command), or every namespace.
@@ -111,7 +111,7 @@ impl Reader {
         let api = Api::<Namespace>::all(self.client.clone());
         let got = match namespace {
             Some(name) => classify(api.get(name).await)?.map(|ns| ns.map(|ns| vec![ns])),
-            None => list(api).await?,
+            None => self.list(Namespace::url_path(&(), None)).await?,
         };
         match got {
             Fetched::Read(None) => {
@@ -120,45 +120,6 @@ impl Reader {
             }
             got => Ok(got.map(Option::unwrap_or_default)),
         }
-    }
-
-    /// One LIST per kind, all at once: the workloads of `kinds` (one not served is marked so),
-    /// ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and Jobs when `jobs`.
-    async fn read_lists(
-        &self,
-        snapshot: &mut Snapshot,
-        namespace: Option<&str>,
-        kinds: &[Kind],
-        jobs: bool,
-    ) -> Result<(), CollectError> {
-        let read = |kind| async move { (kind, self.list_json(kind, namespace).await) };
-        let workloads = kinds.iter().copied().map(read);
-        let job_list = OptionFuture::from(jobs.then(|| self.list_json(Kind::Job, namespace)));
-        let (workloads, config_maps, secrets, pods, events, job_list) = futures_util::join!(
-            join_all(workloads),
-            list(self.api::<ConfigMap>(namespace)),
-            list(self.api::<Secret>(namespace)),
-            self.list_json(Kind::Pod, namespace),
-            list(self.api::<Event>(namespace)),
-            job_list,
-        );
-        for (kind, got) in workloads {
-            let got = got?;
-            if let Fetched::Read(None) = got {
-                snapshot.unserved.insert(kind);
-            }
-            snapshot
-                .workloads
-                .insert(kind, got.map(Option::unwrap_or_default));
-        }
-        snapshot.config_maps = listed(config_maps?);
-        snapshot.set_secrets(listed(secrets?));
-        snapshot.pods = listed(pods?);
-        snapshot.events = listed(events?);
-        if let Some(job_list) = job_list {
-            snapshot.jobs = listed(job_list?);
-        }
-        Ok(())
     }
 
     /// Reads the last [`LOG_TAIL_LINES`] lines of the `config-reloader` log of each Pod in
@@ -180,83 +141,39 @@ impl Reader {
         Ok(())
     }
 
-    /// The typed API of a namespaced kind in `namespace`, or in every namespace.
-    fn api<K>(&self, namespace: Option<&str>) -> Api<K>
-    where
-        K: Resource<Scope = NamespaceResourceScope>,
-        K::DynamicType: Default,
-    {
-        match namespace {
-            Some(namespace) => Api::namespaced(self.client.clone(), namespace),
-            None => Api::all(self.client.clone()),
-        }
-    }
-
-    /// Every object of `kind` as JSON. Workloads and Pods stay JSON for the report: an object
-    /// whose pod template cannot be read is one finding, not a failed LIST. (Read straight into
-    /// JSON: through `DynamicObject` each object was parsed and serialized again.)
-    async fn list_json(
-        &self,
-        kind: Kind,
-        namespace: Option<&str>,
-    ) -> Result<Got<Vec<Value>>, CollectError> {
-        let path = DynamicObject::url_path(&api_resource(kind), namespace);
-        pages(|params| {
-            let request = kube::core::Request::new(&path)
-                .list(&params)
-                .map_err(kube::Error::BuildRequest);
-            async move {
-                let page: JsonPage = self.client.request(request?).await?;
-                Ok((page.items, page.metadata.continue_))
+    /// Every object at `path` (a LIST), page by page, following the continue token. Workloads
+    /// and Pods stay JSON for the report: an object whose pod template cannot be read is one
+    /// finding, not a failed LIST. (Read straight into JSON: through `DynamicObject` each
+    /// object was parsed and serialized again.)
+    async fn list<T: DeserializeOwned>(&self, path: String) -> Result<Got<Vec<T>>, CollectError> {
+        let mut items = Vec::new();
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let request = kube::core::Request::new(&path).list(&params);
+            let page = match request.map_err(kube::Error::BuildRequest) {
+                Ok(request) => self.client.request::<Page<T>>(request).await,
+                Err(e) => Err(e),
+            };
+            let page = match classify(page)? {
+                Fetched::Read(Some(page)) => page,
+                got => return Ok(got.map(|_| None)),
+            };
+            items.extend(page.items);
+            match page.metadata.continue_.filter(|token| !token.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(Fetched::Read(Some(items))),
             }
-        })
-        .await
+        }
     }
 }
 
-/// One page of a list, its objects kept as JSON.
+/// One page of a list.
 #[derive(serde::Deserialize)]
-struct JsonPage {
+struct Page<T> {
     #[serde(default)]
     metadata: ListMeta,
-    #[serde(default)]
-    items: Vec<Value>,
-}
-
-/// Every object of a collection, page by page.
-async fn list<K>(api: Api<K>) -> Result<Got<Vec<K>>, CollectError>
-where
-    K: Clone + DeserializeOwned + Debug,
-{
-    pages(|params| {
-        let api = &api;
-        async move {
-            let page = api.list(&params).await?;
-            Ok((page.items, page.metadata.continue_))
-        }
-    })
-    .await
-}
-
-/// The items of every page `fetch` gets, following the continue token.
-async fn pages<T, F, Fut>(mut fetch: F) -> Result<Got<Vec<T>>, CollectError>
-where
-    F: FnMut(ListParams) -> Fut,
-    Fut: Future<Output = Result<(Vec<T>, Option<String>), kube::Error>>,
-{
-    let mut items = Vec::new();
-    let mut params = ListParams::default().limit(PAGE);
-    loop {
-        let got = classify(fetch(params.clone()).await)?;
-        let Fetched::Read(Some((page, token))) = got else {
-            return Ok(got.map(|_| None));
-        };
-        items.extend(page);
-        match token.filter(|token| !token.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(Fetched::Read(Some(items))),
-        }
-    }
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
 }
 
 /// Sorts a kube answer into found, not found, a failure the report names (forbidden, server

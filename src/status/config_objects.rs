@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use serde::Serialize;
 
-use super::common::seconds_between;
+use super::seconds_between;
 use super::snapshot::Snapshot;
 use crate::hash::{ConfigData, ConfigId, ConfigKind, ConfigObject, Lookup};
 
@@ -23,43 +23,44 @@ pub struct Seen {
     pub written: Option<Timestamp>,
     /// Its digests, when they could be made.
     pub digests: Option<ConfigObject>,
+    /// The names of its keys.
+    pub keys: Vec<String>,
 }
 
 /// The config objects of one namespace.
 #[derive(Debug, Clone, Default)]
 pub struct Configs {
     objects: BTreeMap<ConfigId, Seen>,
-    /// Why ConfigMaps could not be read, if they could not.
-    pub config_maps_failed: Option<String>,
-    /// Why Secrets could not be read or hashed, if so.
-    pub secrets_failed: Option<String>,
+    config_maps_failed: Option<String>,
+    secrets_failed: Option<String>,
 }
 
 impl Configs {
     /// The ConfigMaps and Secrets of `namespace` in `snapshot`.
     pub fn of(snapshot: &Snapshot, namespace: &str) -> Configs {
         let mut configs = Configs::default();
-        let mut add = |id: fn(String) -> ConfigId, meta: &ObjectMeta, digests| {
+        let mut add = |id: fn(String) -> ConfigId, meta: &ObjectMeta, digests, keys| {
             if meta.namespace.as_deref() == Some(namespace) {
                 let seen = Seen {
                     ignored: crate::policy::ignored(meta.annotations.as_ref()),
                     matched: crate::policy::reloader::matched(meta.annotations.as_ref()),
                     written: data_written(meta),
                     digests,
+                    keys,
                 };
                 let name = meta.name.clone().unwrap_or_default();
                 configs.objects.insert(id(name), seen);
             }
         };
         for cm in snapshot.config_maps.ok().into_iter().flatten() {
-            add(
-                ConfigId::config_map,
-                &cm.metadata,
-                Some(ConfigObject::from_config_map(cm)),
-            );
+            let data = cm.data.iter().flat_map(|d| d.keys());
+            let keys = data.chain(cm.binary_data.iter().flat_map(|d| d.keys()));
+            let (digests, keys) = (Some(ConfigObject::from_config_map(cm)), keys.cloned());
+            add(ConfigId::config_map, &cm.metadata, digests, keys.collect());
         }
         for secret in snapshot.secrets.ok().into_iter().flatten() {
-            add(ConfigId::secret, &secret.metadata, secret.digests.clone());
+            let (digests, keys) = (secret.digests.clone(), secret.keys.clone());
+            add(ConfigId::secret, &secret.metadata, digests, keys);
         }
         configs.config_maps_failed = snapshot.config_maps.failure().map(str::to_owned);
         configs.secrets_failed = snapshot.secrets.failure().map(str::to_owned);

@@ -3,10 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
-use super::config_objects::{Configs, Written, data_written};
+use super::config_objects::{Configs, Written};
 use super::findings::Finding;
 use super::read_lines::Effect;
 use super::snapshot::Snapshot;
@@ -65,8 +64,13 @@ pub fn config(
     namespace: &str,
     name: &str,
 ) -> Option<ConfigReport> {
-    let (meta, keys) = find(snapshot, kind, namespace, name)?;
     let configs = Configs::of(snapshot, namespace);
+    let id = match kind {
+        Kind::Secret => ConfigId::secret(name),
+        _ => ConfigId::config_map(name),
+    };
+    let seen = configs.get(&id)?;
+    let keys = &seen.keys;
     let mut lines: BTreeMap<String, KeyLine> = (keys.iter())
         .map(|key| (key.clone(), KeyLine::new(key, true)))
         .collect();
@@ -78,7 +82,10 @@ pub fn config(
         let reads: Vec<_> = reads
             .filter(|r| r.object_kind == kind.name() && r.object == name)
             .collect();
-        for read in &reads {
+        if reads.is_empty() {
+            continue;
+        }
+        for read in reads {
             let reader = ReaderLine {
                 workload: workload.clone(),
                 container: read.container.clone(),
@@ -91,23 +98,17 @@ pub fn config(
                 line.readers.push(reader.clone());
             }
         }
-        if !reads.is_empty() {
-            findings.extend(report.findings.into_iter().map(|finding| {
-                let message = format!("{workload}: {}", finding.message);
-                Finding::new(finding.code, message, finding.fix)
-            }));
+        for mut finding in report.findings {
+            finding.message = format!("{workload}: {}", finding.message);
+            findings.push(finding);
         }
     }
-    let id = match kind {
-        Kind::Secret => ConfigId::secret(name),
-        _ => ConfigId::config_map(name),
-    };
     Some(ConfigReport {
         kind,
         namespace: namespace.to_owned(),
         name: name.to_owned(),
-        ignored: configs.get(&id).is_some_and(|s| s.ignored),
-        written: data_written(&meta)
+        ignored: seen.ignored,
+        written: (seen.written)
             .map(|at| Written::new(kind.name().to_owned(), name.to_owned(), at, snapshot.now)),
         keys: lines.into_values().collect(),
         findings,
@@ -122,32 +123,5 @@ impl KeyLine {
             exists,
             readers: Vec::new(),
         }
-    }
-}
-
-/// The ConfigMap or Secret's metadata and the names of its keys, if it was read and exists.
-fn find(
-    snapshot: &Snapshot,
-    kind: Kind,
-    namespace: &str,
-    name: &str,
-) -> Option<(ObjectMeta, Vec<String>)> {
-    let this = |meta: &ObjectMeta| {
-        meta.namespace.as_deref() == Some(namespace) && meta.name.as_deref() == Some(name)
-    };
-    match kind {
-        Kind::ConfigMap => {
-            let config_maps = snapshot.config_maps.ok()?;
-            let cm = config_maps.iter().find(|c| this(&c.metadata))?;
-            let data = cm.data.iter().flat_map(|d| d.keys());
-            let keys = data.chain(cm.binary_data.iter().flat_map(|d| d.keys()));
-            Some((cm.metadata.clone(), keys.cloned().collect()))
-        }
-        Kind::Secret => {
-            let secrets = snapshot.secrets.ok()?;
-            let secret = secrets.iter().find(|s| this(&s.metadata))?;
-            Some((secret.metadata.clone(), secret.keys.clone()))
-        }
-        _ => None,
     }
 }

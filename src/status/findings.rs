@@ -10,8 +10,8 @@ macro_rules! codes {
     ($($(#[$doc:meta])* $variant:ident = $code:literal,)*) => {
         /// What a finding is about. Its text (`stale`, …) is the stable `code` of the
         /// `-o json` form.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-        pub enum Code { $($(#[$doc])* $variant,)* }
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+        pub enum Code { $($(#[$doc])* #[serde(rename = $code)] $variant,)* }
 
         impl Code {
             /// Every code, in the order of the table.
@@ -30,17 +30,13 @@ codes! {
     NamespaceNotOptedIn = "namespace-not-opted-in",
     /// A namespace the webhook never mutates.
     NamespaceExcluded = "namespace-excluded",
-    /// The pod template opts out.
     OptedOut = "opted-out",
     /// Reloader's annotations select it while Reloader may still run.
     LeftToReloader = "left-to-reloader",
     /// Reloader's annotations select nothing (`auto: "false"` alone).
     ReloaderSelectsNothing = "reloader-selects-nothing",
-    /// No MutatingWebhookConfiguration.
     WebhookMissing = "webhook-missing",
-    /// A webhook without a CA bundle.
     WebhookNoCaBundle = "webhook-no-ca-bundle",
-    /// No controller holds the Lease.
     NoController = "no-controller",
     /// Reads through env, but no `config-hash`.
     NotStamped = "not-stamped",
@@ -62,13 +58,10 @@ codes! {
     MountedStale = "mounted-stale",
     /// A Pod that restarts in place runs with env older than the live data.
     EnvStale = "env-stale",
-    /// The `config-reloader` container restarted.
     SidecarRestarts = "sidecar-restarts",
-    /// The last reload failed.
     ReloadFailed = "reload-failed",
     /// A refresh in waves stopped.
     RefreshStopped = "refresh-stopped",
-    /// The pod template cannot be read.
     UnreadableSpec = "unreadable-spec",
 }
 
@@ -78,17 +71,10 @@ impl fmt::Display for Code {
     }
 }
 
-impl Serialize for Code {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
     pub code: Code,
-    /// What is wrong, in plain words.
     pub message: String,
     pub fix: String,
 }
@@ -103,12 +89,3 @@ impl Finding {
         }
     }
 }
-
-/// The README's fix for a subPath mount.
-pub const FIX_SUBPATH: &str = "mount the directory to get hot reload";
-/// The README's fix for a Secret the webhook cannot hash.
-pub const FIX_NO_HASH_KEY: &str = "give the webhook a --secret-hash-key-file (the install does)";
-/// The README's fix for a missing object.
-pub const FIX_MISSING: &str = "create it, or mark the reference `optional: true`";
-/// The README's fix for `EPERM`.
-pub const FIX_EPERM: &str = "set `runAsUser` on the pod or container: the sidecar then runs as that UID (or allow CAP_KILL)";

@@ -1,14 +1,17 @@
 //! Is the stamped `config-hash` the hash of the live data? (pure): what the webhook's
 //! Secret-hash key lets the report check, the check itself, and the `stale` finding.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
-use super::common::age;
+use super::age;
 use super::config_objects::{Configs, Written};
 use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, HASH_KEY_SECRET, Snapshot};
 use super::target_arg::Kind;
-use crate::hash::{ConfigKind, SecretKey};
+use crate::controller::write_target::TargetKind;
+use crate::hash::{ConfigId, ConfigKind, SecretKey};
 use crate::workload::consumption::Consumption;
 use crate::workload::explain::Explained;
 
@@ -40,7 +43,7 @@ impl KeyState<'_> {
 
 /// A stamped hash against the live data's (`current`, `stale`, `notStamped`,
 /// `nothingToHash` or `unknown` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HashState {
     Current,
@@ -49,11 +52,12 @@ pub enum HashState {
     /// Nothing is read that a hash covers.
     NothingToHash,
     /// The live data's hash cannot be made.
+    #[default]
     Unknown,
 }
 
 /// The stamped `config-hash` against the hash of the live data.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashCheck {
     pub state: HashState,
@@ -70,6 +74,16 @@ pub struct HashCheck {
     /// Absent from JSON when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub earlier: bool,
+}
+
+/// A stamped hash against the live data's.
+pub fn state_of(stamped: &Option<String>, live: &Option<String>) -> HashState {
+    match (stamped, live) {
+        (None, _) => HashState::NotStamped,
+        (Some(_), None) => HashState::Unknown,
+        (Some(s), Some(l)) if s == l => HashState::Current,
+        _ => HashState::Stale,
+    }
 }
 
 /// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
@@ -93,31 +107,28 @@ pub fn hash_key<'a>(
         Fetched::Read(Some(key)) => (KeyState::Key(key), None),
         Fetched::Failed(reason) => (KeyState::Unreadable, Some(key_unreadable(reason))),
         Fetched::Read(None) => {
+            let secret =
+                |ids: &BTreeSet<&ConfigId>| ids.iter().any(|id| id.kind == ConfigKind::Secret);
             let Some(explained) = explained else {
                 return (KeyState::NoKey, None);
             };
             let ids = explained.restart_only.ids();
-            if !ids.iter().any(|id| id.kind == ConfigKind::Secret) {
-                // Nothing read through env tells whether the webhook has a key: that matters
-                // only if the sidecar watches a Secret (its hash is keyed when there is one).
-                let mounts_secret = explained.watcher.as_ref().is_some_and(|w| {
-                    w.consumption
-                        .ids()
-                        .iter()
-                        .any(|id| id.kind == ConfigKind::Secret)
-                });
-                if !mounts_secret {
+            let why = if secret(&ids) {
+                let data = configs.data(ids);
+                let without_key = explained.restart_only.hash(&data, None);
+                if stamped.is_some() && without_key.hash.as_deref() == stamped {
                     return (KeyState::NoKey, None);
                 }
-                let why = "nothing read through env shows whether the webhook has one";
-                return (KeyState::Unreadable, Some(missing(why)));
-            }
-            let data = configs.data(ids.iter().copied());
-            let without_key = explained.restart_only.hash(&data, None);
-            if stamped.is_some() && without_key.hash.as_deref() == stamped {
-                return (KeyState::NoKey, None);
-            }
-            let why = "the stamped hash is not the one without Secrets";
+                "the stamped hash is not the one without Secrets"
+            } else {
+                // Nothing read through env tells whether the webhook has a key: that matters
+                // only if the sidecar watches a Secret (its hash is keyed when there is one).
+                let watcher = explained.watcher.as_ref();
+                if !watcher.is_some_and(|w| secret(&w.consumption.ids())) {
+                    return (KeyState::NoKey, None);
+                }
+                "nothing read through env shows whether the webhook has one"
+            };
             (KeyState::Unreadable, Some(missing(why)))
         }
     }
@@ -145,22 +156,18 @@ pub fn hash_check(
     let report = consumption.hash(&data, key.key());
     let secrets_read = ids.iter().any(|id| id.kind == ConfigKind::Secret);
     let checks_secrets = key.checks_secrets();
-    let mut written: Vec<Written> = ids
-        .iter()
-        .filter_map(|id| {
-            let at = configs.get(id)?.written?;
-            let written = Written::new(id.kind.to_string(), id.name.clone(), at, snapshot.now);
-            Some(written)
-        })
-        .collect();
+    let written = |id: &&ConfigId| {
+        let at = configs.get(id)?.written?;
+        let kind = id.kind.to_string();
+        Some(Written::new(kind, id.name.clone(), at, snapshot.now))
+    };
+    let mut written: Vec<Written> = ids.iter().filter_map(written).collect();
     written.sort_by_key(|w| w.seconds_ago);
-    let state = match (&stamped, &report.hash) {
+    let state = match state_of(&stamped, &report.hash) {
         _ if consumption.is_empty() => HashState::NothingToHash,
-        (None, _) => HashState::NotStamped,
+        HashState::NotStamped => HashState::NotStamped,
         _ if secrets_read && !checks_secrets => HashState::Unknown,
-        (Some(_), None) => HashState::Unknown,
-        (Some(stamped), Some(live)) if stamped == live => HashState::Current,
-        (Some(_), Some(_)) => HashState::Stale,
+        state => state,
     };
     // As the controller does: a hash an earlier version stamped over data unchanged since.
     let earlier = state == HashState::Stale && {
@@ -204,7 +211,8 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
     let fix = if kind == Kind::Pod {
         "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
             .to_owned()
-    } else if !super::target_arg::restamped(kind) {
+    } else if !TargetKind::WORKLOADS.iter().any(|t| t.table() == kind) {
+        // The rollout controller never re-stamps its template.
         format!("a {kind} is never re-stamped: recreate it to read the new config")
     } else if controller_running && recent {
         "the change is seconds old: the controller re-stamps within --rollout-delay (1s by default) \

@@ -3,14 +3,12 @@
 //! Lease, whether `serve` was told Reloader is gone). Pure.
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::{age, seconds_between};
 use super::findings::{Code, Finding};
 use super::snapshot::{Fetched, INSTALL_NAME, Snapshot};
+use super::{age, seconds_between};
 use crate::policy::{
     self, INJECT, Map, OPT_IN_VALUE, OptedInBy, RETIRED_FLAG, Unmanaged, Verdict, reloader,
 };
@@ -38,40 +36,25 @@ pub struct OptIn {
     pub left_to_reloader: bool,
 }
 
-/// The labels and annotations the opt-in is decided on.
-#[derive(Debug, Clone, Copy)]
-pub struct Metas<'a> {
-    /// The workload's own `metadata` labels (empty for a Pod).
-    pub own_labels: &'a Map,
-    /// The workload's own `metadata` annotations (empty for a Pod).
-    pub own_annotations: &'a Map,
-    /// The pod template's (or the Pod's) labels.
-    pub labels: &'a Map,
-    /// The pod template's (or the Pod's) annotations, carrying the workload's own opt-ins as
-    /// the webhook copies them (`reload-injector.io/workload-opt-in`).
-    pub annotations: &'a Map,
-}
-
 /// The webhook configuration as read (`present`, `missing` or `unreadable` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WebhookState {
     Present,
+    #[default]
     Missing,
     Unreadable,
 }
 
 /// The webhook configuration and the controller.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Installation {
     pub webhook: WebhookState,
     /// Whether every webhook in it has a CA bundle (`None` when not read).
     pub ca_bundle: Option<bool>,
     pub namespace: String,
-    /// `Lease` holder, if any.
     pub lease_holder: Option<String>,
-    /// Seconds since the Lease was last renewed.
     pub renewed_seconds_ago: Option<i64>,
     pub lease_duration_seconds: Option<i64>,
     /// A leader holds an unexpired Lease (`false` when the Lease could not be read).
@@ -81,10 +64,15 @@ pub struct Installation {
     pub reloader_retired: Option<bool>,
 }
 
-/// The opt-in part, and its findings. Reloader is taken to run beside us unless `serve` is known
-/// to run with `--reloader-retired`.
-pub fn opt_in(snapshot: &Snapshot, namespace: &str, metas: Metas<'_>) -> (OptIn, Vec<Finding>) {
-    let mut findings = Vec::new();
+/// The opt-in part, and its findings, from the pod template's (or Pod's) `labels` and
+/// `annotations` (carrying the workload's own opt-ins as the webhook copies them) and the
+/// workload's `own` annotations. Reloader is taken to run beside us unless `serve` is known to
+/// run with `--reloader-retired`.
+pub fn opt_in(
+    snapshot: &Snapshot,
+    namespace: &str,
+    [labels, annotations, own]: [&Map; 3],
+) -> (OptIn, Vec<Finding>) {
     let excluded = policy::excluded(namespace, &snapshot.webhook_namespace);
     let namespaces = snapshot.namespaces.ok();
     let namespace_read = namespaces.is_some();
@@ -93,33 +81,32 @@ pub fn opt_in(snapshot: &Snapshot, namespace: &str, metas: Metas<'_>) -> (OptIn,
         .cloned();
     let labelled = namespace_label.as_deref() == Some(OPT_IN_VALUE) || !namespace_read;
     let retired = reloader_retired(snapshot) == Some(true);
-    let verdict = policy::verdict(labelled, metas.labels, metas.annotations, retired);
-    let reloader = reloader_annotations(metas);
-    if excluded {
-        findings.push(Finding::new(
+    let verdict = policy::verdict(labelled, labels, annotations, retired);
+    // Reloader's annotations on its own metadata, then on its template, as `key=value`.
+    let reloader: Vec<String> = (own.iter().chain(annotations))
+        .filter(|(key, _)| reloader::is_key(key))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    let finding = if excluded {
+        Some(Finding::new(
             Code::NamespaceExcluded,
             format!("namespace {namespace:?} is never mutated, whatever its labels say"),
             "run the workload in another namespace",
-        ));
+        ))
     } else {
-        findings.extend(verdict_finding(
-            &verdict,
-            namespace,
-            &namespace_label,
-            &reloader,
-        ));
-    }
-    let opted_out_by = match verdict {
-        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => Some(by.as_str()),
-        _ => None,
+        verdict_finding(&verdict, namespace, &namespace_label, &reloader)
     };
-    let opted_in_by = match verdict {
-        Verdict::Managed { by, .. } if !excluded => Some(match by {
-            OptedInBy::Namespace => "namespace",
-            OptedInBy::Annotation => "annotation",
-            OptedInBy::Reloader => "reloader",
-        }),
-        _ => None,
+    let (opted_out_by, opted_in_by) = match verdict {
+        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => (Some(by.as_str()), None),
+        Verdict::Managed { by, .. } if !excluded => (
+            None,
+            Some(match by {
+                OptedInBy::Namespace => "namespace",
+                OptedInBy::Annotation => "annotation",
+                OptedInBy::Reloader => "reloader",
+            }),
+        ),
+        _ => (None, None),
     };
     let opt_in = OptIn {
         namespace_label,
@@ -131,7 +118,7 @@ pub fn opt_in(snapshot: &Snapshot, namespace: &str, metas: Metas<'_>) -> (OptIn,
         reloader,
         left_to_reloader: matches!(verdict, Verdict::LeftToReloader) && !excluded,
     };
-    (opt_in, findings)
+    (opt_in, finding.into_iter().collect())
 }
 
 /// The finding of an object the product does not act on, with its fix.
@@ -142,32 +129,29 @@ fn verdict_finding(
     reloader: &[String],
 ) -> Option<Finding> {
     let annotations = reloader.join(", ");
+    let label = label
+        .as_deref()
+        .map_or("absent".to_owned(), |v| format!("{v:?}"));
     Some(match verdict {
         Verdict::Managed { .. } => return None,
         Verdict::Unmanaged(Unmanaged::NotOptedIn) => Finding::new(
             Code::NamespaceNotOptedIn,
             format!(
-                "neither namespace {namespace:?} (label {INJECT}: {}) nor the object opts in",
-                label
-                    .as_deref()
-                    .map_or("absent".to_owned(), |v| format!("{v:?}"))
+                "neither namespace {namespace:?} (label {INJECT}: {label}) nor the object opts in"
             ),
             format!(
                 "kubectl label namespace {namespace} {INJECT}={OPT_IN_VALUE}, or opt this object in \
                  alone: the annotation {INJECT}: {OPT_IN_VALUE} on it"
             ),
         ),
-        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => Finding::new(
-            Code::OptedOut,
-            format!(
-                "the pod template opts out: {} {INJECT}: \"false\"",
-                by.as_str()
-            ),
-            format!(
-                "remove the {} {INJECT} from the pod template if it should reload",
-                by.as_str()
-            ),
-        ),
+        Verdict::Unmanaged(Unmanaged::OptedOut(by)) => {
+            let by = by.as_str();
+            Finding::new(
+                Code::OptedOut,
+                format!("the pod template opts out: {by} {INJECT}: \"false\""),
+                format!("remove the {by} {INJECT} from the pod template if it should reload"),
+            )
+        }
         Verdict::Unmanaged(Unmanaged::ReloaderSelectsNothing) => Finding::new(
             Code::ReloaderSelectsNothing,
             format!("Reloader's annotations ({annotations}) select no ConfigMap or Secret"),
@@ -188,17 +172,6 @@ fn verdict_finding(
             ),
         ),
     })
-}
-
-/// Reloader's annotations on the workload's own metadata, then on its pod template, as
-/// `key=value` (the template's carried copy of the metadata's left out).
-fn reloader_annotations(metas: Metas<'_>) -> Vec<String> {
-    let own = metas.own_annotations.iter();
-    let template = metas.annotations.iter();
-    own.chain(template)
-        .filter(|(key, _)| reloader::is_key(key))
-        .map(|(key, value)| format!("{key}={value}"))
-        .collect()
 }
 
 /// Whether the webhook's Deployment runs `serve` with `--reloader-retired` (a `true` value, or
@@ -244,56 +217,44 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
         webhook,
         ca_bundle,
         namespace: snapshot.webhook_namespace.clone(),
-        lease_holder: None,
-        renewed_seconds_ago: None,
-        lease_duration_seconds: None,
-        controller_running: false,
-        lease_read: false,
         reloader_retired: reloader_retired(snapshot),
+        ..Installation::default()
     };
-    let mut findings: Vec<Finding> = webhook_finding(webhook, ca_bundle).into_iter().collect();
+    let mut findings = Vec::new();
+    if webhook == WebhookState::Missing {
+        findings.push(Finding::new(
+            Code::WebhookMissing,
+            format!(
+                "the MutatingWebhookConfiguration {INSTALL_NAME:?} does not exist: nothing is injected or stamped"
+            ),
+            "install reload-injector: helm install from its OCI chart, or kubectl apply -k manifests/cert-manager/ (docs/install.md)",
+        ));
+    } else if ca_bundle == Some(false) {
+        findings.push(Finding::new(
+            Code::WebhookNoCaBundle,
+            format!(
+                "the MutatingWebhookConfiguration {INSTALL_NAME:?} has a webhook without a CA bundle: the API server cannot call it"
+            ),
+            "use the cert-manager overlay, or set caBundle from `reload-injector certs` (ca-bundle.b64)",
+        ));
+    }
     let mut notes = Vec::new();
     if let Some(reason) = snapshot.webhook.failure() {
         notes.push(format!(
             "could not read mutatingwebhookconfiguration {INSTALL_NAME}: {reason}"
         ));
     }
-    match &snapshot.lease {
-        Fetched::Read(lease) => {
-            read_lease(&mut out, lease.as_ref(), snapshot.now);
-            findings.extend(no_controller(&out, lease.is_some()));
+    let lease = match &snapshot.lease {
+        Fetched::Read(lease) => lease.as_ref(),
+        Fetched::Failed(reason) => {
+            let namespace = &out.namespace;
+            notes.push(format!(
+                "could not read lease {namespace}/{INSTALL_NAME}: {reason}"
+            ));
+            return (out, findings, notes);
         }
-        Fetched::Failed(reason) => notes.push(format!(
-            "could not read lease {}/{INSTALL_NAME}: {reason}",
-            out.namespace
-        )),
-    }
-    (out, findings, notes)
-}
-
-/// `webhook-missing`, or `webhook-no-ca-bundle`.
-fn webhook_finding(webhook: WebhookState, ca_bundle: Option<bool>) -> Option<Finding> {
-    match (webhook, ca_bundle) {
-        (WebhookState::Missing, _) => Some(Finding::new(
-            Code::WebhookMissing,
-            format!(
-                "the MutatingWebhookConfiguration {INSTALL_NAME:?} does not exist: nothing is injected or stamped"
-            ),
-            "install reload-injector: helm install from its OCI chart, or kubectl apply -k manifests/cert-manager/ (docs/install.md)",
-        )),
-        (_, Some(false)) => Some(Finding::new(
-            Code::WebhookNoCaBundle,
-            format!(
-                "the MutatingWebhookConfiguration {INSTALL_NAME:?} has a webhook without a CA bundle: the API server cannot call it"
-            ),
-            "use the cert-manager overlay, or set caBundle from `reload-injector certs` (ca-bundle.b64)",
-        )),
-        _ => None,
-    }
-}
-
-/// Fills in the Lease's holder, renewal and duration, and whether a leader holds it now.
-fn read_lease(out: &mut Installation, lease: Option<&Lease>, now: Timestamp) {
+    };
+    // The Lease's holder, renewal and duration, and whether a leader holds it now.
     out.lease_read = true;
     let spec = lease.and_then(|l| l.spec.as_ref());
     out.lease_holder = spec
@@ -302,11 +263,13 @@ fn read_lease(out: &mut Installation, lease: Option<&Lease>, now: Timestamp) {
     let renewed = spec
         .and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref()))
         .map(|t| t.0);
-    out.renewed_seconds_ago = renewed.map(|t| seconds_between(t, now));
+    out.renewed_seconds_ago = renewed.map(|t| seconds_between(t, snapshot.now));
     out.lease_duration_seconds = spec.and_then(|s| s.lease_duration_seconds).map(i64::from);
     let lasts = out.lease_duration_seconds.unwrap_or(15);
     let renewed_in_time = out.renewed_seconds_ago.is_some_and(|ago| ago <= lasts);
     out.controller_running = out.lease_holder.is_some() && renewed_in_time;
+    findings.extend(no_controller(&out, lease.is_some()));
+    (out, findings, notes)
 }
 
 /// `no-controller` when no leader holds the Lease (`exists`: there is one).

@@ -1,19 +1,11 @@
-//! `reload-injector status` (also the kubectl plugin `kubectl reload-injector`): answers "why
-//! didn't my pod reload?" from the live cluster.
-//!
-//! Data flows one way: [`collect`] (thin kube I/O) fills a [`snapshot::Snapshot`] (the goldens
-//! build the same snapshot from their objects: `tests/status_support`); the pure judges read it
-//! ([`workload_report`] from [`install`], [`read_lines`], [`hash_check`] and [`pods`];
-//! [`config_report`]; [`summary`]); [`render`] writes the report as text or JSON.
-//!
-//! Exit codes: 0 all current and healthy, 1 a finding, 2 the command could not do its job.
-//!
-//! Imports: the shared domain (`hash`, `workload`, `kinds`, `object_names`, `policy`), the
-//! `controller`'s names for what it writes (`write_target`, `waves::REFRESH_STOPPED`), and the
-//! helpers `cli`, `report`; never `webhook`, `watch`, `certs` or `offline`.
+//! `reload-injector status` (also `kubectl reload-injector`): "why didn't my pod reload?".
+//! [`collect`] fills a [`snapshot::Snapshot`] (the goldens build one from their objects); the
+//! pure judges read it; [`render`] writes text or JSON. Exit codes: 0 all well, 1 a finding, 2
+//! the command could not do its job. Imports the shared domain (`hash`, `workload`, `kinds`,
+//! `object_names`, `policy`), the `controller`'s names for what it writes, `cli` and `report`;
+//! never `webhook`, `watch`, `certs` or `offline`.
 
 pub mod collect;
-pub mod common;
 pub mod config_objects;
 pub mod config_report;
 pub mod findings;
@@ -22,8 +14,6 @@ pub mod install;
 pub mod pods;
 pub mod read_lines;
 pub mod render;
-pub mod select;
-pub mod sidecar_log;
 pub mod snapshot;
 pub mod summary;
 pub mod target_arg;
@@ -31,7 +21,9 @@ pub mod workload_report;
 
 use std::process::ExitCode;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::Value;
 
 use crate::cli::{StatusArgs, StatusFormat};
 use collect::Reader;
@@ -43,62 +35,43 @@ pub const MAX_LOGS: usize = 3;
 /// Why `status` could not do its job (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    /// TARGET is malformed or names an unknown kind.
     #[error(transparent)]
     BadTarget(#[from] target_arg::TargetError),
-    /// `-A` with a TARGET.
     #[error("failed to read the arguments: -A/--all-namespaces takes no TARGET")]
     AllWithTarget,
-    /// No usable kubeconfig.
     #[error("failed to load the kubeconfig: {0}")]
     NoConfig(String),
     /// The reads could not be made (unreachable, unauthorized, no such namespace).
     #[error(transparent)]
     Collect(#[from] collect::CollectError),
-    /// The target does not exist.
     #[error("{kind} {name:?} not found in namespace {namespace:?}")]
     NotFound {
-        /// `deploy`, `cm`, …
         kind: &'static str,
-        /// Its name.
         name: String,
-        /// Where it was looked for.
         namespace: String,
     },
-    /// The target's kind could not be read at all.
+    /// The target's kind could not be read at all (`what`: `deployments in "shop"`).
     #[error("failed to read {what}: {reason}")]
-    TargetUnreadable {
-        /// `deployments in "shop"`.
-        what: String,
-        /// Forbidden, not served, …
-        reason: String,
-    },
-    /// The tokio runtime could not start.
+    TargetUnreadable { what: String, reason: String },
     #[error("failed to start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
 
 /// Runs `status` and returns its exit code.
 pub fn run(args: StatusArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => return fail(&StatusError::Runtime(e)),
-    };
-    match runtime.block_on(status(&args)) {
+        .build();
+    match (runtime.map_err(StatusError::Runtime)).and_then(|rt| rt.block_on(status(&args))) {
         Ok((text, code)) => {
             print!("{text}");
             ExitCode::from(code)
         }
-        Err(err) => fail(&err),
+        Err(err) => {
+            eprintln!("error: {}", crate::report::one_line(&err));
+            ExitCode::from(2)
+        }
     }
-}
-
-fn fail(err: &StatusError) -> ExitCode {
-    eprintln!("error: {}", crate::report::one_line(err));
-    ExitCode::from(2)
 }
 
 /// The output and exit code of `status`: the summary without a TARGET, else the report on a
@@ -110,7 +83,7 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     }
     let (client, default_namespace) = connect(args).await?;
     let namespace = args.namespace.clone().unwrap_or(default_namespace);
-    let reader = Reader::new(client);
+    let reader = Reader { client };
     let json = args.output == StatusFormat::Json;
     match target {
         None => {
@@ -120,8 +93,15 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
             let found = summary.has_findings();
             Ok(output(json, &summary, found, render::summary_text))
         }
+        // Who reads a ConfigMap or Secret, how, and what a change of each key does.
         Some(target) if matches!(target.kind, Kind::ConfigMap | Kind::Secret) => {
-            let report = config_report(&reader, target, namespace).await?;
+            let scope = Some(namespace.as_str());
+            let snapshot = reader
+                .snapshot(scope, &target_arg::WORKLOADS, false)
+                .await?;
+            target_readable(&snapshot, &target, &namespace)?;
+            let report = config_report::config(&snapshot, target.kind, &namespace, &target.name);
+            let report = report.ok_or_else(|| not_found(target, namespace))?;
             let found = !report.findings.is_empty();
             Ok(output(json, &report, found, render::config_text))
         }
@@ -149,32 +129,13 @@ fn output<R: serde::Serialize>(
     (rendered, code)
 }
 
-/// Who reads a ConfigMap or Secret, how, and what a change of each key does.
-async fn config_report(
-    reader: &Reader,
-    target: Target,
-    namespace: String,
-) -> Result<config_report::ConfigReport, StatusError> {
-    let snapshot = reader
-        .snapshot(Some(&namespace), &target_arg::WORKLOADS, false)
-        .await?;
-    let failed = match target.kind {
-        Kind::Secret => snapshot.secrets.failure(),
-        _ => snapshot.config_maps.failure(),
-    };
-    if let Some(reason) = failed {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{} in {namespace:?}", target.kind.plural()),
-            reason: reason.to_owned(),
-        });
+fn not_found(target: Target, namespace: String) -> StatusError {
+    let (kind, name) = (target.kind.short(), target.name);
+    StatusError::NotFound {
+        kind,
+        name,
+        namespace,
     }
-    config_report::config(&snapshot, target.kind, &namespace, &target.name).ok_or(
-        StatusError::NotFound {
-            kind: target.kind.short(),
-            name: target.name,
-            namespace,
-        },
-    )
 }
 
 /// The report on a workload or Pod. Its sidecar Pods are known only once the report is made,
@@ -195,61 +156,50 @@ async fn workload_report(
     target_readable(&snapshot, &target, &namespace)?;
     let Some(first) = workload_report::workload(&snapshot, target.kind, &namespace, &target.name)
     else {
-        return Err(StatusError::NotFound {
-            kind: target.kind.short(),
-            name: target.name,
-            namespace,
-        });
+        return Err(not_found(target, namespace));
     };
-    let sidecar_pods: Vec<String> = first
-        .pods
-        .items
-        .iter()
-        .filter(|p| p.sidecar)
-        .take(MAX_LOGS)
+    let sidecars = first.pods.items.iter().filter(|p| p.sidecar).take(MAX_LOGS);
+    let sidecar_pods: Vec<String> = sidecars
         .map(|p| format!("{namespace}/{}", p.name))
         .collect();
     if sidecar_pods.is_empty() {
         return Ok(first);
     }
     reader.logs(&mut snapshot, &sidecar_pods).await?;
-    Ok(
-        workload_report::workload(&snapshot, target.kind, &namespace, &target.name)
-            .unwrap_or(first),
-    )
+    let report = workload_report::workload(&snapshot, target.kind, &namespace, &target.name);
+    Ok(report.unwrap_or(first))
 }
 
-/// Whether the target's kind (and, for a Pod, the Pods) could be read at all.
+/// Whether the target's kind could be read at all.
 fn target_readable(
     snapshot: &snapshot::Snapshot,
     target: &Target,
     namespace: &str,
 ) -> Result<(), StatusError> {
     let kind = target.kind;
-    if snapshot.unserved.contains(&kind) {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{}/{}", kind.short(), target.name),
-            reason: format!(
-                "the server does not serve {}/{} {}",
-                kind.group(),
-                kind.version(),
-                kind.plural()
-            ),
-        });
-    }
-    if let Some(snapshot::Fetched::Failed(reason)) = snapshot.workloads.get(&target.kind) {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("{} in {namespace:?}", target.kind.plural()),
-            reason: reason.clone(),
-        });
-    }
-    if let (Kind::Pod, Some(reason)) = (target.kind, snapshot.pods.failure()) {
-        return Err(StatusError::TargetUnreadable {
-            what: format!("pods in {namespace:?}"),
-            reason: reason.to_owned(),
-        });
-    }
-    Ok(())
+    let (what, reason) = if snapshot.unserved.contains(&kind) {
+        let (group, version, plural) = (kind.group(), kind.version(), kind.plural());
+        let reason = format!("the server does not serve {group}/{version} {plural}");
+        (format!("{}/{}", kind.short(), target.name), reason)
+    } else {
+        let failed = match kind {
+            Kind::Pod => snapshot.pods.failure(),
+            Kind::ConfigMap => snapshot.config_maps.failure(),
+            Kind::Secret => snapshot.secrets.failure(),
+            _ => snapshot
+                .workloads
+                .get(&kind)
+                .and_then(snapshot::Fetched::failure),
+        };
+        let Some(reason) = failed else {
+            return Ok(());
+        };
+        (
+            format!("{} in {namespace:?}", kind.plural()),
+            reason.to_owned(),
+        )
+    };
+    Err(StatusError::TargetUnreadable { what, reason })
 }
 
 /// A client from the kubeconfig (`--kubeconfig`, else `KUBECONFIG` or `~/.kube/config`, else
@@ -277,4 +227,24 @@ async fn connect(args: &StatusArgs) -> Result<(kube::Client, String), StatusErro
 
 fn no_config(err: impl std::error::Error + 'static) -> StatusError {
     StatusError::NoConfig(crate::report::one_line(&err))
+}
+
+/// `metadata.<field>` as a string.
+pub fn meta_str<'v>(object: &'v Value, field: &str) -> Option<&'v str> {
+    object.get("metadata")?.get(field)?.as_str()
+}
+
+/// Whole seconds from `then` to `now` (0 when `then` is later).
+pub fn seconds_between(then: Timestamp, now: Timestamp) -> i64 {
+    (now.as_second() - then.as_second()).max(0)
+}
+
+/// `3s`, `5m`, `2h`, `4d`.
+pub fn age(seconds: i64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
 }

@@ -1,16 +1,15 @@
-//! The Pods of a workload (pure): how many run the current template, how many carry the
+//! The Pods of a workload (pure): which it owns (its label selector or, for a CronJob, the
+//! owner references through its Jobs), how many run the current template, how many carry the
 //! sidecar, whether each sidecar Pod's `mounted-config-hash` matches the live data, and the
 //! `config-reloader` container's restarts and last reload lines.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::common::meta_str;
 use super::config_objects::Configs;
-use super::findings::{Code, FIX_EPERM, Finding};
-use super::hash_check::{HashState, KeyState};
-use super::select::{matches, owned_by};
-use super::sidecar_log;
+use super::findings::{Code, Finding};
+use super::hash_check::{HashState, KeyState, state_of};
+use super::meta_str;
 use super::snapshot::{Fetched, Snapshot};
 use super::target_arg::Kind;
 use crate::hash::{self, ConfigKind, Consumed};
@@ -30,7 +29,6 @@ pub struct Pods {
     pub current_hash: Option<usize>,
     /// The workload's own count of updated replicas and of replicas wanted, when it keeps one.
     pub updated: Option<(i64, i64)>,
-    /// Pods carrying the `config-reloader` sidecar.
     pub with_sidecar: usize,
     /// One line per Pod, by name.
     pub items: Vec<PodLine>,
@@ -46,19 +44,17 @@ pub struct PodLine {
     /// Whether its `config-hash` is the template's.
     pub current_hash: Option<bool>,
     pub sidecar: bool,
-    /// Its `mounted-config-hash`.
+    /// Its `mounted-config-hash`, the hash of the live data it mounts (`None`: not
+    /// computable), and the one against the other (sidecar Pods only).
     pub mounted_stamped: Option<String>,
-    /// The hash of the live data it mounts (`None`: not computable).
     pub mounted_live: Option<String>,
-    /// Its `mounted-config-hash` against the live data (sidecar Pods only).
     pub mounted_state: Option<HashState>,
-    /// Its `env-hash` (a Pod that restarts in place): the env its containers are to run with.
+    /// The same for its `env-hash` (a Pod that restarts in place): the env its containers are
+    /// to run with, against the live data it reads through env.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_stamped: Option<String>,
-    /// The env hash of the live data it reads through env (`None`: not computable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_live: Option<String>,
-    /// Its `env-hash` against the live data (Pods that restart in place only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_state: Option<HashState>,
     /// Its stale `mounted-config-hash` is the one a stopped refresh held back from it (its
@@ -76,18 +72,18 @@ pub struct PodLine {
     pub restarted_in_place: bool,
     /// The last reload lines of its log, oldest first.
     pub reloads: Vec<String>,
-    /// Why its log could not be read.
     pub log_failed: Option<String>,
 }
 
-/// The Pods part for `object`, a `kind` workload, and its findings. `expect_sidecar`: the
-/// template's Pods should carry one.
+/// The Pods part for `object`, a `kind` workload whose template carries the `stamped`
+/// `config-hash`, and its findings. `expect_sidecar`: the template's Pods should carry one.
 pub fn pods(
     snapshot: &Snapshot,
     kind: Kind,
     object: &Value,
     configs: &Configs,
     key: KeyState<'_>,
+    stamped: Option<&str>,
     expect_sidecar: bool,
 ) -> (Pods, Vec<Finding>) {
     let Some(all) = snapshot.pods.ok() else {
@@ -95,46 +91,34 @@ pub fn pods(
     };
     let mut findings = Vec::new();
     let namespace = meta_str(object, "namespace").unwrap_or_default();
-    let owned: Vec<&Value> = owned_pods(snapshot, kind, object, namespace, all);
-    let stamped = object
-        .pointer(super::target_arg::template_pointer(kind))
-        .map(|t| string_map(t, "annotations"))
-        .and_then(|a| a.get(CONFIG_HASH).cloned());
-    let mut out = Pods {
-        total: owned.len(),
+    let owned = owned_pods(snapshot, kind, object, namespace, all);
+    let line = |pod| pod_line(snapshot, pod, configs, key, stamped);
+    let mut items: Vec<PodLine> = owned.into_iter().map(line).collect();
+    items.sort_by(|a, b| a.name.cmp(&b.name));
+    let current = items.iter().filter(|l| l.current_hash == Some(true));
+    let current = current.count();
+    let out = Pods {
+        total: items.len(),
+        current_hash: stamped.map(|_| current),
         updated: updated(kind, object),
-        ..Pods::default()
+        with_sidecar: items.iter().filter(|l| l.sidecar).count(),
+        items,
     };
-    let mut current = 0;
-    for pod in owned {
-        let line = pod_line(snapshot, pod, configs, key, stamped.as_deref());
-        current += usize::from(line.current_hash == Some(true));
-        out.with_sidecar += usize::from(line.sidecar);
-        out.items.push(line);
-    }
-    out.items.sort_by(|a, b| a.name.cmp(&b.name));
-    out.current_hash = stamped.as_ref().map(|_| current);
-    let behind = out.current_hash.is_some_and(|c| c < out.total);
-    let rolling = out
-        .updated
-        .is_some_and(|(updated, wanted)| updated < wanted);
-    if behind || rolling {
-        let current = (out.current_hash.filter(|_| behind))
-            .map(|c| format!("{c} of {} pods carry the current config-hash", out.total));
-        let updated = (out.updated.filter(|_| rolling))
-            .map(|(updated, wanted)| format!("{updated} of {wanted} replicas are updated"));
-        let message: Vec<String> = current.into_iter().chain(updated).collect();
+    let total = out.total;
+    let current = (out.current_hash.filter(|c| *c < total))
+        .map(|c| format!("{c} of {total} pods carry the current config-hash"));
+    let updated = (out.updated.filter(|(updated, wanted)| updated < wanted))
+        .map(|(updated, wanted)| format!("{updated} of {wanted} replicas are updated"));
+    let behind: Vec<String> = current.into_iter().chain(updated).collect();
+    if !behind.is_empty() {
+        let (short, name) = (kind.short(), meta_str(object, "name").unwrap_or_default());
         findings.push(Finding::new(
             Code::PodsNotCurrent,
             format!(
                 "{}: a rolling update is in progress or stuck",
-                message.join("; ")
+                behind.join("; ")
             ),
-            format!(
-                "kubectl rollout status {}/{} -n {namespace}",
-                kind.short(),
-                meta_str(object, "name").unwrap_or_default()
-            ),
+            format!("kubectl rollout status {short}/{name} -n {namespace}"),
         ));
     }
     for line in &out.items {
@@ -150,36 +134,20 @@ fn owned_pods<'a>(
     namespace: &str,
     all: &'a [Value],
 ) -> Vec<&'a Value> {
-    let in_namespace = all
-        .iter()
-        .filter(move |p| meta_str(p, "namespace") == Some(namespace));
-    if kind == Kind::Pod {
-        let uid = meta_str(object, "uid");
-        let name = meta_str(object, "name");
-        return in_namespace
-            .filter(|p| meta_str(p, "name") == name && meta_str(p, "uid") == uid)
-            .collect();
-    }
-    if kind == Kind::CronJob {
-        let uid = meta_str(object, "uid").unwrap_or_default();
-        let jobs: Vec<&str> = snapshot
-            .jobs
-            .ok()
-            .into_iter()
-            .flatten()
-            .filter(|j| meta_str(j, "namespace") == Some(namespace) && owned_by(j, uid))
-            .filter_map(|j| meta_str(j, "uid"))
-            .collect();
-        return in_namespace
-            .filter(|p| jobs.iter().any(|uid| owned_by(p, uid)))
-            .collect();
-    }
-    let Some(selector) = object.pointer("/spec/selector") else {
-        return Vec::new();
+    let (uid, name) = (meta_str(object, "uid"), meta_str(object, "name"));
+    let here = |o: &&Value| meta_str(o, "namespace") == Some(namespace);
+    // A CronJob's Pods are those of its Jobs.
+    let jobs: Vec<&str> = (snapshot.jobs.ok().into_iter().flatten())
+        .filter(|j| kind == Kind::CronJob && here(j) && owned_by(j, uid.unwrap_or_default()))
+        .filter_map(|j| meta_str(j, "uid"))
+        .collect();
+    let selector = object.pointer("/spec/selector");
+    let owned = |p: &&Value| match kind {
+        Kind::Pod => meta_str(p, "name") == name && meta_str(p, "uid") == uid,
+        Kind::CronJob => jobs.iter().any(|uid| owned_by(p, uid)),
+        _ => selector.is_some_and(|s| matches(s, &p["metadata"]["labels"])),
     };
-    in_namespace
-        .filter(|p| matches(selector, &p["metadata"]["labels"]))
-        .collect()
+    all.iter().filter(|p| here(p) && owned(p)).collect()
 }
 
 /// The workload's own `(updated, wanted)` replica counts, once its controller has seen the
@@ -235,32 +203,25 @@ fn pod_line(
     if !sidecar {
         return line;
     }
-    if let Some(reads) = spec
-        .as_ref()
-        .and_then(in_place::existing_sidecar)
-        .and_then(in_place::sidecar_reads)
-    {
+    let spec = spec.as_ref();
+    let reads = spec.and_then(in_place::existing_sidecar);
+    if let Some(reads) = reads.and_then(in_place::sidecar_reads) {
         line.env_stamped = annotations.get(ENV_HASH).cloned();
         let data = configs.data(reads.iter().map(Consumed::id));
         line.env_live = hash::env_hash(&reads, &data);
         line.env_state = Some(state_of(&line.env_stamped, &line.env_live));
     }
-    if let Some(spec) = &spec {
-        let mounted = consumption::mounted(spec);
+    if let Some(mounted) = spec.map(consumption::mounted) {
         let ids = mounted.ids();
         // Without the webhook's key a mounted Secret's digest cannot be made: no comparison.
-        let comparable =
-            key.checks_secrets() || !ids.iter().any(|id| id.kind == ConfigKind::Secret);
-        if comparable {
-            let data = configs.data(ids.iter().copied());
-            line.mounted_live = mounted.hash(&data, key.key()).hash;
+        if key.checks_secrets() || !ids.iter().any(|id| id.kind == ConfigKind::Secret) {
+            line.mounted_live = mounted.hash(&configs.data(ids), key.key()).hash;
+        }
+        // A sidecar that only restarts its Pod in place mounts nothing to hash.
+        if !mounted.is_empty() {
+            line.mounted_state = Some(state_of(&line.mounted_stamped, &line.mounted_live));
         }
     }
-    // A sidecar that only restarts its Pod in place mounts nothing to hash.
-    let mounts = spec
-        .as_ref()
-        .is_some_and(|s| !consumption::mounted(s).is_empty());
-    line.mounted_state = mounts.then(|| state_of(&line.mounted_stamped, &line.mounted_live));
     let held = |annotation| annotations.get(annotation);
     line.env_held_back = held_back(line.env_state, held(ENV_HASH_HELD_BACK), &line.env_live);
     let mounted_held = held(MOUNTED_CONFIG_HELD_BACK);
@@ -274,7 +235,7 @@ fn pod_line(
     let last_exit = status.and_then(|s| s.pointer("/lastState/terminated/exitCode")?.as_i64());
     line.restarted_in_place = last_exit == Some(i64::from(in_place::RESTART_CODE));
     match snapshot.logs.get(&format!("{namespace}/{name}")) {
-        Some(Fetched::Read(text)) => line.reloads = sidecar_log::reload_lines(text, 3),
+        Some(Fetched::Read(text)) => line.reloads = reload_lines(text, 3),
         Some(Fetched::Failed(reason)) => line.log_failed = Some(reason.clone()),
         None => {}
     }
@@ -285,16 +246,6 @@ fn pod_line(
 /// the Pod's held-back annotation, is the live data's hash.
 fn held_back(state: Option<HashState>, held: Option<&String>, live: &Option<String>) -> bool {
     state == Some(HashState::Stale) && live.is_some() && held == live.as_ref()
-}
-
-/// A stamped hash against the live data's.
-fn state_of(stamped: &Option<String>, live: &Option<String>) -> HashState {
-    match (stamped, live) {
-        (None, _) => HashState::NotStamped,
-        (Some(_), None) => HashState::Unknown,
-        (Some(s), Some(l)) if s == l => HashState::Current,
-        _ => HashState::Stale,
-    }
 }
 
 /// The findings about one Pod: `no-sidecar`, `mounted-stale`, `env-stale`, `sidecar-restarts`,
@@ -311,35 +262,33 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     }
     let held_back = "a Pod of the workload failed with the new data and the run stopped (the \
         workload's Event names the Pod): fix the config; its next change reaches every Pod";
-    if line.mounted_state == Some(HashState::Stale) && line.mounted_held_back {
-        findings.push(Finding::new(
+    let stale = [
+        (
+            line.mounted_state,
+            line.mounted_held_back,
             Code::MountedStale,
-            format!("pod {pod:?}: its mounted-config-hash is older than the live data, which was held back from it"),
-            held_back,
-        ));
-    } else if line.mounted_state == Some(HashState::Stale) {
-        findings.push(Finding::new(
-            Code::MountedStale,
-            format!(
-                "pod {pod:?}: the mounted-config-hash is not the hash of the live data it mounts"
-            ),
+            "its mounted-config-hash is older than the live data, which was held back from it",
+            "the mounted-config-hash is not the hash of the live data it mounts",
             "the controller patches it at once when a mounted object changes: check that one is running",
-        ));
-    }
-    if line.env_state == Some(HashState::Stale) && line.env_held_back {
-        findings.push(Finding::new(
+        ),
+        (
+            line.env_state,
+            line.env_held_back,
             Code::EnvStale,
-            format!("pod {pod:?}: it runs with env older than the live ConfigMaps, which were held back from it"),
-            held_back,
-        ));
-    } else if line.env_state == Some(HashState::Stale) {
-        findings.push(Finding::new(
-            Code::EnvStale,
-            format!(
-                "pod {pod:?}: its env-hash is not the hash of the live ConfigMaps it reads through env: it runs with older values"
-            ),
+            "it runs with env older than the live ConfigMaps, which were held back from it",
+            "its env-hash is not the hash of the live ConfigMaps it reads through env: it runs with older values",
             "the controller restarts the pods in place, wave by wave: check that one runs, and for a stopped refresh",
-        ));
+        ),
+    ];
+    for (state, held, code, held_message, message, fix) in stale {
+        if state == Some(HashState::Stale) {
+            let (message, fix) = if held {
+                (held_message, held_back)
+            } else {
+                (message, fix)
+            };
+            findings.push(Finding::new(code, format!("pod {pod:?}: {message}"), fix));
+        }
     }
     let restarts = line.sidecar_restarts.filter(|_| !line.restarted_in_place);
     if let Some(restarts) = restarts.filter(|r| *r > 0) {
@@ -349,10 +298,10 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
             format!("kubectl logs -n {namespace} {pod} -c {SIDECAR_NAME} --previous"),
         ));
     }
-    if let Some(last) = line.reloads.last().filter(|l| !sidecar_log::succeeded(l)) {
-        let fix = if sidecar_log::permission_denied(last) {
-            FIX_EPERM.to_owned()
-        } else if sidecar_log::target_exited(last) {
+    if let Some(last) = line.reloads.last().filter(|l| !succeeded(l)) {
+        let fix = if permission_denied(last) {
+            "set `runAsUser` on the pod or container: the sidecar then runs as that UID (or allow CAP_KILL)".to_owned()
+        } else if target_exited(last) {
             "the app died of the reload signal: annotate the pod template reload-injector.io/on-change: restart, \
              or set reload-injector.io/signal (or reload-url) to what it reloads on"
                 .to_owned()
@@ -366,4 +315,174 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
         ));
     }
     findings
+}
+
+/// Whether an object's `metadata.labels` (JSON, `Null` when absent) match the
+/// `LabelSelector` JSON `selector`. An empty or absent selector matches nothing (as a
+/// workload's selector must not select every Pod).
+pub fn matches(selector: &Value, labels: &Value) -> bool {
+    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+    let empty =
+        match_labels.is_none_or(|m| m.is_empty()) && expressions.is_none_or(|e| e.is_empty());
+    if empty {
+        return false;
+    }
+    let labels_ok = match_labels.into_iter().flatten().all(|(key, want)| {
+        want.as_str()
+            .is_some_and(|want| label(labels, key) == Some(want))
+    });
+    labels_ok
+        && expressions
+            .into_iter()
+            .flatten()
+            .all(|expression| expression_matches(expression, labels))
+}
+
+fn label<'v>(labels: &'v Value, key: &str) -> Option<&'v str> {
+    labels.get(key).and_then(Value::as_str)
+}
+
+fn expression_matches(expression: &Value, labels: &Value) -> bool {
+    let Some(key) = expression.get("key").and_then(Value::as_str) else {
+        return false;
+    };
+    let values: Vec<&str> = expression
+        .get("values")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let got = label(labels, key);
+    match expression.get("operator").and_then(Value::as_str) {
+        Some("In") => got.is_some_and(|g| values.contains(&g)),
+        Some("NotIn") => got.is_none_or(|g| !values.contains(&g)),
+        Some("Exists") => got.is_some(),
+        Some("DoesNotExist") => got.is_none(),
+        _ => false,
+    }
+}
+
+/// Whether `object` has an owner reference to `uid`.
+pub fn owned_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|owner| owner.get("uid").and_then(Value::as_str) == Some(uid))
+}
+
+/// The last `max` reload lines of a `config-reloader` log, oldest first, each trimmed: the
+/// watcher logs one line per reload attempt (`reloaded`, `reload failed: …`, `…; not retried
+/// until the content changes again`), as text or JSON.
+pub fn reload_lines(log: &str, max: usize) -> Vec<String> {
+    let reload = ["reloaded", "reload failed", "not retried"];
+    let lines: Vec<&str> = (log.lines())
+        .filter(|line| reload.iter().any(|r| line.contains(r)))
+        .collect();
+    let last = &lines[lines.len().saturating_sub(max)..];
+    last.iter().map(|line| line.trim().to_owned()).collect()
+}
+
+/// Whether a reload line reports success.
+pub fn succeeded(line: &str) -> bool {
+    line.contains("reloaded") && result(line) == Some("success")
+}
+
+/// A reload line's `result` field: `result=success` or `result="success"` in text (tracing
+/// quotes string values), `"result":"success"` in JSON.
+fn result(line: &str) -> Option<&str> {
+    let (_, rest) = line
+        .split_once("\"result\":")
+        .or_else(|| line.split_once(" result="))?;
+    let rest = rest.trim_start();
+    match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next(),
+        None => rest.split([' ', ',', '}']).next(),
+    }
+}
+
+/// Whether a reload line reports that the signalled process exited right after the signal: it
+/// died of it instead of reloading.
+pub fn target_exited(line: &str) -> bool {
+    line.contains("target_exited")
+}
+
+/// Whether a reload line reports that the signal was refused (`EPERM`).
+pub fn permission_denied(line: &str) -> bool {
+    line.contains("permission denied")
+        || line.contains("permission_denied")
+        || line.contains("EPERM")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Value {
+        Value::Object(pairs.iter().map(|(k, v)| ((*k).into(), json!(v))).collect())
+    }
+
+    #[test]
+    fn selectors_match_as_the_api_server_does() {
+        let selector = json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                                 {"key": "canary", "operator": "DoesNotExist"}]});
+        for (pod, expected) in [
+            (&[("app", "web"), ("tier", "a")][..], true),
+            (&[("app", "web"), ("tier", "c")], false),
+            (&[("app", "web"), ("tier", "a"), ("canary", "1")], false),
+        ] {
+            assert_eq!(matches(&selector, &labels(pod)), expected, "{pod:?}");
+        }
+        assert!(!matches(&json!({}), &labels(&[("app", "web")])));
+        assert!(!matches(
+            &json!({"matchExpressions": [{"operator": "Exists"}]}),
+            &labels(&[])
+        ));
+    }
+
+    #[test]
+    fn only_reload_lines_are_kept_newest_last() {
+        let log = "a INFO watching dir=/x\n\
+                   b INFO reloaded dir=/x result=success\n\
+                   c ERROR failed to send SIGHUP to nginx[7]: permission denied; not retried until the content changes again result=permission_denied\n\
+                   d INFO reloaded dir=/x result=success\n";
+        let lines = reload_lines(log, 2);
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with('c') && permission_denied(&lines[0]));
+        assert!(!succeeded(&lines[0]) && succeeded(&lines[1]));
+        assert_eq!(reload_lines("", 3), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_result_field_reads_the_same_quoted_bare_or_as_json() {
+        // The sidecar's own text format quotes string values.
+        let text = r#"2026-11-26T05:37:58.407065Z  INFO reload_injector::watch::runner: reloaded dir=/etc/reload-injector/watch/conf hash=b04aea0a96e1 targets=nginx[13] result="success" duration_ms=1.056"#;
+        assert!(succeeded(text));
+        assert!(succeeded(
+            "INFO reloaded dir=/x result=success duration_ms=1"
+        ));
+        assert!(succeeded(
+            r#"{"fields":{"message":"reloaded","result":"success"}}"#
+        ));
+        assert!(!succeeded(r#"INFO reloaded dir=/x result="target_exited""#));
+        assert!(!succeeded(
+            r#"INFO reloaded dir=/x result="successful_lie""#
+        ));
+        assert!(!succeeded("INFO reloaded dir=/x"));
+    }
+
+    #[test]
+    fn a_target_that_died_of_the_signal_is_a_failed_reload() {
+        let log = r#"{"level":"ERROR","fields":{"message":"reload failed: java[12] exited with status 129 within 2s after SIGHUP: it does not reload on SIGHUP; fix: ...; not retried until the content changes again","result":"target_exited"}}"#;
+        let lines = reload_lines(log, 3);
+        assert_eq!(lines.len(), 1);
+        assert!(target_exited(&lines[0]));
+        assert!(!succeeded(&lines[0]));
+    }
 }

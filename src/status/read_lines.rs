@@ -1,14 +1,11 @@
-//! What a workload reads, one line per key or mounted volume, and what a change of each does
-//! (pure): the core's own decision in words (the [`Strategy`] of each directory mount, the
-//! [`Consequence`] of restart-only config for its kind): a hot reload by the sidecar, a reload
-//! by the program itself or by a reloader beside it, a rollout, the next Job, or nothing and
-//! why; and the findings about those reads (subPath, missing objects, Secrets the webhook
-//! cannot hash).
+//! What a workload reads, one line per key or mounted volume, and what a change of each does:
+//! the core's own decision ([`Strategy`], [`Consequence`]) in words; and the findings about
+//! those reads (pure).
 
 use serde::Serialize;
 
 use super::config_objects::{Configs, Seen};
-use super::findings::{Code, FIX_MISSING, FIX_NO_HASH_KEY, FIX_SUBPATH, Finding};
+use super::findings::{Code, Finding};
 use super::hash_check::KeyState;
 use super::target_arg::Kind;
 use crate::hash::{ConfigId, ConfigKind, Consumed};
@@ -30,9 +27,7 @@ pub struct ReadLine {
     pub key: Option<String>,
     /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
-    /// The volume, for mounts.
     pub volume: Option<String>,
-    /// `optional: true`.
     pub optional: bool,
     /// Whether the object exists (`None`: could not be read).
     pub exists: Option<bool>,
@@ -167,7 +162,13 @@ fn change(
 ) -> (OnChange, String) {
     let rolls = |reason: String| restart(read.consumed.id(), reason, ignored, judging);
     match &read.strategy {
-        None if explained.in_place.contains(&read.consumed) => in_place(read, ignored),
+        None if explained.in_place.contains(&read.consumed) && ignored => {
+            ignored_change(read.consumed.id())
+        }
+        None if explained.in_place.contains(&read.consumed) => (
+            OnChange::RestartInPlace,
+            "read at container start; the pods restart in place, wave by wave".to_owned(),
+        ),
         None if read.via == Via::SubPath => rolls("subPath is never updated in place".to_owned()),
         None => rolls("read at container start".to_owned()),
         Some(Strategy::Restart(why)) => rolls(why_text(why)),
@@ -191,19 +192,11 @@ fn change(
     }
 }
 
-/// An env read of a pod (template) that restarts in place for it.
-fn in_place(read: &Read, ignored: bool) -> (OnChange, String) {
-    if ignored {
-        let what = describe(read.consumed.id());
-        return (
-            OnChange::Nothing,
-            format!("{what} is annotated reload-injector.io/ignore"),
-        );
-    }
-    (
-        OnChange::RestartInPlace,
-        "read at container start; the pods restart in place, wave by wave".to_owned(),
-    )
+/// Nothing: `id` is annotated to be ignored.
+fn ignored_change(id: &ConfigId) -> (OnChange, String) {
+    let what = describe(id);
+    let why = format!("{what} is annotated reload-injector.io/ignore");
+    (OnChange::Nothing, why)
 }
 
 /// A mount the sidecar reloads: how, unless the `watch` annotation leaves it out.
@@ -242,10 +235,7 @@ fn restart(
             OnChange::Nothing,
             format!("{reason}; {}", Consequence::NewPod.on_change()),
         ),
-        Consequence::Rolls if ignored => (
-            OnChange::Nothing,
-            format!("{} is annotated reload-injector.io/ignore", describe(id)),
-        ),
+        Consequence::Rolls if ignored => ignored_change(id),
         Consequence::Rolls
             if id.kind == ConfigKind::Secret && matches!(judging.key, KeyState::NoKey) =>
         {
@@ -266,30 +256,27 @@ fn why_text(why: &Why) -> String {
         Why::Chosen => format!("{ON_CHANGE}: restart"),
         Why::Unknown(name) => {
             let of = name.as_deref().map(|n| format!(" for {}", quoted(n)));
-            format!(
-                "no known reload signal{} ({ON_CHANGE})",
-                of.unwrap_or_default()
-            )
+            let of = of.unwrap_or_default();
+            format!("no known reload signal{of} ({ON_CHANGE})")
         }
         Why::Unmet(program) => {
             let how = match program.takes {
                 Takes::Itself => "reloads by itself",
                 _ => "reloads",
             };
-            let needs = program.needs.text();
-            format!(
-                "{} {how} only with {needs} on its command line",
-                program.title
-            )
+            let (title, needs) = (program.title, program.needs.text());
+            format!("{title} {how} only with {needs} on its command line")
         }
         Why::AtStart(program) => format!("{} reads it at start", program.title),
         Why::OtherTarget => format!("the sidecar signals one process ({PROCESS})"),
         Why::BadValue => "an annotation value the sidecar would refuse: no sidecar".to_owned(),
         Why::NoSharedPid => "hostPID or shareProcessNamespace: false rule out a signal".to_owned(),
-        Why::NameTaken => format!(
-            "the pod's own container {} has the sidecar's name, so no watcher is added",
-            quoted(SIDECAR_NAME)
-        ),
+        Why::NameTaken => {
+            let sidecar = quoted(SIDECAR_NAME);
+            format!(
+                "the pod's own container {sidecar} has the sidecar's name, so no watcher is added"
+            )
+        }
         Why::InitContainer => "an init container reads it at start".to_owned(),
     }
 }
@@ -301,41 +288,38 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
     let mut said = std::collections::BTreeSet::new();
     for read in reads {
         let object = format!("{} {}", read.object_kind, quoted(&read.object));
-        if read.exists == Some(false)
-            && !read.optional
-            && said.insert((Code::MissingConfig, object.clone()))
-        {
-            findings.push(Finding::new(
+        let container = quoted(&read.container);
+        let found = [
+            (
+                read.exists == Some(false) && !read.optional,
                 Code::MissingConfig,
                 format!(
-                    "container {} needs {object}, which does not exist: the pod cannot start until it does",
-                    quoted(&read.container)
+                    "container {container} needs {object}, which does not exist: the pod cannot start until it does"
                 ),
-                FIX_MISSING,
-            ));
-        }
-        if read.via == "subPath" && said.insert((Code::Subpath, object.clone())) {
-            findings.push(Finding::new(
+                "create it, or mark the reference `optional: true`",
+            ),
+            (
+                read.via == "subPath",
                 Code::Subpath,
                 format!(
-                    "container {} mounts {object} via subPath (never updated); pods roll when it changes",
-                    quoted(&read.container)
+                    "container {container} mounts {object} via subPath (never updated); pods roll when it changes"
                 ),
-                FIX_SUBPATH,
-            ));
-        }
-        if read.effect.detail == UNKEYED_SECRET
-            && said.insert((Code::SecretNotHashed, object.clone()))
-        {
-            findings.push(Finding::new(
+                "mount the directory to get hot reload",
+            ),
+            (
+                read.effect.detail == UNKEYED_SECRET,
                 Code::SecretNotHashed,
                 format!(
-                    "container {} reads {object} via {}; no secret hash key, so no restart on change",
-                    quoted(&read.container),
+                    "container {container} reads {object} via {}; no secret hash key, so no restart on change",
                     read.via
                 ),
-                FIX_NO_HASH_KEY,
-            ));
+                "give the webhook a --secret-hash-key-file (the install does)",
+            ),
+        ];
+        for (applies, code, message, fix) in found {
+            if applies && said.insert((code, object.clone())) {
+                findings.push(Finding::new(code, message, fix));
+            }
         }
     }
     findings

@@ -5,14 +5,15 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::common::age;
+use super::age;
 use super::config_report::ConfigReport;
 use super::findings::Finding;
 use super::hash_check::{HashCheck, HashState};
 use super::install::{Installation, OptIn, WebhookState};
 use super::pods::{PodLine, Pods};
 use super::read_lines::{OnChange, ReadLine};
-use super::summary::Summary;
+use super::snapshot::INSTALL_NAME;
+use super::summary::{Line, Summary};
 use super::workload_report::{EventLine, Report};
 use crate::policy::{INJECT, OPT_IN_VALUE, RETIRED_FLAG};
 
@@ -34,13 +35,10 @@ pub fn json<T: Serialize>(value: &T, exit_code: u8) -> String {
 /// The report as text, for a person: its five sections, then the findings.
 pub fn text(report: &Report) -> String {
     let mut out = format!("{} {}/{}\n", report.kind, report.namespace, report.name);
-    opt_in_text(&mut out, &report.namespace, &report.opt_in);
-    reloader_text(
-        &mut out,
-        &report.opt_in,
-        report.installation.reloader_retired,
-    );
-    installation_text(&mut out, &report.installation);
+    let (opt_in, installation) = (&report.opt_in, &report.installation);
+    opt_in_text(&mut out, &report.namespace, opt_in);
+    reloader_text(&mut out, opt_in, installation.reloader_retired);
+    installation_text(&mut out, installation);
     reads_text(&mut out, &report.reads, report.reload.as_deref());
     out.push_str("\n4. Is it current?\n");
     hash_text(&mut out, &report.hash);
@@ -82,7 +80,7 @@ fn installation_text(out: &mut String, inst: &Installation) {
     };
     let _ = writeln!(
         out,
-        "   MutatingWebhookConfiguration \"reload-injector\": {webhook}"
+        "   MutatingWebhookConfiguration {INSTALL_NAME:?}: {webhook}"
     );
     let running = if inst.controller_running {
         "running"
@@ -98,7 +96,7 @@ fn installation_text(out: &mut String, inst: &Installation) {
     };
     let _ = writeln!(
         out,
-        "   controller Lease {}/reload-injector: {lease}",
+        "   controller Lease {}/{INSTALL_NAME}: {lease}",
         inst.namespace
     );
 }
@@ -149,26 +147,22 @@ fn change_text(on_change: OnChange) -> &'static str {
 }
 
 fn hash_text(out: &mut String, hash: &HashCheck) {
-    let short = |h: &Option<String>| h.clone().unwrap_or_else(|| "none".to_owned());
+    let stamped = hash.stamped.as_deref().unwrap_or("none");
+    let live = hash.live.as_deref().unwrap_or("none");
     let line = match hash.state {
         HashState::Current if hash.earlier => format!(
-            "config-hash: current ({}, over what an earlier version counted: the next change re-stamps it)",
-            short(&hash.stamped)
+            "current ({stamped}, over what an earlier version counted: the next change re-stamps it)"
         ),
-        HashState::Current => format!("config-hash: current ({})", short(&hash.stamped)),
-        HashState::Stale => format!(
-            "config-hash: STALE (stamped {}, live data {})",
-            short(&hash.stamped),
-            short(&hash.live)
-        ),
-        HashState::NotStamped => "config-hash: not stamped".to_owned(),
-        HashState::NothingToHash => "config-hash: nothing read through env or subPath".to_owned(),
+        HashState::Current => format!("current ({stamped})"),
+        HashState::Stale => format!("STALE (stamped {stamped}, live data {live})"),
+        HashState::NotStamped => "not stamped".to_owned(),
+        HashState::NothingToHash => "nothing read through env or subPath".to_owned(),
         HashState::Unknown if !hash.secrets_checked => {
-            "config-hash: not checked (Secrets cannot be checked)".to_owned()
+            "not checked (Secrets cannot be checked)".to_owned()
         }
-        HashState::Unknown => "config-hash: could not be computed".to_owned(),
+        HashState::Unknown => "could not be computed".to_owned(),
     };
-    let _ = writeln!(out, "   {line}");
+    let _ = writeln!(out, "   config-hash: {line}");
     for written in &hash.written {
         let _ = writeln!(
             out,
@@ -188,11 +182,7 @@ fn events_text(out: &mut String, events: &[EventLine]) {
     }
     out.push_str("   ConfigChanged events, newest first:\n");
     for event in events {
-        let when = event
-            .seconds_ago
-            .map_or("at an unknown time".to_owned(), |s| {
-                format!("{} ago", age(s))
-            });
+        let when = (event.seconds_ago).map_or("at an unknown time".to_owned(), |s| age(s) + " ago");
         let _ = writeln!(out, "     {when}: {}", event.message);
     }
 }
@@ -310,37 +300,27 @@ pub fn summary_text(summary: &Summary) -> String {
     if summary.workloads.is_empty() {
         out.push_str("no workloads found\n");
     }
-    let width = summary
-        .workloads
-        .iter()
-        .map(|w| w.namespace.len() + w.kind_short.len() + w.name.len() + 2)
-        .max()
-        .unwrap_or(0);
+    let target = |line: &Line| format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
+    let width = summary.workloads.iter().map(|w| target(w).len()).max();
+    let width = width.unwrap_or(0);
     for line in &summary.workloads {
-        let target = format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
-        let state = if line.findings.is_empty() {
+        let codes: Vec<&str> = line.findings.iter().map(|c| c.as_str()).collect();
+        let state = if codes.is_empty() {
             "ok".to_owned()
         } else {
-            let codes: Vec<&str> = line.findings.iter().map(|c| c.as_str()).collect();
             codes.join(", ")
         };
-        let _ = writeln!(out, "{target:<width$}  {state}");
+        let _ = writeln!(out, "{:<width$}  {state}", target(line));
     }
-    let reloader: Vec<_> = summary
-        .workloads
-        .iter()
+    let reloader: Vec<_> = (summary.workloads.iter())
         .filter(|w| !w.reloader.is_empty())
         .collect();
     if !reloader.is_empty() {
         let _ = writeln!(out, "\nWith Reloader's annotations ({}):", reloader.len());
         for line in reloader {
-            let target = format!("{}/{}/{}", line.namespace, line.kind_short, line.name);
-            let _ = writeln!(out, "   {target}: {}", line.reloader.join(", "));
-            let _ = writeln!(
-                out,
-                "      -> {}",
-                line.will.as_deref().unwrap_or("nothing")
-            );
+            let (annotations, will) = (line.reloader.join(", "), line.will.as_deref());
+            let will = will.unwrap_or("nothing");
+            let _ = writeln!(out, "   {}: {annotations}\n      -> {will}", target(line));
         }
     }
     if summary.has_findings() {

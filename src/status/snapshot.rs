@@ -1,6 +1,5 @@
-//! The objects `status` read from the cluster: the input of the pure report. Every read either
-//! succeeded or failed with a reason (forbidden, not served, unreachable); a failed read makes
-//! a partial report, never a crash.
+//! The objects `status` read from the cluster, the input of the pure report: a failed read
+//! makes a partial report, never a crash.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::common::meta_str;
+use super::meta_str;
 use super::target_arg::Kind;
 use crate::hash::{ConfigObject, SecretKey};
 
@@ -55,37 +54,14 @@ impl<T: Default> Default for Fetched<T> {
     }
 }
 
-/// A Secret as `status` keeps it: its name, annotations and creation and write times, and the
-/// digests of its values (keyed, only when the hash key could be read). Values are reduced the
-/// moment they are read and never kept.
+/// A Secret as `status` keeps it: values are reduced to digests (keyed, only when the hash key
+/// could be read) the moment they are read, and never kept.
 #[derive(Debug, Clone)]
 pub struct SecretSeen {
-    /// `metadata` without `managedFields` values beyond their times.
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    /// The digests of its values under the webhook's key, when that key was readable.
     pub digests: Option<ConfigObject>,
     /// The names of its keys (`data` and `stringData`), sorted.
     pub keys: Vec<String>,
-}
-
-impl SecretSeen {
-    /// Reduces `secret` at once: metadata, key names, and the digests under `key`.
-    pub fn reduce(secret: &Secret, key: Option<&SecretKey>) -> Self {
-        let mut keys: Vec<String> = secret
-            .data
-            .iter()
-            .flat_map(|d| d.keys())
-            .chain(secret.string_data.iter().flat_map(|d| d.keys()))
-            .cloned()
-            .collect();
-        keys.sort();
-        keys.dedup();
-        SecretSeen {
-            metadata: secret.metadata.clone(),
-            digests: key.map(|key| ConfigObject::from_secret(secret, key)),
-            keys,
-        }
-    }
 }
 
 /// Everything read for one report or summary.
@@ -93,32 +69,30 @@ impl SecretSeen {
 pub struct Snapshot {
     /// When the reads were made (ages are measured from it).
     pub now: Timestamp,
-    /// Namespaces read, by name (`Failed` when they could not be read).
+    /// Namespaces read, by name.
     pub namespaces: Fetched<BTreeMap<String, Namespace>>,
-    /// The MutatingWebhookConfiguration `reload-injector` (`None`: not found).
+    /// `None` (here and below): not found.
     pub webhook: Fetched<Option<MutatingWebhookConfiguration>>,
-    /// The namespace the webhook runs in (from the configuration's Service; else the default).
+    /// From the webhook configuration's Service; else the default.
     pub webhook_namespace: String,
-    /// The controller's Lease `reload-injector` in the webhook's namespace (`None`: not found).
+    /// The controller's Lease in the webhook's namespace.
     pub lease: Fetched<Option<Lease>>,
-    /// The webhook's Deployment `reload-injector` in its namespace (its `serve` flags say whether
-    /// Reloader is gone; `None`: not found).
+    /// The webhook's Deployment (its `serve` flags say whether Reloader is gone).
     pub serve_deployment: Fetched<Option<Value>>,
-    /// The webhook's Secret-hash key: `None` when the Secret does not exist (then the webhook
+    /// The webhook's Secret-hash key: `None` when its Secret does not exist (then the webhook
     /// hashes no Secret either).
     pub hash_key: Fetched<Option<SecretKey>>,
-    /// Workloads by kind (a kind the server does not serve is empty, and in `unserved`).
+    /// Workloads by kind (a kind the server does not serve is empty, and in `unserved`: no CRD
+    /// for Argo Rollouts, an old server).
     pub workloads: BTreeMap<Kind, Fetched<Vec<Value>>>,
-    /// Workload kinds the server does not serve (no CRD for Argo Rollouts, an old server).
     pub unserved: BTreeSet<Kind>,
     pub config_maps: Fetched<Vec<ConfigMap>>,
-    /// Secrets, reduced.
     pub secrets: Fetched<Vec<SecretSeen>>,
     pub pods: Fetched<Vec<Value>>,
     /// Jobs (for the Pods of a CronJob).
     pub jobs: Fetched<Vec<Value>>,
     pub events: Fetched<Vec<Event>>,
-    /// The `config-reloader` log of some sidecar Pods, by `namespace/name`: the last lines.
+    /// The last lines of the `config-reloader` log of some sidecar Pods, by `namespace/name`.
     pub logs: BTreeMap<String, Fetched<String>>,
 }
 
@@ -162,10 +136,21 @@ impl Snapshot {
     /// Keeps the Secrets as read, reduced at once under the hash key (kept first).
     pub fn set_secrets(&mut self, secrets: Fetched<Vec<Secret>>) {
         let key = self.hash_key.ok().cloned().flatten();
-        self.secrets = secrets.map(|list| {
-            let reduce = |secret: &Secret| SecretSeen::reduce(secret, key.as_ref());
-            list.iter().map(reduce).collect()
-        });
+        let reduce = |secret: Secret| {
+            let (data, string_data) = (secret.data.iter(), secret.string_data.iter());
+            let keys = data
+                .flat_map(|d| d.keys())
+                .chain(string_data.flat_map(|d| d.keys()));
+            let keys: BTreeSet<&String> = keys.collect();
+            SecretSeen {
+                keys: keys.into_iter().cloned().collect(),
+                digests: key
+                    .as_ref()
+                    .map(|key| ConfigObject::from_secret(&secret, key)),
+                metadata: secret.metadata,
+            }
+        };
+        self.secrets = secrets.map(|list| list.into_iter().map(reduce).collect());
     }
 
     /// Every workload read (in `namespace`, or everywhere), with its kind, in the order of

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::common::meta_str;
 use super::config_objects::Configs;
 use super::findings::Code;
 use super::hash_check::key_unreadable;
+use super::meta_str;
 use super::read_lines::OnChange;
 use super::snapshot::Snapshot;
 use super::target_arg::Kind;
@@ -45,34 +45,30 @@ pub struct Line {
 /// The summary of every workload in `snapshot` (in `namespace`, or everywhere).
 pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
     let mut configs: BTreeMap<&str, Configs> = BTreeMap::new();
-    let mut lines: Vec<Line> = (snapshot.workload_objects(namespace))
+    let mut workloads: Vec<Line> = (snapshot.workload_objects(namespace))
         .map(|(kind, object)| {
             let ns = meta_str(object, "namespace").unwrap_or_default();
             let configs = configs
                 .entry(ns)
                 .or_insert_with(|| Configs::of(snapshot, ns));
             let report = workload_report::report_with(snapshot, kind, object, configs);
-            let mut findings: Vec<Code> = Vec::new();
-            for finding in &report.findings {
-                if !findings.contains(&finding.code) {
-                    findings.push(finding.code);
-                }
-            }
+            let mut seen = std::collections::BTreeSet::new();
+            let codes = report.findings.iter().map(|f| f.code);
+            let findings: Vec<Code> = codes.filter(|code| seen.insert(*code)).collect();
             let will = (!report.opt_in.reloader.is_empty()).then(|| will(&report));
-            let opted_in_by = report.opt_in.opted_in_by;
             Line {
                 namespace: report.namespace,
                 kind,
                 kind_short: kind.short(),
                 name: report.name,
                 findings,
-                opted_in_by,
+                opted_in_by: report.opt_in.opted_in_by,
                 reloader: report.opt_in.reloader,
                 will,
             }
         })
         .collect();
-    lines.sort_by(|a, b| order(a).cmp(&order(b)));
+    workloads.sort_by(|a, b| order(a).cmp(&order(b)));
     let failed = super::target_arg::WORKLOADS.iter().filter_map(|kind| {
         let reason = snapshot.workloads.get(kind)?.failure()?;
         Some(format!("could not read {}: {reason}", kind.plural()))
@@ -81,10 +77,7 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
     notes.extend(reloader_running(snapshot, namespace));
     notes.extend(snapshot.hash_key.failure().map(key_unreadable));
     notes.extend(snapshot.failed_reads());
-    Summary {
-        workloads: lines,
-        notes,
-    }
+    Summary { workloads, notes }
 }
 
 /// The Reloader controllers among the workloads read (an image from `stakater/reloader`), said

@@ -3,7 +3,6 @@
 
 use crate::object_names::is_object_name;
 
-use crate::controller::write_target::TargetKind;
 pub use crate::kinds::Kind;
 
 /// The workload kinds `status` reports on, in the order a summary lists them.
@@ -16,17 +15,6 @@ pub const WORKLOADS: [Kind; 6] = [
     Kind::Rollout,
 ];
 
-/// Whether `status` reports on `kind`: a workload of [`WORKLOADS`], a Pod, a ConfigMap or a
-/// Secret.
-fn reported(kind: Kind) -> bool {
-    WORKLOADS.contains(&kind) || matches!(kind, Kind::Pod | Kind::ConfigMap | Kind::Secret)
-}
-
-/// Whether the rollout controller re-stamps `kind`'s template when its config changes.
-pub fn restamped(kind: Kind) -> bool {
-    TargetKind::WORKLOADS.iter().any(|t| t.table() == kind)
-}
-
 /// Where `kind`'s pod template is (a Pod is its own: the whole object).
 pub fn template_pointer(kind: Kind) -> &'static str {
     kind.pod_pointer().unwrap_or_default()
@@ -36,27 +24,20 @@ pub fn template_pointer(kind: Kind) -> &'static str {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub kind: Kind,
-    /// `metadata.name`.
     pub name: String,
 }
 
 /// A `TARGET` that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
-    /// Not `KIND/NAME`.
     #[error(
         "failed to read TARGET {0:?}: expected KIND/NAME, e.g. deploy/web, cm/app or pod/web-0"
     )]
     Malformed(String),
-    /// A kind `status` does not know.
     #[error(
         "failed to read TARGET {target:?}: unknown kind {kind:?} (use deploy, sts, ds, cronjob, job, rollout, pod, cm or secret)"
     )]
-    UnknownKind {
-        /// The whole TARGET.
-        target: String,
-        kind: String,
-    },
+    UnknownKind { target: String, kind: String },
 }
 
 impl Target {
@@ -67,13 +48,16 @@ impl Target {
         if kind.is_empty() || !is_object_name(name) {
             return Err(malformed());
         }
-        let kind =
-            Kind::parse(kind)
-                .filter(|k| reported(*k))
-                .ok_or_else(|| TargetError::UnknownKind {
-                    target: text.to_owned(),
-                    kind: kind.to_owned(),
-                })?;
+        // A workload of [`WORKLOADS`], a Pod, a ConfigMap or a Secret.
+        let reported = |k: &Kind| {
+            WORKLOADS.contains(k) || matches!(k, Kind::Pod | Kind::ConfigMap | Kind::Secret)
+        };
+        let kind = Kind::parse(kind)
+            .filter(reported)
+            .ok_or_else(|| TargetError::UnknownKind {
+                target: text.to_owned(),
+                kind: kind.to_owned(),
+            })?;
         Ok(Target {
             kind,
             name: name.to_owned(),

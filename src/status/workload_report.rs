@@ -7,15 +7,15 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::common::{meta_str, seconds_between};
 use super::config_objects::Configs;
 use super::findings::{Code, Finding};
-use super::hash_check::{HashCheck, HashState, KeyState, hash_check, hash_key, stale_finding};
+use super::hash_check::{HashCheck, HashState, hash_check, hash_key, stale_finding};
 use super::install::{self, Installation, OptIn};
 use super::pods::{self, Pods};
 use super::read_lines::{Judging, ReadLine, mode_text, read_findings, read_lines};
 use super::snapshot::Snapshot;
 use super::target_arg::Kind;
+use super::{meta_str, seconds_between};
 use crate::controller::waves::REFRESH_STOPPED;
 use crate::policy::{self, WORKLOAD_OPT_IN};
 use crate::workload::consumption;
@@ -75,50 +75,30 @@ pub fn workload(snapshot: &Snapshot, kind: Kind, namespace: &str, name: &str) ->
     let object = objects.iter().find(|o| {
         meta_str(o, "namespace") == Some(namespace) && meta_str(o, "name") == Some(name)
     })?;
-    Some(report(snapshot, kind, object))
+    let configs = Configs::of(snapshot, namespace);
+    Some(report_with(snapshot, kind, object, &configs))
 }
 
-/// The report on `object`, a workload of `kind`.
-pub fn report(snapshot: &Snapshot, kind: Kind, object: &Value) -> Report {
-    let namespace = meta_str(object, "namespace").unwrap_or_default();
-    report_with(snapshot, kind, object, &Configs::of(snapshot, namespace))
-}
-
-/// [`report`] with the ConfigMaps and Secrets of its namespace already laid out (a summary
-/// lays them out once per namespace). The sections in the order the report reads.
+/// The report on `object`, a workload of `kind`, with the ConfigMaps and Secrets of its
+/// namespace already laid out (a summary lays them out once per namespace).
 pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
     let workload = Workload::new(snapshot, kind, object, configs);
-    let metas = install::Metas {
-        own_labels: &workload.own_labels,
-        own_annotations: &workload.own_annotations,
-        labels: &workload.labels,
-        annotations: &workload.annotations,
-    };
+    let metas = [
+        &workload.labels,
+        &workload.annotations,
+        &workload.own_annotations,
+    ];
     let (opt_in, mut findings) = install::opt_in(snapshot, workload.namespace, metas);
     let (installation, install_findings, mut notes) = install::installation(snapshot);
     findings.extend(install_findings);
-    let core = match workload.explain() {
-        Ok(core) => Some(core),
-        Err(NotExplained::Elsewhere(note)) => {
-            notes.push(note);
-            None
-        }
-        Err(NotExplained::Unreadable(finding)) => {
-            findings.push(finding);
-            None
-        }
-    };
+    let core = workload.explain(&mut notes, &mut findings);
     let stamped = workload.annotations.get(CONFIG_HASH).cloned();
-    let (key, key_note) = hash_key(
-        snapshot,
-        core.as_ref().map(|c| &c.explained),
-        configs,
-        stamped.as_deref(),
-    );
+    let explained = core.as_ref().map(|c| &c.explained);
+    let (key, key_note) = hash_key(snapshot, explained, configs, stamped.as_deref());
     notes.extend(key_note);
     let active = opt_in.opted_in && opt_in.opted_out_by.is_none();
     let selection = policy::selection_of(&workload.annotations);
-    let consumed = match &core {
+    let (reads, reload, hash) = match &core {
         Some(core) => {
             let judging = Judging {
                 kind,
@@ -128,19 +108,27 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
                 active,
                 selection: &selection,
             };
-            workload.consumed(core, &judging, stamped)
+            workload.consumed(core, &judging, stamped, &mut findings)
         }
-        None => Consumed::unknown(stamped, &key),
+        // Nothing known: the template could not be explained.
+        None => {
+            let secrets_checked = key.checks_secrets();
+            let hash = HashCheck {
+                stamped,
+                secrets_checked,
+                ..HashCheck::default()
+            };
+            (Vec::new(), None, hash)
+        }
     };
-    findings.extend(consumed.findings);
-    if consumed.hash.state == HashState::Stale {
-        let running = installation.controller_running;
-        findings.push(stale_finding(kind, &consumed.hash, running));
+    if hash.state == HashState::Stale {
+        findings.push(stale_finding(kind, &hash, installation.controller_running));
     }
     let events = workload.events();
     findings.extend(workload.refresh_stopped(&events));
-    let sidecar = core.as_ref().is_some_and(|c| c.explained.watcher.is_some()) && active;
-    let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, sidecar);
+    let sidecar = explained.is_some_and(|e| e.watcher.is_some()) && active;
+    let stamped = workload.annotations.get(CONFIG_HASH).map(String::as_str);
+    let (pods, pod_findings) = pods::pods(snapshot, kind, object, configs, key, stamped, sidecar);
     findings.extend(pod_findings);
     notes.extend(snapshot.failed_reads());
     Report {
@@ -149,9 +137,9 @@ pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Co
         name: workload.name.to_owned(),
         opt_in,
         installation,
-        reads: consumed.reads,
-        reload: consumed.reload,
-        hash: consumed.hash,
+        reads,
+        reload,
+        hash,
         events,
         pods,
         findings,
@@ -171,8 +159,7 @@ struct Workload<'a> {
     /// The pod template's, with the workload's own opt-ins carried as the webhook copies them.
     annotations: BTreeMap<String, String>,
     labels: BTreeMap<String, String>,
-    /// The workload's own `metadata` labels and annotations (empty for a Pod).
-    own_labels: BTreeMap<String, String>,
+    /// The workload's own `metadata` annotations (empty for a Pod).
     own_annotations: BTreeMap<String, String>,
 }
 
@@ -185,53 +172,15 @@ struct Core {
     consequence: Consequence,
 }
 
-/// Why a workload's template was not explained.
-enum NotExplained {
-    /// It lives in another object (a Rollout's `workloadRef`): a note.
-    Elsewhere(String),
-    /// It cannot be read: a finding.
-    Unreadable(Finding),
-}
-
-/// Sections 3 and 4: what the template reads, how the sidecar reloads, and the hash check,
-/// with their findings (all but `stale`, whose fix depends on the installation).
-struct Consumed {
-    reads: Vec<ReadLine>,
-    reload: Option<String>,
-    hash: HashCheck,
-    findings: Vec<Finding>,
-}
-
-impl Consumed {
-    /// Nothing known: the template could not be explained.
-    fn unknown(stamped: Option<String>, key: &KeyState<'_>) -> Self {
-        Consumed {
-            reads: Vec::new(),
-            reload: None,
-            hash: HashCheck {
-                state: HashState::Unknown,
-                stamped,
-                live: None,
-                secrets_checked: key.checks_secrets(),
-                written: Vec::new(),
-                earlier: false,
-            },
-            findings: Vec::new(),
-        }
-    }
-}
-
 impl<'a> Workload<'a> {
     fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
         let template = object.pointer(super::target_arg::template_pointer(kind));
         let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
-        let (own_labels, own_annotations) = match kind {
-            Kind::Pod => Default::default(),
-            _ => (
-                string_map(object, "labels"),
-                string_map(object, "annotations"),
-            ),
+        let own = |field| match kind {
+            Kind::Pod => BTreeMap::new(),
+            _ => string_map(object, field),
         };
+        let (own_labels, own_annotations) = (own("labels"), own("annotations"));
         let mut annotations = map("annotations");
         if kind != Kind::Pod {
             // What the webhook copies onto the template at the workload's next admission.
@@ -250,87 +199,82 @@ impl<'a> Workload<'a> {
             template,
             annotations,
             labels: map("labels"),
-            own_labels,
             own_annotations,
         }
     }
 
     /// What the pod template reads and what the sidecar would do, by the webhook's own
-    /// [`explain::explain`], and what a change of restart-only config does to it.
-    fn explain(&self) -> Result<Core, NotExplained> {
+    /// [`explain::explain`], and what a change of restart-only config does to it; else why not:
+    /// a note when it lives in another object (a Rollout's `workloadRef`), or a finding.
+    fn explain(&self, notes: &mut Vec<String>, findings: &mut Vec<Finding>) -> Option<Core> {
         let Some(template) = self.template else {
-            let workload_ref = self
-                .object
-                .pointer("/spec/workloadRef/name")
-                .and_then(Value::as_str)
-                .filter(|_| self.kind == Kind::Rollout);
-            return Err(match workload_ref {
-                Some(deployment) => NotExplained::Elsewhere(format!(
+            let workload_ref = self.object.pointer("/spec/workloadRef/name");
+            match workload_ref.and_then(Value::as_str).filter(|_| self.kind == Kind::Rollout) {
+                Some(deployment) => notes.push(format!(
                     "its pod template is Deployment {deployment:?}'s (workloadRef): reload-injector stamps that one; \
                      run status deploy/{deployment} for it"
                 )),
-                None => NotExplained::Unreadable(Finding::new(
+                None => findings.push(Finding::new(
                     Code::UnreadableSpec,
-                    format!(
-                        "no pod template at {}",
-                        super::target_arg::template_pointer(self.kind)
-                    ),
+                    format!("no pod template at {}", super::target_arg::template_pointer(self.kind)),
                     "nothing: reload-injector cannot act on it either",
                 )),
-            });
-        };
-        match PodSpec::deserialize(template.get("spec").unwrap_or(&Value::Null)) {
-            Ok(spec) => {
-                let kind = self.kind.name();
-                let consequence = Classified::classify(self.kind.group(), kind)
-                    .map_or(Consequence::Rolls, |w| {
-                        Consequence::of(kind, w, self.controlled(), &spec)
-                    });
-                let explained = explain::explain(&self.annotations, &spec, true);
-                Ok(Core {
-                    spec,
-                    explained,
-                    consequence,
-                })
             }
-            Err(err) => Err(NotExplained::Unreadable(Finding::new(
-                Code::UnreadableSpec,
-                format!("the pod template cannot be read: {err}"),
-                "fix the pod spec; reload-injector cannot act on it either",
-            ))),
-        }
+            return None;
+        };
+        let spec = match PodSpec::deserialize(template.get("spec").unwrap_or(&Value::Null)) {
+            Ok(spec) => spec,
+            Err(err) => {
+                findings.push(Finding::new(
+                    Code::UnreadableSpec,
+                    format!("the pod template cannot be read: {err}"),
+                    "fix the pod spec; reload-injector cannot act on it either",
+                ));
+                return None;
+            }
+        };
+        let kind = self.kind.name();
+        let consequence = Classified::classify(self.kind.group(), kind)
+            .map_or(Consequence::Rolls, |w| {
+                Consequence::of(kind, w, self.controlled(), &spec)
+            });
+        let explained = explain::explain(&self.annotations, &spec, true);
+        Some(Core {
+            spec,
+            explained,
+            consequence,
+        })
     }
 
-    /// 3. and 4.: the read lines and their findings, the stamp's findings, the hash check.
-    fn consumed(&self, core: &Core, judging: &Judging<'_>, stamped: Option<String>) -> Consumed {
+    /// Sections 3 and 4: the read lines, how the sidecar reloads, and the hash check; their
+    /// findings (all but `stale`, whose fix depends on the installation) into `findings`.
+    fn consumed(
+        &self,
+        core: &Core,
+        judging: &Judging<'_>,
+        stamped: Option<String>,
+        findings: &mut Vec<Finding>,
+    ) -> (Vec<ReadLine>, Option<String>, HashCheck) {
         let explained = &core.explained;
         let earlier = || consumption::restart_only_earlier(&core.spec, &self.annotations);
         let reads = read_lines(explained, self.configs, judging);
-        let mut findings = read_findings(&reads);
+        findings.extend(read_findings(&reads));
         // A stamp (and the label the controller watches stamps by) matters only where a change
         // rolls the pods: the next Job, or a new pod, reads the data as it is then.
         if judging.active && judging.consequence == Consequence::Rolls {
             findings.extend(self.stamp_findings(explained, judging.stamped));
         }
-        Consumed {
-            reload: explained.watcher.as_ref().map(|w| mode_text(&w.mode)),
-            hash: hash_check(
-                self.snapshot,
-                explained,
-                self.configs,
-                &judging.key,
-                stamped,
-                earlier,
-            ),
-            reads,
-            findings,
-        }
+        let reload = explained.watcher.as_ref().map(|w| mode_text(&w.mode));
+        let (snapshot, configs, key) = (self.snapshot, self.configs, &judging.key);
+        let hash = hash_check(snapshot, explained, configs, key, stamped, earlier);
+        (reads, reload, hash)
     }
 
     /// `not-stamped` (env reads but no hash) and `not-watched` (a hash but not the label the
     /// controller watches by), for an active workload.
     fn stamp_findings(&self, explained: &Explained, stamped: bool) -> Vec<Finding> {
         let (kind, name, namespace) = (self.kind, self.name, self.namespace);
+        let short = kind.short();
         let mut findings = Vec::new();
         if !stamped && !explained.restart_only.is_empty() {
             findings.push(Finding::new(
@@ -341,8 +285,7 @@ impl<'a> Workload<'a> {
                 match kind {
                     Kind::Pod => "recreate it (through its workload) in an opted-in namespace".to_owned(),
                     _ => format!(
-                        "send it through the webhook once: kubectl rollout restart {}/{name} -n {namespace}",
-                        kind.short()
+                        "send it through the webhook once: kubectl rollout restart {short}/{name} -n {namespace}"
                     ),
                 },
             ));
@@ -357,8 +300,7 @@ impl<'a> Workload<'a> {
                      earlier version): the controller does not watch it, so a change of what it reads never rolls it"
                 ),
                 format!(
-                    "label it once (or re-apply it: the webhook labels it): kubectl label {}/{name} -n {namespace} {MANAGED_LABEL}=true",
-                    kind.short()
+                    "label it once (or re-apply it: the webhook labels it): kubectl label {short}/{name} -n {namespace} {MANAGED_LABEL}=true"
                 ),
             ));
         }
@@ -374,12 +316,9 @@ impl<'a> Workload<'a> {
 
     /// The last three `ConfigChanged` Events on it, newest first.
     fn events(&self) -> Vec<EventLine> {
-        let Some(list) = self.snapshot.events.ok() else {
-            return Vec::new();
-        };
         let now = self.snapshot.now;
+        let list = self.snapshot.events.ok().into_iter().flatten();
         let mut events: Vec<(Option<Timestamp>, EventLine)> = list
-            .iter()
             .filter(|e| {
                 e.reason.as_deref() == Some("ConfigChanged")
                     && e.involved_object.kind.as_deref() == Some(self.kind.name())
