@@ -48,6 +48,13 @@ pub struct Effect {
 }
 
 impl Effect {
+    /// Re-hash, re-watch and list again.
+    pub const ALL: Effect = Effect {
+        rehash: true,
+        rewatch: true,
+        relist: true,
+    };
+
     /// Combines two effects (either asks → both asked).
     pub fn union(self, other: Effect) -> Effect {
         Effect {
@@ -63,19 +70,14 @@ const DATA: &str = "..data";
 
 /// Decides what one event means for a configured directory watched in `role`.
 pub fn classify(role: &WatchRole, kind: EventKind, name: Option<&OsStr>) -> Effect {
-    let everything = Effect {
-        rehash: true,
-        rewatch: true,
-        relist: true,
-    };
     match kind {
-        EventKind::Overflow | EventKind::WatchGone => return everything,
+        EventKind::Overflow | EventKind::WatchGone => return Effect::ALL,
         EventKind::Other => return Effect::default(),
         _ => {}
     }
     match role {
         WatchRole::Ancestor { next } => match name {
-            Some(name) if name == next.as_os_str() => everything,
+            Some(name) if name == next.as_os_str() => Effect::ALL,
             _ => Effect::default(),
         },
         WatchRole::Own => {

@@ -1,20 +1,16 @@
 //! `reload-injector watch`: the sidecar that reloads the app when its config changes. Pure parts
-//! ([`events`], [`debounce`], [`retry`], [`signal_targets`]) are driven by thin I/O modules, wired
+//! ([`events`], [`retry`], [`signal_targets`]) are driven by thin I/O modules, wired
 //! together by [`runner`] on a single-threaded runtime.
 //!
 //! Imports: the shared domain (`hash`, `workload`) and the helpers `backoff`, `cli`, `report`,
 //! `scratch`; never `webhook`, `controller`, `status`, `certs` or `offline`.
 
-pub mod aftermath;
 pub mod app_reload;
 pub mod content;
-pub mod debounce;
 pub mod env_view;
 pub mod events;
 pub mod http;
 pub mod inotify_watches;
-pub mod pod_restart;
-pub mod process_handle;
 pub mod procfs;
 pub mod retry;
 pub mod runner;
@@ -122,7 +118,10 @@ impl Config {
                 hash_file,
                 state_dir,
                 root: args.env_root,
-                consumed: pod_restart::consumed(&args.env_keys, &args.env_objects)?,
+                consumed: crate::workload::in_place::parse_reads(
+                    &args.env_keys,
+                    &args.env_objects,
+                )?,
                 resync: args.resync,
             }),
             _ => None,
