@@ -80,31 +80,23 @@ async fn watch(
 ) {
     let mut resync = tokio::time::interval(config.resync);
     resync.tick().await;
+    let mut watching = true;
     loop {
         tokio::select! {
-            event = events.next() => match event {
+            event = events.next(), if watching => match event {
                 Some(Ok(_)) => {
                     // Merge the burst (a kubelet swap is several events).
                     while let Ok(Some(_)) = tokio::time::timeout(config.debounce, events.next()).await {}
                 }
                 Some(Err(err)) => {
                     tracing::warn!(error = %err, "certificate watch failed; relying on the periodic re-check");
-                    resync_only(&resolver, &config, &metrics).await;
-                    return;
+                    watching = false;
                 }
                 None => return,
             },
             _ = resync.tick() => {}
         }
         reload(&resolver, &config, &metrics);
-    }
-}
-
-async fn resync_only(resolver: &CertResolver, config: &ReloadConfig, metrics: &Metrics) {
-    let mut resync = tokio::time::interval(config.resync);
-    loop {
-        resync.tick().await;
-        reload(resolver, config, metrics);
     }
 }
 

@@ -13,12 +13,11 @@ use super::lookup::Lookups;
 use super::webhook_metrics::Metrics;
 
 /// Everything a review needs; cheap to clone (one `Arc`).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AppState {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     settings: Settings,
     lookups: Lookups,

@@ -13,8 +13,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use http::{StatusCode, header};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::webhook_metrics::Metrics;
 
@@ -52,7 +52,7 @@ pub fn app(ready: Readiness, metrics: Metrics) -> Router {
 /// The side port being served on its own task.
 pub struct SidePort {
     addr: SocketAddr,
-    stop: watch::Sender<bool>,
+    stop: CancellationToken,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -63,17 +63,14 @@ impl SidePort {
         ready: Readiness,
         metrics: Metrics,
     ) -> std::io::Result<SidePort> {
-        let (stop, mut stopped) = watch::channel(false);
+        let stop = CancellationToken::new();
         let addr = listener.local_addr()?;
-        let app = app(ready, metrics);
-        let task = tokio::spawn(async move {
-            let stopped = async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            };
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-        });
+        let serve = axum::serve(listener, app(ready, metrics));
+        let task = tokio::spawn(
+            serve
+                .with_graceful_shutdown(stop.clone().cancelled_owned())
+                .into_future(),
+        );
         Ok(SidePort { addr, stop, task })
     }
 
@@ -84,7 +81,7 @@ impl SidePort {
 
     /// Stops serving, giving open requests a second to finish.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(1), self.task).await;
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use crate::controller::config_store::StoreReader;
 use crate::controller::fetch::{ReadError, read_config};
@@ -60,15 +60,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct Lookups {
     inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for Lookups {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lookups")
-            .field("kube", &self.inner.client.is_some())
-            .field("config", &self.inner.config)
-            .finish()
-    }
 }
 
 impl Lookups {
@@ -130,7 +121,7 @@ impl Lookups {
         let mut stale = Vec::new();
         {
             let now = Instant::now();
-            let cache = self.cache();
+            let cache = self.inner.cache.lock();
             for id in refs {
                 let key = key(namespace, id);
                 match cache.get(&key) {
@@ -202,7 +193,7 @@ impl Lookups {
 
     /// Number of cached entries (for tests and debugging).
     pub fn cached(&self) -> usize {
-        self.cache().len()
+        self.inner.cache.lock().len()
     }
 
     /// The API request for `key`: the one under way, or a new one. Each request runs in its
@@ -242,7 +233,7 @@ impl Lookups {
         if matches!(lookup, Lookup::Failed(_)) {
             return lookup;
         }
-        let mut cache = self.cache();
+        let mut cache = self.inner.cache.lock();
         if !cache.contains_key(&key) && cache.len() >= self.inner.config.max_entries {
             evict_oldest(&mut cache);
         }
@@ -254,10 +245,6 @@ impl Lookups {
             },
         );
         lookup
-    }
-
-    fn cache(&self) -> MutexGuard<'_, HashMap<Key, Entry>> {
-        self.inner.cache.lock()
     }
 }
 

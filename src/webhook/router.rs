@@ -23,7 +23,7 @@ pub const OPTED_IN_PATH: &str = "/mutate/opted-in";
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
 pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
 
-/// Largest body read to its end before a 413 (see `read_body`); longer ones are cut off.
+/// Largest body read to its end before a 413 (see `collect_limited`); longer ones are cut off.
 pub const DRAIN_LIMIT: usize = 4 * BODY_LIMIT;
 
 /// Longest the body of one request may take to arrive, unless `--body-read-timeout` says
@@ -54,7 +54,7 @@ impl Default for HttpLimits {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Routes {
     state: AppState,
     limits: HttpLimits,
@@ -68,8 +68,8 @@ pub fn app(state: AppState) -> Router {
 /// The webhook's routes with the given limits, as the server runs them.
 pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
     Router::new()
-        .route("/mutate", post(mutate).fallback(wrong_method))
-        .route(OPTED_IN_PATH, post(mutate_opted_in).fallback(wrong_method))
+        .route("/mutate", post(mutate::<true>).fallback(wrong_method))
+        .route(OPTED_IN_PATH, post(mutate::<false>).fallback(wrong_method))
         .fallback(no_route)
         .with_state(Routes { state, limits })
 }
@@ -136,15 +136,9 @@ impl IntoResponse for HttpError {
     }
 }
 
-async fn mutate(State(routes): State<Routes>, request: Request) -> Response {
-    match answer(&routes, request, true).await {
-        Ok(response) => response,
-        Err(err) => reject(&routes, err),
-    }
-}
-
-async fn mutate_opted_in(State(routes): State<Routes>, request: Request) -> Response {
-    match answer(&routes, request, false).await {
+/// `/mutate` (`LABELLED`: from namespaces that carry the opt-in label) or [`OPTED_IN_PATH`].
+async fn mutate<const LABELLED: bool>(State(routes): State<Routes>, request: Request) -> Response {
+    match answer(&routes, request, LABELLED).await {
         Ok(response) => response,
         Err(err) => reject(&routes, err),
     }
@@ -197,7 +191,8 @@ async fn answer(
         return Err(HttpError::Busy);
     };
     let left = body_timeout.saturating_sub(started.elapsed());
-    let body = read_body(request.into_body(), declared, left, *body_timeout).await?;
+    let read = tokio::time::timeout(left, collect_limited(request.into_body(), declared)).await;
+    let body = read.unwrap_or(Err(HttpError::TimedOut(*body_timeout)))?;
     // What the review reads from the body is counted in the same reservation, held as long.
     let mut meter = memory.into_meter();
     let review = handle(&routes.state, &body, &mut meter, namespace_labelled).await?;
@@ -229,19 +224,6 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Reads the body, up to [`BODY_LIMIT`]. A longer one (with no length that gives it away) is
-/// read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a
-/// socket with unread data resets it, and the client would see a broken pipe instead.
-async fn read_body(
-    body: Body,
-    declared: Option<u64>,
-    left: Duration,
-    timeout: Duration,
-) -> Result<bytes::Bytes, HttpError> {
-    let read = tokio::time::timeout(left, collect_limited(body, declared)).await;
-    read.unwrap_or(Err(HttpError::TimedOut(timeout)))
-}
-
 /// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.
 async fn discard(mut body: Body) {
     let mut seen = 0usize;
@@ -255,10 +237,12 @@ async fn discard(mut body: Body) {
     }
 }
 
-/// Joins the pieces of a body as they arrive, copying each into one buffer of the length the
-/// client declared (grown as needed when it declared none, or too little), so that the pieces
-/// and the joined body are never held at once: the budget counts the body once. A body that
-/// arrives in one piece is kept as it came.
+/// Reads the body, up to [`BODY_LIMIT`]. A longer one (with no length that gives it away) is
+/// read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a
+/// socket with unread data resets it, and the client would see a broken pipe instead. The
+/// pieces are copied as they arrive into one buffer of the declared length (grown as needed),
+/// so that the pieces and the joined body are never held at once: the budget counts the body
+/// once. A body that arrives in one piece is kept as it came.
 async fn collect_limited(mut body: Body, declared: Option<u64>) -> Result<bytes::Bytes, HttpError> {
     let mut first: Option<bytes::Bytes> = None;
     let mut joined = bytes::BytesMut::new();

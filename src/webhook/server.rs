@@ -14,7 +14,6 @@ use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
 
 use super::limits::ConnectionLimit;
 use super::read_buffer::ReadBuffer;
@@ -65,15 +64,11 @@ pub async fn serve(
             tracing::debug!(error = %err, "failed to set TCP_NODELAY; dropping the connection");
             continue;
         }
-        let connection = Connection {
-            acceptor: acceptor.clone(),
-            app: app.clone(),
-            limits: limits.clone(),
-        };
+        let (acceptor, app, limits) = (acceptor.clone(), app.clone(), limits.clone());
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _slot = slot;
-            connection.run(stream, watcher).await;
+            connection(stream, acceptor, app, &limits, watcher).await;
         });
     }
     drop(listener);
@@ -108,65 +103,50 @@ async fn accept(
     }
 }
 
-/// What one connection needs.
-struct Connection {
+/// The TLS handshake within its time limit (a failed or slow one is logged at debug), then
+/// HTTP until the client or the drain ends it.
+async fn connection(
+    stream: TcpStream,
     acceptor: TlsAcceptor,
     app: Router,
-    limits: Limits,
-}
-
-impl Connection {
-    /// The TLS handshake, then HTTP until the client or the drain ends it.
-    async fn run(self, stream: TcpStream, watcher: Watcher) {
-        let Some(tls) = self.handshake(stream).await else {
-            return;
-        };
-        // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
-        // connection is HTTP/1.1, whose header reads are time-limited.
-        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        let builder = http_builder(h2, &self.limits);
-        // A connection must start its first request within the header-read timeout. HTTP/1.1
-        // has that from hyper; this also covers an HTTP/2 client that sends nothing after the
-        // handshake.
-        let first = Arc::new(tokio::sync::Notify::new());
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(self.app, {
-            let first = first.clone();
-            move |request: http::Request<hyper::body::Incoming>| {
-                first.notify_one();
-                request
-            }
-        }));
-        let conn = watcher.watch(builder.serve_connection(TokioIo::new(tls), service));
-        tokio::pin!(conn);
-        let ended = tokio::select! {
-            ended = &mut conn => ended,
-            started = tokio::time::timeout(self.limits.header_read, first.notified()) => {
-                if started.is_err() {
-                    tracing::debug!("no request within the header-read timeout; closing");
-                    return;
-                }
-                conn.await
-            }
-        };
-        if let Err(err) = ended {
-            tracing::debug!(error = %err, "connection ended with an error");
+    limits: &Limits,
+    watcher: Watcher,
+) {
+    let stream = ReadBuffer::new(stream, TLS_READ_BUFFER);
+    let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => return tracing::debug!(error = %err, "TLS handshake failed"),
+        Err(_) => return tracing::debug!("TLS handshake timed out"),
+    };
+    // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
+    // connection is HTTP/1.1, whose header reads are time-limited.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let builder = http_builder(h2, limits);
+    // A connection must start its first request within the header-read timeout. HTTP/1.1
+    // has that from hyper; this also covers an HTTP/2 client that sends nothing after the
+    // handshake.
+    let first = Arc::new(tokio::sync::Notify::new());
+    let service = TowerToHyperService::new(tower::ServiceExt::map_request(app, {
+        let first = first.clone();
+        move |request: http::Request<hyper::body::Incoming>| {
+            first.notify_one();
+            request
         }
-    }
-
-    /// The TLS handshake within its time limit (`None`: failed or too slow, logged at debug).
-    async fn handshake(&self, stream: TcpStream) -> Option<TlsStream<ReadBuffer<TcpStream>>> {
-        let stream = ReadBuffer::new(stream, TLS_READ_BUFFER);
-        match tokio::time::timeout(self.limits.handshake, self.acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => Some(tls),
-            Ok(Err(err)) => {
-                tracing::debug!(error = %err, "TLS handshake failed");
-                None
+    }));
+    let conn = watcher.watch(builder.serve_connection(TokioIo::new(tls), service));
+    tokio::pin!(conn);
+    let ended = tokio::select! {
+        ended = &mut conn => ended,
+        started = tokio::time::timeout(limits.header_read, first.notified()) => {
+            if started.is_err() {
+                tracing::debug!("no request within the header-read timeout; closing");
+                return;
             }
-            Err(_) => {
-                tracing::debug!("TLS handshake timed out");
-                None
-            }
+            conn.await
         }
+    };
+    if let Err(err) = ended {
+        tracing::debug!(error = %err, "connection ended with an error");
     }
 }
 

@@ -93,7 +93,7 @@ fn read<'de, R: serde_json::de::Read<'de>>(
     mut de: serde_json::Deserializer<R>,
     how: Objects,
 ) -> serde_json::Result<Envelope<'de>> {
-    let envelope = TopSeed { how }.deserialize(&mut de)?;
+    let envelope = serde::Deserializer::deserialize_map(&mut de, TopSeed { how })?;
     de.end()?;
     Ok(envelope)
 }
@@ -102,14 +102,6 @@ fn read<'de, R: serde_json::de::Read<'de>>(
 /// names what it was).
 struct TopSeed {
     how: Objects,
-}
-
-impl<'de> DeserializeSeed<'de> for TopSeed {
-    type Value = Envelope<'de>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
 }
 
 impl<'de> Visitor<'de> for TopSeed {
