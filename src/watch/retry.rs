@@ -14,11 +14,10 @@ pub const BACKOFF: Backoff = Backoff::new(Duration::from_millis(200), Duration::
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// The app was told.
     Delivered,
-    /// It did not work this time (no target yet, HTTP error, timeout): retry with backoff.
+    /// Retry with backoff (no target yet, HTTP error, timeout).
     Retry,
-    /// Retrying will not help (permission denied): wait for the next change.
+    /// Wait for the next change (permission denied).
     GiveUp,
 }
 
@@ -56,8 +55,7 @@ impl<S: Clone + PartialEq> Delivery<S> {
         self.failures
     }
 
-    /// Records freshly computed content. A different snapshot supersedes a pending retry
-    /// and is attempted without waiting for the backoff.
+    /// Records fresh content; a different snapshot is attempted without waiting for a backoff.
     pub fn observe(&mut self, snapshot: S) {
         if snapshot != self.latest {
             self.latest = snapshot;
@@ -121,9 +119,8 @@ impl<S: Clone + PartialEq> Delivery<S> {
 /// How many debounce periods a burst may last before it is looked at anyway.
 const MAX_WAIT_FACTOR: u32 = 10;
 
-/// Debounce: merges a burst of events into one re-check. Every event pushes the deadline to
-/// `delay` after it, but never beyond `max_wait` after the burst's first event, so an endless
-/// stream still gets looked at. With `delay` zero it is immediate.
+/// Merges a burst of events into one re-check: each event pushes the deadline to `delay` after
+/// it, never beyond `max_wait` after the first, so an endless stream is still looked at.
 #[derive(Debug, Clone)]
 pub struct Debouncer {
     delay: Duration,

@@ -19,8 +19,7 @@ use crate::workload::values::{self, ValueError};
 /// Errors of signal mode.
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {
-    /// `--signal` named no reload signal (the core's parser, which admission uses too, said
-    /// why).
+    /// `--signal` named no reload signal.
     #[error("failed to understand signal {0:?}: {1}")]
     UnknownSignal(String, ValueError),
     /// No process matched.
@@ -48,8 +47,7 @@ pub enum SignalError {
         /// The target's real UID (`?` if it could not be read).
         target_uid: String,
     },
-    /// Another kill(2) failure (a process that exited between listing and signalling is not
-    /// one: it is skipped).
+    /// Another kill(2) failure (not ESRCH: a process that exited is skipped).
     #[error("failed to send {signal} to {target}")]
     KillFailed {
         signal: Signal,
@@ -60,9 +58,8 @@ pub enum SignalError {
     },
 }
 
-/// Parses `SIGHUP`, `HUP`, `hup` or a signal number with the core's parser (the one admission
-/// uses): only signals that servers reload on are accepted, never one that stops or ends a
-/// process.
+/// Parses `SIGHUP`, `HUP`, `hup` or a number with the core's parser (the one admission uses):
+/// only signals that servers reload on, never one that stops or ends a process.
 pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
     let unknown = |err| SignalError::UnknownSignal(text.to_owned(), err);
     let signal = values::parse_signal(text).map_err(unknown)?;
@@ -113,8 +110,7 @@ impl Signaller {
         }
     }
 
-    /// Finds the targets and signals each once; returns the processes told, by PID, as they
-    /// were read.
+    /// Finds the targets and signals each once; returns the processes told, by PID.
     pub fn send(&self) -> Result<Vec<ProcessInfo>, SignalError> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         let name = self.process.as_deref();
@@ -177,8 +173,8 @@ impl Signaller {
         known.retain(|k| k.handle.comm().is_some());
     }
 
-    /// The remembered targets that may be signalled before the scan: those whose command name
-    /// is unchanged (see [`signal_targets::may_signal_early`]).
+    /// The remembered targets that may be signalled before the scan (see
+    /// [`signal_targets::may_signal_early`]).
     fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
         known
             .iter()
@@ -190,9 +186,8 @@ impl Signaller {
             .collect()
     }
 
-    /// The targets to remember after a send: `chosen`, each with the handle already held for
-    /// it or a new one. One that cannot be opened (it just exited) is left out, and found by
-    /// the next scan if it is back.
+    /// The targets to remember after a send: `chosen`, each with the handle held for it or a
+    /// new one (one that cannot be opened, as it just exited, is left out).
     fn remember(&self, chosen: Vec<ProcessInfo>, mut held: Vec<Known>) -> Vec<Known> {
         let mut known = Vec::with_capacity(chosen.len());
         for info in chosen {
@@ -206,7 +201,7 @@ impl Signaller {
     }
 
     /// A handle on `info`'s process, if what it opens is that process: its PID may have been
-    /// reused since the scan, and the handle must never name a stranger.
+    /// reused since the scan.
     fn open_checked(&self, info: &ProcessInfo) -> Option<ProcessHandle> {
         let handle = ProcessHandle::open(&self.proc_root, info.pid).ok()?;
         let dir = self.proc_root.join(info.pid.to_string());
@@ -215,9 +210,8 @@ impl Signaller {
             .then_some(handle)
     }
 
-    /// What one `kill` means: `Ok(false)` if the process has exited since it was read (it has
-    /// nothing left to reload, and counting it as a failure would make the retry signal the
-    /// others twice).
+    /// What one `kill` means: `Ok(false)` if the process has exited since it was read (a
+    /// failure would make the retry signal the others twice).
     fn result_of(
         &self,
         process: &ProcessInfo,
@@ -242,12 +236,10 @@ impl Signaller {
     }
 }
 
-/// Whether two reads are of the same process (PID and start time).
 fn same_process(a: &ProcessInfo, b: &ProcessInfo) -> bool {
     a.pid == b.pid && a.start_time == b.start_time
 }
 
-/// What one send did so far.
 #[derive(Default)]
 struct Sent {
     done: Vec<ProcessInfo>,
@@ -295,7 +287,7 @@ impl ProcessHandle {
         Ok(ProcessHandle { pid, dir, comm })
     }
 
-    /// The process's command name now (`None` once it has exited and been reaped).
+    /// The command name now (`None` once reaped).
     fn comm(&self) -> Option<String> {
         let mut buffer = [0u8; 64];
         let read = self.comm.read_at(&mut buffer, 0).ok()?;
@@ -303,8 +295,7 @@ impl ProcessHandle {
         Some(text.strip_suffix('\n').unwrap_or(text).to_owned())
     }
 
-    /// Sends `signal` to this very process: `ESRCH` once it has exited, whatever holds its PID
-    /// now.
+    /// Sends `signal` to this very process (`ESRCH` once it has exited).
     fn signal(&self, signal: Signal) -> Result<(), Errno> {
         let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
             return kill(Pid::from_raw(self.pid), signal);

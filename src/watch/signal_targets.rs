@@ -1,13 +1,12 @@
-//! Which processes to signal: a pure choice over a process list. In a pod with
+//! Which processes to signal: a pure choice over a process list. With
 //! `shareProcessNamespace: true`, PID 1 is the pause process and every container's first
-//! process has parent PID 0 (its real parent lives outside the namespace).
+//! process has parent PID 0.
 
 /// What the watcher knows about one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessInfo {
-    /// Process ID (in the watcher's PID namespace).
     pub pid: i32,
-    /// Parent process ID (0 when the parent is outside the namespace).
+    /// 0 when the parent is outside the namespace.
     pub ppid: i32,
     /// Start time in clock ticks after boot: with `pid`, names one process for good.
     pub start_time: u64,
@@ -15,9 +14,8 @@ pub struct ProcessInfo {
     pub comm: String,
     /// Basename of `argv[0]`, when the command line could be read.
     pub argv0: Option<String>,
-    /// A kernel thread (never signalled).
     pub kernel_thread: bool,
-    /// Exited but not yet reaped (never signalled).
+    /// Exited but not yet reaped.
     pub zombie: bool,
 }
 
@@ -31,8 +29,8 @@ impl ProcessInfo {
 /// Longest name the kernel keeps in `comm`.
 const COMM_LEN: usize = 15;
 
-/// Whether `process` is called `name`: by `comm` (also when `name` is longer than the kernel
-/// keeps) or by the basename of `argv[0]`.
+/// Whether `process` is called `name`: by `comm` (truncated as the kernel keeps it) or by the
+/// basename of `argv[0]`.
 pub fn is_named(process: &ProcessInfo, name: &str) -> bool {
     let truncated = truncate_to_boundary(name, COMM_LEN);
     process.comm == name
@@ -52,37 +50,24 @@ fn truncate_to_boundary(name: &str, max: usize) -> &str {
 /// master, not its workers); without, every other container's first process (parent PID 0).
 /// Never PID 1, never `own_pid`, never kernel threads or zombies.
 pub fn choose(processes: &[ProcessInfo], own_pid: i32, name: Option<&str>) -> Vec<ProcessInfo> {
-    let eligible = |p: &&ProcessInfo| p.pid != 1 && p.pid != own_pid && !p.kernel_thread;
-    let mut chosen: Vec<ProcessInfo> = match name {
-        Some(name) => {
-            let named = |pid: i32| {
-                processes
-                    .iter()
-                    .any(|p| p.pid == pid && !p.kernel_thread && is_named(p, name))
-            };
-            processes
-                .iter()
-                .filter(eligible)
-                .filter(|p| is_named(p, name) && !named(p.ppid))
-                .filter(|p| !p.zombie)
-                .cloned()
-                .collect()
-        }
-        None => processes
-            .iter()
-            .filter(eligible)
-            .filter(|p| p.ppid == 0 && !p.zombie)
-            .cloned()
-            .collect(),
-    };
+    let named = |p: &ProcessInfo| !p.kernel_thread && name.is_some_and(|name| is_named(p, name));
+    let parent_named = |ppid: i32| processes.iter().any(|p| p.pid == ppid && named(p));
+    let mut chosen: Vec<ProcessInfo> = processes
+        .iter()
+        .filter(|p| p.pid != 1 && p.pid != own_pid && !p.kernel_thread && !p.zombie)
+        .filter(|p| match name {
+            Some(_) => named(p) && !parent_named(p.ppid),
+            None => p.ppid == 0,
+        })
+        .cloned()
+        .collect();
     chosen.sort_by_key(|p| p.pid);
     chosen
 }
 
-/// Whether a process chosen earlier (`before`, held open so it is that very process) may be
-/// signalled before the next `/proc` scan, given its command name `comm_now`: only if the name
-/// is unchanged (a new one means it exec'd another program, which may not expect the signal).
-/// The scan that follows decides whether it counts as told (a zombie or a worker does not).
+/// Whether a process chosen earlier (`before`, held open) may be signalled before the next
+/// `/proc` scan: only if its command name is unchanged (a new one means it exec'd another
+/// program, which may not expect the signal).
 pub fn may_signal_early(before: &ProcessInfo, comm_now: &str) -> bool {
     !before.kernel_thread && before.comm == comm_now
 }

@@ -1,8 +1,9 @@
 //! TLS material: loading and checking the certificate/key pair, and a certificate resolver
 //! whose pair can be swapped while the server runs (see [`super::cert_reload`]).
 
+use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use rustls::ServerConfig;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -132,18 +133,12 @@ impl CertResolver {
 
     /// The pair served now.
     pub fn current(&self) -> Arc<CertifiedKey> {
-        self.current
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.current.read().clone()
     }
 
     /// Serves `pair` from the next handshake on; established connections keep theirs.
     pub fn replace(&self, pair: CertifiedKey) {
-        *self
-            .current
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(pair);
+        *self.current.write() = Arc::new(pair);
     }
 }
 
