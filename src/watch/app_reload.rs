@@ -6,10 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::http::Endpoint;
-use super::procfs;
+use super::procfs::{self, ProcessInfo};
 use super::retry::Outcome;
 use super::signal::{SignalError, Signaller};
-use super::signal_targets::ProcessInfo;
 
 /// How the app is told to reload.
 #[derive(Debug, Clone)]

@@ -1,5 +1,4 @@
-//! `reload-injector watch`: the sidecar that reloads the app when its config changes. Pure parts
-//! ([`events`], [`retry`], [`signal_targets`]) are driven by thin I/O modules, wired
+//! `reload-injector watch`: the sidecar that reloads the app when its config changes, wired
 //! together by [`runner`] on a single-threaded runtime.
 //!
 //! Imports: the shared domain (`hash`, `workload`) and the helpers `backoff`, `cli`, `report`,
@@ -15,7 +14,6 @@ pub mod procfs;
 pub mod retry;
 pub mod runner;
 pub mod signal;
-pub mod signal_targets;
 pub mod trim;
 pub mod watch_metrics;
 

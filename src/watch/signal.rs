@@ -12,8 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rustix::fs::{Mode, OFlags, open, openat};
 
-use super::procfs;
-use super::signal_targets::{self, ProcessInfo};
+use super::procfs::{self, ProcessInfo};
 use crate::workload::values::{self, ValueError};
 
 /// Errors of signal mode.
@@ -138,7 +137,7 @@ impl Signaller {
                 });
             }
         };
-        let chosen = signal_targets::choose(&processes, self.own_pid, name);
+        let chosen = procfs::choose(&processes, self.own_pid, name);
         // The scan decides who counts as told: a remembered process that is a zombie or a
         // worker now got a signal it will not act on.
         sent.done
@@ -174,14 +173,14 @@ impl Signaller {
     }
 
     /// The remembered targets that may be signalled before the scan (see
-    /// [`signal_targets::may_signal_early`]).
+    /// [`procfs::may_signal_early`]).
     fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
         known
             .iter()
             .filter(|k| {
                 k.handle
                     .comm()
-                    .is_some_and(|comm| signal_targets::may_signal_early(&k.info, &comm))
+                    .is_some_and(|comm| procfs::may_signal_early(&k.info, &comm))
             })
             .collect()
     }

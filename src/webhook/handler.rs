@@ -14,9 +14,7 @@ use super::webhook_metrics::Metrics;
 
 /// Everything a review needs; cheap to clone (one `Arc`).
 #[derive(Clone)]
-pub struct AppState {
-    inner: Arc<Inner>,
-}
+pub struct AppState(Arc<Inner>);
 
 struct Inner {
     settings: Settings,
@@ -27,18 +25,16 @@ struct Inner {
 impl AppState {
     /// Bundles the core settings, the lookups and the metrics.
     pub fn new(settings: Settings, lookups: Lookups, metrics: Metrics) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                settings,
-                lookups,
-                metrics,
-            }),
-        }
+        Self(Arc::new(Inner {
+            settings,
+            lookups,
+            metrics,
+        }))
     }
 
     /// The metrics the reviews are counted in.
     pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+        &self.0.metrics
     }
 }
 
@@ -82,7 +78,7 @@ pub async fn handle(
         settings,
         lookups,
         metrics,
-    } = &*state.inner;
+    } = &*state.0;
     let (answer, outcome, warnings) = match refused {
         Some(refusal) => unaffordable(review.uid(), refusal)?,
         None => answer_review(&review, settings, lookups, meter, namespace_labelled).await?,

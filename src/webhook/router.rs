@@ -1,7 +1,6 @@
 //! The HTTPS routes: `POST /mutate` (reviews from namespaces that carry the opt-in label) and
-//! `POST /mutate/opted-in` (from the others, where only single opted-in objects are sent).
-//! HTTP-level checks happen here (method, path, content type, size, read time); everything that
-//! reaches [`super::handler`] is a body to review.
+//! `POST /mutate/opted-in` (single opted-in objects from the others), with the HTTP-level
+//! checks (method, path, content type, size, read time).
 
 use std::time::Duration;
 
@@ -16,8 +15,7 @@ use http_body_util::BodyExt;
 use super::handler::{AppState, HandleError, handle};
 use super::limits::{BodyBudget, reservation};
 
-/// The path of the webhooks that send single opted-in objects from namespaces without the
-/// opt-in label.
+/// The path of the webhooks for namespaces without the opt-in label.
 pub const OPTED_IN_PATH: &str = "/mutate/opted-in";
 
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
@@ -26,8 +24,7 @@ pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
 /// Largest body read to its end before a 413 (see `collect_limited`); longer ones are cut off.
 pub const DRAIN_LIMIT: usize = 4 * BODY_LIMIT;
 
-/// Longest the body of one request may take to arrive, unless `--body-read-timeout` says
-/// otherwise.
+/// Default `--body-read-timeout`.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest a refused (503) body is read and dropped before the answer goes out.
@@ -36,7 +33,6 @@ const BUSY_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default `--max-inflight-body-bytes`: ten bodies of the largest size at once.
 pub const DEFAULT_BODY_BUDGET: usize = 10 * BODY_LIMIT;
 
-/// HTTP-level bounds of the routes.
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
     /// Longest a body may take to arrive, waiting for the budget included.
@@ -74,7 +70,7 @@ pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
         .with_state(Routes { state, limits })
 }
 
-/// Why a request got no AdmissionReview back; each becomes a plain-text 4xx/5xx.
+/// Why a request got no AdmissionReview back (a plain-text 4xx/5xx).
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     /// Not `Content-Type: application/json` (415).
@@ -86,8 +82,7 @@ pub enum HttpError {
     /// The body did not arrive in time (408).
     #[error("failed to read the request body within {}ms", .0.as_millis())]
     TimedOut(Duration),
-    /// Too many body bytes are in flight already (503; the API server retries or applies
-    /// the failure policy).
+    /// Too many body bytes are in flight already (503).
     #[error("failed to accept the request: the server is busy reading other bodies; retry")]
     Busy,
     /// The connection failed while reading the body (400).
@@ -96,10 +91,10 @@ pub enum HttpError {
     /// The body is not an AdmissionReview, or the review failed (400 / 500).
     #[error(transparent)]
     Review(#[from] HandleError),
-    /// A path other than `/mutate` (404): the webhook configuration names the wrong path.
+    /// No such path (404).
     #[error("failed to accept the request: no such path; reviews go to POST /mutate")]
     NoRoute,
-    /// `/mutate` (or [`OPTED_IN_PATH`]) with a method other than POST (405).
+    /// Not POST (405).
     #[error("failed to accept the request: reviews take POST, got {0}")]
     WrongMethod(Method),
 }
@@ -159,8 +154,7 @@ fn reject(routes: &Routes, err: HttpError) -> Response {
     err.into_response()
 }
 
-/// The answer to one request to `/mutate` (from a labelled namespace: `namespace_labelled`) or
-/// [`OPTED_IN_PATH`], or the HTTP error it gets.
+/// The answer to one request, or the HTTP error it gets.
 async fn answer(
     routes: &Routes,
     request: Request,
