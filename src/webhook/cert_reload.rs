@@ -1,8 +1,6 @@
-//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key`, where the
-//! kubelet's atomic swap of a mounted Secret (`..data_tmp` renamed over `..data`) and plain
-//! writes and renames show up. Events are debounced; only a good, different pair replaces the
-//! served one (a bad one is logged and counted). A slow periodic re-check catches anything
-//! inotify could not see (e.g. a directory replaced wholesale).
+//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key` (where the
+//! kubelet's swap of a mounted Secret shows up), debounced; only a good, different pair replaces
+//! the served one. A slow periodic re-check catches what inotify could not see.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,14 +24,12 @@ pub enum ReloadError {
     },
 }
 
-/// Where the pair lives and how to react to changes.
+/// Where the pair lives, and the debounce and re-check periods.
 #[derive(Debug, Clone)]
 pub struct ReloadConfig {
     pub cert: PathBuf,
     pub key: PathBuf,
-    /// Quiet period that merges a burst of events into one reload.
     pub debounce: Duration,
-    /// Safety-net re-check interval.
     pub resync: Duration,
 }
 

@@ -1,5 +1,5 @@
 //! One admission review from body to answer: parse, ask the core what to fetch, fetch it,
-//! decide, encode. HTTP concerns (content type, size) stay in [`super::router`].
+//! decide, encode.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -23,7 +23,7 @@ struct Inner {
 }
 
 impl AppState {
-    /// Bundles the core settings, the lookups and the metrics.
+    /// Bundles the settings, the lookups and the metrics.
     pub fn new(settings: Settings, lookups: Lookups, metrics: Metrics) -> Self {
         Self(Arc::new(Inner {
             settings,
@@ -47,16 +47,14 @@ pub enum HandleError {
     /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
     #[error("failed to review the object: internal error (a bug; please report it)")]
     Panicked,
-    /// Other reviews hold the memory for reading the object now (HTTP 503: the API server
-    /// retries or applies the failure policy); one too large ever to read is denied instead.
+    /// Other reviews hold the memory for reading the object now (HTTP 503).
     #[error("failed to review the object: {}; retry", Refusal::Busy)]
     Busy,
 }
 
-/// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200). What
-/// the review reads from the body is counted by `meter`, which the caller keeps until the
-/// answer is sent. `namespace_labelled`: the API server sent it by the webhooks of namespaces
-/// that carry the opt-in label.
+/// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200). What is
+/// read from the body is counted by `meter`, kept by the caller until the answer is sent.
+/// `namespace_labelled`: sent by the webhooks of namespaces that carry the opt-in label.
 pub async fn handle(
     state: &AppState,
     body: &[u8],

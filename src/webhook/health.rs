@@ -23,7 +23,7 @@ use super::webhook_metrics::Metrics;
 pub struct Readiness(Arc<AtomicBool>);
 
 impl Readiness {
-    /// Marks the server ready (or not, when shutting down).
+    /// Marks the server ready, or not.
     pub fn set(&self, ready: bool) {
         self.0.store(ready, Ordering::SeqCst);
     }

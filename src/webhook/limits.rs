@@ -32,10 +32,12 @@ impl ConnectionLimit {
         self.slots.clone().acquire_owned().await.ok()
     }
 
+    /// Connections open now.
     pub fn open(&self) -> usize {
         self.max - self.slots.available_permits()
     }
 
+    /// The limit.
     pub fn max(&self) -> usize {
         self.max
     }
@@ -81,10 +83,12 @@ impl BodyBudget {
         }
     }
 
+    /// The budget.
     pub fn total(&self) -> usize {
         self.split.0 + self.split.1
     }
 
+    /// Bytes reserved now.
     pub fn in_use(&self) -> usize {
         self.total() - self.small.available_permits() - self.large.available_permits()
     }

@@ -1,9 +1,9 @@
-//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache. In steady state a
-//! review never waits on the API: entries older than the TTL are served while one background
-//! task refreshes them. Objects not cached are fetched in parallel (one request per object,
-//! however many reviews want it), and a review waits at most the lookup timeout: what has not
-//! answered becomes [`Lookup::Failed`], so the core admits the object with a warning instead
-//! of the API server timing the webhook out. Failures are not cached; values are never logged.
+//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache. Entries older than the
+//! TTL are served while one background task refreshes them. Objects not cached are fetched in
+//! parallel (one request per object, however many reviews want it), and a review waits at most
+//! the lookup timeout: what has not answered becomes [`Lookup::Failed`], so the core admits the
+//! object with a warning instead of the API server timing the webhook out. Failures are not
+//! cached; values are never logged.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -191,7 +191,7 @@ impl Lookups {
         }
     }
 
-    /// Number of cached entries (for tests and debugging).
+    /// Number of cached entries.
     pub fn cached(&self) -> usize {
         self.inner.cache.lock().len()
     }
@@ -217,8 +217,8 @@ impl Lookups {
         pending
     }
 
-    /// Asks the API for one object and caches the answer (failures are not cached, and a
-    /// failed refresh leaves the stale entry in place).
+    /// Asks the API for one object and caches the answer (a failed refresh leaves the stale
+    /// entry in place).
     async fn load(&self, key: Key) -> Lookup {
         let request_timeout = self.inner.config.request_timeout;
         let lookup = match &self.inner.client {

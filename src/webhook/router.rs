@@ -33,6 +33,7 @@ const BUSY_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default `--max-inflight-body-bytes`: ten bodies of the largest size at once.
 pub const DEFAULT_BODY_BUDGET: usize = 10 * BODY_LIMIT;
 
+/// HTTP-level bounds of the routes.
 #[derive(Debug, Clone)]
 pub struct HttpLimits {
     /// Longest a body may take to arrive, waiting for the budget included.

@@ -11,11 +11,9 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::{Error as PemError, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// What went wrong with the TLS files. Messages name the file and its flag; the cause, if
-/// any, is the error's source.
+/// What went wrong with the TLS files (messages name the file and its flag).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A file could not be read at all.
     #[error("failed to read the {what} file {} ({flag})", path.display())]
     FileUnreadable {
         /// `certificate` or `private key`.
@@ -26,7 +24,6 @@ pub enum TlsError {
         #[source]
         source: std::io::Error,
     },
-    /// A file holds no valid PEM of the expected type.
     #[error("failed to read a PEM {what} from {} ({flag}): {reason}", path.display())]
     PemInvalid {
         /// `certificate` or `private key`.
@@ -34,30 +31,24 @@ pub enum TlsError {
         /// `--tls-cert` or `--tls-key`.
         flag: &'static str,
         path: PathBuf,
-        /// What the PEM reader said.
         reason: String,
     },
     /// The certificate file holds no certificate.
     #[error("failed to find a certificate in {} (--tls-cert)", .0.display())]
     NoCertificate(PathBuf),
-    /// The key is of a type rustls cannot sign with.
     #[error("failed to use the private key in {} (--tls-key)", path.display())]
     KeyUnusable {
-        /// The key file.
         path: PathBuf,
         #[source]
         source: rustls::Error,
     },
-    /// The key does not belong to the certificate.
     #[error(
         "failed to match the private key {} (--tls-key) to the certificate {} (--tls-cert)",
         key.display(),
         cert.display()
     )]
     KeyMismatched {
-        /// The certificate file.
         cert: PathBuf,
-        /// The key file.
         key: PathBuf,
         #[source]
         source: rustls::Error,
