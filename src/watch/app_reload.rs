@@ -13,9 +13,7 @@ use super::signal::{SignalError, Signaller};
 /// How the app is told to reload.
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// Send a signal to processes in the shared process namespace.
     Signal(Signaller),
-    /// Call an HTTP endpoint.
     Http(Endpoint),
 }
 
@@ -30,7 +28,7 @@ impl Action {
         }
     }
 
-    /// Forgets remembered signal targets that have exited (HTTP mode has none).
+    /// Forgets remembered signal targets that have exited.
     pub fn forget_exited_targets(&self) {
         if let Action::Signal(signaller) = self {
             signaller.forget_exited();
@@ -41,24 +39,19 @@ impl Action {
 /// What one attempt did.
 #[derive(Debug, Clone)]
 pub struct Report {
-    /// For the delivery state machine.
     pub outcome: Outcome,
     /// The `result` label of `reloads_total`.
     pub result: &'static str,
     /// Who was told (`nginx[7]`, `POST http://...`).
     pub target: String,
-    /// Why it failed, as one line.
     pub error: Option<String>,
-    /// How long the attempt took.
     pub duration: Duration,
-    /// Signal mode, delivered: the processes told, to be watched for an exit before the reload
-    /// counts as a success (see [`judge`]).
+    /// Signal mode, delivered: the processes told, for [`judge`].
     pub told: Vec<ProcessInfo>,
 }
 
-/// Runs one attempt. Signal mode completes once the signal is sent (the processes told are in
-/// the report, for [`judge`]); HTTP mode is bounded by the endpoint's timeout (and the verify
-/// URL's).
+/// Runs one attempt. Signal mode completes once the signal is sent; HTTP mode is bounded by the
+/// endpoint's timeout (and the verify URL's).
 pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     let started = Instant::now();
     let mut report = match &action {
@@ -95,8 +88,7 @@ pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
 
 /// After a delivered signal: watches the processes told for `grace`. One that exits died of
 /// the signal: the reload failed, and is never retried (the restarted process reads the new
-/// config; another signal would kill it again). Runs beside the next attempts; the reload is
-/// logged as a success only once this says so.
+/// config; another signal would kill it again).
 pub async fn judge(
     signaller: Signaller,
     told: Vec<ProcessInfo>,
@@ -106,8 +98,7 @@ pub async fn judge(
     Some(died(&signaller, &exited, grace))
 }
 
-/// The error line of a target that exited right after the signal: the process, the signal, how
-/// it ended and the fix.
+/// The error line of a target that exited right after the signal, with the fix.
 fn died(signaller: &Signaller, exited: &Exited, grace: Duration) -> String {
     format!(
         "{} {} within {} after {}: it does not reload on {}; fix: annotate the pod template \
@@ -157,7 +148,7 @@ const POLL: Duration = Duration::from_millis(20);
 pub struct Exited {
     /// `comm[pid]`.
     pub target: String,
-    /// Its wait status, when it was seen as a zombie before it was reaped.
+    /// Its wait status, when seen as a zombie.
     pub status: Option<i32>,
 }
 
@@ -179,8 +170,8 @@ pub fn describe_status(status: Option<i32>) -> String {
     }
 }
 
-/// Whether `told` (read when it was signalled) is gone: no longer in `proc_root`, a zombie, or
-/// its PID reused by another process. `Some(status)` when the zombie's exit code was readable.
+/// Whether `told` is gone (exited, a zombie, or its PID reused); `Some(status)` when a zombie's
+/// exit code was readable.
 fn gone(proc_root: &Path, told: &ProcessInfo) -> Option<Option<i32>> {
     let path = proc_root.join(told.pid.to_string()).join("stat");
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -192,7 +183,7 @@ fn gone(proc_root: &Path, told: &ProcessInfo) -> Option<Option<i32>> {
     }
 }
 
-/// Watches `told` for `grace`; the first that exits, if any. Returns as soon as one does.
+/// Watches `told` for `grace`; the first that exits, as soon as one does.
 async fn watch_told(proc_root: &Path, told: &[ProcessInfo], grace: Duration) -> Option<Exited> {
     let deadline = tokio::time::Instant::now() + grace;
     loop {

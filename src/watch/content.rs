@@ -179,13 +179,12 @@ impl Walk {
             }
             Err(err) => {
                 let meta = fs::metadata(path).ok();
-                match &meta {
-                    Some(meta) if meta.is_dir() => tag(self, b'D'),
-                    Some(_) => tag(self, b'F'),
-                    None => {}
+                let dir = meta.as_ref().map(fs::Metadata::is_dir);
+                if let Some(dir) = dir {
+                    tag(self, if dir { b'D' } else { b'F' });
                 }
                 self.record_unreadable(path, &err, meta.as_ref());
-                if meta.is_some_and(|meta| meta.is_dir()) {
+                if dir == Some(true) {
                     tag(self, b'E');
                 }
             }

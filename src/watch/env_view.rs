@@ -42,7 +42,7 @@ pub enum Next {
 pub struct Started(pub String);
 
 impl Started {
-    /// What the state directory kept, else (the first start) the sidecar's view now.
+    /// What the state directory kept, else (the first start) the view.
     pub fn new(kept: Option<String>, view: String) -> Self {
         Started(kept.unwrap_or(view))
     }
@@ -87,14 +87,12 @@ pub struct EnvWatch {
 /// Why a part of the view could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvViewError {
-    /// A mounted key (or the directory) could not be read.
     #[error("failed to read {path}")]
     ReadFailed {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    /// The state could not be written.
     #[error("failed to record the env hash in {path}")]
     WriteFailed {
         path: PathBuf,
@@ -146,7 +144,7 @@ pub fn view_hash(root: &Path, consumed: &BTreeSet<Consumed>) -> Result<String, E
     Ok(hash::env_hash(consumed, &data).unwrap_or_default())
 }
 
-/// The keys of a mounted ConfigMap: its visible entries (not the kubelet's `..` ones).
+/// The keys of a mounted ConfigMap (not the kubelet's `..` entries).
 fn visible_names(dir: &Path) -> io::Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -158,7 +156,6 @@ fn visible_names(dir: &Path) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
-/// A hash file's content; a missing file is no hash.
 fn read_hash_file(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok().as_deref().and_then(read_hash)
 }
@@ -172,7 +169,7 @@ fn record(state_dir: &Path, hash: &str) -> Result<(), EnvViewError> {
         .map_err(|source| EnvViewError::WriteFailed { path, source })
 }
 
-/// The first 19 characters of a hash (`sha256:` and 12 hex digits), for log lines.
+/// `sha256:` and 12 hex digits, for log lines.
 fn short(hash: &str) -> &str {
     hash.get(..19).unwrap_or(hash)
 }
@@ -210,7 +207,6 @@ pub async fn run(config: EnvWatch) -> anyhow::Result<()> {
     }
 }
 
-/// One check after another, and what they have established.
 struct Checker {
     config: EnvWatch,
     /// What the containers started with, once known.

@@ -43,17 +43,13 @@ pub struct Config {
     pub private: Vec<bool>,
     /// Random per-process key for the shown hash of Secret data.
     pub private_key: [u8; 32],
-    /// How the app is told.
     pub action: Action,
     /// Checked after each reload, if set.
     pub verify: Option<Endpoint>,
     /// Signal mode: how long a signalled process is watched for an exit.
     pub reload_grace: Duration,
-    /// Quiet period merging bursts.
     pub debounce: Duration,
-    /// Safety-net re-check period.
     pub resync: Duration,
-    /// Where `/healthz` and `/metrics` are served, if anywhere.
     pub metrics_listen: Option<SocketAddr>,
     /// Restart in place, when the Pod does.
     pub in_place: Option<env_view::EnvWatch>,

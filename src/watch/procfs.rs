@@ -79,16 +79,14 @@ pub fn may_signal_early(before: &ProcessInfo, comm_now: &str) -> bool {
 /// `PF_KTHREAD` in `/proc/PID/stat`'s flags field.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// Fields of `/proc/PID/stat` the watcher uses.
+/// The fields of `/proc/PID/stat` the watcher uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
     /// The command name (between the parentheses; may itself contain spaces or parens).
     pub comm: String,
-    /// One-letter state (`R`, `S`, `Z`, ...).
     pub state: char,
     pub ppid: i32,
     pub flags: u64,
-    /// Start time in clock ticks after boot.
     pub start_time: u64,
 }
 
@@ -141,8 +139,8 @@ pub fn parse_uid(status: &str) -> Option<u32> {
     line.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-/// Lists the processes visible in `proc_root` (normally `/proc`), except `own_pid` (never a
-/// target, never anyone's parent here). Processes that exit while being read are skipped.
+/// Lists the processes in `proc_root` (normally `/proc`) but `own_pid`; those that exit while
+/// being read are skipped.
 pub fn list_processes(
     proc_root: &Path,
     name: Option<&str>,
@@ -187,8 +185,7 @@ pub fn read_process(dir: &Path, pid: i32, name: Option<&str>) -> Option<ProcessI
     })
 }
 
-/// Reads the start of a small `/proc` file with one `read` (the kernel fills what fits; the
-/// watcher needs only the start of `stat` and `argv[0]` from `cmdline`).
+/// Reads the start of a small `/proc` file with one `read` (enough for `stat` and `argv[0]`).
 fn read_head<'b>(path: &Path, buffer: &'b mut [u8]) -> Option<&'b [u8]> {
     let mut file = fs::File::open(path).ok()?;
     let read = file.read(buffer).ok()?;

@@ -122,8 +122,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Gives back the mapped pages of code not running now (see [`trim`]); failing that, keeps
-/// them, which costs only memory.
+/// Gives back the mapped pages of code not running now (see [`trim`]).
 fn drop_code_pages(code_pages: Option<&trim::CodePages>) {
     match code_pages.map(trim::CodePages::drop_clean) {
         Some(Ok(bytes)) => debug!(bytes, "dropped the mapped pages of the executable"),
@@ -140,8 +139,7 @@ fn report_watch_errors(metrics: &Metrics, errors: Vec<WatchError>) {
 }
 
 impl State {
-    /// Sets the watches, hashes every path for the baseline, serves the metrics if asked to,
-    /// and says what it watches.
+    /// Sets the watches, hashes the baseline, serves the metrics, and says what it watches.
     async fn start(config: Config) -> anyhow::Result<(State, WatchSet)> {
         let metrics = Metrics::default();
         let (watches, errors) = WatchSet::new(config.dirs.clone())?;
@@ -183,8 +181,7 @@ impl State {
         Ok((state, watches))
     }
 
-    /// Acts on a batch of inotify events (or a failed read of them): re-watches, forgets the
-    /// listings, or starts the debounce, as the batch asks. Returns how many events it held.
+    /// Acts on a batch of inotify events (or a failed read of them); returns how many it held.
     fn take_batch(
         &mut self,
         batch: Result<(u64, Effect), WatchError>,
@@ -208,21 +205,18 @@ impl State {
         count
     }
 
-    /// The periodic re-check: re-watches what it can and, trusting nothing kept, lists and
-    /// hashes every directory again.
+    /// The periodic re-check: re-watches, then lists and hashes every directory again.
     fn resync(&mut self, watches: &mut WatchSet) {
         report_watch_errors(&self.metrics, watches.rearm());
         self.listed.clear();
         self.observe();
     }
 
-    /// Hashes every watched path and hands the result to the delivery.
     fn observe(&mut self) {
         let snapshot = self.snapshot();
         self.delivery.observe(snapshot);
     }
 
-    /// Starts the reload the delivery asks for at `now`, if it asks for one.
     fn attempt_due(&mut self, now: std::time::Instant) -> Option<Attempt> {
         let snapshot = self.delivery.start(now)?;
         self.attempted = Some(snapshot);
@@ -346,8 +340,7 @@ impl State {
         }
     }
 
-    /// The directories whose content differs between two snapshots, with the new short
-    /// hashes, as two comma-separated lists.
+    /// The directories that differ between two snapshots, and their new short hashes.
     fn changes(&self, before: &Snapshot, after: &Snapshot) -> (String, String) {
         let pairs = self.config.dirs.iter().zip(before.iter().zip(after));
         let changed = pairs.filter(|(_, (old, new))| old != new);

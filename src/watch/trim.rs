@@ -66,10 +66,7 @@ struct Mapping<'a> {
 
 impl Mapping<'_> {
     fn qualifies(&self, file: &MappedFile) -> bool {
-        let private_read_only = self.perms.len() == 4
-            && self.perms.starts_with('r')
-            && self.perms.as_bytes()[1] == b'-'
-            && self.perms.ends_with('p');
+        let private_read_only = matches!(self.perms.as_bytes(), [b'r', b'-', _, b'p']);
         private_read_only && self.inode == file.inode && self.path == file.path
     }
 }
