@@ -8,8 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::response::IntoResponse;
 use axum::routing::get;
 use http::{StatusCode, header};
 use tokio::net::TcpListener;
@@ -34,19 +32,28 @@ impl Readiness {
     }
 }
 
-#[derive(Clone)]
-struct HealthState {
-    ready: Readiness,
-    metrics: Metrics,
-}
-
 /// Routes of the side port.
 pub fn app(ready: Readiness, metrics: Metrics) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(HealthState { ready, metrics })
+        .route(
+            "/readyz",
+            get(move || {
+                let answer = if ready.get() {
+                    (StatusCode::OK, "ready\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+                };
+                std::future::ready(answer)
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || {
+                let text = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+                std::future::ready(([(header::CONTENT_TYPE, text)], metrics.render()))
+            }),
+        )
 }
 
 /// The side port being served on its own task.
@@ -84,24 +91,6 @@ impl SidePort {
         self.stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(1), self.task).await;
     }
-}
-
-async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
-    if state.ready.get() {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
-    }
-}
-
-async fn metrics_text(State(state): State<HealthState>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.metrics.render(),
-    )
 }
 
 #[cfg(test)]

@@ -139,9 +139,6 @@ impl Lookups {
             // Served as it is; refreshed behind the scenes (once, however many ask).
             drop(self.pending(key));
         }
-        if missing.is_empty() {
-            return data;
-        }
         let waits = missing
             .into_iter()
             .map(|(id, key)| (id, self.pending(key)))

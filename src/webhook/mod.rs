@@ -29,9 +29,7 @@ use crate::cli::ServeArgs;
 pub use handler::AppState;
 pub use router::app;
 
-/// Quiet period merging certificate-file events.
 const CERT_DEBOUNCE: Duration = Duration::from_millis(200);
-/// Safety-net re-read of the certificate files.
 const CERT_RESYNC: Duration = Duration::from_secs(60);
 /// Longest one ConfigMap/Secret GET may take (reviews stop waiting after `--lookup-timeout`).
 const LOOKUP_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -99,8 +97,7 @@ pub async fn serve(
     Ok(())
 }
 
-/// The core settings and the cached ConfigMap/Secret lookups from the flags, with the
-/// Kubernetes client they use (none with `--no-kube`).
+/// The core settings and the lookups from the flags, with their Kubernetes client.
 async fn settings_and_lookups(
     args: &ServeArgs,
     metrics: &webhook_metrics::Metrics,
