@@ -1,17 +1,12 @@
-//! Restart in place: the sidecar's view of the ConfigMaps its Pod reads through env (each
-//! mounted whole under one root), the Pod's desired env hash (a downward API file), and the
-//! state directory; woken by inotify on those directories, with the `--resync` safety net.
-//! [`run`] returns once the Pod is to restart, what it restarts for recorded.
-//!
-//! The sidecar exits with the restart code once the desired hash (written by the rollout
-//! controller) equals the hash of its own mounted copy, and that differs from the hash the
-//! containers started with. Equal means the kubelet's cache, which filled the copy, has the new
-//! data, so the containers it restarts resolve env from it. What they started with is kept in an
-//! `emptyDir` that outlives them: on the first start it is the sidecar's view (the app starts
-//! after its native sidecar, from a cache at least that new), and before each restart it becomes
-//! the value restarted for. So the initial state never restarts the Pod, one change never
-//! restarts it twice, and a sidecar that restarts alone (an OOM kill) does not take new data for
-//! what the app runs with.
+//! Restart in place. The sidecar exits with the restart code once the Pod's desired env hash (a
+//! downward API file written by the rollout controller) equals the hash of its own mounted copy
+//! of the ConfigMaps read through env, and that differs from the hash the containers started
+//! with. Equal means the kubelet's cache, which filled the copy, has the new data, so the
+//! containers it restarts resolve env from it. What they started with is kept in an `emptyDir`:
+//! on the first start it is the sidecar's view (the app starts after its native sidecar, from a
+//! cache at least that new), and before each restart the value restarted for. So the initial
+//! state never restarts the Pod, one change never restarts it twice, and a sidecar restarted
+//! alone (an OOM kill) does not take new data for what the app runs with.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
