@@ -64,7 +64,21 @@ pub async fn serve(
         .context("failed to load the serving certificate")?;
     let resolver = Arc::new(tls::CertResolver::new(pair));
     let metrics = webhook_metrics::Metrics::new();
-    let (settings, lookups, client) = settings_and_lookups(&args, &metrics).await?;
+    let secret_key = startup::secret_key(args.injection.secret_hash_key_file.as_deref())?;
+    let client = startup::kube_client(args.no_kube).await?;
+    let support = startup::cluster_support(args.injection.native_sidecars, client.as_ref()).await;
+    let settings = startup::settings(&args, support, secret_key.clone());
+    let lookups = lookup::Lookups::new(
+        client.clone(),
+        secret_key,
+        lookup::CacheConfig {
+            ttl: args.cache_ttl,
+            timeout: args.lookup_timeout,
+            max_entries: CACHE_ENTRIES,
+            request_timeout: LOOKUP_REQUEST_TIMEOUT,
+        },
+        metrics.clone(),
+    );
     let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
     let controller = start_controller(&args, client, &settings, &lookups, &metrics, &terminating);
     let state = AppState::new(settings, lookups, metrics.clone());
@@ -95,33 +109,6 @@ pub async fn serve(
     side.stop().await;
     tracing::info!(drained, "stopped");
     Ok(())
-}
-
-/// The core settings and the lookups from the flags, with their Kubernetes client.
-async fn settings_and_lookups(
-    args: &ServeArgs,
-    metrics: &webhook_metrics::Metrics,
-) -> anyhow::Result<(
-    crate::workload::Settings,
-    lookup::Lookups,
-    Option<kube::Client>,
-)> {
-    let secret_key = startup::secret_key(args.injection.secret_hash_key_file.as_deref())?;
-    let client = startup::kube_client(args.no_kube).await?;
-    let support = startup::cluster_support(args.injection.native_sidecars, client.as_ref()).await;
-    let settings = startup::settings(args, support, secret_key.clone());
-    let lookups = lookup::Lookups::new(
-        client.clone(),
-        secret_key,
-        lookup::CacheConfig {
-            ttl: args.cache_ttl,
-            timeout: args.lookup_timeout,
-            max_entries: CACHE_ENTRIES,
-            request_timeout: LOOKUP_REQUEST_TIMEOUT,
-        },
-        metrics.clone(),
-    );
-    Ok((settings, lookups, client))
 }
 
 /// Starts the rollout controller when `--rollouts` is on and there is a Kubernetes client,
