@@ -11,7 +11,6 @@ pub mod handler;
 pub mod health;
 pub mod limits;
 pub mod lookup;
-pub mod read_buffer;
 pub mod router;
 pub mod server;
 pub mod startup;
