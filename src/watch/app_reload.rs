@@ -1,20 +1,19 @@
-//! One reload attempt: signal the app or call its URL, then optionally verify.
+//! One reload attempt: signal the app or call its URL, then optionally verify; after a signal,
+//! whether a target died of it (exited within the grace window).
 
 use std::error::Error;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::aftermath::{self, Exited};
 use super::http::Endpoint;
+use super::procfs::{self, ProcessInfo};
 use super::retry::Outcome;
 use super::signal::{SignalError, Signaller};
-use super::signal_targets::ProcessInfo;
 
 /// How the app is told to reload.
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// Send a signal to processes in the shared process namespace.
     Signal(Signaller),
-    /// Call an HTTP endpoint.
     Http(Endpoint),
 }
 
@@ -29,7 +28,7 @@ impl Action {
         }
     }
 
-    /// Forgets remembered signal targets that have exited (HTTP mode has none).
+    /// Forgets remembered signal targets that have exited.
     pub fn forget_exited_targets(&self) {
         if let Action::Signal(signaller) = self {
             signaller.forget_exited();
@@ -40,24 +39,19 @@ impl Action {
 /// What one attempt did.
 #[derive(Debug, Clone)]
 pub struct Report {
-    /// For the delivery state machine.
     pub outcome: Outcome,
     /// The `result` label of `reloads_total`.
     pub result: &'static str,
     /// Who was told (`nginx[7]`, `POST http://...`).
     pub target: String,
-    /// Why it failed, as one line.
     pub error: Option<String>,
-    /// How long the attempt took.
     pub duration: Duration,
-    /// Signal mode, delivered: the processes told, to be watched for an exit before the reload
-    /// counts as a success (see [`judge`]).
+    /// Signal mode, delivered: the processes told, for [`judge`].
     pub told: Vec<ProcessInfo>,
 }
 
-/// Runs one attempt. Signal mode completes once the signal is sent (the processes told are in
-/// the report, for [`judge`]); HTTP mode is bounded by the endpoint's timeout (and the verify
-/// URL's).
+/// Runs one attempt. Signal mode completes once the signal is sent; HTTP mode is bounded by the
+/// endpoint's timeout (and the verify URL's).
 pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
     let started = Instant::now();
     let mut report = match &action {
@@ -94,26 +88,24 @@ pub async fn attempt(action: Action, verify: Option<Endpoint>) -> Report {
 
 /// After a delivered signal: watches the processes told for `grace`. One that exits died of
 /// the signal: the reload failed, and is never retried (the restarted process reads the new
-/// config; another signal would kill it again). Runs beside the next attempts; the reload is
-/// logged as a success only once this says so.
+/// config; another signal would kill it again).
 pub async fn judge(
     signaller: Signaller,
     told: Vec<ProcessInfo>,
     grace: Duration,
 ) -> Option<String> {
-    let exited = aftermath::watch(&signaller.proc_root, &told, grace).await?;
+    let exited = watch_told(&signaller.proc_root, &told, grace).await?;
     Some(died(&signaller, &exited, grace))
 }
 
-/// The error line of a target that exited right after the signal: the process, the signal, how
-/// it ended and the fix.
+/// The error line of a target that exited right after the signal, with the fix.
 fn died(signaller: &Signaller, exited: &Exited, grace: Duration) -> String {
     format!(
         "{} {} within {} after {}: it does not reload on {}; fix: annotate the pod template \
          reload-injector.io/on-change: restart, or set reload-injector.io/signal to the signal \
          it reloads on (or reload-url)",
         exited.target,
-        aftermath::describe_status(exited.status),
+        describe_status(exited.status),
         humantime::format_duration(grace),
         signaller.signal,
         signaller.signal,
@@ -148,6 +140,67 @@ fn failure(
     }
 }
 
+/// How often the targets are looked at during the grace window.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A signalled process that exited within the grace window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exited {
+    /// `comm[pid]`.
+    pub target: String,
+    /// Its wait status, when seen as a zombie.
+    pub status: Option<i32>,
+}
+
+/// Words for a wait status (as `waitpid` reports it): `exited with status 129`, `was killed
+/// by SIGHUP`, or `exited`.
+pub fn describe_status(status: Option<i32>) -> String {
+    match status {
+        None => "exited".to_owned(),
+        Some(status) if status & 0x7f == 0 => {
+            format!("exited with status {}", (status >> 8) & 0xff)
+        }
+        Some(status) => {
+            let signal = status & 0x7f;
+            match nix::sys::signal::Signal::try_from(signal) {
+                Ok(name) => format!("was killed by {name}"),
+                Err(_) => format!("was killed by signal {signal}"),
+            }
+        }
+    }
+}
+
+/// Whether `told` is gone (exited, a zombie, or its PID reused); `Some(status)` when a zombie's
+/// exit code was readable.
+fn gone(proc_root: &Path, told: &ProcessInfo) -> Option<Option<i32>> {
+    let path = proc_root.join(told.pid.to_string()).join("stat");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    match procfs::parse_stat(&text) {
+        Some(stat) if stat.start_time == told.start_time => {
+            (stat.state == 'Z').then(|| procfs::parse_exit_code(&text))
+        }
+        _ => Some(None),
+    }
+}
+
+/// Watches `told` for `grace`; the first that exits, as soon as one does.
+async fn watch_told(proc_root: &Path, told: &[ProcessInfo], grace: Duration) -> Option<Exited> {
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        for process in told {
+            if let Some(status) = gone(proc_root, process) {
+                let target = process.label();
+                return Some(Exited { target, status });
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        tokio::time::sleep(POLL.min(deadline - now)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[derive(Debug, thiserror::Error)]
@@ -161,5 +214,18 @@ mod tests {
             crate::report::one_line(&err),
             "failed to do the outer thing: disk on fire"
         );
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    #[test]
+    fn wait_statuses_are_worded() {
+        assert_eq!(describe_status(None), "exited");
+        assert_eq!(describe_status(Some(129 << 8)), "exited with status 129");
+        assert_eq!(describe_status(Some(1)), "was killed by SIGHUP");
+        assert_eq!(describe_status(Some(0x7f & 9)), "was killed by SIGKILL");
     }
 }

@@ -63,19 +63,17 @@ impl fmt::Display for ContentHash {
     }
 }
 
-/// What hashing a path found, besides the digest: entries that exist but could not be read
-/// (their error kind is part of the digest, so a permission fix counts as a change).
+/// What hashing a path found: the digest, and entries that exist but could not be read (their
+/// error kind is part of the digest, so a permission fix counts as a change).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hashed {
     pub hash: ContentHash,
-    /// Entries that could not be read, with why (for the error counter and a debug log).
     pub unreadable: Vec<String>,
 }
 
 /// Hashes what an app would read at `path`: a directory's visible entries (recursively,
-/// following symlinks), a single file's bytes, or [`ContentHash::Absent`]. It runs on every
-/// change before the app is told, so it asks the kernel little: no `stat` before opening the
-/// directory, and each entry is opened, then `fstat`ed through its descriptor.
+/// following symlinks), a single file's bytes, or [`ContentHash::Absent`]. It runs before the
+/// app is told, so it asks the kernel little: each entry is opened, then `fstat`ed.
 pub fn hash_path(path: &Path) -> Hashed {
     hash_path_listed(path, &mut None)
 }
@@ -83,13 +81,10 @@ pub fn hash_path(path: &Path) -> Hashed {
 /// The visible names of a watched directory, sorted, as listed when it was last hashed.
 pub type Names = Vec<OsString>;
 
-/// [`hash_path`], reusing the names `listed` for the directory last time when there are
-/// some, and keeping the names it lists for next time.
-///
+/// [`hash_path`], reusing the names `listed` last time if any, and keeping those it lists.
 /// The kubelet's swap renames only `..` names, so listing again (which also waits for the
-/// kubelet's rename) can mostly be skipped. The caller forgets `listed` when names may have
-/// come or gone ([`super::events::Effect::relist`]); a reused name that is gone makes this list
-/// again, so the digest is always that of a fresh listing.
+/// kubelet's rename) can mostly be skipped; the caller forgets `listed` when names may have
+/// come or gone, and a reused name that is gone makes this list again.
 pub fn hash_path_listed(path: &Path, listed: &mut Option<Names>) -> Hashed {
     if let Some(names) = listed.as_deref() {
         let mut walk = Walk::default();
@@ -114,8 +109,7 @@ pub fn hash_path_listed(path: &Path, listed: &mut Option<Names>) -> Hashed {
     walk.finish()
 }
 
-/// One hashing pass over a watched path: the digest so far, and the entries that could not be
-/// read.
+/// One hashing pass over a watched path.
 #[derive(Default)]
 struct Walk {
     hasher: Sha256,
@@ -130,8 +124,7 @@ impl Walk {
         }
     }
 
-    /// Hashes the visible entries of `dir` from its `listing` and returns their names, or
-    /// records why it has none.
+    /// Hashes the visible entries of `dir` and returns their names (`None`: unreadable).
     fn listing(
         &mut self,
         dir: &Path,
@@ -164,8 +157,8 @@ impl Walk {
         all_there
     }
 
-    /// Hashes one entry of a directory (`name` is its record name), or the watched path itself
-    /// when that is a file (`name` is `None`); returns `false` if nothing could be opened there.
+    /// Hashes one entry named `name`, or the watched path itself when that is a file (`None`);
+    /// `false` if nothing could be opened there.
     fn entry(&mut self, path: &Path, name: Option<&[u8]>, depth: usize) -> bool {
         let tag = |walk: &mut Walk, tag: u8| {
             if let Some(name) = name {
@@ -186,13 +179,12 @@ impl Walk {
             }
             Err(err) => {
                 let meta = fs::metadata(path).ok();
-                match &meta {
-                    Some(meta) if meta.is_dir() => tag(self, b'D'),
-                    Some(_) => tag(self, b'F'),
-                    None => {}
+                let dir = meta.as_ref().map(fs::Metadata::is_dir);
+                if let Some(dir) = dir {
+                    tag(self, if dir { b'D' } else { b'F' });
                 }
                 self.record_unreadable(path, &err, meta.as_ref());
-                if meta.is_some_and(|meta| meta.is_dir()) {
+                if dir == Some(true) {
                     tag(self, b'E');
                 }
             }
@@ -235,8 +227,7 @@ impl Walk {
         self.unreadable.push(format!("{}: {err}", path.display()));
     }
 
-    /// Appends one tagged, length-prefixed record, so no two different trees share an
-    /// encoding.
+    /// Appends one tagged, length-prefixed record: no two trees share an encoding.
     fn put(&mut self, tag: u8, bytes: &[u8]) {
         self.hasher.update([tag]);
         self.hasher.update((bytes.len() as u64).to_le_bytes());
@@ -254,26 +245,12 @@ fn visible_names(entries: fs::ReadDir) -> Names {
     names
 }
 
-/// Reads a whole open file, sized by the metadata already at hand (no second `stat`).
-fn read_all(mut file: fs::File, size_hint: u64) -> io::Result<Vec<u8>> {
+/// Reads a whole open file, sized by the metadata already at hand: through `take`, which skips
+/// the `statx` and `lseek` that `File::read_to_end` spends on sizing its buffer.
+fn read_all(file: fs::File, size_hint: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(usize::try_from(size_hint).unwrap_or(0).saturating_add(1));
-    loop {
-        if bytes.len() == bytes.capacity() {
-            bytes.reserve(4096);
-        }
-        let spare = bytes.capacity() - bytes.len();
-        let start = bytes.len();
-        bytes.resize(start + spare, 0);
-        match file.read(&mut bytes[start..]) {
-            Ok(0) => {
-                bytes.truncate(start);
-                return Ok(bytes);
-            }
-            Ok(read) => bytes.truncate(start + read),
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => bytes.truncate(start),
-            Err(err) => return Err(err),
-        }
-    }
+    file.take(u64::MAX).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

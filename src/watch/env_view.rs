@@ -1,7 +1,12 @@
-//! Restart in place, the I/O side: the sidecar's view of the ConfigMaps its Pod reads through
-//! env (each mounted whole under one root), the Pod's desired env hash (a downward API file),
-//! and the state directory; woken by inotify on those directories, with the `--resync` safety
-//! net. [`run`] returns once the Pod is to restart, what it restarts for recorded.
+//! Restart in place. The sidecar exits with the restart code once the Pod's desired env hash (a
+//! downward API file written by the rollout controller) equals the hash of its own mounted copy
+//! of the ConfigMaps read through env, and that differs from the hash the containers started
+//! with. Equal means the kubelet's cache, which filled the copy, has the new data, so the
+//! containers it restarts resolve env from it. What they started with is kept in an `emptyDir`:
+//! on the first start it is the sidecar's view (the app starts after its native sidecar, from a
+//! cache at least that new), and before each restart the value restarted for. So the initial
+//! state never restarts the Pod, one change never restarts it twice, and a sidecar restarted
+//! alone (an OOM kill) does not take new data for what the app runs with.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -13,8 +18,48 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at};
 use tracing::{info, warn};
 
 use super::inotify_watches::WatchSet;
-use super::pod_restart::{Next, Started, read_hash};
 use crate::hash::{self, ConfigData, ConfigId, ConfigObject, Consumed, Lookup};
+
+/// What one check of the desired hash and the view says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing to do (no desired hash, the data has not arrived, or nothing changed).
+    Wait,
+    /// Restart every container: record `hash` as what they start with, then exit with the code.
+    Restart {
+        /// The desired hash, equal to the view.
+        hash: String,
+    },
+}
+
+/// The env hash the Pod's containers started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started(pub String);
+
+impl Started {
+    /// What the state directory kept, else (the first start) the view.
+    pub fn new(kept: Option<String>, view: String) -> Self {
+        Started(kept.unwrap_or(view))
+    }
+
+    /// What to do, given the Pod's desired hash (`None`: not written) and the view (`None`:
+    /// could not be read, e.g. mid-update).
+    pub fn next(&self, desired: Option<&str>, view: Option<&str>) -> Next {
+        match (desired, view) {
+            (Some(desired), Some(view)) if desired == view && view != self.0 => Next::Restart {
+                hash: desired.to_owned(),
+            },
+            _ => Next::Wait,
+        }
+    }
+}
+
+/// A file's text as a hash: trimmed, `None` when empty (the downward API writes an empty file
+/// for an annotation the Pod does not have).
+pub fn read_hash(text: &str) -> Option<String> {
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
 
 /// The name of the file in the state directory.
 const STARTED_FILE: &str = "env-hash";
@@ -37,14 +82,12 @@ pub struct EnvWatch {
 /// Why a part of the view could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvViewError {
-    /// A mounted key (or the directory) could not be read.
     #[error("failed to read {path}")]
     ReadFailed {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    /// The state could not be written.
     #[error("failed to record the env hash in {path}")]
     WriteFailed {
         path: PathBuf,
@@ -96,7 +139,7 @@ pub fn view_hash(root: &Path, consumed: &BTreeSet<Consumed>) -> Result<String, E
     Ok(hash::env_hash(consumed, &data).unwrap_or_default())
 }
 
-/// The keys of a mounted ConfigMap: its visible entries (not the kubelet's `..` ones).
+/// The keys of a mounted ConfigMap (not the kubelet's `..` entries).
 fn visible_names(dir: &Path) -> io::Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -108,7 +151,6 @@ fn visible_names(dir: &Path) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
-/// A hash file's content; a missing file is no hash.
 fn read_hash_file(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok().as_deref().and_then(read_hash)
 }
@@ -122,7 +164,7 @@ fn record(state_dir: &Path, hash: &str) -> Result<(), EnvViewError> {
         .map_err(|source| EnvViewError::WriteFailed { path, source })
 }
 
-/// The first 19 characters of a hash (`sha256:` and 12 hex digits), for log lines.
+/// `sha256:` and 12 hex digits, for log lines.
 fn short(hash: &str) -> &str {
     hash.get(..19).unwrap_or(hash)
 }
@@ -160,7 +202,6 @@ pub async fn run(config: EnvWatch) -> anyhow::Result<()> {
     }
 }
 
-/// One check after another, and what they have established.
 struct Checker {
     config: EnvWatch,
     /// What the containers started with, once known.
@@ -318,5 +359,85 @@ mod tests {
         );
         assert!(record(&scratch.0.join("missing"), "x").is_err());
         assert_eq!(read_hash_file(&scratch.0.join("nothing")), None);
+    }
+}
+
+#[cfg(test)]
+mod restart_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_start_takes_the_view_and_never_restarts_for_it() {
+        let started = Started::new(None, "h1".into());
+        assert_eq!(started.next(Some("h1"), Some("h1")), Next::Wait);
+        // A Pod stamped before the data changed: the app already started with the new data.
+        let started = Started::new(None, "h2".into());
+        assert_eq!(started.next(Some("h1"), Some("h2")), Next::Wait);
+        assert_eq!(started.next(Some("h2"), Some("h2")), Next::Wait);
+    }
+
+    #[test]
+    fn a_change_restarts_once_the_data_has_arrived() {
+        let started = Started::new(Some("h1".into()), "h1".into());
+        assert_eq!(
+            started.next(Some("h2"), Some("h1")),
+            Next::Wait,
+            "data not there yet"
+        );
+        assert_eq!(
+            started.next(Some("h1"), Some("h2")),
+            Next::Wait,
+            "not desired yet"
+        );
+        assert_eq!(
+            started.next(Some("h2"), None),
+            Next::Wait,
+            "view unreadable"
+        );
+        assert_eq!(
+            started.next(None, Some("h2")),
+            Next::Wait,
+            "no desired hash"
+        );
+        assert_eq!(
+            started.next(Some("h2"), Some("h2")),
+            Next::Restart { hash: "h2".into() }
+        );
+        // After the restart, the sidecar starts again with what it recorded: no second restart.
+        let again = Started::new(Some("h2".into()), "h2".into());
+        assert_eq!(again.next(Some("h2"), Some("h2")), Next::Wait);
+    }
+
+    #[test]
+    fn a_sidecar_restarted_alone_keeps_what_the_app_started_with() {
+        let started = Started::new(Some("h1".into()), "h2".into());
+        assert_eq!(
+            started.next(Some("h2"), Some("h2")),
+            Next::Restart { hash: "h2".into() }
+        );
+    }
+
+    #[test]
+    fn hash_files_are_trimmed_and_empty_is_none() {
+        assert_eq!(read_hash(""), None);
+        assert_eq!(read_hash(" \n"), None);
+        assert_eq!(read_hash("sha256:ab\n"), Some("sha256:ab".into()));
+    }
+
+    #[test]
+    fn env_keys_name_a_configmap_and_a_key() {
+        let got = crate::workload::in_place::parse_reads(
+            &["env/a".into(), "env/b".into()],
+            &["all".into()],
+        )
+        .unwrap();
+        let names: Vec<String> = got.iter().map(|c| format!("{c:?}")).collect();
+        assert_eq!(got.len(), 3, "{names:?}");
+        for bad in ["env", "/a", "env/", "a/b/c"] {
+            assert!(
+                crate::workload::in_place::parse_reads(&[bad.into()], &[]).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -1,6 +1,5 @@
-//! Which inotify events matter: a pure predicate over plain data. The kubelet's update is a
-//! rename of `..data_tmp` onto `..data`; user-visible names appear, change and go; the other
-//! `..` names are bookkeeping that changes nothing the app reads until `..data` moves. On the
+//! Which inotify events matter (pure). The kubelet's update is a rename of `..data_tmp` onto
+//! `..data`; the other `..` names are bookkeeping that changes nothing the app reads. On the
 //! nearest existing parent of a missing directory, only the name leading to it matters.
 
 use std::ffi::OsStr;
@@ -8,31 +7,25 @@ use std::ffi::OsStr;
 /// What happened, reduced to what the watcher cares about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
-    /// An entry was created or moved in.
+    /// Created or moved in.
     Appeared,
-    /// An entry was deleted or moved out.
+    /// Deleted or moved out.
     Vanished,
-    /// An entry's content was written.
     Written,
     /// The watched path itself was deleted, moved, or its watch dropped by the kernel.
     WatchGone,
-    /// The kernel's event queue overflowed: events were lost.
+    /// The kernel's event queue overflowed.
     Overflow,
-    /// Anything else (access, attribute changes, ...).
     Other,
 }
 
 /// How a watch relates to a configured directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WatchRole {
-    /// The watch is on the configured path itself.
+    /// On the configured path itself.
     Own,
-    /// The configured path is missing; the watch is on its nearest existing ancestor, and
-    /// `next` is the name of the path component leading towards it.
-    Ancestor {
-        /// The child name of the ancestor on the way to the configured path.
-        next: std::ffi::OsString,
-    },
+    /// On the nearest existing ancestor of the missing path; `next` leads towards it.
+    Ancestor { next: std::ffi::OsString },
 }
 
 /// What an event asks the watcher to do for one configured directory.
@@ -42,13 +35,19 @@ pub struct Effect {
     pub rehash: bool,
     /// The set of watches must be re-planned (a directory appeared or vanished).
     pub rewatch: bool,
-    /// The visible names of a watched directory may have changed: list it again rather than
-    /// reuse the names listed before (the kubelet's swap renames only `..` names).
+    /// The visible names of a watched directory may have changed: list it again.
     pub relist: bool,
 }
 
 impl Effect {
-    /// Combines two effects (either asks → both asked).
+    /// Re-hash, re-watch and list again.
+    pub const ALL: Effect = Effect {
+        rehash: true,
+        rewatch: true,
+        relist: true,
+    };
+
+    /// Either effect.
     pub fn union(self, other: Effect) -> Effect {
         Effect {
             rehash: self.rehash || other.rehash,
@@ -61,26 +60,21 @@ impl Effect {
 /// The name the kubelet renames over to publish a new version.
 const DATA: &str = "..data";
 
-/// Decides what one event means for a configured directory watched in `role`.
+/// What one event means for a configured directory watched in `role`.
 pub fn classify(role: &WatchRole, kind: EventKind, name: Option<&OsStr>) -> Effect {
-    let everything = Effect {
-        rehash: true,
-        rewatch: true,
-        relist: true,
-    };
     match kind {
-        EventKind::Overflow | EventKind::WatchGone => return everything,
+        EventKind::Overflow | EventKind::WatchGone => return Effect::ALL,
         EventKind::Other => return Effect::default(),
         _ => {}
     }
     match role {
         WatchRole::Ancestor { next } => match name {
-            Some(name) if name == next.as_os_str() => everything,
+            Some(name) if name == next.as_os_str() => Effect::ALL,
             _ => Effect::default(),
         },
         WatchRole::Own => {
             let Some(name) = name else {
-                // An event on the watched path itself (a single watched file was written).
+                // On the watched path itself (a watched file).
                 return Effect {
                     rehash: kind == EventKind::Written,
                     ..Effect::default()

@@ -1,7 +1,5 @@
-//! HTTP mode: one plain-HTTP request per attempt, with a deadline (thin I/O).
-//!
-//! The app listens on localhost in the same pod, so plain HTTP/1.1 is all that is needed;
-//! `https://` is refused at start-up with a clear message rather than half supported.
+//! HTTP mode: one plain-HTTP request per attempt, with a deadline. The app listens on localhost
+//! in the same pod, so plain HTTP/1.1 is all that is needed; `https://` is refused at start-up.
 
 use std::time::Duration;
 
@@ -30,7 +28,6 @@ pub enum HttpError {
     /// No TCP connection.
     #[error("failed to connect to {authority}")]
     ConnectFailed {
-        /// host:port.
         authority: String,
         #[source]
         source: std::io::Error,
@@ -44,11 +41,7 @@ pub enum HttpError {
     },
     /// No answer within the per-attempt timeout.
     #[error("failed to get an answer from {url} within {timeout:?} (timed out)")]
-    TimedOut {
-        url: String,
-        /// The per-attempt timeout.
-        timeout: Duration,
-    },
+    TimedOut { url: String, timeout: Duration },
     /// The answer was not 2xx.
     #[error("failed to reload: {method} {url} answered {status}")]
     StatusNotSuccess {
@@ -106,13 +99,14 @@ impl Endpoint {
 
     /// Sends one request; `Ok` only for a 2xx answer within the timeout.
     pub async fn call(&self) -> Result<http::StatusCode, HttpError> {
-        match tokio::time::timeout(self.timeout, self.exchange()).await {
-            Ok(result) => result,
-            Err(_) => Err(HttpError::TimedOut {
-                url: self.uri.to_string(),
+        let answer = tokio::time::timeout(self.timeout, self.exchange()).await;
+        answer.unwrap_or_else(|_| {
+            let url = self.uri.to_string();
+            Err(HttpError::TimedOut {
+                url,
                 timeout: self.timeout,
-            }),
-        }
+            })
+        })
     }
 
     async fn exchange(&self) -> Result<http::StatusCode, HttpError> {

@@ -1,7 +1,5 @@
-//! The inotify watches on the configured paths (thin I/O around a pure plan).
-//!
-//! Each configured path is watched itself when it exists, otherwise through its nearest
-//! existing ancestor, until it appears. The plan is redone whenever a watch goes away.
+//! The inotify watches on the configured paths: each is watched itself when it exists, else
+//! through its nearest existing ancestor until it appears; re-planned when a watch goes away.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -16,13 +14,10 @@ use super::events::{Effect, EventKind, WatchRole, classify};
 /// Errors of the watch set.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
-    /// inotify could not be set up.
     #[error("failed to initialise inotify")]
     InitFailed(#[source] io::Error),
-    /// Reading events failed.
     #[error("failed to read inotify events")]
     ReadFailed(#[source] io::Error),
-    /// A watch could not be added.
     #[error("failed to watch {path}")]
     AddFailed {
         path: PathBuf,
@@ -68,7 +63,7 @@ pub fn plan(target: &Path, exists: impl Fn(&Path) -> bool) -> (PathBuf, WatchRol
     (PathBuf::from("/"), WatchRole::Own)
 }
 
-/// Maps one inotify event mask to the kinds the predicate knows.
+/// The kind of one inotify event mask.
 pub fn kind_of(mask: EventMask) -> EventKind {
     if mask.contains(EventMask::Q_OVERFLOW) {
         EventKind::Overflow
@@ -159,28 +154,17 @@ impl WatchSet {
     /// Waits for events, then takes every one already available; returns how many were
     /// read and what they mean together.
     pub async fn next_batch(&mut self) -> Result<(u64, Effect), WatchError> {
-        let mut next = self.stream.next().await;
-        let mut count = 0;
-        let mut effect = Effect::default();
-        loop {
-            match next {
-                Some(Ok(event)) => {
-                    count += 1;
-                    effect = effect.union(self.effect_of(&event));
-                }
-                Some(Err(err)) => return Err(WatchError::ReadFailed(err)),
-                None => {
-                    return Err(WatchError::ReadFailed(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the inotify stream ended",
-                    )));
-                }
-            }
-            match self.stream.next().now_or_never() {
-                Some(more) => next = more,
-                None => return Ok((count, effect)),
-            }
+        let mut next = Some(self.stream.next().await);
+        let (mut count, mut effect) = (0, Effect::default());
+        while let Some(event) = next {
+            let ended = || io::Error::new(io::ErrorKind::UnexpectedEof, "the inotify stream ended");
+            let event = event.unwrap_or_else(|| Err(ended()));
+            let event = event.map_err(WatchError::ReadFailed)?;
+            count += 1;
+            effect = effect.union(self.effect_of(&event));
+            next = self.stream.next().now_or_never();
         }
+        Ok((count, effect))
     }
 
     fn effect_of(&self, event: &EventOwned) -> Effect {

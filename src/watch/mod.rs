@@ -1,25 +1,19 @@
-//! `reload-injector watch`: the sidecar that reloads the app when its config changes. Pure parts
-//! ([`events`], [`debounce`], [`retry`], [`signal_targets`]) are driven by thin I/O modules, wired
+//! `reload-injector watch`: the sidecar that reloads the app when its config changes, wired
 //! together by [`runner`] on a single-threaded runtime.
 //!
 //! Imports: the shared domain (`hash`, `workload`) and the helpers `backoff`, `cli`, `report`,
 //! `scratch`; never `webhook`, `controller`, `status`, `certs` or `offline`.
 
-pub mod aftermath;
 pub mod app_reload;
 pub mod content;
-pub mod debounce;
 pub mod env_view;
 pub mod events;
 pub mod http;
 pub mod inotify_watches;
-pub mod pod_restart;
-pub mod process_handle;
 pub mod procfs;
 pub mod retry;
 pub mod runner;
 pub mod signal;
-pub mod signal_targets;
 pub mod trim;
 pub mod watch_metrics;
 
@@ -49,17 +43,13 @@ pub struct Config {
     pub private: Vec<bool>,
     /// Random per-process key for the shown hash of Secret data.
     pub private_key: [u8; 32],
-    /// How the app is told.
     pub action: Action,
     /// Checked after each reload, if set.
     pub verify: Option<Endpoint>,
     /// Signal mode: how long a signalled process is watched for an exit.
     pub reload_grace: Duration,
-    /// Quiet period merging bursts.
     pub debounce: Duration,
-    /// Safety-net re-check period.
     pub resync: Duration,
-    /// Where `/healthz` and `/metrics` are served, if anywhere.
     pub metrics_listen: Option<SocketAddr>,
     /// Restart in place, when the Pod does.
     pub in_place: Option<env_view::EnvWatch>,
@@ -122,7 +112,10 @@ impl Config {
                 hash_file,
                 state_dir,
                 root: args.env_root,
-                consumed: pod_restart::consumed(&args.env_keys, &args.env_objects)?,
+                consumed: crate::workload::in_place::parse_reads(
+                    &args.env_keys,
+                    &args.env_objects,
+                )?,
                 resync: args.resync,
             }),
             _ => None,

@@ -13,22 +13,19 @@ use tracing::{debug, error, info, warn};
 use super::Config;
 use super::app_reload::{self, Report};
 use super::content::{ContentHash, Names, hash_path_listed};
-use super::debounce::Debouncer;
 use super::events::Effect;
 use super::inotify_watches::{WatchError, WatchSet};
-use super::retry::{Delivery, Outcome};
+use super::retry::{Debouncer, Delivery, Outcome};
 use super::trim;
 use super::watch_metrics::{self, Metrics};
 
 type Snapshot = Vec<ContentHash>;
 type Attempt = Pin<Box<dyn Future<Output = Report>>>;
 /// A delivered signal being watched for an exit of its targets (see [`app_reload::judge`]).
-type Judging = Pin<Box<dyn Future<Output = Verdict>>>;
+type Judging = Pin<Box<dyn Future<Output = (Line, Option<String>)>>>;
 
-/// What [`app_reload::judge`] said about a delivered signal, with what its log line names.
-struct Verdict {
-    /// `Some(line)`: a target died of the signal.
-    failed: Option<String>,
+/// What the log line of a delivered reload names.
+struct Line {
     dirs: String,
     hashes: String,
     targets: String,
@@ -43,7 +40,8 @@ struct State {
     attempted: Option<Snapshot>,
     last_error: Option<String>,
     warned_unreadable: bool,
-    /// Per watched path, its visible names as last listed (see [`hash_path_listed`]).
+    /// Per watched path, its visible names as last listed (see [`hash_path_listed`]); cleared
+    /// when names may have come or gone, so the next hash lists them again.
     listed: Vec<Option<Names>>,
 }
 
@@ -108,20 +106,15 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         if in_flight.is_none() {
             in_flight = state.attempt_due(now);
         }
+        let waiting =
+            debouncer.deadline().is_some() || state.delivery.next_attempt_at(now).is_some();
         // A resync that leaves nothing to do: a quiet moment to close the handles of targets
         // that exited and to give back code pages.
-        if resynced
-            && in_flight.is_none()
-            && debouncer.deadline().is_none()
-            && state.delivery.next_attempt_at(now).is_none()
-        {
+        if resynced && in_flight.is_none() && !waiting {
             state.config.action.forget_exited_targets();
             drop_code_pages(code_pages.as_ref());
         }
-        let busy = in_flight.is_some()
-            || !judging.is_empty()
-            || debouncer.deadline().is_some()
-            || state.delivery.next_attempt_at(now).is_some();
+        let busy = in_flight.is_some() || !judging.is_empty() || waiting;
         state.metrics.reload_pending.set(i64::from(busy));
         state.metrics.events.inc_by(events_read);
     }
@@ -129,8 +122,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Gives back the mapped pages of code not running now (see [`trim`]); failing that, keeps
-/// them, which costs only memory.
+/// Gives back the mapped pages of code not running now (see [`trim`]).
 fn drop_code_pages(code_pages: Option<&trim::CodePages>) {
     match code_pages.map(trim::CodePages::drop_clean) {
         Some(Ok(bytes)) => debug!(bytes, "dropped the mapped pages of the executable"),
@@ -147,8 +139,7 @@ fn report_watch_errors(metrics: &Metrics, errors: Vec<WatchError>) {
 }
 
 impl State {
-    /// Sets the watches, hashes every path for the baseline, serves the metrics if asked to,
-    /// and says what it watches.
+    /// Sets the watches, hashes the baseline, serves the metrics, and says what it watches.
     async fn start(config: Config) -> anyhow::Result<(State, WatchSet)> {
         let metrics = Metrics::default();
         let (watches, errors) = WatchSet::new(config.dirs.clone())?;
@@ -173,8 +164,14 @@ impl State {
             Some(addr) => Some(watch_metrics::serve(addr, &state.metrics).await?),
             None => None,
         };
+        let dirs: Vec<_> = state
+            .config
+            .dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
         info!(
-            dirs = %state.describe_dirs(),
+            dirs = %dirs.join(","),
             action = %state.config.action.describe(),
             debounce = ?state.config.debounce,
             resync = ?state.config.resync,
@@ -184,74 +181,48 @@ impl State {
         Ok((state, watches))
     }
 
-    /// Acts on a batch of inotify events (or a failed read of them): re-watches, forgets the
-    /// listings, or starts the debounce, as the batch asks. Returns how many events it held.
+    /// Acts on a batch of inotify events (or a failed read of them); returns how many it held.
     fn take_batch(
         &mut self,
         batch: Result<(u64, Effect), WatchError>,
         watches: &mut WatchSet,
         debouncer: &mut Debouncer,
     ) -> u64 {
-        match batch {
-            Ok((count, effect)) => {
-                if effect.rewatch {
-                    report_watch_errors(&self.metrics, watches.rearm());
-                }
-                if effect.relist {
-                    self.forget_listings();
-                }
-                if effect.rehash {
-                    debouncer.on_event(std::time::Instant::now());
-                }
-                count
-            }
-            Err(err) => {
-                self.metrics.errors.inc();
-                warn!(error = %crate::report::one_line(&err), "reading events failed; re-checking");
-                report_watch_errors(&self.metrics, watches.rearm());
-                self.forget_listings();
-                debouncer.on_event(std::time::Instant::now());
-                0
-            }
+        let (count, effect) = batch.unwrap_or_else(|err| {
+            self.metrics.errors.inc();
+            warn!(error = %crate::report::one_line(&err), "reading events failed; re-checking");
+            (0, Effect::ALL)
+        });
+        if effect.rewatch {
+            report_watch_errors(&self.metrics, watches.rearm());
         }
+        if effect.relist {
+            self.listed.clear();
+        }
+        if effect.rehash {
+            debouncer.on_event(std::time::Instant::now());
+        }
+        count
     }
 
-    /// The periodic re-check: re-watches what it can and, trusting nothing kept, lists and
-    /// hashes every directory again.
+    /// The periodic re-check: re-watches, then lists and hashes every directory again.
     fn resync(&mut self, watches: &mut WatchSet) {
         report_watch_errors(&self.metrics, watches.rearm());
-        self.forget_listings();
+        self.listed.clear();
         self.observe();
     }
 
-    /// Hashes every watched path and hands the result to the delivery.
     fn observe(&mut self) {
         let snapshot = self.snapshot();
         self.delivery.observe(snapshot);
     }
 
-    /// Starts the reload the delivery asks for at `now`, if it asks for one.
     fn attempt_due(&mut self, now: std::time::Instant) -> Option<Attempt> {
         let snapshot = self.delivery.start(now)?;
         self.attempted = Some(snapshot);
         let action = self.config.action.clone();
         let verify = self.config.verify.clone();
         Some(Box::pin(app_reload::attempt(action, verify)))
-    }
-
-    fn describe_dirs(&self) -> String {
-        let dirs: Vec<String> = self
-            .config
-            .dirs
-            .iter()
-            .map(|dir| dir.display().to_string())
-            .collect();
-        dirs.join(",")
-    }
-
-    /// Forgets the names listed for every watched path: the next hash lists them again.
-    fn forget_listings(&mut self) {
-        self.listed.clear();
     }
 
     /// Hashes every watched path.
@@ -284,24 +255,16 @@ impl State {
     /// Records the end of an attempt: state machine, metrics, one log line — or, for a delivered
     /// signal, the watch of its targets that decides the line ([`State::judged`]).
     fn finish(&mut self, report: Report) -> Option<Judging> {
-        let now = std::time::Instant::now();
         let attempted = self.attempted.take().unwrap_or_default();
         let previous = self.delivery.delivered().clone();
-        let retry_in = self.delivery.finish(report.outcome, now);
-        let judge = match (&self.config.action, report.outcome) {
-            (app_reload::Action::Signal(signaller), Outcome::Delivered)
-                if !report.told.is_empty() =>
-            {
-                Some(signaller.clone())
-            }
-            _ => None,
-        };
-        if judge.is_none() {
+        let retry_in = self
+            .delivery
+            .finish(report.outcome, std::time::Instant::now());
+        let (dirs, hashes) = self.changes(&previous, &attempted);
+        let error = report.error.unwrap_or_default();
+        if report.outcome != Outcome::Delivered {
             self.metrics.count_reload(report.result);
         }
-        let (dirs, hashes) = self.changes(&previous, &attempted);
-        let duration_ms = format!("{:.3}", report.duration.as_secs_f64() * 1000.0);
-        let error = report.error.unwrap_or_default();
         match report.outcome {
             Outcome::Delivered => {
                 self.last_error = None;
@@ -312,26 +275,22 @@ impl State {
                         self.metrics.set_config(&dir, Some(&old), &new.to_string());
                     }
                 }
-                let unix = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default();
-                if let Some(signaller) = judge {
-                    let grace = self.config.reload_grace;
-                    let verdict = Verdict {
-                        failed: None,
-                        dirs,
-                        hashes,
-                        targets: report.target,
-                        duration_ms,
-                    };
-                    return Some(Box::pin(async move {
-                        let failed = app_reload::judge(signaller, report.told, grace).await;
-                        Verdict { failed, ..verdict }
-                    }));
+                let line = Line {
+                    dirs,
+                    hashes,
+                    targets: report.target,
+                    duration_ms: format!("{:.3}", report.duration.as_secs_f64() * 1000.0),
+                };
+                match &self.config.action {
+                    app_reload::Action::Signal(signaller) if !report.told.is_empty() => {
+                        let (signaller, grace) = (signaller.clone(), self.config.reload_grace);
+                        return Some(Box::pin(async move {
+                            let failed = app_reload::judge(signaller, report.told, grace).await;
+                            (line, failed)
+                        }));
+                    }
+                    _ => self.judged((line, None)),
                 }
-                self.metrics.last_success.set(unix.as_secs_f64());
-                info!(dir = %dirs, hash = %hashes, targets = %report.target,
-                      result = report.result, duration_ms = %duration_ms, "reloaded");
             }
             Outcome::GiveUp => {
                 self.last_error = None;
@@ -353,12 +312,16 @@ impl State {
         None
     }
 
-    /// Logs a delivered signal once its targets were watched: `reloaded`, or the one error line
-    /// of a target that died of it (counted in `reload_failures_total`, never a success).
-    fn judged(&mut self, verdict: Verdict) {
-        let Verdict { dirs, hashes, .. } = &verdict;
-        let (targets, duration_ms) = (&verdict.targets, &verdict.duration_ms);
-        match &verdict.failed {
+    /// Logs a delivered reload: `reloaded`, or the one error line of a signalled target that
+    /// died of it (`Some(error)`; counted in `reload_failures_total`, never a success).
+    fn judged(&mut self, (line, failed): (Line, Option<String>)) {
+        let Line {
+            dirs,
+            hashes,
+            targets,
+            duration_ms,
+        } = &line;
+        match &failed {
             None => {
                 self.metrics.count_reload("success");
                 let unix = SystemTime::now()
@@ -377,8 +340,7 @@ impl State {
         }
     }
 
-    /// The directories whose content differs between two snapshots, with the new short
-    /// hashes, as two comma-separated lists.
+    /// The directories that differ between two snapshots, and their new short hashes.
     fn changes(&self, before: &Snapshot, after: &Snapshot) -> (String, String) {
         let pairs = self.config.dirs.iter().zip(before.iter().zip(after));
         let changed = pairs.filter(|(_, (old, new))| old != new);

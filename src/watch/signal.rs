@@ -1,23 +1,24 @@
 //! Signal mode: find the targets in the shared process namespace and signal them.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use rustix::fs::{Mode, OFlags, open, openat};
 
-use super::process_handle::ProcessHandle;
-use super::procfs;
-use super::signal_targets::{self, ProcessInfo};
+use super::procfs::{self, ProcessInfo};
 use crate::workload::values::{self, ValueError};
 
 /// Errors of signal mode.
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {
-    /// `--signal` named no reload signal (the core's parser, which admission uses too, said
-    /// why).
+    /// `--signal` named no reload signal.
     #[error("failed to understand signal {0:?}: {1}")]
     UnknownSignal(String, ValueError),
     /// No process matched.
@@ -45,8 +46,7 @@ pub enum SignalError {
         /// The target's real UID (`?` if it could not be read).
         target_uid: String,
     },
-    /// Another kill(2) failure (a process that exited between listing and signalling is not
-    /// one: it is skipped).
+    /// Another kill(2) failure (not ESRCH: a process that exited is skipped).
     #[error("failed to send {signal} to {target}")]
     KillFailed {
         signal: Signal,
@@ -57,9 +57,8 @@ pub enum SignalError {
     },
 }
 
-/// Parses `SIGHUP`, `HUP`, `hup` or a signal number with the core's parser (the one admission
-/// uses): only signals that servers reload on are accepted, never one that stops or ends a
-/// process.
+/// Parses `SIGHUP`, `HUP`, `hup` or a number with the core's parser (the one admission uses):
+/// only signals that servers reload on, never one that stops or ends a process.
 pub fn parse_signal(text: &str) -> Result<Signal, SignalError> {
     let unknown = |err| SignalError::UnknownSignal(text.to_owned(), err);
     let signal = values::parse_signal(text).map_err(unknown)?;
@@ -110,8 +109,7 @@ impl Signaller {
         }
     }
 
-    /// Finds the targets and signals each once; returns the processes told, by PID, as they
-    /// were read.
+    /// Finds the targets and signals each once; returns the processes told, by PID.
     pub fn send(&self) -> Result<Vec<ProcessInfo>, SignalError> {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         let name = self.process.as_deref();
@@ -139,7 +137,7 @@ impl Signaller {
                 });
             }
         };
-        let chosen = signal_targets::choose(&processes, self.own_pid, name);
+        let chosen = procfs::choose(&processes, self.own_pid, name);
         // The scan decides who counts as told: a remembered process that is a zombie or a
         // worker now got a signal it will not act on.
         sent.done
@@ -174,22 +172,21 @@ impl Signaller {
         known.retain(|k| k.handle.comm().is_some());
     }
 
-    /// The remembered targets that may be signalled before the scan: those whose command name
-    /// is unchanged (see [`signal_targets::may_signal_early`]).
+    /// The remembered targets that may be signalled before the scan (see
+    /// [`procfs::may_signal_early`]).
     fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
         known
             .iter()
             .filter(|k| {
                 k.handle
                     .comm()
-                    .is_some_and(|comm| signal_targets::may_signal_early(&k.info, &comm))
+                    .is_some_and(|comm| procfs::may_signal_early(&k.info, &comm))
             })
             .collect()
     }
 
-    /// The targets to remember after a send: `chosen`, each with the handle already held for
-    /// it or a new one. One that cannot be opened (it just exited) is left out, and found by
-    /// the next scan if it is back.
+    /// The targets to remember after a send: `chosen`, each with the handle held for it or a
+    /// new one (one that cannot be opened, as it just exited, is left out).
     fn remember(&self, chosen: Vec<ProcessInfo>, mut held: Vec<Known>) -> Vec<Known> {
         let mut known = Vec::with_capacity(chosen.len());
         for info in chosen {
@@ -203,7 +200,7 @@ impl Signaller {
     }
 
     /// A handle on `info`'s process, if what it opens is that process: its PID may have been
-    /// reused since the scan, and the handle must never name a stranger.
+    /// reused since the scan.
     fn open_checked(&self, info: &ProcessInfo) -> Option<ProcessHandle> {
         let handle = ProcessHandle::open(&self.proc_root, info.pid).ok()?;
         let dir = self.proc_root.join(info.pid.to_string());
@@ -212,9 +209,8 @@ impl Signaller {
             .then_some(handle)
     }
 
-    /// What one `kill` means: `Ok(false)` if the process has exited since it was read (it has
-    /// nothing left to reload, and counting it as a failure would make the retry signal the
-    /// others twice).
+    /// What one `kill` means: `Ok(false)` if the process has exited since it was read (a
+    /// failure would make the retry signal the others twice).
     fn result_of(
         &self,
         process: &ProcessInfo,
@@ -239,12 +235,10 @@ impl Signaller {
     }
 }
 
-/// Whether two reads are of the same process (PID and start time).
 fn same_process(a: &ProcessInfo, b: &ProcessInfo) -> bool {
     a.pid == b.pid && a.start_time == b.start_time
 }
 
-/// What one send did so far.
 #[derive(Default)]
 struct Sent {
     done: Vec<ProcessInfo>,
@@ -266,6 +260,53 @@ impl Sent {
         let mut done = self.done.clone();
         done.sort_by_key(|p| p.pid);
         done
+    }
+}
+
+/// An open handle on one process, so a remembered target is re-checked and signalled in two
+/// system calls, with no path lookup and no PID-reuse race: the opened `/proc/PID` directory and
+/// its `comm` name the process, not its number (once it is reaped both fail with `ESRCH`).
+/// `comm` is re-read in place (`pread`, far cheaper than `stat`); the signal goes through the
+/// directory (`pidfd_send_signal`, Linux 5.1; `kill` by PID where that call is missing or
+/// refused).
+#[derive(Debug)]
+struct ProcessHandle {
+    pid: i32,
+    dir: File,
+    comm: File,
+}
+
+impl ProcessHandle {
+    /// Opens process `pid` under `proc_root` (normally `/proc`).
+    fn open(proc_root: &Path, pid: i32) -> io::Result<ProcessHandle> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = File::from(open(proc_root.join(pid.to_string()), flags, Mode::empty())?);
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        let comm = File::from(openat(&dir, "comm", flags, Mode::empty())?);
+        Ok(ProcessHandle { pid, dir, comm })
+    }
+
+    /// The command name now (`None` once reaped).
+    fn comm(&self) -> Option<String> {
+        let mut buffer = [0u8; 64];
+        let read = self.comm.read_at(&mut buffer, 0).ok()?;
+        let text = std::str::from_utf8(&buffer[..read]).ok()?;
+        Some(text.strip_suffix('\n').unwrap_or(text).to_owned())
+    }
+
+    /// Sends `signal` to this very process (`ESRCH` once it has exited).
+    fn signal(&self, signal: Signal) -> Result<(), Errno> {
+        let Some(sig) = rustix::process::Signal::from_named_raw(signal as i32) else {
+            return kill(Pid::from_raw(self.pid), signal);
+        };
+        use rustix::io::Errno as E;
+        match rustix::process::pidfd_send_signal(&self.dir, sig) {
+            // Before Linux 5.1 (ENOSYS), a `/proc` whose directories the kernel does not take
+            // as process handles (EINVAL), or a seccomp profile that refuses the call (EPERM
+            // or ENOSYS): fall back to the PID, which also tells a real EPERM.
+            Err(E::NOSYS | E::INVAL | E::PERM) => kill(Pid::from_raw(self.pid), signal),
+            result => result.map_err(|err| Errno::from_raw(err.raw_os_error())),
+        }
     }
 }
 
@@ -466,5 +507,90 @@ mod tests {
         let err = signaller.send().unwrap_err();
         assert!(matches!(err, SignalError::NoTarget(_)));
         assert!(err.to_string().contains("no-such-process-anywhere"));
+    }
+}
+
+#[cfg(test)]
+mod handle_tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+
+    /// A `sleep` child, once it has become `sleep` (spawn returns before the exec is seen
+    /// in `/proc`).
+    fn sleeper() -> std::process::Child {
+        let mut child = Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start sleep");
+        let handle = ProcessHandle::open(Path::new("/proc"), child.id() as i32).unwrap();
+        if wait_for_comm(&handle, "sleep").as_deref() != Some("sleep") {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child did not become `sleep` within 5 s");
+        }
+        child
+    }
+
+    #[test]
+    fn a_held_process_is_read_again_and_signalled() {
+        let mut child = sleeper();
+        let pid = i32::try_from(child.id()).unwrap();
+        let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
+        assert_eq!(handle.comm().as_deref(), Some("sleep"));
+        assert_eq!(
+            handle.comm().as_deref(),
+            Some("sleep"),
+            "read again in place"
+        );
+        handle.signal(Signal::SIGTERM).expect("signalled");
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(Signal::SIGTERM as i32));
+    }
+
+    #[test]
+    fn an_exec_shows_as_a_new_command_name() {
+        // `sh` replaces itself with `sleep` once told to go on.
+        let mut child = Command::new("sh")
+            .args(["-c", "read line; exec sleep 30"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
+        // The handle may be opened before the child has become `sh`: it follows the process.
+        let before = wait_for_comm(&handle, "sh");
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let after = wait_for_comm(&handle, "sleep");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(before.as_deref(), Some("sh"));
+        assert_eq!(after.as_deref(), Some("sleep"));
+    }
+
+    /// The handle's command name once it is `wanted`, or the last one seen after 5 s.
+    fn wait_for_comm(handle: &ProcessHandle, wanted: &str) -> Option<String> {
+        let mut comm = handle.comm();
+        for _ in 0..500 {
+            if comm.as_deref() == Some(wanted) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            comm = handle.comm();
+        }
+        comm
+    }
+
+    #[test]
+    fn an_exited_process_reads_as_gone_and_cannot_be_signalled() {
+        let mut child = sleeper();
+        let pid = i32::try_from(child.id()).unwrap();
+        let handle = ProcessHandle::open(Path::new("/proc"), pid).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(handle.comm(), None);
+        assert_eq!(handle.signal(Signal::SIGHUP), Err(Errno::ESRCH));
     }
 }

@@ -1,11 +1,8 @@
-//! Giving back the mapped pages of code the watcher is not running.
-//!
-//! The watcher shares one binary with the webhook; start-up and each reload touch code all over
-//! it, and the kernel maps 64 KiB around every page it faults in, which stays in RSS while the
-//! watcher sleeps. So after start-up, and at each `--resync` that finds nothing to do, the
-//! watcher drops its mappings of its executable's clean pages (`MADV_DONTNEED`; which qualify is
-//! decided by the pure [`droppable`]). They stay in the page cache, shared with every process of
-//! the same image; the next reload after a quiet period maps a few dozen back (minor faults).
+//! Giving back the mapped pages of code the watcher is not running. It shares one binary with
+//! the webhook; start-up and each reload touch code all over it, and the kernel maps 64 KiB
+//! around every page it faults in, which stays in RSS while the watcher sleeps. So the watcher
+//! drops its mappings of its executable's clean pages (`MADV_DONTNEED`) after start-up and at
+//! each quiet `--resync`. They stay in the page cache; the next reload maps a few dozen back.
 
 use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
@@ -31,18 +28,16 @@ pub enum TrimError {
     },
 }
 
-/// The file a mapping shows: path and inode.
+/// The file a mapping shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MappedFile {
-    /// The path, as `/proc/self/smaps` shows it.
     pub path: String,
     pub inode: u64,
 }
 
 /// The address ranges in `smaps` whose pages can be dropped without losing anything: private,
-/// read-only mappings of `file` that hold no anonymous (copy-on-write) page. Every page of such
-/// a mapping is an unmodified page of the file, so a later access reads the same bytes back.
-/// Writable mappings, and relocated read-only data (which holds anonymous pages), never qualify.
+/// read-only mappings of `file` with no anonymous (copy-on-write) page, so every page is an
+/// unmodified page of the file (relocated read-only data holds anonymous pages).
 pub fn droppable(smaps: &str, file: &MappedFile) -> Vec<Range<usize>> {
     let mut found = Vec::new();
     let mut candidate: Option<Range<usize>> = None;
@@ -71,10 +66,7 @@ struct Mapping<'a> {
 
 impl Mapping<'_> {
     fn qualifies(&self, file: &MappedFile) -> bool {
-        let private_read_only = self.perms.len() == 4
-            && self.perms.starts_with('r')
-            && self.perms.as_bytes()[1] == b'-'
-            && self.perms.ends_with('p');
+        let private_read_only = matches!(self.perms.as_bytes(), [b'r', b'-', _, b'p']);
         private_read_only && self.inode == file.inode && self.path == file.path
     }
 }
@@ -87,28 +79,18 @@ fn parse_header(line: &str) -> Option<Mapping<'_>> {
     let perms = fields.next()?;
     // offset, device, then inode.
     let inode = fields.nth(2)?.parse().ok()?;
+    // A file's path is absolute, the rest of the line (it may contain spaces); no field before
+    // it holds a `/`.
+    let path = line.find('/').map_or("", |at| line[at..].trim_end());
     Some(Mapping {
         range,
         perms,
         inode,
-        // The path is the rest of the line, and may itself contain spaces.
-        path: after_fields(line, 5).trim_end(),
+        path,
     })
 }
 
-/// What follows the first `count` whitespace-separated fields of `line`.
-fn after_fields(line: &str, count: usize) -> &str {
-    let mut rest = line.trim_start();
-    for _ in 0..count {
-        let end = rest
-            .find(|c: char| c.is_ascii_whitespace())
-            .unwrap_or(rest.len());
-        rest = rest[end..].trim_start();
-    }
-    rest
-}
-
-/// This process's own executable, whose clean mapped pages can be given back.
+/// This process's own executable.
 #[derive(Debug, Clone)]
 pub struct CodePages {
     exe: MappedFile,
@@ -130,8 +112,7 @@ impl CodePages {
         })
     }
 
-    /// Drops this process's mappings of the executable's clean pages; returns how many bytes
-    /// of address space were advised.
+    /// Drops the mappings of the executable's clean pages; returns the bytes advised.
     pub fn drop_clean(&self) -> Result<usize, TrimError> {
         let smaps =
             std::fs::read_to_string("/proc/self/smaps").map_err(|source| TrimError::Read {

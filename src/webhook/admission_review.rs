@@ -1,7 +1,6 @@
-//! AdmissionReview `admission.k8s.io/v1` on the wire (pure: bytes in, bytes out). The body is
-//! read once (see `envelope`), borrowing the objects, so a review copies nothing large. The
-//! answer is written by hand-shaped structs: kube-core's response type would serialise the
-//! patch as an array of numbers instead of the documented base64 string.
+//! AdmissionReview `admission.k8s.io/v1` on the wire (pure). The body is read once (see
+//! `envelope`), borrowing the objects. The answer is written by hand-shaped structs: kube-core's
+//! response type would serialise the patch as an array of numbers instead of base64.
 
 use base64::Engine;
 use serde::Serialize;
@@ -17,13 +16,11 @@ pub const KIND: &str = "AdmissionReview";
 /// A body that is not an AdmissionReview at all (answered with HTTP 400).
 #[derive(Debug, thiserror::Error)]
 pub enum EnvelopeError {
-    /// Nothing was sent.
     #[error("failed to read an AdmissionReview: the request body is empty")]
     Empty,
     /// The bytes are not JSON (or nest deeper than the parser allows).
     #[error("failed to parse the request body as JSON: {0}")]
     NotJson(#[source] serde_json::Error),
-    /// Valid JSON, but not an object.
     #[error("failed to read an AdmissionReview: the body is a JSON {0}, not an object")]
     NotAnObject(&'static str),
     /// `apiVersion` is missing or another version.
@@ -34,7 +31,6 @@ pub enum EnvelopeError {
     /// `kind` is missing or not `AdmissionReview`.
     #[error("failed to read an AdmissionReview: kind is {0}, expected \"AdmissionReview\"")]
     WrongKind(String),
-    /// No `request` object.
     #[error("failed to read an AdmissionReview: it has no request object")]
     MissingRequest,
     /// No `request.uid` string to answer to.
@@ -52,28 +48,24 @@ pub struct RequestFieldError {
     pub expected: &'static str,
 }
 
-/// A parsed AdmissionReview whose envelope and uid are known to be good. It borrows the
-/// objects from the request body.
+/// A parsed AdmissionReview whose envelope and uid are good, borrowing from the body.
 #[derive(Debug)]
 pub struct Review<'a> {
     request: RequestFields<'a>,
 }
 
 impl<'a> Review<'a> {
-    /// Parses a request body in one pass (see `envelope`): the object is read on the way or
-    /// kept as raw JSON, and what is not read is skipped without recursion, so absurdly nested
-    /// input is an error, not a stack overflow.
+    /// Parses a request body in one pass (see `envelope`).
     pub fn parse(body: &'a [u8]) -> Result<Self, EnvelopeError> {
         Self::checked(body, envelope::from_slice)
     }
 
-    /// Parses a request body as [`Review::parse`] does, but keeps `request.object` as raw JSON
-    /// whatever its kind: for answering a review whose object was too large to read.
+    /// [`Review::parse`], keeping `request.object` as raw JSON whatever its kind (for a review
+    /// whose object was too large to read).
     pub fn parse_unread(body: &'a [u8]) -> Result<Self, EnvelopeError> {
         Self::checked(body, envelope::from_slice_unread)
     }
 
-    /// Reads `body` with `read` and checks the envelope.
     fn checked(
         body: &'a [u8],
         read: fn(&'a [u8]) -> serde_json::Result<envelope::Envelope<'a>>,
@@ -140,7 +132,7 @@ impl<'a> Review<'a> {
         };
         let old_object = r.old_object.filter(|raw| raw.get() != "null");
         let object = match &r.object {
-            None => Object::Raw(NULL_OBJECT),
+            None => Object::Raw(RawValue::NULL),
             Some(ObjectField::Raw(raw)) => Object::Raw(raw),
             Some(ObjectField::Read { pointer, parts }) => {
                 // Read for the kind seen before it; a second `kind` after it may not change it.
@@ -167,9 +159,6 @@ impl<'a> Review<'a> {
     }
 }
 
-/// `request.object` when the request has none.
-const NULL_OBJECT: &RawValue = RawValue::NULL;
-
 fn field(value: &Option<Value>) -> &Value {
     value.as_ref().unwrap_or(&Value::Null)
 }
@@ -189,9 +178,8 @@ fn bad(field: &'static str, expected: &'static str) -> RequestFieldError {
     RequestFieldError { field, expected }
 }
 
-/// What is wrong with a body the envelope parser refused, found by reading it in full as a
-/// `Value` read would, keeping nothing (bad input only): not JSON (a nesting deeper than
-/// serde_json's recursion limit is named as such), or JSON that is not an object.
+/// What is wrong with a body the envelope parser refused, found by reading it in full, keeping
+/// nothing: not JSON (or nested too deep), or JSON that is not an object.
 fn not_an_envelope(body: &[u8], err: serde_json::Error) -> EnvelopeError {
     match serde_json::from_slice::<Skim>(body) {
         Err(full) => EnvelopeError::NotJson(full),
@@ -256,8 +244,7 @@ pub fn allowed(uid: &str, patch: &json_patch::Patch, warnings: &[String]) -> Vec
     })
 }
 
-/// The JSON string of the base64 of `patch`, written as it is: base64 needs no escaping, so
-/// the encoder need not scan it byte by byte.
+/// The JSON string of the base64 of `patch` (base64 needs no escaping: no scan byte by byte).
 fn base64_string(patch: &json_patch::Patch) -> Box<RawValue> {
     let mut json = Vec::with_capacity(1024);
     // A Patch is plain data: serialising it cannot fail.

@@ -1,8 +1,6 @@
-//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key`, where the
-//! kubelet's atomic swap of a mounted Secret (`..data_tmp` renamed over `..data`) and plain
-//! writes and renames show up. Events are debounced; only a good, different pair replaces the
-//! served one (a bad one is logged and counted). A slow periodic re-check catches anything
-//! inotify could not see (e.g. a directory replaced wholesale).
+//! Certificate hot reload: inotify on the directories of `--tls-cert`/`--tls-key` (where the
+//! kubelet's swap of a mounted Secret shows up), debounced; only a good, different pair replaces
+//! the served one. A slow periodic re-check catches what inotify could not see.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,14 +24,12 @@ pub enum ReloadError {
     },
 }
 
-/// Where the pair lives and how to react to changes.
+/// Where the pair lives, and the debounce and re-check periods.
 #[derive(Debug, Clone)]
 pub struct ReloadConfig {
     pub cert: PathBuf,
     pub key: PathBuf,
-    /// Quiet period that merges a burst of events into one reload.
     pub debounce: Duration,
-    /// Safety-net re-check interval.
     pub resync: Duration,
 }
 
@@ -80,31 +76,23 @@ async fn watch(
 ) {
     let mut resync = tokio::time::interval(config.resync);
     resync.tick().await;
+    let mut watching = true;
     loop {
         tokio::select! {
-            event = events.next() => match event {
+            event = events.next(), if watching => match event {
                 Some(Ok(_)) => {
                     // Merge the burst (a kubelet swap is several events).
                     while let Ok(Some(_)) = tokio::time::timeout(config.debounce, events.next()).await {}
                 }
                 Some(Err(err)) => {
                     tracing::warn!(error = %err, "certificate watch failed; relying on the periodic re-check");
-                    resync_only(&resolver, &config, &metrics).await;
-                    return;
+                    watching = false;
                 }
                 None => return,
             },
             _ = resync.tick() => {}
         }
         reload(&resolver, &config, &metrics);
-    }
-}
-
-async fn resync_only(resolver: &CertResolver, config: &ReloadConfig, metrics: &Metrics) {
-    let mut resync = tokio::time::interval(config.resync);
-    loop {
-        resync.tick().await;
-        reload(resolver, config, metrics);
     }
 }
 

@@ -1,5 +1,5 @@
 //! One admission review from body to answer: parse, ask the core what to fetch, fetch it,
-//! decide, encode. HTTP concerns (content type, size) stay in [`super::router`].
+//! decide, encode.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -13,12 +13,9 @@ use super::lookup::Lookups;
 use super::webhook_metrics::Metrics;
 
 /// Everything a review needs; cheap to clone (one `Arc`).
-#[derive(Debug, Clone)]
-pub struct AppState {
-    inner: Arc<Inner>,
-}
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
 
-#[derive(Debug)]
 struct Inner {
     settings: Settings,
     lookups: Lookups,
@@ -26,20 +23,18 @@ struct Inner {
 }
 
 impl AppState {
-    /// Bundles the core settings, the lookups and the metrics.
+    /// Bundles the settings, the lookups and the metrics.
     pub fn new(settings: Settings, lookups: Lookups, metrics: Metrics) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                settings,
-                lookups,
-                metrics,
-            }),
-        }
+        Self(Arc::new(Inner {
+            settings,
+            lookups,
+            metrics,
+        }))
     }
 
     /// The metrics the reviews are counted in.
     pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+        &self.0.metrics
     }
 }
 
@@ -52,16 +47,14 @@ pub enum HandleError {
     /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
     #[error("failed to review the object: internal error (a bug; please report it)")]
     Panicked,
-    /// Other reviews hold the memory for reading the object now (HTTP 503: the API server
-    /// retries or applies the failure policy); one too large ever to read is denied instead.
+    /// Other reviews hold the memory for reading the object now (HTTP 503).
     #[error("failed to review the object: {}; retry", Refusal::Busy)]
     Busy,
 }
 
-/// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200). What
-/// the review reads from the body is counted by `meter`, which the caller keeps until the
-/// answer is sent. `namespace_labelled`: the API server sent it by the webhooks of namespaces
-/// that carry the opt-in label.
+/// Answers one AdmissionReview body with the AdmissionReview to send back (HTTP 200). What is
+/// read from the body is counted by `meter`, kept by the caller until the answer is sent.
+/// `namespace_labelled`: sent by the webhooks of namespaces that carry the opt-in label.
 pub async fn handle(
     state: &AppState,
     body: &[u8],
@@ -83,7 +76,7 @@ pub async fn handle(
         settings,
         lookups,
         metrics,
-    } = &*state.inner;
+    } = &*state.0;
     let (answer, outcome, warnings) = match refused {
         Some(refusal) => unaffordable(review.uid(), refusal)?,
         None => answer_review(&review, settings, lookups, meter, namespace_labelled).await?,

@@ -8,13 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::response::IntoResponse;
 use axum::routing::get;
 use http::{StatusCode, header};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::webhook_metrics::Metrics;
 
@@ -23,7 +21,7 @@ use super::webhook_metrics::Metrics;
 pub struct Readiness(Arc<AtomicBool>);
 
 impl Readiness {
-    /// Marks the server ready (or not, when shutting down).
+    /// Marks the server ready, or not.
     pub fn set(&self, ready: bool) {
         self.0.store(ready, Ordering::SeqCst);
     }
@@ -34,25 +32,34 @@ impl Readiness {
     }
 }
 
-#[derive(Clone)]
-struct HealthState {
-    ready: Readiness,
-    metrics: Metrics,
-}
-
 /// Routes of the side port.
 pub fn app(ready: Readiness, metrics: Metrics) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(HealthState { ready, metrics })
+        .route(
+            "/readyz",
+            get(move || {
+                let answer = if ready.get() {
+                    (StatusCode::OK, "ready\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+                };
+                std::future::ready(answer)
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || {
+                let text = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+                std::future::ready(([(header::CONTENT_TYPE, text)], metrics.render()))
+            }),
+        )
 }
 
 /// The side port being served on its own task.
 pub struct SidePort {
     addr: SocketAddr,
-    stop: watch::Sender<bool>,
+    stop: CancellationToken,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -63,17 +70,14 @@ impl SidePort {
         ready: Readiness,
         metrics: Metrics,
     ) -> std::io::Result<SidePort> {
-        let (stop, mut stopped) = watch::channel(false);
+        let stop = CancellationToken::new();
         let addr = listener.local_addr()?;
-        let app = app(ready, metrics);
-        let task = tokio::spawn(async move {
-            let stopped = async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
-            };
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-        });
+        let serve = axum::serve(listener, app(ready, metrics));
+        let task = tokio::spawn(
+            serve
+                .with_graceful_shutdown(stop.clone().cancelled_owned())
+                .into_future(),
+        );
         Ok(SidePort { addr, stop, task })
     }
 
@@ -84,27 +88,9 @@ impl SidePort {
 
     /// Stops serving, giving open requests a second to finish.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(1), self.task).await;
     }
-}
-
-async fn readyz(State(state): State<HealthState>) -> impl IntoResponse {
-    if state.ready.get() {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
-    }
-}
-
-async fn metrics_text(State(state): State<HealthState>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.metrics.render(),
-    )
 }
 
 #[cfg(test)]

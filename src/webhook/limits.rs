@@ -1,6 +1,5 @@
 //! Bounds on what clients can make the server hold: open connections, and the memory of the
-//! reviews in flight (their bodies and what is read from them). Both are semaphores; the
-//! sizing rules are pure functions so they can be tested without sockets.
+//! reviews in flight (their bodies and what is read from them). Both are semaphores.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +8,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::workload::meter::{Allowance, Meter, Refusal};
 
-/// The most open connections (TLS handshakes included); further clients wait in the
-/// kernel's accept queue until one closes.
+/// The most open connections (TLS handshakes included); further clients wait in the kernel's
+/// accept queue.
 #[derive(Debug, Clone)]
 pub struct ConnectionLimit {
     slots: Arc<Semaphore>,
@@ -27,8 +26,8 @@ impl ConnectionLimit {
         }
     }
 
-    /// Waits for a free slot; the connection holds the permit until it closes. `None` only
-    /// if the semaphore were closed, which nothing does.
+    /// Waits for a free slot, held until the connection closes (`None` never happens: nothing
+    /// closes the semaphore).
     pub async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
         self.slots.clone().acquire_owned().await.ok()
     }
@@ -44,10 +43,10 @@ impl ConnectionLimit {
     }
 }
 
-/// The most memory the reviews in flight hold at once: their bodies and what is read from
-/// them, reserved up front ([`BodyBudget::reserve_review`]) so no review holds part of the
-/// budget while waiting for more. A quarter is kept for bodies of at most [`SMALL_BODY`] (real
-/// reviews are a few KiB): large bodies queue among themselves, not ahead of ordinary ones.
+/// The most memory the reviews in flight hold at once, reserved up front
+/// ([`BodyBudget::reserve_review`]) so no review holds part of it while waiting for more. A
+/// quarter is kept for bodies of at most [`SMALL_BODY`] (real reviews are a few KiB): large
+/// bodies queue among themselves, not ahead of ordinary ones.
 #[derive(Debug, Clone)]
 pub struct BodyBudget {
     small: Arc<Semaphore>,
@@ -63,12 +62,10 @@ pub const SMALL_BODY: usize = 1024 * 1024;
 #[error("failed to reserve {wanted} bytes of the in-flight body budget within {}ms", waited.as_millis())]
 pub struct BudgetExhausted {
     pub wanted: usize,
-    /// How long the request waited.
     pub waited: Duration,
 }
 
-/// Splits a budget into (small-body part, large-body part): a quarter for small bodies, at
-/// least one byte each.
+/// Splits a budget into (small-body part, large-body part), at least one byte each.
 pub fn split_budget(total: usize) -> (usize, usize) {
     let total = total.clamp(2, Semaphore::MAX_PERMITS);
     let small = (total / 4).max(1);
@@ -96,8 +93,8 @@ impl BodyBudget {
         self.total() - self.small.available_permits() - self.large.available_permits()
     }
 
-    /// Reserves `wanted` bytes (capped at its part of the budget), waiting at most `wait`.
-    /// Waiters are served in arrival order within each part.
+    /// Reserves `wanted` bytes (capped at its part), waiting at most `wait`; waiters are served
+    /// in arrival order within each part.
     pub async fn reserve(
         &self,
         wanted: usize,
@@ -108,8 +105,7 @@ impl BodyBudget {
     }
 
     /// Reserves the memory of a review whose body is `body` bytes (see
-    /// [`RESERVED_PER_BODY_BYTE`]; at most its part of the budget), waiting at most `wait`,
-    /// from the part of the budget its body size picks.
+    /// [`RESERVED_PER_BODY_BYTE`]; at most its part), waiting at most `wait`.
     pub async fn reserve_review(
         &self,
         body: usize,
@@ -135,13 +131,11 @@ impl BodyBudget {
     }
 }
 
-/// What a review reserves for each byte of its body: the body itself, and what its read may
-/// keep. Real reviews charge 0.7 (5 KB) to 2.8 (1 MB, many containers and env lists) times
-/// their body; reserving it up front with the body, in one wait, means no review ever holds
-/// its body while it waits for more.
+/// What a review reserves for each byte of its body: the body and what its read may keep. Real
+/// reviews charge 0.7 (5 KB) to 2.8 (1 MB, many containers and env lists) times their body.
 pub const RESERVED_PER_BODY_BYTE: usize = 4;
 
-/// The memory reserved for one review: its body, then what its read may keep.
+/// The memory reserved for one review.
 #[derive(Debug)]
 pub struct ReviewMemory {
     pool: Arc<Semaphore>,
@@ -152,8 +146,8 @@ pub struct ReviewMemory {
 
 impl ReviewMemory {
     /// The meter of the review's read: what was reserved beyond the body is free; past it,
-    /// grants come from the same part of the budget without waiting (HTTP 503 when others hold
-    /// it, a denial past the whole part). Everything is given back when the meter is dropped.
+    /// grants come from the same part without waiting (HTTP 503 when others hold it, a denial
+    /// past the whole part). All is given back when the meter is dropped.
     pub fn into_meter(self) -> Meter {
         let reserved = self.permit.num_permits();
         Meter::new(
@@ -169,12 +163,12 @@ impl ReviewMemory {
     }
 }
 
-/// Grants for a review's read, held (with the review's reservation) until the review is done.
+/// Grants for a review's read, held with its reservation until the review is done.
 struct ReadGrants {
     pool: Arc<Semaphore>,
-    /// Most bytes that could ever be granted: the part of the budget, less the reservation.
+    /// The part of the budget, less the reservation.
     most: usize,
-    /// The part of the budget: the most a review may keep, its body and its read together.
+    /// The most a review may keep, its body and its read together.
     part: usize,
     granted: usize,
     held: OwnedSemaphorePermit,
@@ -198,7 +192,6 @@ impl Allowance for ReadGrants {
     }
 }
 
-/// Takes `wanted` bytes of `pool`, waiting at most `wait`.
 async fn acquire(
     pool: &Arc<Semaphore>,
     wanted: usize,

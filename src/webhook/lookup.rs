@@ -1,9 +1,9 @@
-//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache. In steady state a
-//! review never waits on the API: entries older than the TTL are served while one background
-//! task refreshes them. Objects not cached are fetched in parallel (one request per object,
-//! however many reviews want it), and a review waits at most the lookup timeout: what has not
-//! answered becomes [`Lookup::Failed`], so the core admits the object with a warning instead
-//! of the API server timing the webhook out. Failures are not cached; values are never logged.
+//! ConfigMap/Secret lookups through the Kubernetes API, behind a cache. Entries older than the
+//! TTL are served while one background task refreshes them. Objects not cached are fetched in
+//! parallel (one request per object, however many reviews want it), and a review waits at most
+//! the lookup timeout: what has not answered becomes [`Lookup::Failed`], so the core admits the
+//! object with a warning instead of the API server timing the webhook out. Failures are not
+//! cached; values are never logged.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use crate::controller::config_store::StoreReader;
 use crate::controller::fetch::{ReadError, read_config};
@@ -60,15 +60,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct Lookups {
     inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for Lookups {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lookups")
-            .field("kube", &self.inner.client.is_some())
-            .field("config", &self.inner.config)
-            .finish()
-    }
 }
 
 impl Lookups {
@@ -130,7 +121,7 @@ impl Lookups {
         let mut stale = Vec::new();
         {
             let now = Instant::now();
-            let cache = self.cache();
+            let cache = self.inner.cache.lock();
             for id in refs {
                 let key = key(namespace, id);
                 match cache.get(&key) {
@@ -147,9 +138,6 @@ impl Lookups {
         for key in stale {
             // Served as it is; refreshed behind the scenes (once, however many ask).
             drop(self.pending(key));
-        }
-        if missing.is_empty() {
-            return data;
         }
         let waits = missing
             .into_iter()
@@ -200,9 +188,9 @@ impl Lookups {
         }
     }
 
-    /// Number of cached entries (for tests and debugging).
+    /// Number of cached entries.
     pub fn cached(&self) -> usize {
-        self.cache().len()
+        self.inner.cache.lock().len()
     }
 
     /// The API request for `key`: the one under way, or a new one. Each request runs in its
@@ -226,8 +214,8 @@ impl Lookups {
         pending
     }
 
-    /// Asks the API for one object and caches the answer (failures are not cached, and a
-    /// failed refresh leaves the stale entry in place).
+    /// Asks the API for one object and caches the answer (a failed refresh leaves the stale
+    /// entry in place).
     async fn load(&self, key: Key) -> Lookup {
         let request_timeout = self.inner.config.request_timeout;
         let lookup = match &self.inner.client {
@@ -242,7 +230,7 @@ impl Lookups {
         if matches!(lookup, Lookup::Failed(_)) {
             return lookup;
         }
-        let mut cache = self.cache();
+        let mut cache = self.inner.cache.lock();
         if !cache.contains_key(&key) && cache.len() >= self.inner.config.max_entries {
             evict_oldest(&mut cache);
         }
@@ -254,10 +242,6 @@ impl Lookups {
             },
         );
         lookup
-    }
-
-    fn cache(&self) -> MutexGuard<'_, HashMap<Key, Entry>> {
-        self.inner.cache.lock()
     }
 }
 

@@ -11,7 +11,6 @@ pub mod handler;
 pub mod health;
 pub mod limits;
 pub mod lookup;
-pub mod read_buffer;
 pub mod router;
 pub mod server;
 pub mod startup;
@@ -29,9 +28,7 @@ use crate::cli::ServeArgs;
 pub use handler::AppState;
 pub use router::app;
 
-/// Quiet period merging certificate-file events.
 const CERT_DEBOUNCE: Duration = Duration::from_millis(200);
-/// Safety-net re-read of the certificate files.
 const CERT_RESYNC: Duration = Duration::from_secs(60);
 /// Longest one ConfigMap/Secret GET may take (reviews stop waiting after `--lookup-timeout`).
 const LOOKUP_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,48 +58,15 @@ pub async fn serve(
     args: ServeArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let resolver = serving_certificate(&args)?;
-    let metrics = webhook_metrics::Metrics::new();
-    let (settings, lookups, client) = settings_and_lookups(&args, &metrics).await?;
-    let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
-    let controller = start_controller(&args, client, &settings, &lookups, &metrics, &terminating);
-    let state = AppState::new(settings, lookups, metrics.clone());
-    let (listener, side) = bind(&args).await?;
-    watch_certificate(&args, &resolver, &metrics)?;
-    let ready = health::Readiness::default();
-    let side = health::SidePort::start(side, ready.clone(), metrics)?;
-    tracing::info!(addr = %side.addr(), "serving /healthz, /readyz and /metrics");
-    tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
-    become_ready(&ready, controller, terminating);
-    let stopping = stopping(shutdown, terminating_tx, ready);
-    let drained = serve_reviews(&args, listener, resolver, state, stopping).await;
-    side.stop().await;
-    tracing::info!(drained, "stopped");
-    Ok(())
-}
-
-/// Loads the serving certificate: fails fast, before binding anything, on TLS material that
-/// cannot work.
-fn serving_certificate(args: &ServeArgs) -> anyhow::Result<Arc<tls::CertResolver>> {
+    // Fails fast, before binding anything, on TLS material that cannot work.
     let pair = tls::load_pair(&args.tls_cert, &args.tls_key)
         .context("failed to load the serving certificate")?;
-    Ok(Arc::new(tls::CertResolver::new(pair)))
-}
-
-/// The core settings and the cached ConfigMap/Secret lookups from the flags, with the
-/// Kubernetes client they use (none with `--no-kube`).
-async fn settings_and_lookups(
-    args: &ServeArgs,
-    metrics: &webhook_metrics::Metrics,
-) -> anyhow::Result<(
-    crate::workload::Settings,
-    lookup::Lookups,
-    Option<kube::Client>,
-)> {
+    let resolver = Arc::new(tls::CertResolver::new(pair));
+    let metrics = webhook_metrics::Metrics::new();
     let secret_key = startup::secret_key(args.injection.secret_hash_key_file.as_deref())?;
     let client = startup::kube_client(args.no_kube).await?;
     let support = startup::cluster_support(args.injection.native_sidecars, client.as_ref()).await;
-    let settings = startup::settings(args, support, secret_key.clone());
+    let settings = startup::settings(&args, support, secret_key.clone());
     let lookups = lookup::Lookups::new(
         client.clone(),
         secret_key,
@@ -114,7 +78,36 @@ async fn settings_and_lookups(
         },
         metrics.clone(),
     );
-    Ok((settings, lookups, client))
+    let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
+    let controller = start_controller(&args, client, &settings, &lookups, &metrics, &terminating);
+    let state = AppState::new(settings, lookups, metrics.clone());
+    let (listener, side) = bind(&args).await?;
+    let reload = cert_reload::ReloadConfig {
+        cert: args.tls_cert.clone(),
+        key: args.tls_key.clone(),
+        debounce: CERT_DEBOUNCE,
+        resync: CERT_RESYNC,
+    };
+    cert_reload::spawn(resolver.clone(), reload, metrics.clone())?;
+    let ready = health::Readiness::default();
+    let side = health::SidePort::start(side, ready.clone(), metrics)?;
+    tracing::info!(addr = %side.addr(), "serving /healthz, /readyz and /metrics");
+    tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
+    become_ready(&ready, controller, terminating);
+    let stopping = stopping(shutdown, terminating_tx, ready);
+    let (limits, http) = startup::limits(&args);
+    let app = router::app_with(state, http);
+    let drained = server::serve(
+        listener,
+        tls::server_config(resolver),
+        app,
+        limits,
+        stopping,
+    )
+    .await;
+    side.stop().await;
+    tracing::info!(drained, "stopped");
+    Ok(())
 }
 
 /// Starts the rollout controller when `--rollouts` is on and there is a Kubernetes client,
@@ -161,25 +154,6 @@ async fn bind(args: &ServeArgs) -> anyhow::Result<(TcpListener, TcpListener)> {
     Ok((listener, side))
 }
 
-/// Reloads the serving certificate when its files change (and re-reads them now and then).
-fn watch_certificate(
-    args: &ServeArgs,
-    resolver: &Arc<tls::CertResolver>,
-    metrics: &webhook_metrics::Metrics,
-) -> anyhow::Result<()> {
-    cert_reload::spawn(
-        resolver.clone(),
-        cert_reload::ReloadConfig {
-            cert: args.tls_cert.clone(),
-            key: args.tls_key.clone(),
-            debounce: CERT_DEBOUNCE,
-            resync: CERT_RESYNC,
-        },
-        metrics.clone(),
-    )?;
-    Ok(())
-}
-
 /// Marks the webhook ready: at once without a controller; with one, once its view has synced
 /// (so that reviews and the controller hash alike), unless termination began meanwhile.
 fn become_ready(
@@ -209,24 +183,4 @@ async fn stopping(
     shutdown.await;
     let _ = terminating.send(true);
     ready.set(false);
-}
-
-/// Serves admission reviews over TLS on `listener`, within the flags' limits, until `stopping`
-/// completes and the connections drain (or `--drain-timeout` passes): whether they all did.
-async fn serve_reviews(
-    args: &ServeArgs,
-    listener: TcpListener,
-    resolver: Arc<tls::CertResolver>,
-    state: AppState,
-    stopping: impl Future<Output = ()>,
-) -> bool {
-    let (limits, http) = startup::limits(args);
-    server::serve(
-        listener,
-        tls::server_config(resolver),
-        router::app_with(state, http),
-        limits,
-        stopping,
-    )
-    .await
 }

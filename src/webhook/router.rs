@@ -1,7 +1,6 @@
 //! The HTTPS routes: `POST /mutate` (reviews from namespaces that carry the opt-in label) and
-//! `POST /mutate/opted-in` (from the others, where only single opted-in objects are sent).
-//! HTTP-level checks happen here (method, path, content type, size, read time); everything that
-//! reaches [`super::handler`] is a body to review.
+//! `POST /mutate/opted-in` (single opted-in objects from the others), with the HTTP-level
+//! checks (method, path, content type, size, read time).
 
 use std::time::Duration;
 
@@ -16,18 +15,16 @@ use http_body_util::BodyExt;
 use super::handler::{AppState, HandleError, handle};
 use super::limits::{BodyBudget, reservation};
 
-/// The path of the webhooks that send single opted-in objects from namespaces without the
-/// opt-in label.
+/// The path of the webhooks for namespaces without the opt-in label.
 pub const OPTED_IN_PATH: &str = "/mutate/opted-in";
 
 /// Largest body accepted (the API server's own request limit is 3 MiB; objects are smaller).
 pub const BODY_LIMIT: usize = 6 * 1024 * 1024;
 
-/// Largest body read to its end before a 413 (see `read_body`); longer ones are cut off.
+/// Largest body read to its end before a 413 (see `collect_limited`); longer ones are cut off.
 pub const DRAIN_LIMIT: usize = 4 * BODY_LIMIT;
 
-/// Longest the body of one request may take to arrive, unless `--body-read-timeout` says
-/// otherwise.
+/// Default `--body-read-timeout`.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest a refused (503) body is read and dropped before the answer goes out.
@@ -54,7 +51,7 @@ impl Default for HttpLimits {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Routes {
     state: AppState,
     limits: HttpLimits,
@@ -68,13 +65,13 @@ pub fn app(state: AppState) -> Router {
 /// The webhook's routes with the given limits, as the server runs them.
 pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
     Router::new()
-        .route("/mutate", post(mutate).fallback(wrong_method))
-        .route(OPTED_IN_PATH, post(mutate_opted_in).fallback(wrong_method))
+        .route("/mutate", post(mutate::<true>).fallback(wrong_method))
+        .route(OPTED_IN_PATH, post(mutate::<false>).fallback(wrong_method))
         .fallback(no_route)
         .with_state(Routes { state, limits })
 }
 
-/// Why a request got no AdmissionReview back; each becomes a plain-text 4xx/5xx.
+/// Why a request got no AdmissionReview back (a plain-text 4xx/5xx).
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     /// Not `Content-Type: application/json` (415).
@@ -86,8 +83,7 @@ pub enum HttpError {
     /// The body did not arrive in time (408).
     #[error("failed to read the request body within {}ms", .0.as_millis())]
     TimedOut(Duration),
-    /// Too many body bytes are in flight already (503; the API server retries or applies
-    /// the failure policy).
+    /// Too many body bytes are in flight already (503).
     #[error("failed to accept the request: the server is busy reading other bodies; retry")]
     Busy,
     /// The connection failed while reading the body (400).
@@ -96,10 +92,10 @@ pub enum HttpError {
     /// The body is not an AdmissionReview, or the review failed (400 / 500).
     #[error(transparent)]
     Review(#[from] HandleError),
-    /// A path other than `/mutate` (404): the webhook configuration names the wrong path.
+    /// No such path (404).
     #[error("failed to accept the request: no such path; reviews go to POST /mutate")]
     NoRoute,
-    /// `/mutate` (or [`OPTED_IN_PATH`]) with a method other than POST (405).
+    /// Not POST (405).
     #[error("failed to accept the request: reviews take POST, got {0}")]
     WrongMethod(Method),
 }
@@ -136,15 +132,9 @@ impl IntoResponse for HttpError {
     }
 }
 
-async fn mutate(State(routes): State<Routes>, request: Request) -> Response {
-    match answer(&routes, request, true).await {
-        Ok(response) => response,
-        Err(err) => reject(&routes, err),
-    }
-}
-
-async fn mutate_opted_in(State(routes): State<Routes>, request: Request) -> Response {
-    match answer(&routes, request, false).await {
+/// `/mutate` (`LABELLED`: from namespaces that carry the opt-in label) or [`OPTED_IN_PATH`].
+async fn mutate<const LABELLED: bool>(State(routes): State<Routes>, request: Request) -> Response {
+    match answer(&routes, request, LABELLED).await {
         Ok(response) => response,
         Err(err) => reject(&routes, err),
     }
@@ -165,8 +155,7 @@ fn reject(routes: &Routes, err: HttpError) -> Response {
     err.into_response()
 }
 
-/// The answer to one request to `/mutate` (from a labelled namespace: `namespace_labelled`) or
-/// [`OPTED_IN_PATH`], or the HTTP error it gets.
+/// The answer to one request, or the HTTP error it gets.
 async fn answer(
     routes: &Routes,
     request: Request,
@@ -197,7 +186,8 @@ async fn answer(
         return Err(HttpError::Busy);
     };
     let left = body_timeout.saturating_sub(started.elapsed());
-    let body = read_body(request.into_body(), declared, left, *body_timeout).await?;
+    let read = tokio::time::timeout(left, collect_limited(request.into_body(), declared)).await;
+    let body = read.unwrap_or(Err(HttpError::TimedOut(*body_timeout)))?;
     // What the review reads from the body is counted in the same reservation, held as long.
     let mut meter = memory.into_meter();
     let review = handle(&routes.state, &body, &mut meter, namespace_labelled).await?;
@@ -229,19 +219,6 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Reads the body, up to [`BODY_LIMIT`]. A longer one (with no length that gives it away) is
-/// read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a
-/// socket with unread data resets it, and the client would see a broken pipe instead.
-async fn read_body(
-    body: Body,
-    declared: Option<u64>,
-    left: Duration,
-    timeout: Duration,
-) -> Result<bytes::Bytes, HttpError> {
-    let read = tokio::time::timeout(left, collect_limited(body, declared)).await;
-    read.unwrap_or(Err(HttpError::TimedOut(timeout)))
-}
-
 /// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.
 async fn discard(mut body: Body) {
     let mut seen = 0usize;
@@ -255,10 +232,12 @@ async fn discard(mut body: Body) {
     }
 }
 
-/// Joins the pieces of a body as they arrive, copying each into one buffer of the length the
-/// client declared (grown as needed when it declared none, or too little), so that the pieces
-/// and the joined body are never held at once: the budget counts the body once. A body that
-/// arrives in one piece is kept as it came.
+/// Reads the body, up to [`BODY_LIMIT`]. A longer one (with no length that gives it away) is
+/// read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a
+/// socket with unread data resets it, and the client would see a broken pipe instead. The
+/// pieces are copied as they arrive into one buffer of the declared length (grown as needed),
+/// so that the pieces and the joined body are never held at once: the budget counts the body
+/// once. A body that arrives in one piece is kept as it came.
 async fn collect_limited(mut body: Body, declared: Option<u64>) -> Result<bytes::Bytes, HttpError> {
     let mut first: Option<bytes::Bytes> = None;
     let mut joined = bytes::BytesMut::new();

@@ -2,22 +2,26 @@
 //! bounded TLS handshake, HTTP/1.1 or HTTP/2 by ALPN with a header-read timeout, and a
 //! bounded drain on shutdown.
 
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::Router;
+use bytes::{Buf, BytesMut};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
+use tokio_util::io::poll_read_buf;
 
 use super::limits::ConnectionLimit;
-use super::read_buffer::ReadBuffer;
 
 /// Largest read buffer of an HTTP/1.1 connection (hyper's default is about 400 KiB; request
 /// headers must fit). A large body then arrives in 64 KiB pieces, not pieces the size of
@@ -42,8 +46,8 @@ pub struct Limits {
     pub drain: Duration,
 }
 
-/// Prepares an accepted socket. TCP_NODELAY matters: without it, Nagle's algorithm and the
-/// client's delayed ACKs add ~40 ms stalls to small responses.
+/// Sets TCP_NODELAY: without it, Nagle's algorithm and the client's delayed ACKs add ~40 ms
+/// stalls to small responses.
 pub fn prepare_socket(stream: &TcpStream) -> std::io::Result<()> {
     stream.set_nodelay(true)
 }
@@ -65,15 +69,11 @@ pub async fn serve(
             tracing::debug!(error = %err, "failed to set TCP_NODELAY; dropping the connection");
             continue;
         }
-        let connection = Connection {
-            acceptor: acceptor.clone(),
-            app: app.clone(),
-            limits: limits.clone(),
-        };
+        let (acceptor, app, limits) = (acceptor.clone(), app.clone(), limits.clone());
         let watcher = graceful.watcher();
         tokio::spawn(async move {
             let _slot = slot;
-            connection.run(stream, watcher).await;
+            connection(stream, acceptor, app, &limits, watcher).await;
         });
     }
     drop(listener);
@@ -108,70 +108,54 @@ async fn accept(
     }
 }
 
-/// What one connection needs.
-struct Connection {
+/// The TLS handshake within its time limit (a failed or slow one is logged at debug), then
+/// HTTP until the client or the drain ends it.
+async fn connection(
+    stream: TcpStream,
     acceptor: TlsAcceptor,
     app: Router,
-    limits: Limits,
-}
-
-impl Connection {
-    /// The TLS handshake, then HTTP until the client or the drain ends it.
-    async fn run(self, stream: TcpStream, watcher: Watcher) {
-        let Some(tls) = self.handshake(stream).await else {
-            return;
-        };
-        // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
-        // connection is HTTP/1.1, whose header reads are time-limited.
-        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        let builder = http_builder(h2, &self.limits);
-        // A connection must start its first request within the header-read timeout. HTTP/1.1
-        // has that from hyper; this also covers an HTTP/2 client that sends nothing after the
-        // handshake.
-        let first = Arc::new(tokio::sync::Notify::new());
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(self.app, {
-            let first = first.clone();
-            move |request: http::Request<hyper::body::Incoming>| {
-                first.notify_one();
-                request
-            }
-        }));
-        let conn = watcher.watch(builder.serve_connection(TokioIo::new(tls), service));
-        tokio::pin!(conn);
-        let ended = tokio::select! {
-            ended = &mut conn => ended,
-            started = tokio::time::timeout(self.limits.header_read, first.notified()) => {
-                if started.is_err() {
-                    tracing::debug!("no request within the header-read timeout; closing");
-                    return;
-                }
-                conn.await
-            }
-        };
-        if let Err(err) = ended {
-            tracing::debug!(error = %err, "connection ended with an error");
+    limits: &Limits,
+    watcher: Watcher,
+) {
+    let stream = ReadBuffer::new(stream, TLS_READ_BUFFER);
+    let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => return tracing::debug!(error = %err, "TLS handshake failed"),
+        Err(_) => return tracing::debug!("TLS handshake timed out"),
+    };
+    // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
+    // connection is HTTP/1.1, whose header reads are time-limited.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let builder = http_builder(h2, limits);
+    // A connection must start its first request within the header-read timeout. HTTP/1.1
+    // has that from hyper; this also covers an HTTP/2 client that sends nothing after the
+    // handshake.
+    let first = Arc::new(tokio::sync::Notify::new());
+    let service = TowerToHyperService::new(tower::ServiceExt::map_request(app, {
+        let first = first.clone();
+        move |request: http::Request<hyper::body::Incoming>| {
+            first.notify_one();
+            request
         }
-    }
-
-    /// The TLS handshake within its time limit (`None`: failed or too slow, logged at debug).
-    async fn handshake(&self, stream: TcpStream) -> Option<TlsStream<ReadBuffer<TcpStream>>> {
-        let stream = ReadBuffer::new(stream, TLS_READ_BUFFER);
-        match tokio::time::timeout(self.limits.handshake, self.acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => Some(tls),
-            Ok(Err(err)) => {
-                tracing::debug!(error = %err, "TLS handshake failed");
-                None
+    }));
+    let conn = watcher.watch(builder.serve_connection(TokioIo::new(tls), service));
+    tokio::pin!(conn);
+    let ended = tokio::select! {
+        ended = &mut conn => ended,
+        started = tokio::time::timeout(limits.header_read, first.notified()) => {
+            if started.is_err() {
+                tracing::debug!("no request within the header-read timeout; closing");
+                return;
             }
-            Err(_) => {
-                tracing::debug!("TLS handshake timed out");
-                None
-            }
+            conn.await
         }
+    };
+    if let Err(err) = ended {
+        tracing::debug!(error = %err, "connection ended with an error");
     }
 }
 
-/// hyper's server for one protocol: HTTP/1.1 with the header-read timeout and the bounded read
-/// buffer, or HTTP/2.
+/// hyper's server for HTTP/2, or HTTP/1.1 with the header-read timeout and the bounded buffer.
 fn http_builder(h2: bool, limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -203,19 +187,94 @@ async fn drain(graceful: GracefulShutdown, limit: Duration) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A read buffer beneath TLS that holds memory only while it holds bytes: `inner`, read
+/// `capacity` bytes at a time (writes go straight through). rustls reads at most 4 KiB at a
+/// time: unbuffered, a 5 KB review costs two `recvfrom` calls and a 1 MB one about 260. Unlike
+/// `tokio::io::BufReader`, it gives its memory back whenever it is empty, so an idle keep-alive
+/// connection costs nothing more.
+#[derive(Debug)]
+pub struct ReadBuffer<T> {
+    inner: T,
+    pending: BytesMut,
+    capacity: usize,
+}
 
-    #[tokio::test]
-    async fn accepted_sockets_get_nodelay() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let client = tokio::spawn(async move { TcpStream::connect(addr).await.unwrap() });
-        let (accepted, _) = listener.accept().await.unwrap();
-        assert!(!accepted.nodelay().unwrap(), "precondition: off by default");
-        prepare_socket(&accepted).unwrap();
-        assert!(accepted.nodelay().unwrap());
-        drop(client.await.unwrap());
+impl<T> ReadBuffer<T> {
+    /// Wraps `inner`; nothing is allocated until a read needs it.
+    pub fn new(inner: T, capacity: usize) -> Self {
+        Self {
+            inner,
+            pending: BytesMut::new(),
+            capacity,
+        }
+    }
+
+    /// Whether the buffer holds memory now: only while bytes wait in it.
+    pub fn holds_memory(&self) -> bool {
+        self.pending.capacity() > 0
+    }
+
+    fn release_if_empty(&mut self) {
+        if self.pending.is_empty() {
+            self.pending = BytesMut::new();
+        }
     }
 }
+
+impl<T: AsyncRead + Unpin> AsyncRead for ReadBuffer<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.pending.is_empty() {
+            if out.remaining() >= this.capacity {
+                return Pin::new(&mut this.inner).poll_read(cx, out);
+            }
+            this.pending.reserve(this.capacity);
+            let read = poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.pending);
+            // Waiting, failed or at the end: nothing to keep.
+            this.release_if_empty();
+            ready!(read)?;
+        }
+        let n = out.remaining().min(this.pending.len());
+        out.put_slice(&this.pending[..n]);
+        this.pending.advance(n);
+        this.release_if_empty();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for ReadBuffer<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
-//! Start-up decisions: core settings from the flags, the Kubernetes client, the sidecar mode,
-//! and the termination signal.
+//! Start-up decisions: settings from the flags, the Kubernetes client, the sidecar mode, and
+//! the termination signal.
 
 use std::path::Path;
 use std::time::Duration;
@@ -100,9 +100,8 @@ pub async fn kube_client(no_kube: bool) -> anyhow::Result<Option<kube::Client>> 
     Ok(Some(client))
 }
 
-/// Resolves `--native-sidecars` (`auto` asks the API server, falling back to regular
-/// containers when it cannot be asked) and whether Pods can restart in place (from the same
-/// answer: Kubernetes >= 1.36; not without an answer).
+/// Resolves `--native-sidecars` (`auto` asks the API server; regular containers when it cannot
+/// be asked) and whether Pods can restart in place (Kubernetes >= 1.36; not without an answer).
 pub async fn cluster_support(
     mode: NativeSidecars,
     client: Option<&kube::Client>,
@@ -155,7 +154,7 @@ async fn api_server_version(client: &kube::Client) -> Result<(String, String), S
 }
 
 /// Whether `major.minor` (as the version endpoint spells it, e.g. `"1"`, `"29+"`) has native
-/// sidecars. Unparseable versions count as no.
+/// sidecars (unparseable: no).
 pub fn supports_native_sidecars(major: &str, minor: &str) -> bool {
     let number = |s: &str| -> Option<u32> {
         let digits: String = s.chars().take_while(char::is_ascii_digit).collect();

@@ -1,8 +1,9 @@
 //! TLS material: loading and checking the certificate/key pair, and a certificate resolver
 //! whose pair can be swapped while the server runs (see [`super::cert_reload`]).
 
+use parking_lot::RwLock;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use rustls::ServerConfig;
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -10,11 +11,9 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::{Error as PemError, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// What went wrong with the TLS files. Messages name the file and its flag; the cause, if
-/// any, is the error's source.
+/// What went wrong with the TLS files (messages name the file and its flag).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A file could not be read at all.
     #[error("failed to read the {what} file {} ({flag})", path.display())]
     FileUnreadable {
         /// `certificate` or `private key`.
@@ -25,7 +24,6 @@ pub enum TlsError {
         #[source]
         source: std::io::Error,
     },
-    /// A file holds no valid PEM of the expected type.
     #[error("failed to read a PEM {what} from {} ({flag}): {reason}", path.display())]
     PemInvalid {
         /// `certificate` or `private key`.
@@ -33,30 +31,24 @@ pub enum TlsError {
         /// `--tls-cert` or `--tls-key`.
         flag: &'static str,
         path: PathBuf,
-        /// What the PEM reader said.
         reason: String,
     },
     /// The certificate file holds no certificate.
     #[error("failed to find a certificate in {} (--tls-cert)", .0.display())]
     NoCertificate(PathBuf),
-    /// The key is of a type rustls cannot sign with.
     #[error("failed to use the private key in {} (--tls-key)", path.display())]
     KeyUnusable {
-        /// The key file.
         path: PathBuf,
         #[source]
         source: rustls::Error,
     },
-    /// The key does not belong to the certificate.
     #[error(
         "failed to match the private key {} (--tls-key) to the certificate {} (--tls-cert)",
         key.display(),
         cert.display()
     )]
     KeyMismatched {
-        /// The certificate file.
         cert: PathBuf,
-        /// The key file.
         key: PathBuf,
         #[source]
         source: rustls::Error,
@@ -132,18 +124,12 @@ impl CertResolver {
 
     /// The pair served now.
     pub fn current(&self) -> Arc<CertifiedKey> {
-        self.current
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        self.current.read().clone()
     }
 
     /// Serves `pair` from the next handshake on; established connections keep theirs.
     pub fn replace(&self, pair: CertifiedKey) {
-        *self
-            .current
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(pair);
+        *self.current.write() = Arc::new(pair);
     }
 }
 

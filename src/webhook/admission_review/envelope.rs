@@ -1,12 +1,11 @@
 //! One pass over a request body that keeps only what the webhook reads: the envelope's
 //! `apiVersion` and `kind`, the small fields of `request`, and the objects. When `request.kind`
 //! comes before `request.object` (kube-apiserver sends it so) and names a kind the core handles
-//! (a Rollout aside), the object is read on the way with [`ObjectSeed`] (one scan of the body);
-//! otherwise it is kept as borrowed raw JSON for the core to read later, with the same result.
-//! `request.oldObject` is always kept raw (only some UPDATEs read it). A pod spec the lean read
-//! refuses is read again kept raw, so that the core can word the error. Every other field is
-//! scanned and dropped without recursion (a malformed body is still rejected; deep nesting
-//! cannot overflow the stack). A key given twice keeps its last value, as in a full parse.
+//! (a Rollout aside), the object is read on the way with [`ObjectSeed`]; otherwise it is kept as
+//! borrowed raw JSON for the core to read later. `request.oldObject` is always kept raw. A pod
+//! spec the lean read refuses is read again kept raw, so that the core can word the error. Every
+//! other field is scanned and dropped without recursion (deep nesting cannot overflow the
+//! stack). A key given twice keeps its last value, as in a full parse.
 
 use std::fmt;
 
@@ -16,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::workload::{Key, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, lean_then_raw};
 
-/// The body as read: the top level and, when `request` is an object, its fields.
+/// The body as read.
 #[derive(Debug, Default)]
 pub struct Envelope<'a> {
     pub api_version: Option<Value>,
@@ -29,22 +28,17 @@ pub struct Envelope<'a> {
 #[derive(Debug, Default)]
 pub struct RequestFields<'a> {
     pub uid: Option<Value>,
-    /// `kind` (`{group, version, kind}`).
     pub kind: Option<Value>,
     pub operation: Option<Value>,
     pub namespace: Option<Value>,
     pub dry_run: Option<Value>,
-    /// `object`: read at once when `kind` came before it and names a handled kind (as
-    /// kube-apiserver sends it), otherwise kept as sent.
     pub object: Option<ObjectField<'a>>,
-    /// `oldObject`, as sent.
     pub old_object: Option<&'a RawValue>,
 }
 
 /// `request.object` as the envelope read it.
 #[derive(Debug)]
 pub enum ObjectField<'a> {
-    /// As sent.
     Raw(&'a RawValue),
     /// Read for the pod (template) at `pointer`, the pointer of the `kind` before it.
     Read {
@@ -61,26 +55,18 @@ const KIND_KEYS: &[&str] = &["group", "version", "kind"];
 
 /// Parses `bytes` into an [`Envelope`]; an error for bytes that are not one JSON object.
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
-    lean_then_raw(|how| from_slice_with(bytes, Objects::Read(how)))
+    lean_then_raw(|how| from_slice_with(bytes, Some(how)))
 }
 
-/// Parses `bytes` as [`from_slice`] does, but keeps `request.object` as sent whatever its kind:
-/// the envelope of a review whose object was too large to read.
+/// [`from_slice`], but keeping `request.object` as sent whatever its kind (for a review whose
+/// object was too large to read).
 pub fn from_slice_unread(bytes: &[u8]) -> serde_json::Result<Envelope<'_>> {
-    from_slice_with(bytes, Objects::Raw)
+    from_slice_with(bytes, None)
 }
 
-/// How `request.object` is read.
-#[derive(Debug, Clone, Copy)]
-enum Objects {
-    /// On the way when its kind is handled, with the pod spec read as said.
-    Read(SpecRead),
-    /// Never: kept as sent.
-    Raw,
-}
-
-/// One read of `bytes`, with the objects read `how`.
-fn from_slice_with(bytes: &[u8], how: Objects) -> serde_json::Result<Envelope<'_>> {
+/// One read of `bytes`, with `request.object` read `how` when its kind is handled (`None`: kept
+/// as sent).
+fn from_slice_with(bytes: &[u8], how: Option<SpecRead>) -> serde_json::Result<Envelope<'_>> {
     // Text checked once as UTF-8 need not be checked again string by string. Bytes that are
     // not UTF-8 are read as bytes, so those in the parts that are skipped unread stop nothing.
     match std::str::from_utf8(bytes) {
@@ -91,26 +77,15 @@ fn from_slice_with(bytes: &[u8], how: Objects) -> serde_json::Result<Envelope<'_
 
 fn read<'de, R: serde_json::de::Read<'de>>(
     mut de: serde_json::Deserializer<R>,
-    how: Objects,
+    how: Option<SpecRead>,
 ) -> serde_json::Result<Envelope<'de>> {
-    let envelope = TopSeed { how }.deserialize(&mut de)?;
+    let envelope = serde::Deserializer::deserialize_map(&mut de, TopSeed(how))?;
     de.end()?;
     Ok(envelope)
 }
 
-/// Reads the top level, which must be an object (anything else is an error here; the caller
-/// names what it was).
-struct TopSeed {
-    how: Objects,
-}
-
-impl<'de> DeserializeSeed<'de> for TopSeed {
-    type Value = Envelope<'de>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
+/// Reads the top level, which must be an object (the caller names what it was otherwise).
+struct TopSeed(Option<SpecRead>);
 
 impl<'de> Visitor<'de> for TopSeed {
     type Value = Envelope<'de>;
@@ -125,9 +100,7 @@ impl<'de> Visitor<'de> for TopSeed {
             match key.as_str() {
                 "apiVersion" => envelope.api_version = Some(map.next_value::<Shallow>()?.0),
                 "kind" => envelope.kind = Some(map.next_value::<Shallow>()?.0),
-                "request" => {
-                    envelope.request = map.next_value_seed(RequestSeed { how: self.how })?
-                }
+                "request" => envelope.request = map.next_value_seed(RequestSeed(self.0))?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -138,9 +111,7 @@ impl<'de> Visitor<'de> for TopSeed {
 }
 
 /// Reads `request`: its fields when it is an object, `None` (after scanning it) otherwise.
-struct RequestSeed {
-    how: Objects,
-}
+struct RequestSeed(Option<SpecRead>);
 
 impl<'de> DeserializeSeed<'de> for RequestSeed {
     type Value = Option<RequestFields<'de>>;
@@ -168,8 +139,8 @@ impl<'de> Visitor<'de> for RequestSeed {
                 "dryRun" => r.dry_run = Some(map.next_value::<Shallow>()?.0),
                 "object" => {
                     let pointer = r.kind.as_ref().and_then(pod_pointer);
-                    r.object = Some(match (self.how, pointer) {
-                        (Objects::Read(how), Some(pointer)) => ObjectField::Read {
+                    r.object = Some(match (self.0, pointer) {
+                        (Some(how), Some(pointer)) => ObjectField::Read {
                             pointer,
                             parts: Box::new(
                                 map.next_value_seed(ObjectSeed::reading(pointer, how))?,
@@ -217,8 +188,8 @@ impl<'de> Visitor<'de> for RequestSeed {
     }
 }
 
-/// Where the pod (template) sits in objects of `kind` (`{group, version, kind}`), when the
-/// core handles that kind and reads its objects for the pod alone.
+/// Where the pod (template) sits in objects of `kind`, when the core reads them for the pod
+/// alone.
 fn pod_pointer(kind: &Value) -> Option<&'static str> {
     let group = kind.get("group").map_or(Some(""), Value::as_str)?;
     let kind = kind.get("kind")?.as_str()?;

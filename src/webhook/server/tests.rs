@@ -171,3 +171,15 @@ async fn writes_go_straight_through_vectored() {
     assert_eq!(n, 19);
     assert_eq!(writer.inner, b"HTTP/1.1 200 OK\r\n\r\n");
 }
+
+#[tokio::test]
+async fn accepted_sockets_get_nodelay() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = tokio::spawn(async move { TcpStream::connect(addr).await.unwrap() });
+    let (accepted, _) = listener.accept().await.unwrap();
+    assert!(!accepted.nodelay().unwrap(), "precondition: off by default");
+    prepare_socket(&accepted).unwrap();
+    assert!(accepted.nodelay().unwrap());
+    drop(client.await.unwrap());
+}
