@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::pod::{Container, KeyToPath, PodSpec, Volume};
 
+use super::rules::How;
 use super::{SIDECAR_NAME, TOKEN_MOUNT_PATH};
 use crate::hash::{ConfigId, Consumed};
 
@@ -81,22 +82,14 @@ pub struct DirMount {
     pub mount_path: String,
 }
 
-/// How an env reference reads config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum EnvHow {
-    /// `env[].valueFrom.*KeyRef`
-    Env,
-    /// `envFrom[]`
-    EnvFrom,
-}
-
 /// One env/envFrom reference to a ConfigMap/Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvRef {
     pub container: String,
     pub consumed: Consumed,
     pub optional: bool,
-    pub how: EnvHow,
+    /// [`How::Env`] or [`How::EnvFrom`].
+    pub how: How,
 }
 
 /// Everything the rules read from a pod spec.
@@ -209,13 +202,13 @@ impl PodAnalysis<'_> {
             .filter_map(|v| v.value_from.as_ref());
         let keys = env
             .flat_map(|from| both(&from.config_map_key_ref, &from.secret_key_ref, |r| &r.name))
-            .map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, EnvHow::Env));
+            .map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, How::Env));
         let wholes = container
             .env_from
             .iter()
             .flatten()
             .flat_map(|from| both(&from.config_map_ref, &from.secret_ref, |r| &r.name))
-            .map(|(id, r)| (Consumed::Whole(id), r.optional, EnvHow::EnvFrom));
+            .map(|(id, r)| (Consumed::Whole(id), r.optional, How::EnvFrom));
         let refs = keys.chain(wholes).map(|(consumed, optional, how)| EnvRef {
             container: container.name.clone(),
             consumed,
@@ -244,10 +237,7 @@ fn both<'a, R>(
 /// that a `secret` volume of the account's token Secret, `default-token-*`). A token is not
 /// application config: it is never watched, hashed or warned about.
 fn token_volumes(spec: &PodSpec) -> Vec<&str> {
-    spec.init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
+    spec.all_containers()
         .flat_map(|c| c.volume_mounts.iter().flatten())
         .filter(|m| m.mount_path.trim_end_matches('/') == TOKEN_MOUNT_PATH)
         .map(|m| m.name.as_str())

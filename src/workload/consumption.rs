@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::PodSpec;
 
-use super::analysis::{ConfigVolume, PodAnalysis, analyse, is_ours};
+use super::analysis::{ConfigVolume, PodAnalysis, analyse};
 use super::in_place;
 use super::rules::{self, SubPathPolicy, Use};
 use super::selected;
@@ -39,33 +39,26 @@ impl Consumption {
         hash::config_hash(&self.consumed, &self.optional, data, key)
     }
 
-    fn add(
-        &mut self,
-        consumed: Consumed,
-        optional: bool,
-        all_optional: &mut BTreeMap<ConfigId, bool>,
-    ) {
-        *all_optional.entry(consumed.id().clone()).or_insert(true) &= optional;
-        self.consumed.insert(consumed);
-    }
-
-    fn finish(mut self, all_optional: BTreeMap<ConfigId, bool>) -> Self {
-        self.optional = all_optional
+    /// What `reads` (a key or object, and whether that read is optional) add up to: an object
+    /// is optional when every read of it is.
+    fn of_reads(reads: impl IntoIterator<Item = (Consumed, bool)>) -> Self {
+        let mut out = Consumption::default();
+        let mut all_optional = BTreeMap::new();
+        for (consumed, optional) in reads {
+            *all_optional.entry(consumed.id().clone()).or_insert(true) &= optional;
+            out.consumed.insert(consumed);
+        }
+        let optional = all_optional
             .into_iter()
-            .filter_map(|(id, optional)| optional.then_some(id))
-            .collect();
-        self
+            .filter_map(|(id, o)| o.then_some(id));
+        out.optional = optional.collect();
+        out
     }
 }
 
 /// Restart-only consumption from the rules' uses (what the webhook stamps as `config-hash`).
 pub fn of_uses(uses: &[Use]) -> Consumption {
-    let mut out = Consumption::default();
-    let mut all_optional = BTreeMap::new();
-    for u in uses {
-        out.add(u.consumed.clone(), u.optional, &mut all_optional);
-    }
-    out.finish(all_optional)
+    Consumption::of_reads(uses.iter().map(|u| (u.consumed.clone(), u.optional)))
 }
 
 /// Restart-only consumption of a stamped pod template, as the rollout controller recomputes
@@ -121,13 +114,7 @@ pub fn restart_uses(
 /// the env hash's). Empty when there is none (a container of that name that is not ours watches
 /// nothing of ours).
 pub fn mounted(spec: &PodSpec) -> Consumption {
-    let sidecar = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .find(|c| is_ours(c));
-    let Some(sidecar) = sidecar else {
+    let Some(sidecar) = in_place::existing_sidecar(spec) else {
         return Consumption::default();
     };
     let volumes = sidecar
@@ -145,16 +132,9 @@ pub fn of_volumes<'v>(
     names: impl IntoIterator<Item = &'v str>,
     config_volumes: &BTreeMap<String, ConfigVolume>,
 ) -> Consumption {
-    let mut out = Consumption::default();
-    let mut all_optional = BTreeMap::new();
-    for volume in names.into_iter().filter_map(|n| config_volumes.get(n)) {
-        for source in &volume.sources {
-            for consumed in source.shown() {
-                out.add(consumed, source.optional, &mut all_optional);
-            }
-        }
-    }
-    out.finish(all_optional)
+    let volumes = names.into_iter().filter_map(|n| config_volumes.get(n));
+    let sources = volumes.flat_map(|v| &v.sources);
+    Consumption::of_reads(sources.flat_map(|s| s.shown().into_iter().map(|c| (c, s.optional))))
 }
 
 #[cfg(test)]

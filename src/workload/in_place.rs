@@ -244,12 +244,7 @@ fn blocked(
     if let Some(policy) = spec.restart_policy.as_deref().filter(|p| *p != "Always") {
         return Some(Blocked::RunsToCompletion(policy.to_owned()));
     }
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers);
-    let mut others = containers.filter(|c| !is_ours(c));
+    let mut others = spec.all_containers().filter(|c| !is_ours(c));
     if let Some(own) = others.find(|c| {
         c.restart_policy_rules
             .as_ref()

@@ -48,8 +48,6 @@ pub use review_plan::Plan;
 pub use rules::describe;
 pub use skim::{JsonType, Shallow, Skim};
 
-/// Annotation and label prefix of everything the product reads or writes.
-pub const PREFIX: &str = "reload-injector.io/";
 /// HTTP reload URL (HTTP mode instead of a signal).
 pub const RELOAD_URL: &str = "reload-injector.io/reload-url";
 /// Signal to send in signal mode.

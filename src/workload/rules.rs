@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::analysis::{EnvHow, PodAnalysis, SubPathMount};
+use super::analysis::{PodAnalysis, SubPathMount};
 use super::messages::quoted;
 use crate::hash::{ConfigId, Consumed};
 
@@ -85,15 +85,11 @@ pub fn apply<'p>(analysis: &'p PodAnalysis<'_>, policy: &SubPathPolicy) -> RuleO
         }
     }
     for env in &analysis.env_refs {
-        let how = match env.how {
-            EnvHow::Env => How::Env,
-            EnvHow::EnvFrom => How::EnvFrom,
-        };
         out.uses.push(Use {
             container: env.container.clone(),
             consumed: env.consumed.clone(),
             optional: env.optional,
-            how,
+            how: env.how,
         });
     }
     out

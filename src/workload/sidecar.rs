@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::{Container, PodSpec, SecurityContext};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::analysis::{ConfigVolume, PodAnalysis};
 use super::messages::{Warnings, quoted, quoted_list};
@@ -76,11 +76,12 @@ pub struct SidecarPlan {
 /// memory-backed `emptyDir` (no node disk, no ephemeral-storage accounting) capped at
 /// [`NO_TOKEN_SIZE_LIMIT`].
 pub fn no_token_volume() -> Value {
-    let empty_dir = object([
-        ("medium", string("Memory")),
-        ("sizeLimit", string(NO_TOKEN_SIZE_LIMIT)),
-    ]);
-    object([("name", string(NO_TOKEN_VOLUME)), ("emptyDir", empty_dir)])
+    json!({"name": NO_TOKEN_VOLUME, "emptyDir": small_memory_dir()})
+}
+
+/// A memory `emptyDir` of [`NO_TOKEN_SIZE_LIMIT`].
+pub(super) fn small_memory_dir() -> Value {
+    json!({"medium": "Memory", "sizeLimit": NO_TOKEN_SIZE_LIMIT})
 }
 
 impl SidecarPlan {
@@ -134,11 +135,7 @@ pub fn env_only_container(image: &str, native: bool, hides_token: bool) -> Value
 
 /// A `volumeMounts` entry, read-only.
 pub fn read_only_mount(name: &str, path: &str) -> Value {
-    object([
-        ("name", string(name)),
-        ("mountPath", string(path)),
-        ("readOnly", Value::Bool(true)),
-    ])
+    json!({"name": name, "mountPath": path, "readOnly": true})
 }
 
 /// The `config-reloader` container with `args`, `mounts` (and the empty token volume's), small
@@ -154,30 +151,23 @@ fn build_container(
     if hides_token {
         mounts.push(read_only_mount(NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH));
     }
-    let resources = |cpu, memory| object([("cpu", string(cpu)), ("memory", string(memory))]);
-    let mut container = vec![
-        ("name", string(SIDECAR_NAME)),
-        ("image", string(image)),
-        ("imagePullPolicy", string("IfNotPresent")),
-        (
-            "args",
-            Value::Array(args.into_iter().map(Value::String).collect()),
-        ),
-        (
-            "resources",
-            object([
-                ("requests", resources("5m", "8Mi")),
-                ("limits", resources("100m", "32Mi")),
-            ]),
-        ),
-        ("securityContext", security_context(run_as)),
-        ("terminationMessagePolicy", string("FallbackToLogsOnError")),
-        ("volumeMounts", Value::Array(mounts)),
-    ];
+    let mut container = json!({
+        "name": SIDECAR_NAME,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "resources": {
+            "requests": {"cpu": "5m", "memory": "8Mi"},
+            "limits": {"cpu": "100m", "memory": "32Mi"},
+        },
+        "securityContext": security_context(run_as),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": mounts,
+    });
     if native {
-        container.push(("restartPolicy", string("Always")));
+        container["restartPolicy"] = json!("Always");
     }
-    object(container)
+    container
 }
 
 fn security_context(run_as: &RunAs) -> Value {
@@ -186,35 +176,21 @@ fn security_context(run_as: &RunAs) -> Value {
         RunAs::RootWithKill => (0, None, false, Some("KILL")),
         RunAs::Unprivileged => (NONROOT_UID, Some(NONROOT_UID), true, None),
     };
-    let mut capabilities = vec![("drop", Value::Array(vec![string("ALL")]))];
-    capabilities.extend(add.map(|cap| ("add", Value::Array(vec![string(cap)]))));
-    let mut sc = vec![
-        ("allowPrivilegeEscalation", Value::Bool(false)),
-        ("readOnlyRootFilesystem", Value::Bool(true)),
-        ("capabilities", object(capabilities)),
-        (
-            "seccompProfile",
-            object([("type", string("RuntimeDefault"))]),
-        ),
-        ("runAsUser", Value::from(uid)),
-        ("runAsNonRoot", Value::Bool(non_root)),
-    ];
-    sc.extend(gid.map(|gid| ("runAsGroup", Value::from(gid))));
-    object(sc)
-}
-
-/// A JSON object of `entries` (built directly: no serializer in between).
-pub(super) fn object<'k>(entries: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
-    Value::Object(
-        entries
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
-    )
-}
-
-pub(super) fn string(text: &str) -> Value {
-    Value::String(text.to_owned())
+    let mut sc = json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsUser": uid,
+        "runAsNonRoot": non_root,
+    });
+    if let Some(cap) = add {
+        sc["capabilities"]["add"] = json!([cap]);
+    }
+    if let Some(gid) = gid {
+        sc["runAsGroup"] = json!(gid);
+    }
+    sc
 }
 
 /// Plans the sidecar, or returns `None` (with a warning saying why, where it matters) when

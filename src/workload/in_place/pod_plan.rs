@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
     Decision, ENV_HASH_FILE, ENV_ROOT, HASH_FILE_FLAG, IN_PLACE, POD_INFO_DIR, RESTART_CODE,
@@ -15,7 +15,7 @@ use crate::workload::analysis::is_ours;
 use crate::workload::object::{remove_annotation, set_annotation};
 use crate::workload::pod::{Container, PodSpec};
 use crate::workload::rules::Use;
-use crate::workload::sidecar::{NO_TOKEN_SIZE_LIMIT, object, read_only_mount, string};
+use crate::workload::sidecar::{read_only_mount, small_memory_dir};
 use crate::workload::{ENV_HASH, ENV_RESTART};
 
 const POD_INFO_VOLUME: &str = "reload-injector-pod";
@@ -24,11 +24,7 @@ const ENV_VOLUME: &str = "reload-injector-env";
 
 /// The pod's `config-reloader` container, if it has one.
 pub fn existing_sidecar(spec: &PodSpec) -> Option<&Container> {
-    spec.init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .find(|c| is_ours(c))
+    spec.all_containers().find(|c| is_ours(c))
 }
 
 /// Whether a `config-reloader` container restarts its Pod in place.
@@ -203,20 +199,11 @@ impl EnvPlan {
             .map(|(volume, name)| read_only_mount(volume, &format!("{ENV_ROOT}/{name}")))
             .collect();
         mounts.push(read_only_mount(&self.pod_info, POD_INFO_DIR));
-        mounts.push(object([
-            ("name", string(&self.state)),
-            ("mountPath", string(STATE_DIR)),
-        ]));
-        let rule = object([
-            ("action", string("RestartAllContainers")),
-            (
-                "exitCodes",
-                object([
-                    ("operator", string("In")),
-                    ("values", Value::Array(vec![Value::from(RESTART_CODE)])),
-                ]),
-            ),
-        ]);
+        mounts.push(json!({"name": self.state, "mountPath": STATE_DIR}));
+        let rule = json!({
+            "action": "RestartAllContainers",
+            "exitCodes": {"operator": "In", "values": [RESTART_CODE]},
+        });
         let Some(container) = container.as_object_mut() else {
             return;
         };
@@ -235,29 +222,12 @@ impl EnvPlan {
         let mut volumes: Vec<Value> = self
             .config_maps
             .iter()
-            .map(|(volume, name)| {
-                let source = object([("name", string(name)), ("optional", Value::Bool(true))]);
-                object([("name", string(volume)), ("configMap", source)])
-            })
+            .map(|(volume, name)| json!({"name": volume, "configMap": {"name": name, "optional": true}}))
             .collect();
         let field = format!("metadata.annotations['{}']", ENV_HASH);
-        let item = object([
-            ("path", string(ENV_HASH_FILE)),
-            ("fieldRef", object([("fieldPath", Value::String(field))])),
-        ]);
-        let downward = object([("items", Value::Array(vec![item]))]);
-        volumes.push(object([
-            ("name", string(&self.pod_info)),
-            ("downwardAPI", downward),
-        ]));
-        let empty_dir = object([
-            ("medium", string("Memory")),
-            ("sizeLimit", string(NO_TOKEN_SIZE_LIMIT)),
-        ]);
-        volumes.push(object([
-            ("name", string(&self.state)),
-            ("emptyDir", empty_dir),
-        ]));
+        let item = json!({"path": ENV_HASH_FILE, "fieldRef": {"fieldPath": field}});
+        volumes.push(json!({"name": self.pod_info, "downwardAPI": {"items": [item]}}));
+        volumes.push(json!({"name": self.state, "emptyDir": small_memory_dir()}));
         volumes
     }
 }
