@@ -30,12 +30,9 @@ use object_readers::{MapOrValue, NodeReader};
 pub struct ObjectParts<'a> {
     /// The object is JSON `null`.
     pub is_null: bool,
-    /// `metadata.namespace`, when it is a string.
-    pub namespace: Option<String>,
-    /// Whether `metadata.ownerReferences` names a controller.
-    pub controlled: bool,
-    /// The object's own `metadata` as far as the core reads and edits it: the entries of its
-    /// `annotations` and `labels` the product reads, as sent (a Pod's are read at its pod).
+    /// The object's own `metadata` as far as the core reads and edits it: its namespace, owner
+    /// and the entries of its `annotations` and `labels` the product reads, as sent (a Pod's
+    /// entries are read at its pod).
     pub own: Meta,
     /// The pod (template) at the workload's pointer, when it is there and an object.
     pub pod: Option<PodParts<'a>>,
@@ -177,12 +174,9 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
             lean: self.lean,
         })
         .deserialize(d)?;
-        let meta = node.top_meta.unwrap_or_default();
         Ok(ObjectParts {
             is_null: node.is_null,
-            namespace: meta.namespace(),
-            controlled: meta.controlled(),
-            own: meta.without_place(),
+            own: node.top_meta.unwrap_or_default(),
             pod: node.pod,
         })
     }
@@ -247,24 +241,6 @@ impl Meta {
                 }
                 Some(Value::Object(out))
             }
-        }
-    }
-
-    /// This `metadata` with its annotations and labels alone (a workload's own: the core reads
-    /// its opt-ins and edits its labels).
-    fn without_place(self) -> Meta {
-        match self {
-            Meta::Object {
-                annotations,
-                labels,
-                ..
-            } => Meta::Object {
-                namespace: None,
-                controlled: false,
-                annotations,
-                labels,
-            },
-            other => other,
         }
     }
 

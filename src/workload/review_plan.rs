@@ -46,21 +46,6 @@ enum Subject<'a> {
     Unstamped(Unstamped),
 }
 
-/// Why a request gives no pod (template) to look at, other than having nothing to do.
-#[derive(Debug)]
-enum NoTarget {
-    /// An object the core cannot understand.
-    Review(ReviewError),
-    /// A Rollout admitted unchanged, with a warning.
-    Unstamped(Unstamped),
-}
-
-impl From<ReviewError> for NoTarget {
-    fn from(err: ReviewError) -> Self {
-        NoTarget::Review(err)
-    }
-}
-
 /// The pod (template) of a request that will be looked at.
 #[derive(Debug)]
 struct Target<'a> {
@@ -92,16 +77,13 @@ impl<'a> Plan<'a> {
     /// Rollout, which is admitted unchanged with a warning (as one without a template is).
     pub fn new(req: &Request<'a>, settings: &'a Settings) -> Result<Self, ReviewError> {
         let subject = match read_target(req, settings) {
-            Ok(Some(target)) => Subject::Target(target),
-            Ok(None) => Subject::Nothing,
-            Err(NoTarget::Unstamped(unstamped)) => Subject::Unstamped(unstamped),
             // A Rollout the core cannot read is Argo's to judge: admitted, never denied.
-            Err(NoTarget::Review(ReviewError::UnreadableObject { source, .. }))
+            Err(ReviewError::UnreadableObject { source, .. })
                 if Workload::classify(req.group, req.kind) == Some(Workload::Rollout) =>
             {
                 Subject::Unstamped(Unstamped::Unreadable(source.to_string()))
             }
-            Err(NoTarget::Review(err)) => return Err(err),
+            other => other?,
         };
         Ok(Self { settings, subject })
     }
@@ -131,32 +113,38 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// The pod (template) of `req` to look at, or `None` when the request is none of the product's
-/// business: a kind, operation or namespace it does not handle, an opted-out template, or a
-/// ReplicaSet or Job a controller made.
-fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Target<'a>>, NoTarget> {
+/// The pod (template) of `req` to look at, or [`Subject::Nothing`] when the request is none of
+/// the product's business: a kind, operation or namespace it does not handle, an opted-out
+/// template, or a ReplicaSet or Job a controller made.
+fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Subject<'a>, ReviewError> {
     let Some(workload) = handled(req, settings) else {
-        return Ok(None);
+        return Ok(Subject::Nothing);
     };
     let object = read_object(req, workload)?;
     // When the request names no namespace, the object's own says where it lives.
-    let namespace = object.namespace.as_deref().unwrap_or("");
-    if req.namespace.is_empty() && policy::excluded(namespace, &settings.own_namespace) {
-        return Ok(None);
+    let namespace = object.own.namespace().unwrap_or_default();
+    if req.namespace.is_empty() && policy::excluded(&namespace, &settings.own_namespace) {
+        return Ok(Subject::Nothing);
     }
-    let (controlled, own) = (object.controlled, object.own.clone());
-    let pod = pod_of(req, workload, object)?;
+    let (controlled, own) = (object.own.controlled(), object.own.clone());
+    let pod = match object {
+        Cow::Owned(object) => object.pod.map(Cow::Owned),
+        Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
+    };
+    let Some(pod) = pod else {
+        return without_pod(req, workload);
+    };
     let mut annotations = pod.meta.string_map(MapField::Annotations);
     let labels = pod.meta.string_map(MapField::Labels);
     if policy::opted_out(&labels, &annotations).is_some() {
-        return Ok(None);
+        return Ok(Subject::Nothing);
     }
     // A ReplicaSet or Job made by a controller (a Deployment's, a CronJob's) is left as its
     // owner wrote it: the owner was already checked and hashed, and a template that differs
     // from the owner's would make the Deployment controller create ReplicaSets in a loop. Any
     // other workload with a controller (an operator's DaemonSet) is reviewed, and never denied.
     if workload.is_template() && controlled && matches!(req.kind, "ReplicaSet" | "Job") {
-        return Ok(None);
+        return Ok(Subject::Nothing);
     }
     let stamp = workload
         .is_template()
@@ -171,9 +159,8 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     if workload == Workload::Rollout
         && let Some(what) = unreadable_metadata(&pod.meta)
     {
-        return Err(NoTarget::Unstamped(Unstamped::Unreadable(format!(
-            "{what} is not an object"
-        ))));
+        let reason = format!("{what} is not an object");
+        return Ok(Subject::Unstamped(Unstamped::Unreadable(reason)));
     }
     let spec = match &pod {
         Cow::Borrowed(pod) => pod.spec(),
@@ -189,7 +176,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         _ => BTreeSet::new(),
     };
     let consequence = Consequence::of(req.kind, workload, controlled, &spec);
-    Ok(Some(Target {
+    Ok(Subject::Target(Target {
         workload,
         pod,
         annotations,
@@ -230,7 +217,7 @@ fn unreadable(req: &Request<'_>, source: serde_json::Error) -> ReviewError {
 fn read_object<'a>(
     req: &Request<'a>,
     workload: Workload,
-) -> Result<Cow<'a, ObjectParts<'a>>, NoTarget> {
+) -> Result<Cow<'a, ObjectParts<'a>>, ReviewError> {
     match req.object {
         Object::Raw(raw) if raw.get() != "null" => Ok(Cow::Owned(
             parts::read(raw, workload.pointer()).map_err(|source| unreadable(req, source))?,
@@ -243,45 +230,34 @@ fn read_object<'a>(
                         "it was read for the pod at {pointer:?}, not at {:?}",
                         workload.pointer()
                     )),
-                )
-                .into());
+                ));
             }
             Ok(Cow::Borrowed(parts))
         }
         _ => Err(ReviewError::MissingObject {
             kind: req.kind.to_owned(),
-        }
-        .into()),
+        }),
     }
 }
 
-/// The pod (template) of `object`; a workload without one is an error, a Rollout without one
-/// is admitted unchanged (it may run a Deployment's template).
-fn pod_of<'a>(
-    req: &Request<'a>,
-    workload: Workload,
-    object: Cow<'a, ObjectParts<'a>>,
-) -> Result<Cow<'a, PodParts<'a>>, NoTarget> {
-    let pod = match object {
-        Cow::Owned(object) => object.pod.map(Cow::Owned),
-        Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
-    };
-    pod.ok_or_else(|| match (workload, req.object) {
+/// A workload without a pod (template) is an error; a Rollout without one is admitted unchanged
+/// (it may run a Deployment's template).
+fn without_pod<'a>(req: &Request<'a>, workload: Workload) -> Result<Subject<'a>, ReviewError> {
+    match (workload, req.object) {
         (Workload::Rollout, Object::Raw(raw)) => {
-            NoTarget::Unstamped(Unstamped::without_template(Some(raw)))
+            Ok(Subject::Unstamped(Unstamped::without_template(Some(raw))))
         }
         (Workload::Rollout, Object::Read { .. }) => {
-            NoTarget::Unstamped(Unstamped::without_template(None))
+            Ok(Subject::Unstamped(Unstamped::without_template(None)))
         }
-        _ => unreadable(
+        _ => Err(unreadable(
             req,
             serde::de::Error::custom(format!(
                 "{} is missing or not an object",
                 workload.pointer()
             )),
-        )
-        .into(),
-    })
+        )),
+    }
 }
 
 /// What the config a pod (template) reads that the decision needs looked up: what is hashed,

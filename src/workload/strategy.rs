@@ -95,7 +95,11 @@ impl Choice {
 
     /// The volumes the sidecar watches: those of hot-reloaded containers.
     pub fn reload_volumes(&self) -> BTreeSet<String> {
-        self.volumes(|s| matches!(s, Strategy::Reload(_)))
+        let reloaded = self
+            .containers
+            .iter()
+            .filter(|(_, s, _)| matches!(s, Strategy::Reload(_)));
+        reloaded.flat_map(|(_, _, v)| v.iter().cloned()).collect()
     }
 
     /// The containers the sidecar signals.
@@ -103,11 +107,6 @@ impl Choice {
         let signal = |s: &Strategy| matches!(s, Strategy::Reload(Told::Signal { .. }));
         let signalled = self.containers.iter().filter(|(_, s, _)| signal(s));
         signalled.map(|(c, _, _)| c.as_str()).collect()
-    }
-
-    fn volumes(&self, pick: impl Fn(&Strategy) -> bool) -> BTreeSet<String> {
-        let picked = self.containers.iter().filter(|(_, s, _)| pick(s));
-        picked.flat_map(|(_, _, v)| v.iter().cloned()).collect()
     }
 
     /// The config of the containers whose changes roll the workload, as uses of the rules
@@ -225,12 +224,9 @@ fn choose_in(
         // An init container's read counts like env, unless a reloader beside the app already
         // keeps that config current (prometheus-operator's init-config-reloader renders the
         // first config its config-reloader then keeps up to date).
+        let of = unless_reloaded(reloaded, Strategy::Restart(Why::InitContainer));
         for mount in &analysis.init_dir_mounts {
-            let strategy = match reloaded.get(&mount.volume) {
-                Some(by) => Strategy::Reloaded(by.clone()),
-                None => Strategy::Restart(Why::InitContainer),
-            };
-            push(&mut choice, &mount.container, strategy, &mount.volume);
+            push(&mut choice, &mount.container, of(mount), &mount.volume);
         }
     }
     (choice, bad)
