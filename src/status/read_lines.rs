@@ -14,7 +14,7 @@ use super::target_arg::Kind;
 use crate::hash::{ConfigId, ConfigKind, Consumed};
 use crate::policy::{Counts, Selection, reloader};
 use crate::workload::catalogue::Takes;
-use crate::workload::explain::{Explained, Mode, Read, Via};
+use crate::workload::explain::{Explained, How, Mode, Read};
 use crate::workload::strategy::{Consequence, Strategy, Why};
 use crate::workload::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted};
 
@@ -168,7 +168,7 @@ fn change(
     let rolls = |reason: String| restart(read.consumed.id(), reason, ignored, judging);
     match &read.strategy {
         None if explained.in_place.contains(&read.consumed) => in_place(read, ignored),
-        None if read.via == Via::SubPath => rolls("subPath is never updated in place".to_owned()),
+        None if read.via == How::SubPath => rolls("subPath is never updated in place".to_owned()),
         None => rolls("read at container start".to_owned()),
         Some(Strategy::Restart(why)) => rolls(why_text(why)),
         Some(Strategy::Reload(_)) => hot_reload(read, explained, ignored),
@@ -357,14 +357,14 @@ pub fn mode_text(mode: &Mode) -> String {
     }
 }
 
-fn via_name(via: Via) -> &'static str {
+fn via_name(via: How) -> &'static str {
     match via {
-        Via::Env => "env",
-        Via::EnvFrom => "envFrom",
-        Via::SubPath => "subPath",
-        Via::InitSubPath => "initSubPath",
-        Via::Directory => "directory",
-        Via::InitDirectory => "initDirectory",
+        How::Env => "env",
+        How::EnvFrom => "envFrom",
+        How::SubPath => "subPath",
+        How::InitSubPath => "initSubPath",
+        How::Mount => "directory",
+        How::InitMount => "initDirectory",
     }
 }
 

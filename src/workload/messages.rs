@@ -180,15 +180,11 @@ pub fn fit(line: &mut String) {
 
 /// Joins names as `"a", "b" and "c"`.
 pub fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    let names: Vec<Quoted<'_>> = names.into_iter().map(quoted).collect();
-    let mut out = String::new();
-    for (i, name) in names.iter().enumerate() {
-        if i > 0 {
-            out.push_str(if i + 1 == names.len() { " and " } else { ", " });
-        }
-        let _ = write!(out, "{name}");
+    let names: Vec<String> = names.into_iter().map(|n| quoted(n).to_string()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.concat(),
     }
-    out
 }
 
 #[cfg(test)]

@@ -368,18 +368,12 @@ fn full_error(value: &Value) -> Option<serde_json::Error> {
 /// The editable fields of a spec that sent them as `shape` says, read as `spec`.
 fn editable_spec(shape: SpecShape, spec: &PodSpec) -> Value {
     let mut out = Map::new();
+    let inits = spec.init_containers.iter().flatten().count();
+    let volumes = spec.volumes.iter().flatten().count();
     let lists = [
         ("containers", shape.containers, spec.containers.len()),
-        (
-            "initContainers",
-            shape.init_containers,
-            spec.init_containers.as_ref().map_or(0, Vec::len),
-        ),
-        (
-            "volumes",
-            shape.volumes,
-            spec.volumes.as_ref().map_or(0, Vec::len),
-        ),
+        ("initContainers", shape.init_containers, inits),
+        ("volumes", shape.volumes, volumes),
     ];
     for (key, sent, len) in lists {
         match sent {

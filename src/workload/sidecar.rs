@@ -377,17 +377,14 @@ fn run_as(
             .find_map(id)
     };
     let uid_of = |c: &Container| id_of(c, |s| s.run_as_user);
-    let uids: BTreeSet<Option<i64>> = targets.iter().map(|c| uid_of(c)).collect();
-    let gids: BTreeSet<Option<i64>> = targets
-        .iter()
-        .map(|c| id_of(c, |s| s.run_as_group))
-        .collect();
-    if let [Some(uid)] = uids.iter().copied().collect::<Vec<_>>().as_slice() {
-        let gid = match gids.iter().copied().collect::<Vec<_>>().as_slice() {
-            [Some(gid)] => Some(*gid),
-            _ => None,
-        };
-        return RunAs::AppUser { uid: *uid, gid };
+    // The id every target has, when they all have the same one.
+    let shared = |id: fn(&SecurityContext) -> Option<i64>| {
+        let ids: BTreeSet<Option<i64>> = targets.iter().map(|c| id_of(c, id)).collect();
+        ids.first().copied().flatten().filter(|_| ids.len() == 1)
+    };
+    if let Some(uid) = shared(|s| s.run_as_user) {
+        let gid = shared(|s| s.run_as_group);
+        return RunAs::AppUser { uid, gid };
     }
     let unknown: Vec<&str> = targets
         .iter()

@@ -146,14 +146,9 @@ impl EnvPlan {
             .map(|v| v.name.clone())
             .collect();
         let mut free = |base: &str| {
-            let name = (0..)
-                .map(|n| {
-                    if n == 0 {
-                        base.to_owned()
-                    } else {
-                        format!("{base}-{n}")
-                    }
-                })
+            let mut names = (1..).map(|n| format!("{base}-{n}"));
+            let name = std::iter::once(base.to_owned())
+                .chain(&mut names)
                 .find(|name| !taken.contains(name))
                 .unwrap_or_default();
             taken.insert(name.clone());
