@@ -1,13 +1,8 @@
 //! Reading the few parts of an object the core needs straight from its raw JSON, in one pass:
-//! the object's namespace, owner and the `reload-injector.io/` entries of its labels, and at the
-//! pod (template) its owner, the `reload-injector.io/` entries of its annotations and labels, and
-//! its spec, read into the lean [`PodSpec`]. Nothing else of the object is built: `managedFields`, `status`, the other
-//! annotations and labels and the rest of `metadata` are scanned and dropped.
-//!
-//! A spec the lean read refuses fails that pass; [`read`] then reads the object again keeping
-//! the spec's fields as raw JSON, and [`PodParts::spec`] words what is wrong with them.
-//!
-//! A key given twice keeps its last value, as in a full parse of the object.
+//! namespace, owner, the `reload-injector.io/` entries of annotations and labels, and the pod
+//! spec, read into the lean [`PodSpec`]; everything else is scanned and dropped. A spec the lean
+//! read refuses is read again kept raw, for [`PodParts::spec`] to word the error. A key given
+//! twice keeps its last value, as in a full parse.
 
 mod object_readers;
 
@@ -117,8 +112,7 @@ pub enum SpecRead {
 }
 
 /// Runs `read` with the spec read lean and, when that read refused a value's shape, once more
-/// keeping the spec raw, so that the error can be worded. Every read of an object goes this
-/// way: the object alone (`read`) or inside a review.
+/// keeping the spec raw, so that the error can be worded.
 pub fn lean_then_raw<T>(read: impl Fn(SpecRead) -> serde_json::Result<T>) -> serde_json::Result<T> {
     read(SpecRead::Lean).or_else(|error| {
         if worth_a_raw_read(&error) && !meter::has_refused() {
@@ -129,9 +123,8 @@ pub fn lean_then_raw<T>(read: impl Fn(SpecRead) -> serde_json::Result<T>) -> ser
     })
 }
 
-/// Whether an object the lean read refused may still be read keeping its spec raw: only a
-/// value of the wrong shape fails the one and not the other. JSON that is not well formed
-/// (or nests too deep) fails both reads alike, so it is not read twice.
+/// Whether an object the lean read refused may be read keeping its spec raw: JSON that is not
+/// well formed (or nests too deep) fails both reads alike.
 fn worth_a_raw_read(error: &serde_json::Error) -> bool {
     error.classify() == serde_json::error::Category::Data
 }
@@ -327,12 +320,9 @@ impl<'a> PodParts<'a> {
         }
     }
 
-    /// The parts of the pod the core may edit, as sent, given its `spec` as read: the prefixed
-    /// annotations and labels, `shareProcessNamespace`, and the container and volume lists,
-    /// whose existing entries are `null` placeholders (the core only appends, so only their
-    /// number matters).
-    /// Editing this and diffing it against an unedited copy gives the same patch as editing and
-    /// diffing the whole object.
+    /// The parts of the pod the core may edit, as sent: the prefixed annotations and labels,
+    /// `shareProcessNamespace`, and the container and volume lists with `null` placeholders (the
+    /// core only appends). Diffing an edited copy gives the patch a whole object would.
     pub fn editable(&self, spec: &PodSpec) -> Value {
         let mut pod = Map::new();
         if let Some(meta) = self.meta.editable() {

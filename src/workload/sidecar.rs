@@ -193,11 +193,8 @@ fn security_context(run_as: &RunAs) -> Value {
     sc
 }
 
-/// Plans the sidecar, or returns `None` (with a warning saying why, where it matters) when
-/// there is nothing to watch or the pod's explicit choices rule it out.
-///
-/// `choice` says which containers are hot-reloaded and how ([`strategy::choose`]); the sidecar
-/// watches the volumes those containers mount, narrowed by the `watch` annotation.
+/// Plans the sidecar for the hot-reloaded containers of `choice` (their volumes, narrowed by
+/// `watch`), or `None` (with a warning where it matters) when nothing is watched or ruled out.
 pub fn plan(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
@@ -239,10 +236,9 @@ pub fn plan(
     })
 }
 
-/// Whether the pod has no volume named [`NO_TOKEN_VOLUME`] yet. One it has is the user's
-/// (never replaced, never mounted into the sidecar), so the sidecar goes without it and will
-/// hold the API token, which a warning says. A pod that already has the sidecar is not asked:
-/// the volume there is its own, and nothing is injected.
+/// Whether the pod has no volume named [`NO_TOKEN_VOLUME`] yet: one it has is the user's, so
+/// the sidecar goes without it (and holds the API token, with a warning). A pod that already has
+/// the sidecar is not asked.
 pub(super) fn token_volume_free(
     spec: &PodSpec,
     analysis: &PodAnalysis<'_>,
@@ -408,12 +404,10 @@ fn run_as(
     }
 }
 
-/// Whether the pod says it runs as non-root: `runAsNonRoot: true` at Pod level or on any app
-/// container. Then the sidecar is never root and never adds a capability. This is what keeps
-/// Pod Security whole: the `restricted` level requires `runAsNonRoot: true` on the Pod or on
-/// every container, so every Pod that level admits says so itself, and a root sidecar with
-/// CAP_KILL would get the whole Pod rejected (Pod Security runs after us). Deciding from the
-/// Pod alone, not the namespace's labels, keeps offline `inject` and the webhook equal.
+/// Whether the pod says it runs as non-root (`runAsNonRoot: true` on the Pod or an app container):
+/// then the sidecar is never root. Pod Security `restricted` requires that flag and runs after
+/// us, so a root sidecar would get the Pod rejected; deciding from the Pod alone, not namespace
+/// labels, keeps `inject` and the webhook equal.
 fn declares_non_root(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> bool {
     let pod_level = spec
         .security_context

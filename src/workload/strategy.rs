@@ -1,11 +1,8 @@
-//! Safe by default: what a change of each container's config does. The [`catalogue`] says how
-//! each known program takes a new config (a signal, by itself, or only at start), checked on the
-//! command line that really runs; a helper that already reloads config (configmap-reload,
-//! prometheus-config-reloader, …) keeps doing so; the Pod may choose (`signal`, `process`,
-//! `reload-url`, `on-change`). Whatever is left rolls the workload: it goes into `config-hash`.
-//! Config an init container reads counts like env.
-//! Pure: the webhook, the offline `inject` and the rollout controller all call [`choose`], so
-//! they agree on what is hashed.
+//! Safe by default: what a change of each container's config does. The [`catalogue`] says how a
+//! known program takes a new config, checked on its command line; a helper that already reloads
+//! config keeps doing so; the Pod may choose (`signal`, `process`, `reload-url`, `on-change`).
+//! Whatever is left rolls the workload (it goes into `config-hash`), as does what an init
+//! container reads. The webhook, `inject` and the controller all call [`choose`].
 
 mod wording;
 
