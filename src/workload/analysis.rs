@@ -118,14 +118,10 @@ pub struct PodAnalysis<'a> {
 /// Whether `container` is the sidecar we inject: its name, and our `watch` command line (a
 /// container of that name running anything else is someone else's, e.g. prometheus-operator's).
 pub fn is_ours(container: &Container) -> bool {
+    let first = container.args.iter().flatten().next();
     container.name == SIDECAR_NAME
         && container.command.is_none()
-        && container
-            .args
-            .as_ref()
-            .and_then(|a| a.first())
-            .map(String::as_str)
-            == Some("watch")
+        && first.is_some_and(|a| a == "watch")
 }
 
 /// Analyses `spec`.

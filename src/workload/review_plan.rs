@@ -139,10 +139,9 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Subject<'a>
     if policy::opted_out(&labels, &annotations).is_some() {
         return Ok(Subject::Nothing);
     }
-    // A ReplicaSet or Job made by a controller (a Deployment's, a CronJob's) is left as its
-    // owner wrote it: the owner was already checked and hashed, and a template that differs
-    // from the owner's would make the Deployment controller create ReplicaSets in a loop. Any
-    // other workload with a controller (an operator's DaemonSet) is reviewed, and never denied.
+    // A ReplicaSet or Job a controller made is left as its owner (already checked) wrote it: a
+    // template that differs would make the Deployment controller create ReplicaSets in a loop.
+    // Any other workload with a controller (an operator's) is reviewed, and never denied.
     if workload.is_template() && controlled && matches!(req.kind, "ReplicaSet" | "Job") {
         return Ok(Subject::Nothing);
     }
@@ -167,7 +166,8 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Subject<'a>
         Cow::Owned(pod) => pod.spec().map(|spec| Cow::Owned(spec.into_owned())),
     }
     .map_err(|source| unreadable(req, source))?;
-    let policy = subpath_policy(req, workload, controlled, &annotations);
+    let old = old_pod(req, workload);
+    let policy = subpath_policy(req, workload, controlled, &annotations, old.as_ref());
     let selection = verdict.selection();
     let refs = match verdict {
         Verdict::Managed { .. } => {
@@ -184,7 +184,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Subject<'a>
         spec,
         policy,
         refs,
-        old_annotations: old_template_annotations(req, workload),
+        old_annotations: old.map(|old| old.meta.string_map(MapField::Annotations)),
         own,
         consequence,
         verdict,
@@ -292,17 +292,11 @@ fn config_refs(
         .collect()
 }
 
-/// On a workload UPDATE, the annotations of `oldObject`'s pod template, when readable.
-fn old_template_annotations(
-    req: &Request<'_>,
-    workload: Workload,
-) -> Option<BTreeMap<String, String>> {
+/// On a workload UPDATE, `oldObject`'s pod template, when readable.
+fn old_pod<'a>(req: &Request<'a>, workload: Workload) -> Option<PodParts<'a>> {
     match (workload, req.operation, req.old_object) {
         (Workload::Template(_) | Workload::Rollout, Operation::Update, Some(old)) => {
-            parts::read(old, workload.pointer())
-                .ok()
-                .and_then(|old| old.pod)
-                .map(|old| old.meta.string_map(MapField::Annotations))
+            parts::read(old, workload.pointer()).ok()?.pod
         }
         _ => None,
     }
@@ -349,6 +343,7 @@ fn subpath_policy(
     workload: Workload,
     controlled: bool,
     annotations: &BTreeMap<String, String>,
+    old: Option<&PodParts<'_>>,
 ) -> SubPathPolicy {
     if annotations
         .get(ALLOW_SUBPATH)
@@ -360,15 +355,8 @@ fn subpath_policy(
     match (workload, req.operation) {
         (Workload::Pod, _) | (_, Operation::Create) => SubPathPolicy::DenyAll,
         (Workload::Template(_) | Workload::Rollout, _) => {
-            let old_keys = req
-                .old_object
-                .and_then(|old| parts::read(old, workload.pointer()).ok()?.pod)
-                .and_then(|old_pod| {
-                    let spec = old_pod.spec().ok()?;
-                    Some(rules::subpath_keys(&analyse(&spec)))
-                });
-            match old_keys {
-                Some(keys) => SubPathPolicy::DenyNew(keys),
+            match old.and_then(|old| old.spec().ok()) {
+                Some(spec) => SubPathPolicy::DenyNew(rules::subpath_keys(&analyse(&spec))),
                 // Without a readable oldObject nothing can be shown to be new: never deny.
                 None => SubPathPolicy::Allow,
             }

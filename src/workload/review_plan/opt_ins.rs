@@ -153,11 +153,8 @@ pub(super) fn warn_unlike_reloader(
         return;
     };
     let more = objects.count();
-    let others = if more > 0 {
-        format!(" (and {more} more)")
-    } else {
-        String::new()
-    };
+    let others = (more > 0).then(|| format!(" (and {more} more)"));
+    let others = others.unwrap_or_default();
     warnings.notice(format_args!(
         "unlike Reloader, a change of {}{others} is hot-reloaded, not rolled",
         describe(first)
