@@ -14,7 +14,7 @@ use super::target_arg::Kind;
 use crate::hash::{ConfigId, ConfigKind, Consumed};
 use crate::policy::{Counts, Selection, reloader};
 use crate::workload::catalogue::Takes;
-use crate::workload::explain::{Explained, How, Mode, Read};
+use crate::workload::explain::{Explained, How, Read, Told};
 use crate::workload::strategy::{Consequence, Strategy, Why};
 use crate::workload::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted};
 
@@ -343,17 +343,17 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
 
 /// How the sidecar reloads: `SIGHUP to "nginx"`, `SIGHUP to each app container's main
 /// process`, `POST http://…`.
-pub fn mode_text(mode: &Mode) -> String {
+pub fn mode_text(mode: &Told) -> String {
     match mode {
-        Mode::Signal {
+        Told::Signal {
             signal,
             process: Some(process),
         } => format!("{signal} to {}", quoted(process)),
-        Mode::Signal {
+        Told::Signal {
             signal,
             process: None,
         } => format!("{signal} to each app container's main process"),
-        Mode::Http { url } => format!("POST {}", quoted(url)),
+        Told::Http { url } => format!("POST {}", quoted(url)),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::hash::Consumed;
 
 pub use super::analysis::is_ours;
 pub use super::rules::How;
-pub use super::sidecar::Mode;
+pub use super::strategy::Told;
 
 /// One thing a container reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub struct Watcher {
     /// Watched volumes, sorted.
     pub volumes: Vec<String>,
     /// Signal (and process) or URL.
-    pub mode: Mode,
+    pub mode: Told,
     /// What the watched volumes show (the `mounted-config-hash` is over this).
     pub consumption: Consumption,
 }
@@ -206,8 +206,8 @@ mod tests {
         assert_eq!(watcher.volumes, ["conf"]);
         assert_eq!(
             watcher.mode,
-            Mode::Signal {
-                signal: "SIGHUP".into(),
+            Told::Signal {
+                signal: crate::workload::values::parse_signal("SIGHUP").unwrap(),
                 process: Some("nginx".into())
             }
         );

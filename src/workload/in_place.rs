@@ -42,8 +42,8 @@ pub const RESTARTS_STOPPED: &str = "restart in place stopped";
 /// The first Kubernetes minor version with `RestartAllContainers` on by default.
 pub const FIRST_MINOR: u32 = 36;
 
-/// Restart in place as the installation has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Restart in place as the installation has it (by default: roll; the cluster can).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InPlaceSettings {
     /// For a pod (template) without [`ENV_CHANGE`] (`serve --env-change`).
     pub default: EnvChange,
@@ -52,21 +52,13 @@ pub struct InPlaceSettings {
 }
 
 /// Whether the cluster can restart Pods in place.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Support {
     /// It can (or, offline, is taken to).
+    #[default]
     Yes,
     /// It cannot, and why (for the warning).
     No(String),
-}
-
-impl Default for InPlaceSettings {
-    fn default() -> Self {
-        Self {
-            default: EnvChange::Roll,
-            support: Support::Yes,
-        }
-    }
 }
 
 /// Whether an API server of `major.minor` (as its version endpoint spells them) restarts Pods

@@ -26,20 +26,6 @@ pub const NONROOT_UID: i64 = 65532;
 /// (nothing on tmpfs, one 4 KiB block on disk), or the kubelet would evict the Pod.
 pub const NO_TOKEN_SIZE_LIMIT: &str = "64Ki";
 
-/// How the sidecar reloads the app.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mode {
-    /// Send `signal` to `process` (or to each other container's main process).
-    Signal {
-        /// Canonical signal name (`SIGHUP`) or number.
-        signal: String,
-        /// Target process name, when known.
-        process: Option<String>,
-    },
-    /// POST `url`.
-    Http { url: String },
-}
-
 /// The user the sidecar runs as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunAs {
@@ -63,8 +49,8 @@ pub struct SidecarPlan {
     /// Those of `volumes` with Secret data (passed as `--secret-dir`, so the watcher never
     /// shows a bare hash of them).
     pub secret_volumes: BTreeSet<String>,
-    /// Signal or HTTP.
-    pub mode: Mode,
+    /// Signal (to the process, when known, else to each other container's main process) or HTTP.
+    pub mode: Told,
     /// Who it runs as.
     pub run_as: RunAs,
     /// Mounts [`no_token_volume`] at [`TOKEN_MOUNT_PATH`]: false when the pod already has a
@@ -87,7 +73,7 @@ pub(super) fn small_memory_dir() -> Value {
 impl SidecarPlan {
     /// Signal mode needs `shareProcessNamespace: true`.
     pub fn needs_shared_pid(&self) -> bool {
-        matches!(self.mode, Mode::Signal { .. })
+        matches!(self.mode, Told::Signal { .. })
     }
 
     /// The container, as JSON. `native` adds `restartPolicy: Always` (for `initContainers`).
@@ -102,13 +88,13 @@ impl SidecarPlan {
             args.extend([flag.to_owned(), format!("{WATCH_ROOT}/{volume}")]);
         }
         match &self.mode {
-            Mode::Signal { signal, process } => {
-                args.extend(["--signal".to_owned(), signal.clone()]);
+            Told::Signal { signal, process } => {
+                args.extend(["--signal".to_owned(), signal.name.to_owned()]);
                 if let Some(process) = process {
                     args.extend(["--process".to_owned(), process.clone()]);
                 }
             }
-            Mode::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
+            Told::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
         }
         let mounts = self
             .volumes
@@ -218,8 +204,8 @@ pub fn plan(
     }
     let mode = mode(choice.told()?, analysis, &volumes, warnings);
     let run_as = match &mode {
-        Mode::Http { .. } => RunAs::Unprivileged,
-        Mode::Signal { .. } => run_as(spec, analysis, &choice.signalled(), warnings),
+        Told::Http { .. } => RunAs::Unprivileged,
+        Told::Signal { .. } => run_as(spec, analysis, &choice.signalled(), warnings),
     };
     let secret = |cv: &ConfigVolume| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret);
     let secret_volumes = volumes
@@ -285,26 +271,21 @@ fn watched_volumes(
     watched
 }
 
-/// The sidecar's mode for what the strategy chose; a signal without a named process goes to
-/// the process derived from the command of the one container that mounts the watched volumes.
+/// How the sidecar tells the app what the strategy chose; a signal without a named process goes
+/// to the process derived from the command of the one container that mounts the watched volumes.
 fn mode(
     told: &Told,
     analysis: &PodAnalysis<'_>,
     volumes: &BTreeSet<String>,
     warnings: &mut Warnings,
-) -> Mode {
-    match told {
-        Told::Http { url } => Mode::Http { url: url.clone() },
-        Told::Signal { signal, process } => {
-            let process = process
-                .clone()
-                .or_else(|| derived_process(analysis, volumes, signal.name, warnings));
-            Mode::Signal {
-                signal: signal.name.to_owned(),
-                process,
-            }
-        }
+) -> Told {
+    let mut told = told.clone();
+    if let Told::Signal { signal, process } = &mut told
+        && process.is_none()
+    {
+        *process = derived_process(analysis, volumes, signal.name, warnings);
     }
+    told
 }
 
 /// The process to signal, from the `command` of the one app container that mounts the
