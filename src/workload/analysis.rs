@@ -1,7 +1,7 @@
 //! Reads a pod spec into what the rules need: config volumes, how each container consumes
 //! them (directory mount, subPath mount, env), and the containers that run for the pod's life.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::{Container, KeyToPath, PodSpec, Volume};
 
@@ -156,7 +156,13 @@ pub fn analyse(spec: &PodSpec) -> PodAnalysis<'_> {
     analysis
 }
 
-impl PodAnalysis<'_> {
+impl<'a> PodAnalysis<'a> {
+    /// The long-running containers named in `names`.
+    pub fn apps_named(&self, names: &BTreeSet<&str>) -> Vec<&'a Container> {
+        let named = self.apps.iter().filter(|c| names.contains(c.name.as_str()));
+        named.copied().collect()
+    }
+
     fn read_mounts(&mut self, container: &Container, long_running: bool) {
         for mount in container.volume_mounts.iter().flatten() {
             if !self.config_volumes.contains_key(&mount.name) {
@@ -228,10 +234,8 @@ fn both<'a, R>(
     config_map.chain(secret)
 }
 
-/// The volumes some container mounts at the service-account token path: the API server's
-/// ServiceAccount plugin puts the Pod's token there (a `projected` volume from 1.21 on, before
-/// that a `secret` volume of the account's token Secret, `default-token-*`). A token is not
-/// application config: it is never watched, hashed or warned about.
+/// The volumes some container mounts at the service-account token path (a `projected` volume
+/// from 1.21 on, before that a `default-token-*` Secret): a token is not application config.
 fn token_volumes(spec: &PodSpec) -> Vec<&str> {
     spec.all_containers()
         .flat_map(|c| c.volume_mounts.iter().flatten())

@@ -1,7 +1,6 @@
-//! The reload catalogue: how each widely deployed program takes a new config, read from its own
-//! documentation (the entries are in [`PROGRAMS`], each with its source beside it), and the
-//! helper containers that already reload config for the program beside them ([`RELOADERS`]).
-//! Pure data and the reading of a container's command line against it; no I/O.
+//! The reload catalogue: how each widely deployed program takes a new config, per its own
+//! documentation ([`PROGRAMS`]), the helpers that already reload config ([`RELOADERS`]), and the
+//! reading of a container's command line against them.
 
 mod entries;
 

@@ -1,7 +1,6 @@
-//! What a pod (template) reads from ConfigMaps/Secrets, in the two ways the product hashes it:
-//! restart-only (env, envFrom, allowed subPath: the `config-hash`), and mounted into the
-//! `config-reloader` sidecar as directories (the `mounted-config-hash`). The webhook and the
-//! rollout controller both call these, so they agree on every hash.
+//! What a pod (template) reads from ConfigMaps/Secrets, as the two hashes count it: restart-only
+//! (the `config-hash`) and mounted into the sidecar (the `mounted-config-hash`). The webhook and
+//! the controller both call these, so they agree on every hash.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -61,13 +60,9 @@ pub fn of_uses(uses: &[Use]) -> Consumption {
     Consumption::of_reads(uses.iter().map(|u| (u.consumed.clone(), u.optional)))
 }
 
-/// Restart-only consumption of a stamped pod template, as the rollout controller recomputes
-/// it: every subPath mount counts (a stamped template was admitted, so its subPath mounts were
-/// allowed or already there).
-///
-/// Directory mounts of containers whose strategy is restart (see [`strategy::choose`]) count
-/// too: `annotations` are the pod (template)'s, which choose, and which say what counts (only
-/// what Reloader's annotations select, and the objects they name, see [`selected`]).
+/// Restart-only consumption of a stamped pod template, as the controller recomputes it: every
+/// subPath mount counts (a stamped template was admitted), and the directory mounts whose
+/// strategy is restart; `annotations` choose, and say what counts (see [`selected`]).
 pub fn restart_only(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> Consumption {
     let selection = crate::policy::selection_of(annotations);
     let analysis = selected::analysed(spec, &selection);
@@ -109,10 +104,8 @@ pub fn restart_uses(
     in_place::without_recorded(annotations, uses)
 }
 
-/// What the sidecar watches in a pod that has one: the config volumes mounted into our
-/// `config-reloader` container, but for the ConfigMaps it mounts to restart in place (those are
-/// the env hash's). Empty when there is none (a container of that name that is not ours watches
-/// nothing of ours).
+/// What our sidecar watches in a pod (nothing without one): the config volumes mounted into it,
+/// but for the ConfigMaps it mounts to restart in place (those are the env hash's).
 pub fn mounted(spec: &PodSpec) -> Consumption {
     let Some(sidecar) = in_place::existing_sidecar(spec) else {
         return Consumption::default();

@@ -1,7 +1,6 @@
-//! What a pod (template) reads from ConfigMaps/Secrets, one line per key or volume, what a
-//! change of each directory mount does, and how its sidecar would reload the app: the webhook's
-//! own analysis, rules, strategies and sidecar plan, laid out for `reload-injector status` (which
-//! must never keep a second copy of them).
+//! What a pod (template) reads from ConfigMaps/Secrets, what a change of each directory mount
+//! does, and how its sidecar would reload the app: the webhook's own analysis laid out for
+//! `status` (which must never keep a second copy of it).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -72,9 +72,8 @@ struct Target<'a> {
 }
 
 impl<'a> Plan<'a> {
-    /// Reads the request. Objects the product does not handle give a plan that admits them
-    /// untouched; an object of a handled kind that does not parse is an error, except a
-    /// Rollout, which is admitted unchanged with a warning (as one without a template is).
+    /// Reads the request. An object of a handled kind that does not parse is an error, except a
+    /// Rollout, which is admitted unchanged with a warning; anything else unhandled, untouched.
     pub fn new(req: &Request<'a>, settings: &'a Settings) -> Result<Self, ReviewError> {
         let subject = match read_target(req, settings) {
             // A Rollout the core cannot read is Argo's to judge: admitted, never denied.
@@ -335,9 +334,8 @@ fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
     all
 }
 
-/// Where denial happens: only where a person is at the terminal and nothing running can break.
-/// An object a controller made (`controlled`: a Pod of a workload, an operator's workload) is
-/// never denied: nobody reads the message, and the denial would break its owner's loop.
+/// Where denial happens: only where a person is at the terminal. An object a controller made
+/// (`controlled`) is never denied: nobody reads the message, and it would break the owner's loop.
 fn subpath_policy(
     req: &Request,
     workload: Workload,

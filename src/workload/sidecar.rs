@@ -302,12 +302,7 @@ fn derived_process(
         .filter(|m| volumes.contains(&m.volume))
         .map(|m| m.container.as_str())
         .collect();
-    let mounting: Vec<&Container> = analysis
-        .apps
-        .iter()
-        .copied()
-        .filter(|c| watchers.contains(c.name.as_str()))
-        .collect();
+    let mounting = analysis.apps_named(&watchers);
     let derived = match mounting.as_slice() {
         [only] => process_from_command(only),
         _ => None,
@@ -340,12 +335,7 @@ fn run_as(
     warnings: &mut Warnings,
 ) -> RunAs {
     let pod_sc = spec.security_context.as_ref();
-    let targets: Vec<&Container> = analysis
-        .apps
-        .iter()
-        .copied()
-        .filter(|c| signalled.contains(c.name.as_str()))
-        .collect();
+    let targets = analysis.apps_named(signalled);
     // The container's own setting, else the Pod's.
     let id_of = |c: &Container, id: fn(&SecurityContext) -> Option<i64>| {
         [c.security_context.as_ref(), pod_sc]
