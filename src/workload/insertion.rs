@@ -68,7 +68,7 @@ pub fn insert_once(
         object::share_process_namespace(pod);
     }
     if !view.annotations.contains_key(INJECTED) {
-        object::set_annotation(pod, INJECTED, &settings.version);
+        object::set_entry(pod, "annotations", INJECTED, &settings.version);
     }
     true
 }
@@ -89,7 +89,7 @@ pub fn mark_sidecar_pod(
         return;
     }
     if view.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
-        object::set_label(pod, SIDECAR_LABEL, "true");
+        object::set_entry(pod, "labels", SIDECAR_LABEL, "true");
     }
     if view.template {
         return;
@@ -107,6 +107,6 @@ pub fn mark_sidecar_pod(
     if let Some(hash) = report.hash
         && view.annotations.get(MOUNTED_CONFIG_HASH) != Some(&hash)
     {
-        object::set_annotation(pod, MOUNTED_CONFIG_HASH, &hash);
+        object::set_entry(pod, "annotations", MOUNTED_CONFIG_HASH, &hash);
     }
 }

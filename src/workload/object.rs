@@ -81,32 +81,14 @@ pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Sets `metadata.annotations[key]`, creating the maps when absent.
-pub fn set_annotation(pod: &mut Value, key: &str, value: &str) {
-    set_metadata_entry(pod, "annotations", key, value);
-}
-
-/// Sets `metadata.labels[key]`, creating the maps when absent.
-pub fn set_label(pod: &mut Value, key: &str, value: &str) {
-    set_metadata_entry(pod, "labels", key, value);
-}
-
-fn set_metadata_entry(pod: &mut Value, map: &str, key: &str, value: &str) {
+/// Sets `metadata.<map>[key]` (`map`: `annotations` or `labels`), creating the maps when absent.
+pub fn set_entry(pod: &mut Value, map: &str, key: &str, value: &str) {
     let entries = child(child(as_object(pod), "metadata"), map);
     entries.insert(key.to_owned(), Value::String(value.to_owned()));
 }
 
-/// Removes `metadata.annotations[key]` if present.
-pub fn remove_annotation(pod: &mut Value, key: &str) {
-    remove_metadata_entry(pod, "annotations", key);
-}
-
-/// Removes `metadata.labels[key]` if present.
-pub fn remove_label(object: &mut Value, key: &str) {
-    remove_metadata_entry(object, "labels", key);
-}
-
-fn remove_metadata_entry(object: &mut Value, map: &str, key: &str) {
+/// Removes `metadata.<map>[key]` if present.
+pub fn remove_entry(object: &mut Value, map: &str, key: &str) {
     if let Some(entries) = object
         .get_mut("metadata")
         .and_then(|m| m.get_mut(map))

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::hash::{self, ConfigData, ConfigId, Consumed};
 use crate::workload::analysis::is_ours;
-use crate::workload::object::{remove_annotation, set_annotation};
+use crate::workload::object::{remove_entry, set_entry};
 use crate::workload::pod::{Container, PodSpec};
 use crate::workload::rules::Use;
 use crate::workload::sidecar::{read_only_mount, small_memory_dir};
@@ -108,15 +108,15 @@ pub fn stamp(
     if template {
         match (decision.applies(), current(ENV_RESTART)) {
             (true, Some(IN_PLACE)) | (false, None) => {}
-            (true, _) => set_annotation(pod, ENV_RESTART, IN_PLACE),
-            (false, Some(_)) => remove_annotation(pod, ENV_RESTART),
+            (true, _) => set_entry(pod, "annotations", ENV_RESTART, IN_PLACE),
+            (false, Some(_)) => remove_entry(pod, "annotations", ENV_RESTART),
         }
         return;
     }
     if let Some(hash) = plan.and_then(|plan| plan.hash(configs))
         && current(ENV_HASH) != Some(hash.as_str())
     {
-        set_annotation(pod, ENV_HASH, &hash);
+        set_entry(pod, "annotations", ENV_HASH, &hash);
     }
 }
 

@@ -411,13 +411,13 @@ fn only_a_spec_of_the_wrong_shape_is_worth_a_second_raw_read() {
 
 #[test]
 fn values_kept_by_type_give_the_patch_of_the_whole_object() {
-    use crate::workload::object::{remove_annotation, set_annotation, set_label};
+    use crate::workload::object::{remove_entry, set_entry};
     use crate::workload::{INJECTED, SIGNAL};
 
     let edit = |pod: &mut Value| {
-        set_annotation(pod, INJECTED, "0.1.0");
-        set_label(pod, "reload-injector.io/sidecar", "true");
-        remove_annotation(pod, SIGNAL);
+        set_entry(pod, "annotations", INJECTED, "0.1.0");
+        set_entry(pod, "labels", "reload-injector.io/sidecar", "true");
+        remove_entry(pod, "annotations", SIGNAL);
     };
     let spec = json!({"containers": [{"name": "a"}]});
     for pod in [

@@ -189,9 +189,9 @@ pub(super) fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
     let current = own.string_map(MapField::Labels);
     let labelled = current.get(MANAGED_LABEL).map(String::as_str);
     if managed && labelled != Some("true") && own.labels_editable() {
-        object::set_label(object, MANAGED_LABEL, "true");
+        object::set_entry(object, "labels", MANAGED_LABEL, "true");
     } else if !managed && labelled.is_some() {
-        object::remove_label(object, MANAGED_LABEL);
+        object::remove_entry(object, "labels", MANAGED_LABEL);
     }
 }
 
@@ -269,9 +269,11 @@ fn stamp_hash(
 ) {
     let current = annotations.get(CONFIG_HASH).map(String::as_str);
     match hash {
-        Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
+        Some(hash) if current != Some(hash) => {
+            object::set_entry(pod, "annotations", CONFIG_HASH, hash)
+        }
         None if nothing_restart_only && current.is_some() => {
-            object::remove_annotation(pod, CONFIG_HASH)
+            object::remove_entry(pod, "annotations", CONFIG_HASH)
         }
         _ => {}
     }

@@ -52,7 +52,7 @@ pub(super) fn release(settings: &Settings, target: &Target) -> Outcome {
         if let Some(pod) = edited.pointer_mut(pointer) {
             write_stamp(pod, target);
             if target.annotations.contains_key(CONFIG_HASH) {
-                object::remove_annotation(pod, CONFIG_HASH);
+                object::remove_entry(pod, "annotations", CONFIG_HASH);
             }
         }
         mark_managed(&mut edited, &target.own, false);
@@ -101,8 +101,8 @@ pub(super) fn reloader_notes(target: &Target, warnings: &mut Warnings) {
 /// Writes a template's new [`WORKLOAD_OPT_IN`], when it changed.
 pub(super) fn write_stamp(pod: &mut Value, target: &Target) {
     match &target.stamp {
-        Some(Some(value)) => object::set_annotation(pod, WORKLOAD_OPT_IN, value),
-        Some(None) => object::remove_annotation(pod, WORKLOAD_OPT_IN),
+        Some(Some(value)) => object::set_entry(pod, "annotations", WORKLOAD_OPT_IN, value),
+        Some(None) => object::remove_entry(pod, "annotations", WORKLOAD_OPT_IN),
         None => {}
     }
 }
