@@ -17,8 +17,9 @@ use serde_json::{Map, Value};
 use super::key::Key;
 use super::meter;
 use super::pod::{PodSpec, Sent, SpecShape};
+use super::skim::MapOrValue;
 use super::skim::Skim;
-use object_readers::{MapOrValue, NodeReader};
+use object_readers::NodeReader;
 
 /// What the core reads of an object under review.
 #[derive(Debug, Default, Clone)]
