@@ -71,11 +71,9 @@ pub fn restart_only(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> C
     out
 }
 
-/// Restart-only consumption as an earlier version counted it, for recognising a `config-hash`
-/// it stamped over config unchanged since (so that upgrading starts no rollout): versions before
-/// the catalogue (their table of eight servers, no helpers, no init containers) when they count
-/// otherwise than [`restart_only`], else versions before the reload strategies (env, envFrom,
-/// subPath). Equal to [`restart_only`] when neither counts otherwise.
+/// Restart-only consumption as an earlier version counted it, to recognise the `config-hash` it
+/// stamped (so that upgrading starts no rollout): as before the catalogue when that differs from
+/// now, else as before the reload strategies (env, envFrom, subPath).
 pub fn restart_only_earlier(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> Consumption {
     let analysis = analyse(spec);
     let env_and_subpath = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
@@ -90,9 +88,8 @@ pub fn restart_only_earlier(spec: &PodSpec, annotations: &BTreeMap<String, Strin
     }
 }
 
-/// The restart-only uses of an analysed pod whose subPath mounts are all allowed: env, envFrom,
-/// subPath, and the directory mounts whose strategy is restart; on a pod (template) recorded to
-/// restart in place, without the env reads that restart in place.
+/// The restart-only uses of an analysed pod whose subPath mounts are all allowed, without the
+/// env reads recorded to restart in place.
 pub fn restart_uses(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,

@@ -73,10 +73,8 @@ pub fn insert_once(
     true
 }
 
-/// A template the webhook reviews stays as written apart from the hash; a Pod (or a template the
-/// offline `inject` puts the sidecar into) with the sidecar carries the label the controller
-/// watches by, and a Pod the `mounted-config-hash` of what its sidecar watches. `inserted` says
-/// whether the sidecar was just inserted, with its hot-reload plan if it has one.
+/// A pod (template) with the sidecar (`inserted` now, with its hot-reload plan if any) carries
+/// the label the controller watches by, and a Pod the `mounted-config-hash` of what it watches.
 pub fn mark_sidecar_pod(
     pod: &mut Value,
     view: &PodView<'_>,

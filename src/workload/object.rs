@@ -58,9 +58,8 @@ impl Workload {
         self != Workload::Pod
     }
 
-    /// Whether a review may read the object for its pod (template) alone, in the one pass over
-    /// the body. A Rollout is kept as sent: one without a template is told apart by its
-    /// `workloadRef`, which the core reads from the JSON.
+    /// Whether a review may read the object for its pod (template) alone; a Rollout is kept as
+    /// sent (one without a template is told apart by its `workloadRef`).
     pub fn read_for_pod_alone(self) -> bool {
         self != Workload::Rollout
     }

@@ -199,21 +199,18 @@ impl Meta {
     /// The `reload-injector.io/` entries of `annotations` (or `labels`) as a string map;
     /// non-string values are skipped.
     pub fn string_map(&self, field: MapField) -> std::collections::BTreeMap<String, String> {
-        match self.entries(field) {
-            Some(Entries::Object(entries)) => entries
-                .iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect(),
-            _ => Default::default(),
-        }
-    }
-
-    fn entries(&self, field: MapField) -> Option<&Entries> {
-        match (self, field) {
-            (Meta::Object { annotations, .. }, MapField::Annotations) => Some(annotations),
-            (Meta::Object { labels, .. }, MapField::Labels) => Some(labels),
-            _ => None,
-        }
+        let entries = match (self, field) {
+            (Meta::Object { annotations, .. }, MapField::Annotations) => annotations,
+            (Meta::Object { labels, .. }, MapField::Labels) => labels,
+            _ => return Default::default(),
+        };
+        let Entries::Object(entries) = entries else {
+            return Default::default();
+        };
+        let strings = entries
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())));
+        strings.collect()
     }
 
     /// The editable part of this `metadata`: the prefixed entries of its annotations and

@@ -259,9 +259,8 @@ fn without_pod<'a>(req: &Request<'a>, workload: Workload) -> Result<Subject<'a>,
     }
 }
 
-/// What the config a pod (template) reads that the decision needs looked up: what is hashed,
-/// and, for a Pod, the directory mounts its sidecar will watch (their contents give its
-/// `mounted-config-hash`). Secrets only with a key to hash them.
+/// The config the decision needs looked up: what is hashed, and a Pod's directory mounts its
+/// sidecar will watch. Secrets only with a key to hash them.
 fn config_refs(
     workload: Workload,
     spec: &PodSpec,
@@ -301,9 +300,8 @@ fn old_pod<'a>(req: &Request<'a>, workload: Workload) -> Option<PodParts<'a>> {
     }
 }
 
-/// The part of a template's `metadata` that is neither an object nor `null`, if one is: the core
-/// would replace it to stamp the hash, which a Rollout (whose schema the API server may not
-/// check) must not have done to it.
+/// The part of a template's `metadata` that is neither an object nor `null`, if one is: stamping
+/// would replace it, which a Rollout (whose schema may go unchecked) must not have done to it.
 fn unreadable_metadata(meta: &Meta) -> Option<&'static str> {
     let other = |value: &Value| !value.is_null();
     match meta {

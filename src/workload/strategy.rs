@@ -261,8 +261,7 @@ fn by_asked(
 }
 
 /// The containers that read config from directory mounts, and the volumes that helpers already
-/// reload (by which helper). A helper that only reloads (not a Thanos sidecar) reads nothing
-/// itself.
+/// reload (by which helper; what a helper watches is not its own read).
 fn consumers<'a>(
     table: Table,
     analysis: &'a PodAnalysis<'_>,

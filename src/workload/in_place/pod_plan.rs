@@ -72,9 +72,8 @@ pub fn parse_reads(keys: &[String], objects: &[String]) -> Result<BTreeSet<Consu
     Ok(consumed)
 }
 
-/// The env reads a pod (template) restarts in place for, as recorded: on a template (or a Pod
-/// made from one) whose [`ENV_RESTART`] says so, its env reads of ConfigMaps; on a Pod, also
-/// what its sidecar restarts it for.
+/// The env reads a pod (template) restarts in place for, as its [`ENV_RESTART`] and its
+/// sidecar's arguments record them.
 pub fn recorded_reads(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
@@ -94,9 +93,8 @@ pub fn recorded_reads(
 }
 
 /// Records the decision: on a template, `env-restart: in-place` (removed when it rolls); on a
-/// Pod whose sidecar restarts it (`plan`), its env hash over the data at admission. A failed
-/// lookup leaves the Pod unstamped: the sidecar then waits, and the controller writes one when
-/// the config changes.
+/// Pod whose sidecar restarts it (`plan`), its env hash (none when a lookup failed: the sidecar
+/// waits, and the controller writes one when the config changes).
 pub fn stamp(
     pod: &mut Value,
     (annotations, template): (&BTreeMap<String, String>, bool),

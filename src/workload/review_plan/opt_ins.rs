@@ -39,9 +39,8 @@ pub(super) fn carry_opt_ins(
     changed.then_some(stamp)
 }
 
-/// The outcome for an object the product does not act on: a Pod is admitted as it is; a
-/// template keeps its workload's opt-ins current and loses the hash and label the product put
-/// on it, so that neither the controller nor its Pods act on it.
+/// The outcome for an object the product does not act on: a template keeps its workload's
+/// opt-ins current and loses the hash and label the product put on it; a Pod is left as it is.
 pub(super) fn release(settings: &Settings, target: &Target) -> Outcome {
     let mut warnings = Warnings::default();
     let patch = if target.workload.is_template() {
