@@ -57,11 +57,9 @@ impl Warnings {
         self.list.push((line, weight));
     }
 
-    /// The warnings in the order given, each only the first time it was given. With a
-    /// `budget` (admission), each is cut to [`MAX_WARNING_CHARS`], and when they come to more
-    /// than `budget` characters in all, only as many are given as fit with a last line that
-    /// counts the rest: problems first, then notices, each in the order given. Without one
-    /// (offline), every warning is given whole.
+    /// The warnings in the order given, each once. With a `budget` (admission), each is cut to
+    /// [`MAX_WARNING_CHARS`], and past the budget only those that fit are given (problems first,
+    /// then notices, each in order) with a last line counting the rest; offline, all, whole.
     pub fn into_list(self, budget: Option<usize>) -> Vec<String> {
         let mut list = unique(self.list);
         match budget {

@@ -35,7 +35,7 @@ pub struct ObjectParts<'a> {
 }
 
 /// The pod (template) of an object.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct PodParts<'a> {
     pub meta: Meta,
     pub spec: Spec<'a>,
@@ -89,12 +89,6 @@ pub enum Spec<'a> {
     Fields(Vec<(Key<'a>, &'a RawValue)>),
     /// Anything else (`null` when absent).
     Other(Value),
-}
-
-impl Default for Spec<'_> {
-    fn default() -> Self {
-        Spec::Other(Value::Null)
-    }
 }
 
 /// Reads `object`, whose pod (template) sits at the JSON pointer `pod_pointer` (`""` for a Pod).

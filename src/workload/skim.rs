@@ -108,13 +108,10 @@ impl<'de> Visitor<'de> for SkimVisitor {
     }
 }
 
-/// A value kept for its type and scalar content only: a scalar as sent, an array as `[]` and
-/// an object as `{}`, their content read as a `Value` read would (same errors) and dropped.
-///
-/// Enough wherever the core never looks inside: a value where an object belongs (a `metadata`
-/// or `spec` that is a list) or a prefixed annotation that is not a string. The core only
-/// replaces or removes such a value, and the diff of a replaced or removed value is the same
-/// whatever it held. Kept whole, a 3 MiB list of zeros took 156 MiB.
+/// A value kept for its type and scalar content only: an array as `[]` and an object as `{}`,
+/// their content read as a `Value` read would (same errors) and dropped. Enough where the core
+/// only replaces or removes a value, whose diff is the same whatever it held (kept whole, a
+/// 3 MiB list of zeros took 156 MiB).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shallow(pub Value);
 

@@ -169,9 +169,8 @@ struct Table {
     full: bool,
 }
 
-/// Decides, for every container that mounts config as a directory, what a change does. A value
-/// the sidecar would refuse gives the error with a choice in which every container that would
-/// have been told rolls instead (no sidecar).
+/// Decides, for every container that mounts config as a directory, what a change does; a value
+/// the sidecar would refuse gives the error, and rolls what would have been told.
 pub fn choose(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,

@@ -87,7 +87,7 @@ impl<'de> MapReader<'de> for NodeReader<'_> {
             }
             node.pod = Some(PodParts {
                 meta,
-                spec: spec.unwrap_or_default(),
+                spec: spec.unwrap_or(Spec::Other(Value::Null)),
             });
         } else if self.top {
             node.top_meta = meta;
