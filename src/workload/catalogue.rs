@@ -148,15 +148,11 @@ impl<'c> CommandLine<'c> {
         if words.is_empty() {
             words = image.cmd.to_vec();
         }
-        let runs_it = match words.first() {
-            None => true,
-            Some(first) if first.starts_with('-') => true,
-            Some(first) => program.names.contains(&basename(first)),
-        };
-        if !runs_it {
-            return words;
-        }
-        if words.first().is_some_and(|w| !w.starts_with('-')) {
+        // Arguments that start with a word run the program only if it is the program's name.
+        if let Some(&first) = words.first().filter(|w| !w.starts_with('-')) {
+            if !program.names.contains(&basename(first)) {
+                return words;
+            }
             words.remove(0);
         }
         image.adds.iter().copied().chain(words).collect()

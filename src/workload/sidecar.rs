@@ -303,10 +303,9 @@ fn derived_process(
         .map(|m| m.container.as_str())
         .collect();
     let mounting = analysis.apps_named(&watchers);
-    let derived = match mounting.as_slice() {
-        [only] => process_from_command(only),
-        _ => None,
-    };
+    let derived = (mounting.len() == 1)
+        .then(|| process_from_command(mounting[0]))
+        .flatten();
     if derived.is_none() && analysis.apps.len() > 1 {
         let names = analysis.apps.iter().map(|c| c.name.as_str());
         warnings.push(format!(

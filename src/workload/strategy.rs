@@ -382,10 +382,7 @@ fn asked_told(table: Table, asked: &Asked, consumers: &[Consumer<'_>]) -> Told {
         .collect();
     known.sort();
     known.dedup();
-    let only = match known.as_slice() {
-        [one] => Some(*one),
-        _ => None,
-    };
+    let only = (known.len() == 1).then(|| known[0]);
     let signal = asked
         .signal
         .or_else(|| only.and_then(|(_, s)| values::parse_signal(s).ok()))
