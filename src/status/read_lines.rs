@@ -11,7 +11,7 @@ use super::target_arg::Kind;
 use crate::hash::{ConfigId, ConfigKind, Consumed};
 use crate::policy::{Counts, Selection, reloader};
 use crate::workload::catalogue::Takes;
-use crate::workload::explain::{Explained, Mode, Read, Via};
+use crate::workload::explain::{Explained, How, Read, Told};
 use crate::workload::strategy::{Consequence, Strategy, Why};
 use crate::workload::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted};
 
@@ -169,7 +169,7 @@ fn change(
             OnChange::RestartInPlace,
             "read at container start; the pods restart in place, wave by wave".to_owned(),
         ),
-        None if read.via == Via::SubPath => rolls("subPath is never updated in place".to_owned()),
+        None if read.via == How::SubPath => rolls("subPath is never updated in place".to_owned()),
         None => rolls("read at container start".to_owned()),
         Some(Strategy::Restart(why)) => rolls(why_text(why)),
         Some(Strategy::Reload(_)) => hot_reload(read, explained, ignored),
@@ -327,28 +327,28 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
 
 /// How the sidecar reloads: `SIGHUP to "nginx"`, `SIGHUP to each app container's main
 /// process`, `POST http://…`.
-pub fn mode_text(mode: &Mode) -> String {
+pub fn mode_text(mode: &Told) -> String {
     match mode {
-        Mode::Signal {
+        Told::Signal {
             signal,
             process: Some(process),
         } => format!("{signal} to {}", quoted(process)),
-        Mode::Signal {
+        Told::Signal {
             signal,
             process: None,
         } => format!("{signal} to each app container's main process"),
-        Mode::Http { url } => format!("POST {}", quoted(url)),
+        Told::Http { url } => format!("POST {}", quoted(url)),
     }
 }
 
-fn via_name(via: Via) -> &'static str {
+fn via_name(via: How) -> &'static str {
     match via {
-        Via::Env => "env",
-        Via::EnvFrom => "envFrom",
-        Via::SubPath => "subPath",
-        Via::InitSubPath => "initSubPath",
-        Via::Directory => "directory",
-        Via::InitDirectory => "initDirectory",
+        How::Env => "env",
+        How::EnvFrom => "envFrom",
+        How::SubPath => "subPath",
+        How::InitSubPath => "initSubPath",
+        How::Mount => "directory",
+        How::InitMount => "initDirectory",
     }
 }
 

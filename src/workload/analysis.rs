@@ -1,10 +1,11 @@
 //! Reads a pod spec into what the rules need: config volumes, how each container consumes
 //! them (directory mount, subPath mount, env), and the containers that run for the pod's life.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::{Container, KeyToPath, PodSpec, Volume};
 
+use super::rules::How;
 use super::{SIDECAR_NAME, TOKEN_MOUNT_PATH};
 use crate::hash::{ConfigId, Consumed};
 
@@ -81,22 +82,14 @@ pub struct DirMount {
     pub mount_path: String,
 }
 
-/// How an env reference reads config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum EnvHow {
-    /// `env[].valueFrom.*KeyRef`
-    Env,
-    /// `envFrom[]`
-    EnvFrom,
-}
-
 /// One env/envFrom reference to a ConfigMap/Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvRef {
     pub container: String,
     pub consumed: Consumed,
     pub optional: bool,
-    pub how: EnvHow,
+    /// [`How::Env`] or [`How::EnvFrom`].
+    pub how: How,
 }
 
 /// Everything the rules read from a pod spec.
@@ -125,14 +118,10 @@ pub struct PodAnalysis<'a> {
 /// Whether `container` is the sidecar we inject: its name, and our `watch` command line (a
 /// container of that name running anything else is someone else's, e.g. prometheus-operator's).
 pub fn is_ours(container: &Container) -> bool {
+    let first = container.args.iter().flatten().next();
     container.name == SIDECAR_NAME
         && container.command.is_none()
-        && container
-            .args
-            .as_ref()
-            .and_then(|a| a.first())
-            .map(String::as_str)
-            == Some("watch")
+        && first.is_some_and(|a| a == "watch")
 }
 
 /// Analyses `spec`.
@@ -167,7 +156,13 @@ pub fn analyse(spec: &PodSpec) -> PodAnalysis<'_> {
     analysis
 }
 
-impl PodAnalysis<'_> {
+impl<'a> PodAnalysis<'a> {
+    /// The long-running containers named in `names`.
+    pub fn apps_named(&self, names: &BTreeSet<&str>) -> Vec<&'a Container> {
+        let named = self.apps.iter().filter(|c| names.contains(c.name.as_str()));
+        named.copied().collect()
+    }
+
     fn read_mounts(&mut self, container: &Container, long_running: bool) {
         for mount in container.volume_mounts.iter().flatten() {
             if !self.config_volumes.contains_key(&mount.name) {
@@ -209,13 +204,13 @@ impl PodAnalysis<'_> {
             .filter_map(|v| v.value_from.as_ref());
         let keys = env
             .flat_map(|from| both(&from.config_map_key_ref, &from.secret_key_ref, |r| &r.name))
-            .map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, EnvHow::Env));
+            .map(|(id, r)| (Consumed::Key(id, r.key.clone()), r.optional, How::Env));
         let wholes = container
             .env_from
             .iter()
             .flatten()
             .flat_map(|from| both(&from.config_map_ref, &from.secret_ref, |r| &r.name))
-            .map(|(id, r)| (Consumed::Whole(id), r.optional, EnvHow::EnvFrom));
+            .map(|(id, r)| (Consumed::Whole(id), r.optional, How::EnvFrom));
         let refs = keys.chain(wholes).map(|(consumed, optional, how)| EnvRef {
             container: container.name.clone(),
             consumed,
@@ -239,15 +234,10 @@ fn both<'a, R>(
     config_map.chain(secret)
 }
 
-/// The volumes some container mounts at the service-account token path: the API server's
-/// ServiceAccount plugin puts the Pod's token there (a `projected` volume from 1.21 on, before
-/// that a `secret` volume of the account's token Secret, `default-token-*`). A token is not
-/// application config: it is never watched, hashed or warned about.
+/// The volumes some container mounts at the service-account token path (a `projected` volume
+/// from 1.21 on, before that a `default-token-*` Secret): a token is not application config.
 fn token_volumes(spec: &PodSpec) -> Vec<&str> {
-    spec.init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
+    spec.all_containers()
         .flat_map(|c| c.volume_mounts.iter().flatten())
         .filter(|m| m.mount_path.trim_end_matches('/') == TOKEN_MOUNT_PATH)
         .map(|m| m.name.as_str())

@@ -1,7 +1,6 @@
-//! The reload catalogue: how each widely deployed program takes a new config, read from its own
-//! documentation (the entries are in [`PROGRAMS`], each with its source beside it), and the
-//! helper containers that already reload config for the program beside them ([`RELOADERS`]).
-//! Pure data and the reading of a container's command line against it; no I/O.
+//! The reload catalogue: how each widely deployed program takes a new config, per its own
+//! documentation ([`PROGRAMS`]), the helpers that already reload config ([`RELOADERS`]), and the
+//! reading of a container's command line against them.
 
 mod entries;
 
@@ -149,15 +148,11 @@ impl<'c> CommandLine<'c> {
         if words.is_empty() {
             words = image.cmd.to_vec();
         }
-        let runs_it = match words.first() {
-            None => true,
-            Some(first) if first.starts_with('-') => true,
-            Some(first) => program.names.contains(&basename(first)),
-        };
-        if !runs_it {
-            return words;
-        }
-        if words.first().is_some_and(|w| !w.starts_with('-')) {
+        // Arguments that start with a word run the program only if it is the program's name.
+        if let Some(&first) = words.first().filter(|w| !w.starts_with('-')) {
+            if !program.names.contains(&basename(first)) {
+                return words;
+            }
             words.remove(0);
         }
         image.adds.iter().copied().chain(words).collect()

@@ -1,13 +1,12 @@
-//! What a pod (template) reads from ConfigMaps/Secrets, in the two ways the product hashes it:
-//! restart-only (env, envFrom, allowed subPath: the `config-hash`), and mounted into the
-//! `config-reloader` sidecar as directories (the `mounted-config-hash`). The webhook and the
-//! rollout controller both call these, so they agree on every hash.
+//! What a pod (template) reads from ConfigMaps/Secrets, as the two hashes count it: restart-only
+//! (the `config-hash`) and mounted into the sidecar (the `mounted-config-hash`). The webhook and
+//! the controller both call these, so they agree on every hash.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::PodSpec;
 
-use super::analysis::{ConfigVolume, PodAnalysis, analyse, is_ours};
+use super::analysis::{ConfigVolume, PodAnalysis, analyse};
 use super::in_place;
 use super::rules::{self, SubPathPolicy, Use};
 use super::selected;
@@ -39,42 +38,31 @@ impl Consumption {
         hash::config_hash(&self.consumed, &self.optional, data, key)
     }
 
-    fn add(
-        &mut self,
-        consumed: Consumed,
-        optional: bool,
-        all_optional: &mut BTreeMap<ConfigId, bool>,
-    ) {
-        *all_optional.entry(consumed.id().clone()).or_insert(true) &= optional;
-        self.consumed.insert(consumed);
-    }
-
-    fn finish(mut self, all_optional: BTreeMap<ConfigId, bool>) -> Self {
-        self.optional = all_optional
+    /// What `reads` (a key or object, and whether that read is optional) add up to: an object
+    /// is optional when every read of it is.
+    fn of_reads(reads: impl IntoIterator<Item = (Consumed, bool)>) -> Self {
+        let mut out = Consumption::default();
+        let mut all_optional = BTreeMap::new();
+        for (consumed, optional) in reads {
+            *all_optional.entry(consumed.id().clone()).or_insert(true) &= optional;
+            out.consumed.insert(consumed);
+        }
+        let optional = all_optional
             .into_iter()
-            .filter_map(|(id, optional)| optional.then_some(id))
-            .collect();
-        self
+            .filter_map(|(id, o)| o.then_some(id));
+        out.optional = optional.collect();
+        out
     }
 }
 
 /// Restart-only consumption from the rules' uses (what the webhook stamps as `config-hash`).
 pub fn of_uses(uses: &[Use]) -> Consumption {
-    let mut out = Consumption::default();
-    let mut all_optional = BTreeMap::new();
-    for u in uses {
-        out.add(u.consumed.clone(), u.optional, &mut all_optional);
-    }
-    out.finish(all_optional)
+    Consumption::of_reads(uses.iter().map(|u| (u.consumed.clone(), u.optional)))
 }
 
-/// Restart-only consumption of a stamped pod template, as the rollout controller recomputes
-/// it: every subPath mount counts (a stamped template was admitted, so its subPath mounts were
-/// allowed or already there).
-///
-/// Directory mounts of containers whose strategy is restart (see [`strategy::choose`]) count
-/// too: `annotations` are the pod (template)'s, which choose, and which say what counts (only
-/// what Reloader's annotations select, and the objects they name, see [`selected`]).
+/// Restart-only consumption of a stamped pod template, as the controller recomputes it: every
+/// subPath mount counts (a stamped template was admitted), and the directory mounts whose
+/// strategy is restart; `annotations` choose, and say what counts (see [`selected`]).
 pub fn restart_only(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> Consumption {
     let selection = crate::policy::selection_of(annotations);
     let analysis = selected::analysed(spec, &selection);
@@ -83,11 +71,9 @@ pub fn restart_only(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> C
     out
 }
 
-/// Restart-only consumption as an earlier version counted it, for recognising a `config-hash`
-/// it stamped over config unchanged since (so that upgrading starts no rollout): versions before
-/// the catalogue (their table of eight servers, no helpers, no init containers) when they count
-/// otherwise than [`restart_only`], else versions before the reload strategies (env, envFrom,
-/// subPath). Equal to [`restart_only`] when neither counts otherwise.
+/// Restart-only consumption as an earlier version counted it, to recognise the `config-hash` it
+/// stamped (so that upgrading starts no rollout): as before the catalogue when that differs from
+/// now, else as before the reload strategies (env, envFrom, subPath).
 pub fn restart_only_earlier(spec: &PodSpec, annotations: &BTreeMap<String, String>) -> Consumption {
     let analysis = analyse(spec);
     let env_and_subpath = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
@@ -102,9 +88,8 @@ pub fn restart_only_earlier(spec: &PodSpec, annotations: &BTreeMap<String, Strin
     }
 }
 
-/// The restart-only uses of an analysed pod whose subPath mounts are all allowed: env, envFrom,
-/// subPath, and the directory mounts whose strategy is restart; on a pod (template) recorded to
-/// restart in place, without the env reads that restart in place.
+/// The restart-only uses of an analysed pod whose subPath mounts are all allowed, without the
+/// env reads recorded to restart in place.
 pub fn restart_uses(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
@@ -116,18 +101,10 @@ pub fn restart_uses(
     in_place::without_recorded(annotations, uses)
 }
 
-/// What the sidecar watches in a pod that has one: the config volumes mounted into our
-/// `config-reloader` container, but for the ConfigMaps it mounts to restart in place (those are
-/// the env hash's). Empty when there is none (a container of that name that is not ours watches
-/// nothing of ours).
+/// What our sidecar watches in a pod (nothing without one): the config volumes mounted into it,
+/// but for the ConfigMaps it mounts to restart in place (those are the env hash's).
 pub fn mounted(spec: &PodSpec) -> Consumption {
-    let sidecar = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .find(|c| is_ours(c));
-    let Some(sidecar) = sidecar else {
+    let Some(sidecar) = in_place::existing_sidecar(spec) else {
         return Consumption::default();
     };
     let volumes = sidecar
@@ -145,16 +122,9 @@ pub fn of_volumes<'v>(
     names: impl IntoIterator<Item = &'v str>,
     config_volumes: &BTreeMap<String, ConfigVolume>,
 ) -> Consumption {
-    let mut out = Consumption::default();
-    let mut all_optional = BTreeMap::new();
-    for volume in names.into_iter().filter_map(|n| config_volumes.get(n)) {
-        for source in &volume.sources {
-            for consumed in source.shown() {
-                out.add(consumed, source.optional, &mut all_optional);
-            }
-        }
-    }
-    out.finish(all_optional)
+    let volumes = names.into_iter().filter_map(|n| config_volumes.get(n));
+    let sources = volumes.flat_map(|v| &v.sources);
+    Consumption::of_reads(sources.flat_map(|s| s.shown().into_iter().map(|c| (c, s.optional))))
 }
 
 #[cfg(test)]

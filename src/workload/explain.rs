@@ -1,7 +1,6 @@
-//! What a pod (template) reads from ConfigMaps/Secrets, one line per key or volume, what a
-//! change of each directory mount does, and how its sidecar would reload the app: the webhook's
-//! own analysis, rules, strategies and sidecar plan, laid out for `reload-injector status` (which
-//! must never keep a second copy of them).
+//! What a pod (template) reads from ConfigMaps/Secrets, what a change of each directory mount
+//! does, and how its sidecar would reload the app: the webhook's own analysis laid out for
+//! `status` (which must never keep a second copy of it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,31 +9,15 @@ use super::consumption::{self, Consumption};
 use super::in_place;
 use super::messages::Warnings;
 use super::pod::PodSpec;
-use super::rules::{self, How, SubPathPolicy};
+use super::rules::{self, SubPathPolicy};
 use super::selected;
 use super::sidecar;
 use super::strategy::{self, Choice, Strategy};
 use crate::hash::Consumed;
 
 pub use super::analysis::is_ours;
-pub use super::sidecar::Mode;
-
-/// How one container reads one key or object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Via {
-    /// `env[].valueFrom.*KeyRef`: read at container start.
-    Env,
-    /// `envFrom[]`: read at container start.
-    EnvFrom,
-    /// A subPath mount in a long-running container: never updated in place.
-    SubPath,
-    /// A subPath mount in a regular init container: read once per pod.
-    InitSubPath,
-    /// A volume mounted as a directory: the kubelet updates the files.
-    Directory,
-    /// A volume mounted as a directory by a regular init container: read once per pod.
-    InitDirectory,
-}
+pub use super::rules::How;
+pub use super::strategy::Told;
 
 /// One thing a container reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +26,8 @@ pub struct Read {
     /// The key or object.
     pub consumed: Consumed,
     pub optional: bool,
-    /// How it is read.
-    pub via: Via,
+    /// How it is read ([`How::Mount`]: any directory mount of a long-running container).
+    pub via: How,
     /// The volume, for mounts.
     pub volume: Option<String>,
     /// What a change of a directory mount does, as [`strategy::choose`] decided it; `None` for
@@ -58,7 +41,7 @@ pub struct Watcher {
     /// Watched volumes, sorted.
     pub volumes: Vec<String>,
     /// Signal (and process) or URL.
-    pub mode: Mode,
+    pub mode: Told,
     /// What the watched volumes show (the `mounted-config-hash` is over this).
     pub consumption: Consumption,
 }
@@ -100,11 +83,9 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             .map(|m| m.volume.clone())
     };
     for used in rules::apply(&analysis, &SubPathPolicy::Allow).uses {
-        let (via, volume) = match used.how {
-            How::Env => (Via::Env, None),
-            How::EnvFrom => (Via::EnvFrom, None),
-            How::SubPath => (Via::SubPath, volume_of(&used.container, &used.consumed)),
-            How::InitSubPath => (Via::InitSubPath, volume_of(&used.container, &used.consumed)),
+        let volume = match used.how {
+            How::Env | How::EnvFrom => None,
+            How::SubPath | How::InitSubPath => volume_of(&used.container, &used.consumed),
             // Directory mounts are laid out below, whatever their strategy.
             How::Mount | How::InitMount => continue,
         };
@@ -112,7 +93,7 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             container: used.container,
             consumed: used.consumed,
             optional: used.optional,
-            via,
+            via: used.how,
             volume,
             strategy: None,
         });
@@ -155,11 +136,8 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
 /// strategy [`strategy::choose`] gave it.
 fn directory_reads(analysis: &PodAnalysis<'_>, choice: &Choice) -> Vec<Read> {
     let mut reads = Vec::new();
-    let inits = analysis
-        .init_dir_mounts
-        .iter()
-        .map(|m| (m, Via::InitDirectory));
-    for (mount, via) in inits.chain(analysis.dir_mounts.iter().map(|m| (m, Via::Directory))) {
+    let inits = analysis.init_dir_mounts.iter().map(|m| (m, How::InitMount));
+    for (mount, via) in inits.chain(analysis.dir_mounts.iter().map(|m| (m, How::Mount))) {
         let chosen = choice.containers.iter().find(|(container, _, volumes)| {
             *container == mount.container && volumes.contains(&mount.volume)
         });
@@ -207,7 +185,7 @@ mod tests {
                 {"name": "one", "configMap": {"name": "files", "optional": true}}]
         }));
         let got = explain(&BTreeMap::new(), &spec, true);
-        let lines: Vec<(Via, &Consumed, Option<&str>)> = got
+        let lines: Vec<(How, &Consumed, Option<&str>)> = got
             .reads
             .iter()
             .map(|r| (r.via, &r.consumed, r.volume.as_deref()))
@@ -217,9 +195,9 @@ mod tests {
         assert_eq!(
             lines,
             [
-                (Via::SubPath, &key("files", "one.conf"), Some("one")),
-                (Via::Env, &key("env", "a"), None),
-                (Via::Directory, &whole, Some("conf")),
+                (How::SubPath, &key("files", "one.conf"), Some("one")),
+                (How::Env, &key("env", "a"), None),
+                (How::Mount, &whole, Some("conf")),
             ]
         );
         assert!(got.reads[0].optional);
@@ -227,8 +205,8 @@ mod tests {
         assert_eq!(watcher.volumes, ["conf"]);
         assert_eq!(
             watcher.mode,
-            Mode::Signal {
-                signal: "SIGHUP".into(),
+            Told::Signal {
+                signal: crate::workload::values::parse_signal("SIGHUP").unwrap(),
                 process: Some("nginx".into())
             }
         );

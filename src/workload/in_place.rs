@@ -1,18 +1,13 @@
 //! Restart in place for env consumers (Kubernetes >= 1.36, KEP-5532): when a ConfigMap read
-//! through env or envFrom changes, each Pod restarts every container where it is, wave by wave,
-//! instead of the workload rolling to new Pods. Pure: decides whether a pod (template) restarts
-//! in place, and plans what a Pod's sidecar gets for it.
+//! through env changes, each Pod restarts every container where it is, wave by wave, instead of
+//! the workload rolling. Pure: decides whether a pod (template) restarts in place, and plans what
+//! a Pod's sidecar gets for it.
 //!
-//! The mechanism holds no API token. The webhook stamps each Pod's [`ENV_HASH`] when it is
-//! created; on a change the rollout controller writes each Pod's new desired hash, wave by wave.
-//! The sidecar, a native sidecar with a `RestartAllContainers` restart rule for
-//! [`RESTART_CODE`], reads that annotation through a `downwardAPI` volume and its own copy of
-//! the ConfigMaps (each mounted whole, `optional`), and exits with the code once the two agree:
-//! the kubelet filled that copy from the same cache it resolves env from, so every container it
-//! then restarts starts with the new values. The template is never written for it.
-//!
-//! Secrets read through env keep rolling the workload: the sidecar holds no key, so it could
-//! only compare a Secret's content against a bare hash, which the product never shows.
+//! The sidecar (native, with a `RestartAllContainers` rule for [`RESTART_CODE`]) reads the Pod's
+//! desired [`ENV_HASH`] through the downward API beside its own copy of the ConfigMaps, and exits
+//! with the code once they agree: the kubelet filled that copy from the cache it resolves env
+//! from, so the restarted containers get the new values. Secrets keep rolling: the sidecar holds
+//! no key, and the product never shows a bare hash of a Secret.
 
 use std::collections::BTreeSet;
 
@@ -35,9 +30,8 @@ pub const POD_INFO_DIR: &str = "/etc/reload-injector/pod";
 pub const ENV_HASH_FILE: &str = "env-hash";
 /// Where the sidecar mounts each ConfigMap read through env, whole: `<ENV_ROOT>/<name>`.
 pub const ENV_ROOT: &str = "/etc/reload-injector/env";
-/// Where the sidecar keeps the env hash the Pod's containers last started with (a small
-/// memory `emptyDir`, which outlives the containers' restarts): a sidecar that restarts alone
-/// must not take the new data for what the app started with.
+/// Where the sidecar keeps the env hash the containers last started with (a memory `emptyDir`
+/// outlives their restarts): a sidecar that restarts alone must not take new data for it.
 pub const STATE_DIR: &str = "/etc/reload-injector/state";
 /// The value of [`ENV_RESTART`] on a template whose Pods restart in place.
 pub const IN_PLACE: &str = "in-place";
@@ -48,8 +42,8 @@ pub const RESTARTS_STOPPED: &str = "restart in place stopped";
 /// The first Kubernetes minor version with `RestartAllContainers` on by default.
 pub const FIRST_MINOR: u32 = 36;
 
-/// Restart in place as the installation has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Restart in place as the installation has it (by default: roll; the cluster can).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InPlaceSettings {
     /// For a pod (template) without [`ENV_CHANGE`] (`serve --env-change`).
     pub default: EnvChange,
@@ -58,21 +52,13 @@ pub struct InPlaceSettings {
 }
 
 /// Whether the cluster can restart Pods in place.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Support {
     /// It can (or, offline, is taken to).
+    #[default]
     Yes,
     /// It cannot, and why (for the warning).
     No(String),
-}
-
-impl Default for InPlaceSettings {
-    fn default() -> Self {
-        Self {
-            default: EnvChange::Roll,
-            support: Support::Yes,
-        }
-    }
 }
 
 /// Whether an API server of `major.minor` (as its version endpoint spells them) restarts Pods
@@ -174,9 +160,9 @@ pub fn choose_env_restart(
     }
 }
 
-/// Whether restart in place is asked for: a Pod made from a template follows what the webhook
-/// recorded on the template ([`ENV_RESTART`]), so that the template's `config-hash` and its
-/// Pods agree; anything else asks with [`ENV_CHANGE`], or takes the installation's default.
+/// Whether restart in place is asked for: a Pod made from a template follows the template's
+/// [`ENV_RESTART`] (so that its `config-hash` and its Pods agree); anything else asks with
+/// [`ENV_CHANGE`], or takes the installation's default.
 fn asked(
     annotations: &std::collections::BTreeMap<String, String>,
     subject: Subject,
@@ -244,12 +230,7 @@ fn blocked(
     if let Some(policy) = spec.restart_policy.as_deref().filter(|p| *p != "Always") {
         return Some(Blocked::RunsToCompletion(policy.to_owned()));
     }
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers);
-    let mut others = containers.filter(|c| !is_ours(c));
+    let mut others = spec.all_containers().filter(|c| !is_ours(c));
     if let Some(own) = others.find(|c| {
         c.restart_policy_rules
             .as_ref()

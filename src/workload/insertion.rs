@@ -68,15 +68,13 @@ pub fn insert_once(
         object::share_process_namespace(pod);
     }
     if !view.annotations.contains_key(INJECTED) {
-        object::set_annotation(pod, INJECTED, &settings.version);
+        object::set_entry(pod, "annotations", INJECTED, &settings.version);
     }
     true
 }
 
-/// A template the webhook reviews stays as written apart from the hash; a Pod (or a template the
-/// offline `inject` puts the sidecar into) with the sidecar carries the label the controller
-/// watches by, and a Pod the `mounted-config-hash` of what its sidecar watches. `inserted` says
-/// whether the sidecar was just inserted, with its hot-reload plan if it has one.
+/// A pod (template) with the sidecar (`inserted` now, with its hot-reload plan if any) carries
+/// the label the controller watches by, and a Pod the `mounted-config-hash` of what it watches.
 pub fn mark_sidecar_pod(
     pod: &mut Value,
     view: &PodView<'_>,
@@ -89,7 +87,7 @@ pub fn mark_sidecar_pod(
         return;
     }
     if view.labels.get(SIDECAR_LABEL).map(String::as_str) != Some("true") {
-        object::set_label(pod, SIDECAR_LABEL, "true");
+        object::set_entry(pod, "labels", SIDECAR_LABEL, "true");
     }
     if view.template {
         return;
@@ -107,6 +105,6 @@ pub fn mark_sidecar_pod(
     if let Some(hash) = report.hash
         && view.annotations.get(MOUNTED_CONFIG_HASH) != Some(&hash)
     {
-        object::set_annotation(pod, MOUNTED_CONFIG_HASH, &hash);
+        object::set_entry(pod, "annotations", MOUNTED_CONFIG_HASH, &hash);
     }
 }

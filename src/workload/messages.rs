@@ -57,11 +57,9 @@ impl Warnings {
         self.list.push((line, weight));
     }
 
-    /// The warnings in the order given, each only the first time it was given. With a
-    /// `budget` (admission), each is cut to [`MAX_WARNING_CHARS`], and when they come to more
-    /// than `budget` characters in all, only as many are given as fit with a last line that
-    /// counts the rest: problems first, then notices, each in the order given. Without one
-    /// (offline), every warning is given whole.
+    /// The warnings in the order given, each once. With a `budget` (admission), each is cut to
+    /// [`MAX_WARNING_CHARS`], and past the budget only those that fit are given (problems first,
+    /// then notices, each in order) with a last line counting the rest; offline, all, whole.
     pub fn into_list(self, budget: Option<usize>) -> Vec<String> {
         let mut list = unique(self.list);
         match budget {
@@ -180,15 +178,11 @@ pub fn fit(line: &mut String) {
 
 /// Joins names as `"a", "b" and "c"`.
 pub fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
-    let names: Vec<Quoted<'_>> = names.into_iter().map(quoted).collect();
-    let mut out = String::new();
-    for (i, name) in names.iter().enumerate() {
-        if i > 0 {
-            out.push_str(if i + 1 == names.len() { " and " } else { ", " });
-        }
-        let _ = write!(out, "{name}");
+    let names: Vec<String> = names.into_iter().map(|n| quoted(n).to_string()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.concat(),
     }
-    out
 }
 
 #[cfg(test)]

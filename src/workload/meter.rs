@@ -64,17 +64,6 @@ pub struct Meter {
     refused: Option<Refusal>,
 }
 
-impl std::fmt::Debug for Meter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Meter")
-            .field("free", &self.free)
-            .field("used", &self.used)
-            .field("granted", &self.granted)
-            .field("refused", &self.refused)
-            .finish()
-    }
-}
-
 impl Meter {
     /// A meter whose first `free` bytes are granted, and the rest asked of `more`.
     pub fn new(free: usize, more: impl Allowance + 'static) -> Self {

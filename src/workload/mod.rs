@@ -1,15 +1,9 @@
-//! The pure domain core: a workload's Pod spec ([`pod`]), the config it consumes
-//! ([`consumption`]), how its programs reload ([`catalogue`], [`strategy`]), and, for admission,
-//! what to deny, what to warn about, and how to mutate an object.
+//! The pure domain core: a workload's Pod spec ([`pod`]), the config it consumes, how its
+//! programs reload ([`catalogue`], [`strategy`]), and [`review`]: an admission request and the
+//! fetched config data in, an [`Outcome`] out (a denial, or the diff of an edited copy of the
+//! object, so fields a newer Kubernetes adds survive). No I/O: `serve` and `inject` share it.
 //!
-//! [`review`] takes an admission request, the settings and the already-fetched config data,
-//! and returns [`Outcome::Allowed`] with a JSON patch and warnings, or [`Outcome::Denied`].
-//! It never does I/O, so the webhook (`serve`) and the offline `inject` command share it.
-//! Edits are made on a copy of the JSON object — fields a newer Kubernetes adds survive
-//! untouched — and the patch is the diff between the original and the edited copy.
-//!
-//! Imports: only the other pure modules (`hash`, `kinds`, `policy`); never an I/O module or
-//! `cli`. The webhook, the controller, `status` and `offline` import it.
+//! Imports: only the other pure modules (`hash`, `kinds`, `policy`); never an I/O module or `cli`.
 
 mod analysis;
 pub mod catalogue;
@@ -48,8 +42,6 @@ pub use review_plan::Plan;
 pub use rules::describe;
 pub use skim::{JsonType, Shallow, Skim};
 
-/// Annotation and label prefix of everything the product reads or writes.
-pub const PREFIX: &str = "reload-injector.io/";
 /// HTTP reload URL (HTTP mode instead of a signal).
 pub const RELOAD_URL: &str = "reload-injector.io/reload-url";
 /// Signal to send in signal mode.
@@ -69,17 +61,14 @@ pub const ENV_CHANGE: &str = "reload-injector.io/env-change";
 /// made from them restart in place. Absent: such changes roll the workload.
 pub const ENV_RESTART: &str = "reload-injector.io/env-restart";
 /// Written on Pods that restart in place: `sha256:<hex>` over the ConfigMap keys their
-/// containers read through env. The webhook stamps it when the Pod is created; the rollout
-/// controller writes each Pod's new value, wave by wave, when those keys change. The sidecar
-/// reads it through the downward API and restarts the Pod once its own copy of the keys matches.
+/// containers read through env (stamped at creation, rewritten wave by wave by the controller);
+/// the sidecar restarts the Pod once its own copy of the keys matches.
 pub const ENV_HASH: &str = "reload-injector.io/env-hash";
-/// Written on Pods by the rollout controller about 2 s after it changed `env-hash`: the same
-/// hash, a second Pod update that makes the kubelet sync the Pod and mount the new data again, as
-/// `mounted-config-refreshed` does for mounted config.
+/// Written on Pods about 2 s after `env-hash` changed: the same hash, a second update that makes
+/// the kubelet sync the Pod again (see [`MOUNTED_CONFIG_REFRESHED`]).
 pub const ENV_HASH_REFRESHED: &str = "reload-injector.io/env-hash-refreshed";
-/// Written on Pods by the rollout controller when restarts in place stopped before reaching them
-/// (a Pod of the workload crashed with the new env): the `env-hash` held back. Any leader, a new
-/// one too, leaves that value unwritten until the config changes again.
+/// Written on Pods that restarts in place stopped before (a Pod crashed with the new env): the
+/// `env-hash` held back, which no leader writes until the config changes again.
 pub const ENV_HASH_HELD_BACK: &str = "reload-injector.io/env-hash-held-back";
 /// Comma-separated volume names to watch.
 pub const WATCH: &str = "reload-injector.io/watch";
@@ -89,34 +78,27 @@ pub const ALLOW_SUBPATH: &str = "reload-injector.io/allow-subpath";
 pub const CONFIG_HASH: &str = "reload-injector.io/config-hash";
 /// Written on Pods: the version that injected the sidecar.
 pub const INJECTED: &str = "reload-injector.io/injected";
-/// Written on Pods with the sidecar: `sha256:<hex>` over the config volumes it watches. The
-/// rollout controller patches it when that config changes, which makes the kubelet refresh the
-/// mounted files at once.
+/// Written on Pods with the sidecar: `sha256:<hex>` over the config volumes it watches; patching
+/// it makes the kubelet refresh the mounted files at once.
 pub const MOUNTED_CONFIG_HASH: &str = "reload-injector.io/mounted-config-hash";
-/// Written on Pods by the rollout controller about 2 s after it changed `mounted-config-hash`:
-/// the same hash, a second Pod update that makes the kubelet sync the Pod again. The first may
-/// reach the kubelet before its own ConfigMap/Secret watch has the new data, and then remounts
-/// the old data; by the second, the watch has it.
+/// Written on Pods about 2 s after `mounted-config-hash` changed: the same hash, a second update.
+/// The first may reach the kubelet before its ConfigMap/Secret watch has the new data (it then
+/// remounts the old data); by the second, the watch has it.
 pub const MOUNTED_CONFIG_REFRESHED: &str = "reload-injector.io/mounted-config-refreshed";
-/// Written on Pods by the rollout controller when a refresh in waves stopped before reaching
-/// them: the `mounted-config-hash` held back. Any leader, a new one too, leaves that value
-/// unwritten until the config changes again.
+/// Written on Pods a refresh in waves stopped before: the `mounted-config-hash` held back, which
+/// no leader writes until the config changes again.
 pub const MOUNTED_CONFIG_HELD_BACK: &str = "reload-injector.io/mounted-config-held-back";
 /// Label (`"true"`) on Pods that carry the sidecar, so the controller can watch only those.
 pub const SIDECAR_LABEL: &str = "reload-injector.io/sidecar";
-/// Label (`"true"`) set by the webhook on the workloads whose pod template reads config it
-/// manages — restart-only config (a `config-hash` is stamped) or config its sidecar Pods
-/// hot-reload — so the controller's workload watches select only those; removed when the
-/// template reads none any more.
+/// Label (`"true"`) on the workloads whose template reads config the product manages (hashed or
+/// hot-reloaded), so the controller's workload watches select only those.
 pub const MANAGED_LABEL: &str = "reload-injector.io/managed";
 /// Name of the injected container.
 pub const SIDECAR_NAME: &str = "config-reloader";
-/// Where the ServiceAccount admission plugin mounts a Pod's Kubernetes API token, into every
-/// container that has nothing mounted there yet.
+/// Where the ServiceAccount admission plugin mounts a Pod's API token (where nothing else is).
 pub const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-/// The volume the injected sidecar mounts, read-only, at [`TOKEN_MOUNT_PATH`]: a tiny empty
-/// `emptyDir`, so the sidecar holds no API token and the API server's plugins find nothing to
-/// add to it (which would make it call the webhook a second time).
+/// The tiny empty `emptyDir` the sidecar mounts at [`TOKEN_MOUNT_PATH`]: it holds no API token,
+/// and the API server's plugins find nothing to add (which would call the webhook again).
 pub const NO_TOKEN_VOLUME: &str = "reload-injector-no-token";
 
 /// Everything the core needs to know about the installation.
@@ -137,12 +119,11 @@ pub struct Settings {
     pub secret_key: Option<SecretKey>,
     /// Restart in place for env consumers: the default and whether the cluster can.
     pub in_place: in_place::InPlaceSettings,
-    /// Most characters of warnings given for one object, all told; past it the rest are
-    /// counted in a last line. The webhook gives what kube-apiserver passes on
-    /// ([`API_SERVER_WARNING_CHARS`]); the offline `inject` gives every warning (`None`).
+    /// Most characters of warnings for one object ([`API_SERVER_WARNING_CHARS`] at admission,
+    /// `None` offline); past it the rest are counted in a last line.
     pub warning_chars: Option<usize>,
-    /// Reloader no longer runs beside us: objects its annotations select are acted on. Until
-    /// then they are left to Reloader, so that no change rolls them twice.
+    /// Reloader no longer runs beside us: objects its annotations select are acted on (until
+    /// then they are left to it, so that no change rolls them twice).
     pub reloader_retired: bool,
 }
 
@@ -191,9 +172,8 @@ pub struct Request<'a> {
     pub operation: Operation,
     /// `request.namespace`.
     pub namespace: &'a str,
-    /// Whether the namespace carries the opt-in label: the API server called the webhook of
-    /// labelled namespaces (`/mutate`), not the one of single opted-in objects
-    /// (`/mutate/opted-in`).
+    /// Whether the namespace carries the opt-in label (the API server called `/mutate`, not
+    /// `/mutate/opted-in`).
     pub namespace_labelled: bool,
     /// `request.object` (`null` when absent).
     pub object: Object<'a>,
@@ -231,9 +211,8 @@ impl Outcome {
         }
     }
 
-    /// Whether the patch replaces or removes a `config-hash` or `mounted-config-hash` the
-    /// object already carries. The webhook confirms such a change with freshly read config
-    /// before answering: a hash there may come from newer data than a cache or view holds.
+    /// Whether the patch replaces or removes a `config-hash` or `mounted-config-hash`: the
+    /// webhook confirms that with freshly read config (the hash may be newer than its cache).
     pub fn replaces_hash(&self) -> bool {
         let Outcome::Allowed { patch, .. } = self else {
             return false;

@@ -58,9 +58,8 @@ impl Workload {
         self != Workload::Pod
     }
 
-    /// Whether a review may read the object for its pod (template) alone, in the one pass over
-    /// the body. A Rollout is kept as sent: one without a template is told apart by its
-    /// `workloadRef`, which the core reads from the JSON.
+    /// Whether a review may read the object for its pod (template) alone; a Rollout is kept as
+    /// sent (one without a template is told apart by its `workloadRef`).
     pub fn read_for_pod_alone(self) -> bool {
         self != Workload::Rollout
     }
@@ -81,32 +80,14 @@ pub fn string_map(object: &Value, field: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Sets `metadata.annotations[key]`, creating the maps when absent.
-pub fn set_annotation(pod: &mut Value, key: &str, value: &str) {
-    set_metadata_entry(pod, "annotations", key, value);
-}
-
-/// Sets `metadata.labels[key]`, creating the maps when absent.
-pub fn set_label(pod: &mut Value, key: &str, value: &str) {
-    set_metadata_entry(pod, "labels", key, value);
-}
-
-fn set_metadata_entry(pod: &mut Value, map: &str, key: &str, value: &str) {
+/// Sets `metadata.<map>[key]` (`map`: `annotations` or `labels`), creating the maps when absent.
+pub fn set_entry(pod: &mut Value, map: &str, key: &str, value: &str) {
     let entries = child(child(as_object(pod), "metadata"), map);
     entries.insert(key.to_owned(), Value::String(value.to_owned()));
 }
 
-/// Removes `metadata.annotations[key]` if present.
-pub fn remove_annotation(pod: &mut Value, key: &str) {
-    remove_metadata_entry(pod, "annotations", key);
-}
-
-/// Removes `metadata.labels[key]` if present.
-pub fn remove_label(object: &mut Value, key: &str) {
-    remove_metadata_entry(object, "labels", key);
-}
-
-fn remove_metadata_entry(object: &mut Value, map: &str, key: &str) {
+/// Removes `metadata.<map>[key]` if present.
+pub fn remove_entry(object: &mut Value, map: &str, key: &str) {
     if let Some(entries) = object
         .get_mut("metadata")
         .and_then(|m| m.get_mut(map))

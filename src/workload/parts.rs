@@ -1,13 +1,8 @@
 //! Reading the few parts of an object the core needs straight from its raw JSON, in one pass:
-//! the object's namespace, owner and the `reload-injector.io/` entries of its labels, and at the
-//! pod (template) its owner, the `reload-injector.io/` entries of its annotations and labels, and
-//! its spec, read into the lean [`PodSpec`]. Nothing else of the object is built: `managedFields`, `status`, the other
-//! annotations and labels and the rest of `metadata` are scanned and dropped.
-//!
-//! A spec the lean read refuses fails that pass; [`read`] then reads the object again keeping
-//! the spec's fields as raw JSON, and [`PodParts::spec`] words what is wrong with them.
-//!
-//! A key given twice keeps its last value, as in a full parse of the object.
+//! namespace, owner, the `reload-injector.io/` entries of annotations and labels, and the pod
+//! spec, read into the lean [`PodSpec`]; everything else is scanned and dropped. A spec the lean
+//! read refuses is read again kept raw, for [`PodParts::spec`] to word the error. A key given
+//! twice keeps its last value, as in a full parse.
 
 mod object_readers;
 
@@ -22,27 +17,25 @@ use serde_json::{Map, Value};
 use super::key::Key;
 use super::meter;
 use super::pod::{PodSpec, Sent, SpecShape};
+use super::skim::MapOrValue;
 use super::skim::Skim;
-use object_readers::{MapOrValue, NodeReader};
+use object_readers::NodeReader;
 
 /// What the core reads of an object under review.
 #[derive(Debug, Default, Clone)]
 pub struct ObjectParts<'a> {
     /// The object is JSON `null`.
     pub is_null: bool,
-    /// `metadata.namespace`, when it is a string.
-    pub namespace: Option<String>,
-    /// Whether `metadata.ownerReferences` names a controller.
-    pub controlled: bool,
-    /// The object's own `metadata` as far as the core reads and edits it: the entries of its
-    /// `annotations` and `labels` the product reads, as sent (a Pod's are read at its pod).
+    /// The object's own `metadata` as far as the core reads and edits it: its namespace, owner
+    /// and the entries of its `annotations` and `labels` the product reads, as sent (a Pod's
+    /// entries are read at its pod).
     pub own: Meta,
     /// The pod (template) at the workload's pointer, when it is there and an object.
     pub pod: Option<PodParts<'a>>,
 }
 
 /// The pod (template) of an object.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct PodParts<'a> {
     pub meta: Meta,
     pub spec: Spec<'a>,
@@ -98,12 +91,6 @@ pub enum Spec<'a> {
     Other(Value),
 }
 
-impl Default for Spec<'_> {
-    fn default() -> Self {
-        Spec::Other(Value::Null)
-    }
-}
-
 /// Reads `object`, whose pod (template) sits at the JSON pointer `pod_pointer` (`""` for a Pod).
 pub fn read<'a>(object: &'a RawValue, pod_pointer: &str) -> serde_json::Result<ObjectParts<'a>> {
     lean_then_raw(|how| read_with(object, ObjectSeed::reading(pod_pointer, how)))
@@ -120,8 +107,7 @@ pub enum SpecRead {
 }
 
 /// Runs `read` with the spec read lean and, when that read refused a value's shape, once more
-/// keeping the spec raw, so that the error can be worded. Every read of an object goes this
-/// way: the object alone (`read`) or inside a review.
+/// keeping the spec raw, so that the error can be worded.
 pub fn lean_then_raw<T>(read: impl Fn(SpecRead) -> serde_json::Result<T>) -> serde_json::Result<T> {
     read(SpecRead::Lean).or_else(|error| {
         if worth_a_raw_read(&error) && !meter::has_refused() {
@@ -132,9 +118,8 @@ pub fn lean_then_raw<T>(read: impl Fn(SpecRead) -> serde_json::Result<T>) -> ser
     })
 }
 
-/// Whether an object the lean read refused may still be read keeping its spec raw: only a
-/// value of the wrong shape fails the one and not the other. JSON that is not well formed
-/// (or nests too deep) fails both reads alike, so it is not read twice.
+/// Whether an object the lean read refused may be read keeping its spec raw: JSON that is not
+/// well formed (or nests too deep) fails both reads alike.
 fn worth_a_raw_read(error: &serde_json::Error) -> bool {
     error.classify() == serde_json::error::Category::Data
 }
@@ -177,12 +162,9 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
             lean: self.lean,
         })
         .deserialize(d)?;
-        let meta = node.top_meta.unwrap_or_default();
         Ok(ObjectParts {
             is_null: node.is_null,
-            namespace: meta.namespace(),
-            controlled: meta.controlled(),
-            own: meta.without_place(),
+            own: node.top_meta.unwrap_or_default(),
             pod: node.pod,
         })
     }
@@ -211,21 +193,18 @@ impl Meta {
     /// The `reload-injector.io/` entries of `annotations` (or `labels`) as a string map;
     /// non-string values are skipped.
     pub fn string_map(&self, field: MapField) -> std::collections::BTreeMap<String, String> {
-        match self.entries(field) {
-            Some(Entries::Object(entries)) => entries
-                .iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect(),
-            _ => Default::default(),
-        }
-    }
-
-    fn entries(&self, field: MapField) -> Option<&Entries> {
-        match (self, field) {
-            (Meta::Object { annotations, .. }, MapField::Annotations) => Some(annotations),
-            (Meta::Object { labels, .. }, MapField::Labels) => Some(labels),
-            _ => None,
-        }
+        let entries = match (self, field) {
+            (Meta::Object { annotations, .. }, MapField::Annotations) => annotations,
+            (Meta::Object { labels, .. }, MapField::Labels) => labels,
+            _ => return Default::default(),
+        };
+        let Entries::Object(entries) = entries else {
+            return Default::default();
+        };
+        let strings = entries
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())));
+        strings.collect()
     }
 
     /// The editable part of this `metadata`: the prefixed entries of its annotations and
@@ -247,24 +226,6 @@ impl Meta {
                 }
                 Some(Value::Object(out))
             }
-        }
-    }
-
-    /// This `metadata` with its annotations and labels alone (a workload's own: the core reads
-    /// its opt-ins and edits its labels).
-    fn without_place(self) -> Meta {
-        match self {
-            Meta::Object {
-                annotations,
-                labels,
-                ..
-            } => Meta::Object {
-                namespace: None,
-                controlled: false,
-                annotations,
-                labels,
-            },
-            other => other,
         }
     }
 
@@ -351,12 +312,9 @@ impl<'a> PodParts<'a> {
         }
     }
 
-    /// The parts of the pod the core may edit, as sent, given its `spec` as read: the prefixed
-    /// annotations and labels, `shareProcessNamespace`, and the container and volume lists,
-    /// whose existing entries are `null` placeholders (the core only appends, so only their
-    /// number matters).
-    /// Editing this and diffing it against an unedited copy gives the same patch as editing and
-    /// diffing the whole object.
+    /// The parts of the pod the core may edit, as sent: the prefixed annotations and labels,
+    /// `shareProcessNamespace`, and the container and volume lists with `null` placeholders (the
+    /// core only appends). Diffing an edited copy gives the patch a whole object would.
     pub fn editable(&self, spec: &PodSpec) -> Value {
         let mut pod = Map::new();
         if let Some(meta) = self.meta.editable() {
@@ -392,18 +350,12 @@ fn full_error(value: &Value) -> Option<serde_json::Error> {
 /// The editable fields of a spec that sent them as `shape` says, read as `spec`.
 fn editable_spec(shape: SpecShape, spec: &PodSpec) -> Value {
     let mut out = Map::new();
+    let inits = spec.init_containers.iter().flatten().count();
+    let volumes = spec.volumes.iter().flatten().count();
     let lists = [
         ("containers", shape.containers, spec.containers.len()),
-        (
-            "initContainers",
-            shape.init_containers,
-            spec.init_containers.as_ref().map_or(0, Vec::len),
-        ),
-        (
-            "volumes",
-            shape.volumes,
-            spec.volumes.as_ref().map_or(0, Vec::len),
-        ),
+        ("initContainers", shape.init_containers, inits),
+        ("volumes", shape.volumes, volumes),
     ];
     for (key, sent, len) in lists {
         match sent {

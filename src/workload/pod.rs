@@ -61,6 +61,14 @@ impl Sent {
 }
 
 impl PodSpec {
+    /// Its init containers, then its containers.
+    pub fn all_containers(&self) -> impl Iterator<Item = &Container> {
+        self.init_containers
+            .iter()
+            .flatten()
+            .chain(&self.containers)
+    }
+
     /// Reads a spec object's fields from `map`, noting how the editable ones were sent.
     pub fn read_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(Self, SpecShape), A::Error> {
         let mut spec = PodSpec::default();

@@ -46,21 +46,6 @@ enum Subject<'a> {
     Unstamped(Unstamped),
 }
 
-/// Why a request gives no pod (template) to look at, other than having nothing to do.
-#[derive(Debug)]
-enum NoTarget {
-    /// An object the core cannot understand.
-    Review(ReviewError),
-    /// A Rollout admitted unchanged, with a warning.
-    Unstamped(Unstamped),
-}
-
-impl From<ReviewError> for NoTarget {
-    fn from(err: ReviewError) -> Self {
-        NoTarget::Review(err)
-    }
-}
-
 /// The pod (template) of a request that will be looked at.
 #[derive(Debug)]
 struct Target<'a> {
@@ -87,21 +72,17 @@ struct Target<'a> {
 }
 
 impl<'a> Plan<'a> {
-    /// Reads the request. Objects the product does not handle give a plan that admits them
-    /// untouched; an object of a handled kind that does not parse is an error, except a
-    /// Rollout, which is admitted unchanged with a warning (as one without a template is).
+    /// Reads the request. An object of a handled kind that does not parse is an error, except a
+    /// Rollout, which is admitted unchanged with a warning; anything else unhandled, untouched.
     pub fn new(req: &Request<'a>, settings: &'a Settings) -> Result<Self, ReviewError> {
         let subject = match read_target(req, settings) {
-            Ok(Some(target)) => Subject::Target(target),
-            Ok(None) => Subject::Nothing,
-            Err(NoTarget::Unstamped(unstamped)) => Subject::Unstamped(unstamped),
             // A Rollout the core cannot read is Argo's to judge: admitted, never denied.
-            Err(NoTarget::Review(ReviewError::UnreadableObject { source, .. }))
+            Err(ReviewError::UnreadableObject { source, .. })
                 if Workload::classify(req.group, req.kind) == Some(Workload::Rollout) =>
             {
                 Subject::Unstamped(Unstamped::Unreadable(source.to_string()))
             }
-            Err(NoTarget::Review(err)) => return Err(err),
+            other => other?,
         };
         Ok(Self { settings, subject })
     }
@@ -131,32 +112,37 @@ impl<'a> Plan<'a> {
     }
 }
 
-/// The pod (template) of `req` to look at, or `None` when the request is none of the product's
-/// business: a kind, operation or namespace it does not handle, an opted-out template, or a
-/// ReplicaSet or Job a controller made.
-fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Target<'a>>, NoTarget> {
+/// The pod (template) of `req` to look at, or [`Subject::Nothing`] when the request is none of
+/// the product's business: a kind, operation or namespace it does not handle, an opted-out
+/// template, or a ReplicaSet or Job a controller made.
+fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Subject<'a>, ReviewError> {
     let Some(workload) = handled(req, settings) else {
-        return Ok(None);
+        return Ok(Subject::Nothing);
     };
     let object = read_object(req, workload)?;
     // When the request names no namespace, the object's own says where it lives.
-    let namespace = object.namespace.as_deref().unwrap_or("");
-    if req.namespace.is_empty() && policy::excluded(namespace, &settings.own_namespace) {
-        return Ok(None);
+    let namespace = object.own.namespace().unwrap_or_default();
+    if req.namespace.is_empty() && policy::excluded(&namespace, &settings.own_namespace) {
+        return Ok(Subject::Nothing);
     }
-    let (controlled, own) = (object.controlled, object.own.clone());
-    let pod = pod_of(req, workload, object)?;
+    let (controlled, own) = (object.own.controlled(), object.own.clone());
+    let pod = match object {
+        Cow::Owned(object) => object.pod.map(Cow::Owned),
+        Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
+    };
+    let Some(pod) = pod else {
+        return without_pod(req, workload);
+    };
     let mut annotations = pod.meta.string_map(MapField::Annotations);
     let labels = pod.meta.string_map(MapField::Labels);
     if policy::opted_out(&labels, &annotations).is_some() {
-        return Ok(None);
+        return Ok(Subject::Nothing);
     }
-    // A ReplicaSet or Job made by a controller (a Deployment's, a CronJob's) is left as its
-    // owner wrote it: the owner was already checked and hashed, and a template that differs
-    // from the owner's would make the Deployment controller create ReplicaSets in a loop. Any
-    // other workload with a controller (an operator's DaemonSet) is reviewed, and never denied.
+    // A ReplicaSet or Job a controller made is left as its owner (already checked) wrote it: a
+    // template that differs would make the Deployment controller create ReplicaSets in a loop.
+    // Any other workload with a controller (an operator's) is reviewed, and never denied.
     if workload.is_template() && controlled && matches!(req.kind, "ReplicaSet" | "Job") {
-        return Ok(None);
+        return Ok(Subject::Nothing);
     }
     let stamp = workload
         .is_template()
@@ -171,16 +157,16 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
     if workload == Workload::Rollout
         && let Some(what) = unreadable_metadata(&pod.meta)
     {
-        return Err(NoTarget::Unstamped(Unstamped::Unreadable(format!(
-            "{what} is not an object"
-        ))));
+        let reason = format!("{what} is not an object");
+        return Ok(Subject::Unstamped(Unstamped::Unreadable(reason)));
     }
     let spec = match &pod {
         Cow::Borrowed(pod) => pod.spec(),
         Cow::Owned(pod) => pod.spec().map(|spec| Cow::Owned(spec.into_owned())),
     }
     .map_err(|source| unreadable(req, source))?;
-    let policy = subpath_policy(req, workload, controlled, &annotations);
+    let old = old_pod(req, workload);
+    let policy = subpath_policy(req, workload, controlled, &annotations, old.as_ref());
     let selection = verdict.selection();
     let refs = match verdict {
         Verdict::Managed { .. } => {
@@ -189,7 +175,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         _ => BTreeSet::new(),
     };
     let consequence = Consequence::of(req.kind, workload, controlled, &spec);
-    Ok(Some(Target {
+    Ok(Subject::Target(Target {
         workload,
         pod,
         annotations,
@@ -197,7 +183,7 @@ fn read_target<'a>(req: &Request<'a>, settings: &Settings) -> Result<Option<Targ
         spec,
         policy,
         refs,
-        old_annotations: old_template_annotations(req, workload),
+        old_annotations: old.map(|old| old.meta.string_map(MapField::Annotations)),
         own,
         consequence,
         verdict,
@@ -230,7 +216,7 @@ fn unreadable(req: &Request<'_>, source: serde_json::Error) -> ReviewError {
 fn read_object<'a>(
     req: &Request<'a>,
     workload: Workload,
-) -> Result<Cow<'a, ObjectParts<'a>>, NoTarget> {
+) -> Result<Cow<'a, ObjectParts<'a>>, ReviewError> {
     match req.object {
         Object::Raw(raw) if raw.get() != "null" => Ok(Cow::Owned(
             parts::read(raw, workload.pointer()).map_err(|source| unreadable(req, source))?,
@@ -243,50 +229,38 @@ fn read_object<'a>(
                         "it was read for the pod at {pointer:?}, not at {:?}",
                         workload.pointer()
                     )),
-                )
-                .into());
+                ));
             }
             Ok(Cow::Borrowed(parts))
         }
         _ => Err(ReviewError::MissingObject {
             kind: req.kind.to_owned(),
-        }
-        .into()),
+        }),
     }
 }
 
-/// The pod (template) of `object`; a workload without one is an error, a Rollout without one
-/// is admitted unchanged (it may run a Deployment's template).
-fn pod_of<'a>(
-    req: &Request<'a>,
-    workload: Workload,
-    object: Cow<'a, ObjectParts<'a>>,
-) -> Result<Cow<'a, PodParts<'a>>, NoTarget> {
-    let pod = match object {
-        Cow::Owned(object) => object.pod.map(Cow::Owned),
-        Cow::Borrowed(object) => object.pod.as_ref().map(Cow::Borrowed),
-    };
-    pod.ok_or_else(|| match (workload, req.object) {
+/// A workload without a pod (template) is an error; a Rollout without one is admitted unchanged
+/// (it may run a Deployment's template).
+fn without_pod<'a>(req: &Request<'a>, workload: Workload) -> Result<Subject<'a>, ReviewError> {
+    match (workload, req.object) {
         (Workload::Rollout, Object::Raw(raw)) => {
-            NoTarget::Unstamped(Unstamped::without_template(Some(raw)))
+            Ok(Subject::Unstamped(Unstamped::without_template(Some(raw))))
         }
         (Workload::Rollout, Object::Read { .. }) => {
-            NoTarget::Unstamped(Unstamped::without_template(None))
+            Ok(Subject::Unstamped(Unstamped::without_template(None)))
         }
-        _ => unreadable(
+        _ => Err(unreadable(
             req,
             serde::de::Error::custom(format!(
                 "{} is missing or not an object",
                 workload.pointer()
             )),
-        )
-        .into(),
-    })
+        )),
+    }
 }
 
-/// What the config a pod (template) reads that the decision needs looked up: what is hashed,
-/// and, for a Pod, the directory mounts its sidecar will watch (their contents give its
-/// `mounted-config-hash`). Secrets only with a key to hash them.
+/// The config the decision needs looked up: what is hashed, and a Pod's directory mounts its
+/// sidecar will watch. Secrets only with a key to hash them.
 fn config_refs(
     workload: Workload,
     spec: &PodSpec,
@@ -316,25 +290,18 @@ fn config_refs(
         .collect()
 }
 
-/// On a workload UPDATE, the annotations of `oldObject`'s pod template, when readable.
-fn old_template_annotations(
-    req: &Request<'_>,
-    workload: Workload,
-) -> Option<BTreeMap<String, String>> {
+/// On a workload UPDATE, `oldObject`'s pod template, when readable.
+fn old_pod<'a>(req: &Request<'a>, workload: Workload) -> Option<PodParts<'a>> {
     match (workload, req.operation, req.old_object) {
         (Workload::Template(_) | Workload::Rollout, Operation::Update, Some(old)) => {
-            parts::read(old, workload.pointer())
-                .ok()
-                .and_then(|old| old.pod)
-                .map(|old| old.meta.string_map(MapField::Annotations))
+            parts::read(old, workload.pointer()).ok()?.pod
         }
         _ => None,
     }
 }
 
-/// The part of a template's `metadata` that is neither an object nor `null`, if one is: the core
-/// would replace it to stamp the hash, which a Rollout (whose schema the API server may not
-/// check) must not have done to it.
+/// The part of a template's `metadata` that is neither an object nor `null`, if one is: stamping
+/// would replace it, which a Rollout (whose schema may go unchecked) must not have done to it.
 fn unreadable_metadata(meta: &Meta) -> Option<&'static str> {
     let other = |value: &Value| !value.is_null();
     match meta {
@@ -365,14 +332,14 @@ fn watchable_mounts(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> Consumption {
     all
 }
 
-/// Where denial happens: only where a person is at the terminal and nothing running can break.
-/// An object a controller made (`controlled`: a Pod of a workload, an operator's workload) is
-/// never denied: nobody reads the message, and the denial would break its owner's loop.
+/// Where denial happens: only where a person is at the terminal. An object a controller made
+/// (`controlled`) is never denied: nobody reads the message, and it would break the owner's loop.
 fn subpath_policy(
     req: &Request,
     workload: Workload,
     controlled: bool,
     annotations: &BTreeMap<String, String>,
+    old: Option<&PodParts<'_>>,
 ) -> SubPathPolicy {
     if annotations
         .get(ALLOW_SUBPATH)
@@ -384,15 +351,8 @@ fn subpath_policy(
     match (workload, req.operation) {
         (Workload::Pod, _) | (_, Operation::Create) => SubPathPolicy::DenyAll,
         (Workload::Template(_) | Workload::Rollout, _) => {
-            let old_keys = req
-                .old_object
-                .and_then(|old| parts::read(old, workload.pointer()).ok()?.pod)
-                .and_then(|old_pod| {
-                    let spec = old_pod.spec().ok()?;
-                    Some(rules::subpath_keys(&analyse(&spec)))
-                });
-            match old_keys {
-                Some(keys) => SubPathPolicy::DenyNew(keys),
+            match old.and_then(|old| old.spec().ok()) {
+                Some(spec) => SubPathPolicy::DenyNew(rules::subpath_keys(&analyse(&spec))),
                 // Without a readable oldObject nothing can be shown to be new: never deny.
                 None => SubPathPolicy::Allow,
             }

@@ -28,9 +28,8 @@ pub enum Unstamped {
 }
 
 impl Unstamped {
-    /// What a Rollout without a pod template (an object) at `spec.template` is, from its JSON
-    /// as sent (`None`: the object was read for its template alone, so its `workloadRef` is
-    /// unknown).
+    /// What a Rollout without a pod template at `spec.template` is, from its JSON as sent
+    /// (`None`: read for its template alone, its `workloadRef` is unknown).
     pub fn without_template(object: Option<&RawValue>) -> Self {
         let top = object.and_then(|object| serde_json::from_str::<Top>(object.get()).ok());
         let Some(spec) = top.and_then(|top| top.spec) else {

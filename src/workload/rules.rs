@@ -3,11 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use super::analysis::{EnvHow, PodAnalysis, SubPathMount};
+use super::analysis::{PodAnalysis, SubPathMount};
 use super::messages::quoted;
 use crate::hash::{ConfigId, Consumed};
 
-/// How restart-only config is read.
+/// How a container reads config (restart-only config, or any read `status` lays out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum How {
     /// `env[].valueFrom`.
@@ -21,8 +21,8 @@ pub enum How {
     /// A directory mount in a regular init container (read once, at start: copied or
     /// templated into the pod, as the copy-to-emptyDir pattern does).
     InitMount,
-    /// A directory mount of a container that gets no hot reload: its server is not known to
-    /// reload on a signal, or the Pod chose `on-change: restart` (see `strategy`).
+    /// A directory mount in a long-running container; as restart-only config, one that gets no
+    /// hot reload (its server is not known to reload, or the Pod chose `on-change: restart`).
     Mount,
 }
 
@@ -85,15 +85,11 @@ pub fn apply<'p>(analysis: &'p PodAnalysis<'_>, policy: &SubPathPolicy) -> RuleO
         }
     }
     for env in &analysis.env_refs {
-        let how = match env.how {
-            EnvHow::Env => How::Env,
-            EnvHow::EnvFrom => How::EnvFrom,
-        };
         out.uses.push(Use {
             container: env.container.clone(),
             consumed: env.consumed.clone(),
             optional: env.optional,
-            how,
+            how: env.how,
         });
     }
     out

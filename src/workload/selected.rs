@@ -20,9 +20,8 @@ pub fn analysed<'a>(spec: &'a PodSpec, selection: &Selection) -> PodAnalysis<'a>
     analysis
 }
 
-/// Drops what `selection` never counts: the config volumes none of whose sources count (with
-/// their mounts), and the env references of objects that do not count. A volume with one
-/// source that counts is kept whole (its files are watched and hashed together).
+/// Drops what `selection` never counts: config volumes with no source that counts (a volume with
+/// one is kept whole), their mounts, and env references of objects that do not count.
 fn narrow(analysis: &mut PodAnalysis<'_>, selection: &Selection) {
     let counts = |id: &ConfigId| selection.counts(id) != Counts::No;
     analysis

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::{Container, PodSpec, SecurityContext};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::analysis::{ConfigVolume, PodAnalysis};
 use super::messages::{Warnings, quoted, quoted_list};
@@ -25,20 +25,6 @@ pub const NONROOT_UID: i64 = 65532;
 /// read-only), so this only has to exceed what the kubelet measures for an empty directory
 /// (nothing on tmpfs, one 4 KiB block on disk), or the kubelet would evict the Pod.
 pub const NO_TOKEN_SIZE_LIMIT: &str = "64Ki";
-
-/// How the sidecar reloads the app.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mode {
-    /// Send `signal` to `process` (or to each other container's main process).
-    Signal {
-        /// Canonical signal name (`SIGHUP`) or number.
-        signal: String,
-        /// Target process name, when known.
-        process: Option<String>,
-    },
-    /// POST `url`.
-    Http { url: String },
-}
 
 /// The user the sidecar runs as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +49,8 @@ pub struct SidecarPlan {
     /// Those of `volumes` with Secret data (passed as `--secret-dir`, so the watcher never
     /// shows a bare hash of them).
     pub secret_volumes: BTreeSet<String>,
-    /// Signal or HTTP.
-    pub mode: Mode,
+    /// Signal (to the process, when known, else to each other container's main process) or HTTP.
+    pub mode: Told,
     /// Who it runs as.
     pub run_as: RunAs,
     /// Mounts [`no_token_volume`] at [`TOKEN_MOUNT_PATH`]: false when the pod already has a
@@ -76,17 +62,18 @@ pub struct SidecarPlan {
 /// memory-backed `emptyDir` (no node disk, no ephemeral-storage accounting) capped at
 /// [`NO_TOKEN_SIZE_LIMIT`].
 pub fn no_token_volume() -> Value {
-    let empty_dir = object([
-        ("medium", string("Memory")),
-        ("sizeLimit", string(NO_TOKEN_SIZE_LIMIT)),
-    ]);
-    object([("name", string(NO_TOKEN_VOLUME)), ("emptyDir", empty_dir)])
+    json!({"name": NO_TOKEN_VOLUME, "emptyDir": small_memory_dir()})
+}
+
+/// A memory `emptyDir` of [`NO_TOKEN_SIZE_LIMIT`].
+pub(super) fn small_memory_dir() -> Value {
+    json!({"medium": "Memory", "sizeLimit": NO_TOKEN_SIZE_LIMIT})
 }
 
 impl SidecarPlan {
     /// Signal mode needs `shareProcessNamespace: true`.
     pub fn needs_shared_pid(&self) -> bool {
-        matches!(self.mode, Mode::Signal { .. })
+        matches!(self.mode, Told::Signal { .. })
     }
 
     /// The container, as JSON. `native` adds `restartPolicy: Always` (for `initContainers`).
@@ -101,13 +88,13 @@ impl SidecarPlan {
             args.extend([flag.to_owned(), format!("{WATCH_ROOT}/{volume}")]);
         }
         match &self.mode {
-            Mode::Signal { signal, process } => {
-                args.extend(["--signal".to_owned(), signal.clone()]);
+            Told::Signal { signal, process } => {
+                args.extend(["--signal".to_owned(), signal.name.to_owned()]);
                 if let Some(process) = process {
                     args.extend(["--process".to_owned(), process.clone()]);
                 }
             }
-            Mode::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
+            Told::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
         }
         let mounts = self
             .volumes
@@ -134,11 +121,7 @@ pub fn env_only_container(image: &str, native: bool, hides_token: bool) -> Value
 
 /// A `volumeMounts` entry, read-only.
 pub fn read_only_mount(name: &str, path: &str) -> Value {
-    object([
-        ("name", string(name)),
-        ("mountPath", string(path)),
-        ("readOnly", Value::Bool(true)),
-    ])
+    json!({"name": name, "mountPath": path, "readOnly": true})
 }
 
 /// The `config-reloader` container with `args`, `mounts` (and the empty token volume's), small
@@ -154,30 +137,23 @@ fn build_container(
     if hides_token {
         mounts.push(read_only_mount(NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH));
     }
-    let resources = |cpu, memory| object([("cpu", string(cpu)), ("memory", string(memory))]);
-    let mut container = vec![
-        ("name", string(SIDECAR_NAME)),
-        ("image", string(image)),
-        ("imagePullPolicy", string("IfNotPresent")),
-        (
-            "args",
-            Value::Array(args.into_iter().map(Value::String).collect()),
-        ),
-        (
-            "resources",
-            object([
-                ("requests", resources("5m", "8Mi")),
-                ("limits", resources("100m", "32Mi")),
-            ]),
-        ),
-        ("securityContext", security_context(run_as)),
-        ("terminationMessagePolicy", string("FallbackToLogsOnError")),
-        ("volumeMounts", Value::Array(mounts)),
-    ];
+    let mut container = json!({
+        "name": SIDECAR_NAME,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": args,
+        "resources": {
+            "requests": {"cpu": "5m", "memory": "8Mi"},
+            "limits": {"cpu": "100m", "memory": "32Mi"},
+        },
+        "securityContext": security_context(run_as),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": mounts,
+    });
     if native {
-        container.push(("restartPolicy", string("Always")));
+        container["restartPolicy"] = json!("Always");
     }
-    object(container)
+    container
 }
 
 fn security_context(run_as: &RunAs) -> Value {
@@ -186,42 +162,25 @@ fn security_context(run_as: &RunAs) -> Value {
         RunAs::RootWithKill => (0, None, false, Some("KILL")),
         RunAs::Unprivileged => (NONROOT_UID, Some(NONROOT_UID), true, None),
     };
-    let mut capabilities = vec![("drop", Value::Array(vec![string("ALL")]))];
-    capabilities.extend(add.map(|cap| ("add", Value::Array(vec![string(cap)]))));
-    let mut sc = vec![
-        ("allowPrivilegeEscalation", Value::Bool(false)),
-        ("readOnlyRootFilesystem", Value::Bool(true)),
-        ("capabilities", object(capabilities)),
-        (
-            "seccompProfile",
-            object([("type", string("RuntimeDefault"))]),
-        ),
-        ("runAsUser", Value::from(uid)),
-        ("runAsNonRoot", Value::Bool(non_root)),
-    ];
-    sc.extend(gid.map(|gid| ("runAsGroup", Value::from(gid))));
-    object(sc)
+    let mut sc = json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsUser": uid,
+        "runAsNonRoot": non_root,
+    });
+    if let Some(cap) = add {
+        sc["capabilities"]["add"] = json!([cap]);
+    }
+    if let Some(gid) = gid {
+        sc["runAsGroup"] = json!(gid);
+    }
+    sc
 }
 
-/// A JSON object of `entries` (built directly: no serializer in between).
-pub(super) fn object<'k>(entries: impl IntoIterator<Item = (&'k str, Value)>) -> Value {
-    Value::Object(
-        entries
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
-    )
-}
-
-pub(super) fn string(text: &str) -> Value {
-    Value::String(text.to_owned())
-}
-
-/// Plans the sidecar, or returns `None` (with a warning saying why, where it matters) when
-/// there is nothing to watch or the pod's explicit choices rule it out.
-///
-/// `choice` says which containers are hot-reloaded and how ([`strategy::choose`]); the sidecar
-/// watches the volumes those containers mount, narrowed by the `watch` annotation.
+/// Plans the sidecar for the hot-reloaded containers of `choice` (their volumes, narrowed by
+/// `watch`), or `None` (with a warning where it matters) when nothing is watched or ruled out.
 pub fn plan(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
@@ -245,8 +204,8 @@ pub fn plan(
     }
     let mode = mode(choice.told()?, analysis, &volumes, warnings);
     let run_as = match &mode {
-        Mode::Http { .. } => RunAs::Unprivileged,
-        Mode::Signal { .. } => run_as(spec, analysis, &choice.signalled(), warnings),
+        Told::Http { .. } => RunAs::Unprivileged,
+        Told::Signal { .. } => run_as(spec, analysis, &choice.signalled(), warnings),
     };
     let secret = |cv: &ConfigVolume| cv.sources.iter().any(|s| s.id.kind == ConfigKind::Secret);
     let secret_volumes = volumes
@@ -263,10 +222,9 @@ pub fn plan(
     })
 }
 
-/// Whether the pod has no volume named [`NO_TOKEN_VOLUME`] yet. One it has is the user's
-/// (never replaced, never mounted into the sidecar), so the sidecar goes without it and will
-/// hold the API token, which a warning says. A pod that already has the sidecar is not asked:
-/// the volume there is its own, and nothing is injected.
+/// Whether the pod has no volume named [`NO_TOKEN_VOLUME`] yet: one it has is the user's, so
+/// the sidecar goes without it (and holds the API token, with a warning). A pod that already has
+/// the sidecar is not asked.
 pub(super) fn token_volume_free(
     spec: &PodSpec,
     analysis: &PodAnalysis<'_>,
@@ -313,26 +271,21 @@ fn watched_volumes(
     watched
 }
 
-/// The sidecar's mode for what the strategy chose; a signal without a named process goes to
-/// the process derived from the command of the one container that mounts the watched volumes.
+/// How the sidecar tells the app what the strategy chose; a signal without a named process goes
+/// to the process derived from the command of the one container that mounts the watched volumes.
 fn mode(
     told: &Told,
     analysis: &PodAnalysis<'_>,
     volumes: &BTreeSet<String>,
     warnings: &mut Warnings,
-) -> Mode {
-    match told {
-        Told::Http { url } => Mode::Http { url: url.clone() },
-        Told::Signal { signal, process } => {
-            let process = process
-                .clone()
-                .or_else(|| derived_process(analysis, volumes, signal.name, warnings));
-            Mode::Signal {
-                signal: signal.name.to_owned(),
-                process,
-            }
-        }
+) -> Told {
+    let mut told = told.clone();
+    if let Told::Signal { signal, process } = &mut told
+        && process.is_none()
+    {
+        *process = derived_process(analysis, volumes, signal.name, warnings);
     }
+    told
 }
 
 /// The process to signal, from the `command` of the one app container that mounts the
@@ -349,16 +302,10 @@ fn derived_process(
         .filter(|m| volumes.contains(&m.volume))
         .map(|m| m.container.as_str())
         .collect();
-    let mounting: Vec<&Container> = analysis
-        .apps
-        .iter()
-        .copied()
-        .filter(|c| watchers.contains(c.name.as_str()))
-        .collect();
-    let derived = match mounting.as_slice() {
-        [only] => process_from_command(only),
-        _ => None,
-    };
+    let mounting = analysis.apps_named(&watchers);
+    let derived = (mounting.len() == 1)
+        .then(|| process_from_command(mounting[0]))
+        .flatten();
     if derived.is_none() && analysis.apps.len() > 1 {
         let names = analysis.apps.iter().map(|c| c.name.as_str());
         warnings.push(format!(
@@ -387,12 +334,7 @@ fn run_as(
     warnings: &mut Warnings,
 ) -> RunAs {
     let pod_sc = spec.security_context.as_ref();
-    let targets: Vec<&Container> = analysis
-        .apps
-        .iter()
-        .copied()
-        .filter(|c| signalled.contains(c.name.as_str()))
-        .collect();
+    let targets = analysis.apps_named(signalled);
     // The container's own setting, else the Pod's.
     let id_of = |c: &Container, id: fn(&SecurityContext) -> Option<i64>| {
         [c.security_context.as_ref(), pod_sc]
@@ -401,17 +343,14 @@ fn run_as(
             .find_map(id)
     };
     let uid_of = |c: &Container| id_of(c, |s| s.run_as_user);
-    let uids: BTreeSet<Option<i64>> = targets.iter().map(|c| uid_of(c)).collect();
-    let gids: BTreeSet<Option<i64>> = targets
-        .iter()
-        .map(|c| id_of(c, |s| s.run_as_group))
-        .collect();
-    if let [Some(uid)] = uids.iter().copied().collect::<Vec<_>>().as_slice() {
-        let gid = match gids.iter().copied().collect::<Vec<_>>().as_slice() {
-            [Some(gid)] => Some(*gid),
-            _ => None,
-        };
-        return RunAs::AppUser { uid: *uid, gid };
+    // The id every target has, when they all have the same one.
+    let shared = |id: fn(&SecurityContext) -> Option<i64>| {
+        let ids: BTreeSet<Option<i64>> = targets.iter().map(|c| id_of(c, id)).collect();
+        ids.first().copied().flatten().filter(|_| ids.len() == 1)
+    };
+    if let Some(uid) = shared(|s| s.run_as_user) {
+        let gid = shared(|s| s.run_as_group);
+        return RunAs::AppUser { uid, gid };
     }
     let unknown: Vec<&str> = targets
         .iter()
@@ -435,12 +374,10 @@ fn run_as(
     }
 }
 
-/// Whether the pod says it runs as non-root: `runAsNonRoot: true` at Pod level or on any app
-/// container. Then the sidecar is never root and never adds a capability. This is what keeps
-/// Pod Security whole: the `restricted` level requires `runAsNonRoot: true` on the Pod or on
-/// every container, so every Pod that level admits says so itself, and a root sidecar with
-/// CAP_KILL would get the whole Pod rejected (Pod Security runs after us). Deciding from the
-/// Pod alone, not the namespace's labels, keeps offline `inject` and the webhook equal.
+/// Whether the pod says it runs as non-root (`runAsNonRoot: true` on the Pod or an app container):
+/// then the sidecar is never root. Pod Security `restricted` requires that flag and runs after
+/// us, so a root sidecar would get the Pod rejected; deciding from the Pod alone, not namespace
+/// labels, keeps `inject` and the webhook equal.
 fn declares_non_root(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> bool {
     let pod_level = spec
         .security_context

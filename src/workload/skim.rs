@@ -108,13 +108,10 @@ impl<'de> Visitor<'de> for SkimVisitor {
     }
 }
 
-/// A value kept for its type and scalar content only: a scalar as sent, an array as `[]` and
-/// an object as `{}`, their content read as a `Value` read would (same errors) and dropped.
-///
-/// Enough wherever the core never looks inside: a value where an object belongs (a `metadata`
-/// or `spec` that is a list) or a prefixed annotation that is not a string. The core only
-/// replaces or removes such a value, and the diff of a replaced or removed value is the same
-/// whatever it held. Kept whole, a 3 MiB list of zeros took 156 MiB.
+/// A value kept for its type and scalar content only: an array as `[]` and an object as `{}`,
+/// their content read as a `Value` read would (same errors) and dropped. Enough where the core
+/// only replaces or removes a value, whose diff is the same whatever it held (kept whole, a
+/// 3 MiB list of zeros took 156 MiB).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shallow(pub Value);
 
@@ -128,38 +125,23 @@ impl Shallow {
     /// A reader of a [`Shallow`] value whose object, if it is one, keeps the entries named in
     /// `keys`, each itself shallow (a repeated key keeps its last value).
     pub fn keeping(keys: &'static [&'static str]) -> ShallowVisitor {
-        ShallowVisitor { keys }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for ShallowVisitor {
-    type Value = Shallow;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Shallow, D::Error> {
-        d.deserialize_any(self)
+        MapOrValue(Keeping { keys })
     }
 }
 
 /// The visitor of [`Shallow`], for readers that meet a list or an object themselves.
+pub type ShallowVisitor = MapOrValue<Keeping>;
+
+/// The [`MapReader`] of a [`Shallow`] value: an object keeps the entries named in `keys`.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ShallowVisitor {
-    /// The keys an object keeps.
+pub struct Keeping {
     keys: &'static [&'static str],
 }
 
-impl<'de> Visitor<'de> for ShallowVisitor {
-    type Value = Shallow;
+impl<'de> MapReader<'de> for Keeping {
+    type Out = Shallow;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any valid JSON value")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shallow, A::Error> {
-        SkimVisitor.visit_seq(seq)?;
-        Ok(Shallow(Value::Array(Vec::new())))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
         let mut kept = serde_json::Map::new();
         if self.keys.is_empty() {
             SkimVisitor.visit_map(map)?;
@@ -174,32 +156,76 @@ impl<'de> Visitor<'de> for ShallowVisitor {
         Ok(Shallow(Value::Object(kept)))
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Shallow, E> {
-        Ok(Shallow(Value::Bool(v)))
+    fn other(value: Value) -> Shallow {
+        Shallow(value)
+    }
+}
+
+/// Reads a map one way, and anything else (a list too, unless `seq` says otherwise) as a
+/// [`Shallow`] value.
+pub trait MapReader<'de>: Sized {
+    type Out;
+    fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
+    fn other(value: Value) -> Self::Out;
+    fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error> {
+        SkimVisitor.visit_seq(seq)?;
+        Ok(Self::other(Value::Array(Vec::new())))
+    }
+}
+
+/// The seed and visitor of a [`MapReader`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MapOrValue<R>(pub R);
+
+impl<'de, R: MapReader<'de>> DeserializeSeed<'de> for MapOrValue<R> {
+    type Value = R::Out;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, R: MapReader<'de>> Visitor<'de> for MapOrValue<R> {
+    type Value = R::Out;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any valid JSON value")
     }
 
-    fn visit_i64<E>(self, v: i64) -> Result<Shallow, E> {
-        Ok(Shallow(Value::from(v)))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.map(map)
     }
 
-    fn visit_u64<E>(self, v: u64) -> Result<Shallow, E> {
-        Ok(Shallow(Value::from(v)))
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        self.0.seq(seq)
     }
 
-    fn visit_f64<E>(self, v: f64) -> Result<Shallow, E> {
-        Ok(Shallow(Value::from(v)))
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(R::other(Value::Bool(v)))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Shallow, E> {
-        Ok(Shallow(Value::String(v.to_owned())))
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(R::other(Value::from(v)))
     }
 
-    fn visit_string<E>(self, v: String) -> Result<Shallow, E> {
-        Ok(Shallow(Value::String(v)))
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(R::other(Value::from(v)))
     }
 
-    fn visit_unit<E>(self) -> Result<Shallow, E> {
-        Ok(Shallow(Value::Null))
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(R::other(Value::from(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(R::other(Value::String(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(R::other(Value::String(v)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(R::other(Value::Null))
     }
 }
 

@@ -1,11 +1,8 @@
-//! Safe by default: what a change of each container's config does. The [`catalogue`] says how
-//! each known program takes a new config (a signal, by itself, or only at start), checked on the
-//! command line that really runs; a helper that already reloads config (configmap-reload,
-//! prometheus-config-reloader, …) keeps doing so; the Pod may choose (`signal`, `process`,
-//! `reload-url`, `on-change`). Whatever is left rolls the workload: it goes into `config-hash`.
-//! Config an init container reads counts like env.
-//! Pure: the webhook, the offline `inject` and the rollout controller all call [`choose`], so
-//! they agree on what is hashed.
+//! Safe by default: what a change of each container's config does. The [`catalogue`] says how a
+//! known program takes a new config, checked on its command line; a helper that already reloads
+//! config keeps doing so; the Pod may choose (`signal`, `process`, `reload-url`, `on-change`).
+//! Whatever is left rolls the workload (it goes into `config-hash`), as does what an init
+//! container reads. The webhook, `inject` and the controller all call [`choose`].
 
 mod wording;
 
@@ -95,7 +92,11 @@ impl Choice {
 
     /// The volumes the sidecar watches: those of hot-reloaded containers.
     pub fn reload_volumes(&self) -> BTreeSet<String> {
-        self.volumes(|s| matches!(s, Strategy::Reload(_)))
+        let reloaded = self
+            .containers
+            .iter()
+            .filter(|(_, s, _)| matches!(s, Strategy::Reload(_)));
+        reloaded.flat_map(|(_, _, v)| v.iter().cloned()).collect()
     }
 
     /// The containers the sidecar signals.
@@ -103,11 +104,6 @@ impl Choice {
         let signal = |s: &Strategy| matches!(s, Strategy::Reload(Told::Signal { .. }));
         let signalled = self.containers.iter().filter(|(_, s, _)| signal(s));
         signalled.map(|(c, _, _)| c.as_str()).collect()
-    }
-
-    fn volumes(&self, pick: impl Fn(&Strategy) -> bool) -> BTreeSet<String> {
-        let picked = self.containers.iter().filter(|(_, s, _)| pick(s));
-        picked.flat_map(|(_, _, v)| v.iter().cloned()).collect()
     }
 
     /// The config of the containers whose changes roll the workload, as uses of the rules
@@ -173,9 +169,8 @@ struct Table {
     full: bool,
 }
 
-/// Decides, for every container that mounts config as a directory, what a change does. A value
-/// the sidecar would refuse gives the error with a choice in which every container that would
-/// have been told rolls instead (no sidecar).
+/// Decides, for every container that mounts config as a directory, what a change does; a value
+/// the sidecar would refuse gives the error, and rolls what would have been told.
 pub fn choose(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
@@ -225,12 +220,9 @@ fn choose_in(
         // An init container's read counts like env, unless a reloader beside the app already
         // keeps that config current (prometheus-operator's init-config-reloader renders the
         // first config its config-reloader then keeps up to date).
+        let of = unless_reloaded(reloaded, Strategy::Restart(Why::InitContainer));
         for mount in &analysis.init_dir_mounts {
-            let strategy = match reloaded.get(&mount.volume) {
-                Some(by) => Strategy::Reloaded(by.clone()),
-                None => Strategy::Restart(Why::InitContainer),
-            };
-            push(&mut choice, &mount.container, strategy, &mount.volume);
+            push(&mut choice, &mount.container, of(mount), &mount.volume);
         }
     }
     (choice, bad)
@@ -268,8 +260,7 @@ fn by_asked(
 }
 
 /// The containers that read config from directory mounts, and the volumes that helpers already
-/// reload (by which helper). A helper that only reloads (not a Thanos sidecar) reads nothing
-/// itself.
+/// reload (by which helper; what a helper watches is not its own read).
 fn consumers<'a>(
     table: Table,
     analysis: &'a PodAnalysis<'_>,
@@ -391,10 +382,7 @@ fn asked_told(table: Table, asked: &Asked, consumers: &[Consumer<'_>]) -> Told {
         .collect();
     known.sort();
     known.dedup();
-    let only = match known.as_slice() {
-        [one] => Some(*one),
-        _ => None,
-    };
+    let only = (known.len() == 1).then(|| known[0]);
     let signal = asked
         .signal
         .or_else(|| only.and_then(|(_, s)| values::parse_signal(s).ok()))

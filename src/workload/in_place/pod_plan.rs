@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
     Decision, ENV_HASH_FILE, ENV_ROOT, HASH_FILE_FLAG, IN_PLACE, POD_INFO_DIR, RESTART_CODE,
@@ -12,10 +12,10 @@ use super::{
 };
 use crate::hash::{self, ConfigData, ConfigId, Consumed};
 use crate::workload::analysis::is_ours;
-use crate::workload::object::{remove_annotation, set_annotation};
+use crate::workload::object::{remove_entry, set_entry};
 use crate::workload::pod::{Container, PodSpec};
 use crate::workload::rules::Use;
-use crate::workload::sidecar::{NO_TOKEN_SIZE_LIMIT, object, read_only_mount, string};
+use crate::workload::sidecar::{read_only_mount, small_memory_dir};
 use crate::workload::{ENV_HASH, ENV_RESTART};
 
 const POD_INFO_VOLUME: &str = "reload-injector-pod";
@@ -24,11 +24,7 @@ const ENV_VOLUME: &str = "reload-injector-env";
 
 /// The pod's `config-reloader` container, if it has one.
 pub fn existing_sidecar(spec: &PodSpec) -> Option<&Container> {
-    spec.init_containers
-        .iter()
-        .flatten()
-        .chain(&spec.containers)
-        .find(|c| is_ours(c))
+    spec.all_containers().find(|c| is_ours(c))
 }
 
 /// Whether a `config-reloader` container restarts its Pod in place.
@@ -76,9 +72,8 @@ pub fn parse_reads(keys: &[String], objects: &[String]) -> Result<BTreeSet<Consu
     Ok(consumed)
 }
 
-/// The env reads a pod (template) restarts in place for, as recorded: on a template (or a Pod
-/// made from one) whose [`ENV_RESTART`] says so, its env reads of ConfigMaps; on a Pod, also
-/// what its sidecar restarts it for.
+/// The env reads a pod (template) restarts in place for, as its [`ENV_RESTART`] and its
+/// sidecar's arguments record them.
 pub fn recorded_reads(
     annotations: &BTreeMap<String, String>,
     spec: &PodSpec,
@@ -98,9 +93,8 @@ pub fn recorded_reads(
 }
 
 /// Records the decision: on a template, `env-restart: in-place` (removed when it rolls); on a
-/// Pod whose sidecar restarts it (`plan`), its env hash over the data at admission. A failed
-/// lookup leaves the Pod unstamped: the sidecar then waits, and the controller writes one when
-/// the config changes.
+/// Pod whose sidecar restarts it (`plan`), its env hash (none when a lookup failed: the sidecar
+/// waits, and the controller writes one when the config changes).
 pub fn stamp(
     pod: &mut Value,
     (annotations, template): (&BTreeMap<String, String>, bool),
@@ -112,15 +106,15 @@ pub fn stamp(
     if template {
         match (decision.applies(), current(ENV_RESTART)) {
             (true, Some(IN_PLACE)) | (false, None) => {}
-            (true, _) => set_annotation(pod, ENV_RESTART, IN_PLACE),
-            (false, Some(_)) => remove_annotation(pod, ENV_RESTART),
+            (true, _) => set_entry(pod, "annotations", ENV_RESTART, IN_PLACE),
+            (false, Some(_)) => remove_entry(pod, "annotations", ENV_RESTART),
         }
         return;
     }
     if let Some(hash) = plan.and_then(|plan| plan.hash(configs))
         && current(ENV_HASH) != Some(hash.as_str())
     {
-        set_annotation(pod, ENV_HASH, &hash);
+        set_entry(pod, "annotations", ENV_HASH, &hash);
     }
 }
 
@@ -150,14 +144,9 @@ impl EnvPlan {
             .map(|v| v.name.clone())
             .collect();
         let mut free = |base: &str| {
-            let name = (0..)
-                .map(|n| {
-                    if n == 0 {
-                        base.to_owned()
-                    } else {
-                        format!("{base}-{n}")
-                    }
-                })
+            let mut names = (1..).map(|n| format!("{base}-{n}"));
+            let name = std::iter::once(base.to_owned())
+                .chain(&mut names)
                 .find(|name| !taken.contains(name))
                 .unwrap_or_default();
             taken.insert(name.clone());
@@ -203,20 +192,11 @@ impl EnvPlan {
             .map(|(volume, name)| read_only_mount(volume, &format!("{ENV_ROOT}/{name}")))
             .collect();
         mounts.push(read_only_mount(&self.pod_info, POD_INFO_DIR));
-        mounts.push(object([
-            ("name", string(&self.state)),
-            ("mountPath", string(STATE_DIR)),
-        ]));
-        let rule = object([
-            ("action", string("RestartAllContainers")),
-            (
-                "exitCodes",
-                object([
-                    ("operator", string("In")),
-                    ("values", Value::Array(vec![Value::from(RESTART_CODE)])),
-                ]),
-            ),
-        ]);
+        mounts.push(json!({"name": self.state, "mountPath": STATE_DIR}));
+        let rule = json!({
+            "action": "RestartAllContainers",
+            "exitCodes": {"operator": "In", "values": [RESTART_CODE]},
+        });
         let Some(container) = container.as_object_mut() else {
             return;
         };
@@ -235,29 +215,12 @@ impl EnvPlan {
         let mut volumes: Vec<Value> = self
             .config_maps
             .iter()
-            .map(|(volume, name)| {
-                let source = object([("name", string(name)), ("optional", Value::Bool(true))]);
-                object([("name", string(volume)), ("configMap", source)])
-            })
+            .map(|(volume, name)| json!({"name": volume, "configMap": {"name": name, "optional": true}}))
             .collect();
         let field = format!("metadata.annotations['{}']", ENV_HASH);
-        let item = object([
-            ("path", string(ENV_HASH_FILE)),
-            ("fieldRef", object([("fieldPath", Value::String(field))])),
-        ]);
-        let downward = object([("items", Value::Array(vec![item]))]);
-        volumes.push(object([
-            ("name", string(&self.pod_info)),
-            ("downwardAPI", downward),
-        ]));
-        let empty_dir = object([
-            ("medium", string("Memory")),
-            ("sizeLimit", string(NO_TOKEN_SIZE_LIMIT)),
-        ]);
-        volumes.push(object([
-            ("name", string(&self.state)),
-            ("emptyDir", empty_dir),
-        ]));
+        let item = json!({"path": ENV_HASH_FILE, "fieldRef": {"fieldPath": field}});
+        volumes.push(json!({"name": self.pod_info, "downwardAPI": {"items": [item]}}));
+        volumes.push(json!({"name": self.state, "emptyDir": small_memory_dir()}));
         volumes
     }
 }

@@ -2,9 +2,7 @@
 //! `metadata` (namespace, owner, the entries the product reads), `ownerReferences` as it
 //! streams by, and a pod `spec`, lean or kept raw. Everything else is skimmed and dropped.
 
-use std::fmt;
-
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -12,7 +10,7 @@ use super::{Entries, Meta, PodParts, Spec};
 use crate::workload::key::Key;
 use crate::workload::meter;
 use crate::workload::pod::PodSpec;
-use crate::workload::skim::{Shallow, ShallowVisitor, Skim};
+use crate::workload::skim::{MapOrValue, MapReader, Shallow, ShallowVisitor, Skim};
 
 /// What one raw field of a spec is charged: its slot, and its place in the set that finds
 /// repeated keys.
@@ -89,7 +87,7 @@ impl<'de> MapReader<'de> for NodeReader<'_> {
             }
             node.pod = Some(PodParts {
                 meta,
-                spec: spec.unwrap_or_default(),
+                spec: spec.unwrap_or(Spec::Other(Value::Null)),
             });
         } else if self.top {
             node.top_meta = meta;
@@ -107,68 +105,6 @@ impl<'de> MapReader<'de> for NodeReader<'_> {
             is_null: value.is_null(),
             ..Node::default()
         }
-    }
-}
-
-/// Reads a map one way, and anything else (a list too, unless `seq` says otherwise) as a
-/// [`Shallow`] value.
-pub(super) trait MapReader<'de>: Sized {
-    type Out;
-    fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
-    fn other(value: Value) -> Self::Out;
-    fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error> {
-        Ok(Self::other(ShallowVisitor::default().visit_seq(seq)?.0))
-    }
-}
-
-/// The seed and visitor of a [`MapReader`].
-pub(super) struct MapOrValue<R>(pub(super) R);
-
-impl<'de, R: MapReader<'de>> DeserializeSeed<'de> for MapOrValue<R> {
-    type Value = R::Out;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, R: MapReader<'de>> Visitor<'de> for MapOrValue<R> {
-    type Value = R::Out;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        self.0.map(map)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        self.0.seq(seq)
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(R::other(Value::Bool(v)))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(R::other(Value::from(v)))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(R::other(Value::from(v)))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(R::other(Value::from(v)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(R::other(Value::String(v.to_owned())))
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(R::other(Value::Null))
     }
 }
 

@@ -69,8 +69,8 @@ fn a_pod_gives_its_namespace_owner_and_only_the_editable_fields() {
     });
     let object = raw_of(&pod);
     let parts = read(&object, "").unwrap();
-    assert_eq!(parts.namespace.as_deref(), Some("shop"));
-    assert!(parts.controlled);
+    assert_eq!(parts.own.namespace().as_deref(), Some("shop"));
+    assert!(parts.own.controlled());
     let pod_parts = parts.pod.unwrap();
     assert!(pod_parts.meta.controlled());
     let annotations = pod_parts.meta.string_map(MapField::Annotations);
@@ -118,8 +118,8 @@ fn a_template_reads_the_namespace_and_owner_of_the_object_not_of_the_template() 
     });
     let object = raw_of(&deployment);
     let parts = read(&object, TEMPLATE).unwrap();
-    assert_eq!(parts.namespace.as_deref(), Some("shop"));
-    assert!(!parts.controlled);
+    assert_eq!(parts.own.namespace().as_deref(), Some("shop"));
+    assert!(!parts.own.controlled());
     assert_eq!(
         view(&deployment, TEMPLATE),
         json!({"spec": {"template": {
@@ -139,7 +139,7 @@ fn a_cronjob_template_three_levels_down_is_found() {
     });
     let object = raw_of(&cronjob);
     let parts = read(&object, CRONJOB).unwrap();
-    assert!(parts.controlled);
+    assert!(parts.own.controlled());
     assert_eq!(parts.pod.unwrap().spec().unwrap().containers[0].name, "job");
     assert_eq!(
         view(&cronjob, CRONJOB),
@@ -167,8 +167,8 @@ fn metadata_that_is_not_an_object_is_kept_by_type_and_reads_as_empty() {
         let pod = json!({"metadata": odd.clone(), "spec": {"containers": [{"name": "a"}]}});
         let object = raw_of(&pod);
         let parts = read(&object, "").unwrap();
-        assert_eq!(parts.namespace, None, "{odd}");
-        assert!(!parts.controlled, "{odd}");
+        assert_eq!(parts.own.namespace(), None, "{odd}");
+        assert!(!parts.own.controlled(), "{odd}");
         let meta = &parts.pod.as_ref().unwrap().meta;
         assert!(meta.string_map(MapField::Annotations).is_empty(), "{odd}");
         // A list is kept as `[]`: the core can only replace it, and the diff of a replaced
@@ -188,7 +188,7 @@ fn null_lists_stay_null_and_odd_owner_references_name_no_controller() {
         "spec": {"containers": null, "initContainers": null, "volumes": null}
     });
     let object = raw_of(&pod);
-    assert!(!read(&object, "").unwrap().controlled);
+    assert!(!read(&object, "").unwrap().own.controlled());
     assert_eq!(
         view(&pod, ""),
         json!({
@@ -211,7 +211,7 @@ fn a_repeated_key_keeps_its_last_value_at_every_level() {
             }}}"#,
     );
     let parts = read(&object, TEMPLATE).unwrap();
-    assert_eq!(parts.namespace.as_deref(), Some("last"));
+    assert_eq!(parts.own.namespace().as_deref(), Some("last"));
     let pod = parts.pod.unwrap();
     assert_eq!(
         pod.meta
@@ -250,7 +250,7 @@ fn escaped_keys_are_read_by_their_text() {
     let object = raw(r#"{"m\u0065tadata": {"n\u0061mespace": "shop"},
             "spec": {"cont\u0061iners": [{"n\u0061me": "app"}]}}"#);
     let parts = read(&object, "").unwrap();
-    assert_eq!(parts.namespace.as_deref(), Some("shop"));
+    assert_eq!(parts.own.namespace().as_deref(), Some("shop"));
     let pod = parts.pod.unwrap();
     let spec = pod.spec().unwrap();
     assert_eq!(spec.containers[0].name, "app");
@@ -276,7 +276,10 @@ fn no_pod_where_the_pointer_leads_to_nothing_or_to_a_non_object() {
     for top in ["[]", "\"pod\"", "1", "true"] {
         let object = raw(top);
         let parts = read(&object, "").unwrap();
-        assert!(parts.pod.is_none() && parts.namespace.is_none(), "{top}");
+        assert!(
+            parts.pod.is_none() && parts.own.namespace().is_none(),
+            "{top}"
+        );
     }
 }
 
@@ -408,13 +411,13 @@ fn only_a_spec_of_the_wrong_shape_is_worth_a_second_raw_read() {
 
 #[test]
 fn values_kept_by_type_give_the_patch_of_the_whole_object() {
-    use crate::workload::object::{remove_annotation, set_annotation, set_label};
+    use crate::workload::object::{remove_entry, set_entry};
     use crate::workload::{INJECTED, SIGNAL};
 
     let edit = |pod: &mut Value| {
-        set_annotation(pod, INJECTED, "0.1.0");
-        set_label(pod, "reload-injector.io/sidecar", "true");
-        remove_annotation(pod, SIGNAL);
+        set_entry(pod, "annotations", INJECTED, "0.1.0");
+        set_entry(pod, "labels", "reload-injector.io/sidecar", "true");
+        remove_entry(pod, "annotations", SIGNAL);
     };
     let spec = json!({"containers": [{"name": "a"}]});
     for pod in [
@@ -443,7 +446,7 @@ fn only_an_entry_whose_last_controller_is_true_names_a_controller() {
     ] {
         let pod = json!({"metadata": {"ownerReferences": refs}, "spec": {}});
         assert_eq!(
-            read(&raw_of(&pod), "").unwrap().controlled,
+            read(&raw_of(&pod), "").unwrap().own.controlled(),
             controlled,
             "{refs}"
         );
@@ -455,7 +458,7 @@ fn only_an_entry_whose_last_controller_is_true_names_a_controller() {
     ] {
         let pod = format!(r#"{{"metadata": {{"ownerReferences": {text}}}, "spec": {{}}}}"#);
         assert_eq!(
-            read(&raw(&pod), "").unwrap().controlled,
+            read(&raw(&pod), "").unwrap().own.controlled(),
             controlled,
             "{text}"
         );

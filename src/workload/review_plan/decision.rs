@@ -21,7 +21,6 @@ use crate::workload::rules::{self, How, Use, describe};
 use crate::workload::selected;
 use crate::workload::sidecar::{self, SidecarPlan};
 use crate::workload::strategy::{self, Consequence};
-use crate::workload::values::ValueError;
 use crate::workload::{
     CONFIG_HASH, ENV_CHANGE, MANAGED_LABEL, ON_CHANGE, Outcome, PROCESS, RELOAD_URL, SIGNAL,
     Settings,
@@ -52,7 +51,15 @@ pub(super) fn target_outcome(
     let (choice, bad) = strategy::choose(&target.annotations, &target.spec, &analysis);
     let mut uses = outcome.uses;
     uses.extend(choice.restart_uses(&analysis));
-    let (env, env_bad) = restart_in_place(settings, target, &analysis, &uses);
+    // Whether a change of a ConfigMap read through env restarts the Pods in place.
+    let subject = in_place::Subject {
+        template: on_template,
+        controlled: target.pod.meta.controlled(),
+        job: target.consequence == Consequence::NextJob,
+    };
+    let (annotations, spec) = (&target.annotations, &target.spec);
+    let (env, env_bad) =
+        in_place::choose_env_restart(annotations, spec, &analysis, subject, &uses, settings);
     let refused = bad.iter().map(|bad| (bad, SIDECAR_REFUSES));
     for (bad, why) in refused.chain(env_bad.iter().map(|bad| (bad, ""))) {
         // A person is at the terminal: deny, unless an UPDATE keeps the value the workload
@@ -126,23 +133,6 @@ struct Stamp<'a> {
 /// Why a value of the annotations the sidecar reads is denied, in the denial.
 const SIDECAR_REFUSES: &str = ". The config-reloader sidecar would refuse this value";
 
-/// Whether a change of a ConfigMap the pod (template) reads through env restarts it in place
-/// (see [`in_place`]), given its restart-only `uses`; and a bad `env-change` value.
-fn restart_in_place(
-    settings: &Settings,
-    target: &Target,
-    analysis: &PodAnalysis<'_>,
-    uses: &[Use],
-) -> (in_place::Decision, Option<ValueError>) {
-    let subject = in_place::Subject {
-        template: target.workload.is_template(),
-        controlled: target.pod.meta.controlled(),
-        job: target.consequence == Consequence::NextJob,
-    };
-    let annotations = &target.annotations;
-    in_place::choose_env_restart(annotations, &target.spec, analysis, subject, uses, settings)
-}
-
 /// The patch: edits a copy of only what may change, and diffs it against the same unedited view.
 fn edit(
     settings: &Settings,
@@ -199,9 +189,9 @@ pub(super) fn mark_managed(object: &mut Value, own: &Meta, managed: bool) {
     let current = own.string_map(MapField::Labels);
     let labelled = current.get(MANAGED_LABEL).map(String::as_str);
     if managed && labelled != Some("true") && own.labels_editable() {
-        object::set_label(object, MANAGED_LABEL, "true");
+        object::set_entry(object, "labels", MANAGED_LABEL, "true");
     } else if !managed && labelled.is_some() {
-        object::remove_label(object, MANAGED_LABEL);
+        object::remove_entry(object, "labels", MANAGED_LABEL);
     }
 }
 
@@ -279,9 +269,11 @@ fn stamp_hash(
 ) {
     let current = annotations.get(CONFIG_HASH).map(String::as_str);
     match hash {
-        Some(hash) if current != Some(hash) => object::set_annotation(pod, CONFIG_HASH, hash),
+        Some(hash) if current != Some(hash) => {
+            object::set_entry(pod, "annotations", CONFIG_HASH, hash)
+        }
         None if nothing_restart_only && current.is_some() => {
-            object::remove_annotation(pod, CONFIG_HASH)
+            object::remove_entry(pod, "annotations", CONFIG_HASH)
         }
         _ => {}
     }

@@ -39,9 +39,8 @@ pub(super) fn carry_opt_ins(
     changed.then_some(stamp)
 }
 
-/// The outcome for an object the product does not act on: a Pod is admitted as it is; a
-/// template keeps its workload's opt-ins current and loses the hash and label the product put
-/// on it, so that neither the controller nor its Pods act on it.
+/// The outcome for an object the product does not act on: a template keeps its workload's
+/// opt-ins current and loses the hash and label the product put on it; a Pod is left as it is.
 pub(super) fn release(settings: &Settings, target: &Target) -> Outcome {
     let mut warnings = Warnings::default();
     let patch = if target.workload.is_template() {
@@ -52,7 +51,7 @@ pub(super) fn release(settings: &Settings, target: &Target) -> Outcome {
         if let Some(pod) = edited.pointer_mut(pointer) {
             write_stamp(pod, target);
             if target.annotations.contains_key(CONFIG_HASH) {
-                object::remove_annotation(pod, CONFIG_HASH);
+                object::remove_entry(pod, "annotations", CONFIG_HASH);
             }
         }
         mark_managed(&mut edited, &target.own, false);
@@ -101,8 +100,8 @@ pub(super) fn reloader_notes(target: &Target, warnings: &mut Warnings) {
 /// Writes a template's new [`WORKLOAD_OPT_IN`], when it changed.
 pub(super) fn write_stamp(pod: &mut Value, target: &Target) {
     match &target.stamp {
-        Some(Some(value)) => object::set_annotation(pod, WORKLOAD_OPT_IN, value),
-        Some(None) => object::remove_annotation(pod, WORKLOAD_OPT_IN),
+        Some(Some(value)) => object::set_entry(pod, "annotations", WORKLOAD_OPT_IN, value),
+        Some(None) => object::remove_entry(pod, "annotations", WORKLOAD_OPT_IN),
         None => {}
     }
 }
@@ -153,11 +152,8 @@ pub(super) fn warn_unlike_reloader(
         return;
     };
     let more = objects.count();
-    let others = if more > 0 {
-        format!(" (and {more} more)")
-    } else {
-        String::new()
-    };
+    let others = (more > 0).then(|| format!(" (and {more} more)"));
+    let others = others.unwrap_or_default();
     warnings.notice(format_args!(
         "unlike Reloader, a change of {}{others} is hot-reloaded, not rolled",
         describe(first)

@@ -22,9 +22,8 @@ pub enum Consequence {
 }
 
 impl Consequence {
-    /// What a change does to a `kind` object (`workload` as classified; `controlled`: a
-    /// controller made it): a workload's pods roll, except a Job's (nothing rolls a running Job);
-    /// nothing rolls a Pod of its own.
+    /// What a change does to a `kind` object (`controlled`: a controller made it): a workload's
+    /// pods roll, except a Job's (nothing rolls a running Job); nothing rolls a Pod of its own.
     pub fn of(kind: &str, workload: Workload, controlled: bool, spec: &PodSpec) -> Self {
         let runs_to_completion =
             matches!(spec.restart_policy.as_deref(), Some("Never" | "OnFailure"));
