@@ -167,13 +167,24 @@ impl Reader {
     }
 }
 
-/// One page of a list.
+/// One page of a list. `items` may be missing or `null` in an empty list (API servers send
+/// both); either reads as no items.
 #[derive(serde::Deserialize)]
+#[serde(bound(deserialize = "T: serde::Deserialize<'de>"))]
 struct Page<T> {
     #[serde(default)]
     metadata: ListMeta,
-    #[serde(default = "Vec::new")]
+    #[serde(default = "Vec::new", deserialize_with = "items_or_null")]
     items: Vec<T>,
+}
+
+fn items_or_null<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    let items: Option<Vec<T>> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(items.unwrap_or_default())
 }
 
 /// Sorts a kube answer into found, not found, a failure the report names (forbidden, server
@@ -213,5 +224,30 @@ fn or_failed<T>(got: Got<T>, missing: &str) -> Fetched<T> {
         Fetched::Read(Some(value)) => Fetched::Read(value),
         Fetched::Read(None) => Fetched::Failed(missing.to_owned()),
         Fetched::Failed(reason) => Fetched::Failed(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::Page;
+
+    #[test]
+    fn an_empty_list_reads_whether_items_is_null_missing_or_empty() {
+        for text in [
+            r#"{"metadata":{},"items":null}"#,
+            r#"{"metadata":{}}"#,
+            r#"{"items":[]}"#,
+        ] {
+            let page: Page<ConfigMap> = serde_json::from_str(text).unwrap();
+            assert!(page.items.is_empty(), "{text}");
+        }
+        let page: Page<ConfigMap> = serde_json::from_str(
+            r#"{"metadata":{"continue":"x"},"items":[{"metadata":{"name":"a"}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.metadata.continue_.as_deref(), Some("x"));
     }
 }
