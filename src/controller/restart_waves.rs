@@ -1,9 +1,11 @@
 //! Restarts in place in waves (pure): a ConfigMap change read through env reaches a workload's
 //! Pods `maxUnavailable` at a time, each restarting its containers where it is; a wave starts only
 //! while every other Pod is Ready. A Pod is done once its restart counts rose and it has been
-//! Ready again for [`SETTLE`]. One that crashes after its restart, does not restart within
-//! [`RESTART_WITHIN`] or is not Ready again within [`READY_WITHIN`] stops the workload's waves:
-//! the rest keep the env they run with.
+//! Ready again for [`SETTLE`] ([`SETTLE_AFTER_AGAIN`] if it restarted twice, as after a kubelet
+//! restart mid-restart). One that crashes after its restart (a third restart, or restarted twice
+//! and not Ready for [`AGAIN_READY_WITHIN`]), does not restart within [`RESTART_WITHIN`] or is
+//! not Ready again within [`READY_WITHIN`] stops the workload's waves: the rest keep the env
+//! they run with.
 
 use std::time::Duration;
 

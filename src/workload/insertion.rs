@@ -73,8 +73,9 @@ pub fn insert_once(
     true
 }
 
-/// A pod (template) with the sidecar (`inserted` now, with its hot-reload plan if any) carries
-/// the label the controller watches by, and a Pod the `mounted-config-hash` of what it watches.
+/// A Pod with the sidecar, or a template `inject` just put it into (`inserted`, with its
+/// hot-reload plan if any), carries the label the controller watches by, and a Pod the
+/// `mounted-config-hash` of what it watches; a template the webhook reviews keeps its labels.
 pub fn mark_sidecar_pod(
     pod: &mut Value,
     view: &PodView<'_>,
