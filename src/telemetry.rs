@@ -1,10 +1,27 @@
-//! Logging set-up: `tracing` to stderr, as text or JSON.
+//! Logging set-up (`tracing` to stderr, as text or JSON), and the `/metrics` page every port
+//! that serves one answers with.
 
 use std::io::IsTerminal;
 
+use axum::response::IntoResponse;
+use http::header;
+use prometheus_client::registry::Registry;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::LogFormat;
+
+/// `registry` in the Prometheus text format (writing into a `String` cannot fail).
+pub fn metrics_text(registry: &Registry) -> String {
+    let mut text = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut text, registry);
+    text
+}
+
+/// A `/metrics` answer: `text` with the OpenMetrics content type.
+pub fn metrics_page(text: String) -> impl IntoResponse {
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(header::CONTENT_TYPE, content_type)], text)
+}
 
 /// Installs the global subscriber; a bad filter falls back to `info` with a note on stderr.
 /// Text is coloured only on a terminal (and never with `NO_COLOR` set): container logs are not

@@ -2,7 +2,7 @@
 //! together by [`runner`] on a single-threaded runtime.
 //!
 //! Imports: the shared domain (`hash`, `workload`) and the helpers `backoff`, `cli`, `report`,
-//! `scratch`; never `webhook`, `controller`, `status`, `certs` or `offline`.
+//! `scratch`, `telemetry`; never `webhook`, `controller`, `status`, `certs` or `offline`.
 
 pub mod app_reload;
 pub mod content;

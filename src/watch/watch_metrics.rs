@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use axum::Router;
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use http::{StatusCode, header};
-use prometheus_client::encoding::text::encode;
+use http::StatusCode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
+
+use crate::telemetry::{metrics_page, metrics_text};
 
 type Labels = Vec<(String, String)>;
 
@@ -126,7 +126,10 @@ pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<SocketAddr, Me
     let registry = Arc::new(metrics.registry());
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", get(move || metrics_text(Arc::clone(&registry))))
+        .route(
+            "/metrics",
+            get(move || std::future::ready(metrics_page(metrics_text(&registry)))),
+        )
         .fallback(|| async {
             (
                 StatusCode::NOT_FOUND,
@@ -137,23 +140,10 @@ pub async fn serve(addr: SocketAddr, metrics: &Metrics) -> Result<SocketAddr, Me
     Ok(bound)
 }
 
-async fn metrics_text(registry: Arc<Registry>) -> Response {
-    let mut text = String::new();
-    match encode(&mut text, &registry) {
-        Ok(()) => {
-            let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-            ([(header::CONTENT_TYPE, content_type)], text).into_response()
-        }
-        Err(_) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "failed to encode metrics\n",
-        )
-            .into_response(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use prometheus_client::encoding::text::encode;
+
     use super::*;
 
     #[test]

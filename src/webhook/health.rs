@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use http::{StatusCode, header};
+use http::StatusCode;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -49,10 +49,7 @@ pub fn app(ready: Readiness, metrics: Metrics) -> Router {
         )
         .route(
             "/metrics",
-            get(move || {
-                let text = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-                std::future::ready(([(header::CONTENT_TYPE, text)], metrics.render()))
-            }),
+            get(move || std::future::ready(crate::telemetry::metrics_page(metrics.render()))),
         )
 }
 

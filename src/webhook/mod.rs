@@ -2,7 +2,7 @@
 //! module (each says what it does).
 //!
 //! Imports: the shared domain (`hash`, `workload`, `kinds`, `object_names`), the `controller` it
-//! starts (its store, its metrics), and the helpers `cli`, `report`, `scratch`; never `watch`,
+//! starts (its store, its metrics), and the helpers `cli`, `report`, `scratch`, `telemetry`; never `watch`,
 //! `status`, `certs` or `offline`.
 
 pub mod admission_review;

@@ -190,10 +190,7 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        crate::telemetry::metrics_text(&self.registry)
     }
 }
 
