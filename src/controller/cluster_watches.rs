@@ -1,9 +1,10 @@
 //! The cluster-wide watches (I/O, thin): kube-runtime watchers whose objects are reduced on
 //! arrival and sent to the loop. Namespaces metadata-only; workloads and Pods as untyped objects
 //! (one malformed object is one log line, not a stuck watch), filtered on the server by the
-//! label the webhook sets.
+//! label the webhook sets. [`forward`] is the one event loop of every watch, config ones too.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -13,6 +14,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Config, Event};
 use tokio::sync::mpsc::Sender;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::config_store::{ConfigKey, Digests, Meta};
@@ -43,6 +45,15 @@ pub enum Stream {
 pub enum Source {
     Cluster(Stream),
     Config(Scope),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Cluster(stream) => write!(f, "{stream:?}"),
+            Source::Config(scope) => scope.fmt(f),
+        }
+    }
 }
 
 impl Stream {
@@ -79,10 +90,7 @@ impl Item {
     pub fn source(&self) -> Source {
         match self {
             Item::Namespace { .. } => Source::Cluster(Stream::Namespaces),
-            Item::Config { key, .. } => Source::Config(Scope {
-                kind: key.id.kind,
-                namespace: key.namespace.clone(),
-            }),
+            Item::Config { key, .. } => Source::Config(Scope::of(key)),
             Item::Target { target, .. } => Source::Cluster(Stream::Targets(target.kind)),
         }
     }
@@ -133,23 +141,20 @@ pub enum Watched {
 /// to `out` until the receiver is dropped or the task is aborted.
 pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHandle<()> {
     let (client, out) = (client.clone(), out.clone());
+    let source = Source::Cluster(stream);
     tokio::spawn(async move {
         let Stream::Targets(kind) = stream else {
             // An `Api` of `PartialObjectMeta` asks the API server for metadata only.
             let api = Api::<PartialObjectMeta<Namespace>>::all(client);
             let events = watcher::watcher(api, Config::default()).default_backoff();
-            return forward(
-                events,
-                stream,
-                out,
-                |object: PartialObjectMeta<Namespace>| {
-                    Some(Item::Namespace {
-                        labelled: crate::policy::labelled_in(object.metadata.labels.as_ref()),
-                        name: object.metadata.name?,
-                    })
-                },
-            )
-            .await;
+            let reduce = |object: PartialObjectMeta<Namespace>| {
+                Some(Item::Namespace {
+                    labelled: crate::policy::labelled_in(object.metadata.labels.as_ref()),
+                    name: object.metadata.name?,
+                })
+            };
+            forward(events, source, &out, None, reduce).await;
+            return;
         };
         let api = Api::<DynamicObject>::all_with(client, &kind.api_resource());
         let label = match kind {
@@ -159,43 +164,103 @@ pub fn spawn(client: &Client, stream: Stream, out: &Sender<Watched>) -> JoinHand
         let config = Config::default().page_size(TARGET_PAGE);
         let config = config.labels(&format!("{label}=true"));
         let events = watcher::watcher(api, config).default_backoff();
-        forward(events, stream, out, |object| target_item(kind, object)).await;
+        forward(events, source, &out, None, |object| {
+            target_item(kind, object)
+        })
+        .await;
     })
 }
 
-/// Sends a watcher's events on, reduced by `reduce`; errors are logged (the watcher retries).
-async fn forward<K, S>(
-    events: S,
-    stream: Stream,
-    out: Sender<Watched>,
+/// Sends a watcher's events on as `source`, reduced by `reduce`, until the receiver goes
+/// (`false`) or a config watch on streaming lists learns they are not served (`true`). A
+/// paginated config list waits for a turn of `lists` first. Errors are logged (the watcher
+/// retries), but a config watch's 410 and 403, which the loop must know.
+pub async fn forward<K>(
+    events: impl futures_util::Stream<Item = Result<Event<K>, watcher::Error>>,
+    source: Source,
+    out: &Sender<Watched>,
+    lists: Option<&Arc<Semaphore>>,
     reduce: impl Fn(K) -> Option<Item>,
-) where
-    S: futures_util::Stream<Item = Result<Event<K>, watcher::Error>>,
-{
+) -> bool {
     let mut events = std::pin::pin!(events);
-    let source = Source::Cluster(stream);
+    let mut permit: Option<OwnedSemaphorePermit> = None;
+    let mut refused = false;
     while let Some(event) = events.next().await {
         let watched = match event {
-            Ok(Event::Init) => Some(Watched::Init(source.clone())),
-            Ok(Event::InitDone) => Some(Watched::InitDone(source.clone())),
+            Ok(Event::Init) => {
+                if let Some(lists) = lists {
+                    // The next poll sends the first page: wait for a turn first.
+                    permit = lists.clone().acquire_owned().await.ok();
+                }
+                Some(Watched::Init(source.clone()))
+            }
+            Ok(Event::InitDone) => {
+                permit = None;
+                refused = false;
+                Some(Watched::InitDone(source.clone()))
+            }
             Ok(Event::Apply(object) | Event::InitApply(object)) => {
                 reduce(object).map(Watched::Apply)
             }
             Ok(Event::Delete(object)) => reduce(object).map(Watched::Delete),
             Err(err) => {
-                tracing::warn!(
-                    watch = ?stream,
-                    error = %crate::report::one_line(&err),
-                    "watch failed; retrying"
-                );
-                None
+                permit = None;
+                match (&source, classify(&err)) {
+                    (Source::Config(_), Failure::NoStreaming) if lists.is_none() => return true,
+                    // What changed since is unknown until the list is done: from now on, the
+                    // view of this namespace is not to be trusted.
+                    (Source::Config(_), Failure::Gone) => Some(Watched::Init(source.clone())),
+                    // Said once (by the loop) until the namespace lists again.
+                    (Source::Config(scope), Failure::Refused) => {
+                        (!std::mem::replace(&mut refused, true))
+                            .then(|| Watched::Refused(scope.clone()))
+                    }
+                    _ => {
+                        tracing::warn!(
+                            watch = %source,
+                            error = %crate::report::one_line(&err),
+                            "watch failed; retrying"
+                        );
+                        None
+                    }
+                }
             }
         };
         if let Some(watched) = watched
             && out.send(watched).await.is_err()
         {
-            return;
+            return false;
         }
+    }
+    drop(permit);
+    false
+}
+
+/// What a watch error means here.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// 403: RBAC refuses this namespace.
+    Refused,
+    /// The server rejected the streaming-list request itself (400/422, or 501).
+    NoStreaming,
+    /// 410: the watch lists again.
+    Gone,
+    Other,
+}
+
+fn classify(err: &watcher::Error) -> Failure {
+    let status = match err {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code,
+        watcher::Error::WatchError(status) => status.code,
+        _ => return Failure::Other,
+    };
+    match (status, err) {
+        (403, _) => Failure::Refused,
+        (400 | 422 | 501, watcher::Error::WatchStartFailed(_)) => Failure::NoStreaming,
+        (410, _) => Failure::Gone,
+        _ => Failure::Other,
     }
 }
 

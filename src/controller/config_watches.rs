@@ -12,20 +12,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures_util::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Config, Event};
+use kube::runtime::watcher::{self, Config};
 use kube::{Client, Resource};
+use tokio::sync::Semaphore;
 use tokio::sync::mpsc::Sender;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::cluster_watches::{Item, Source, Watched};
+use super::cluster_watches::{Item, Source, Watched, forward};
 use super::config_store::{ConfigKey, Digests, Meta};
 use crate::hash::{ConfigId, ConfigKind, ConfigObject, SecretKey};
 
@@ -50,9 +49,13 @@ impl Scope {
         }
     }
 
-    /// Whether `key` is one of the objects this watch lists.
-    pub fn holds(&self, key: &ConfigKey) -> bool {
-        key.id.kind == self.kind && key.namespace == self.namespace
+    /// The watch that lists `key`.
+    pub fn of(key: &ConfigKey) -> Self {
+        let namespace = key.namespace.clone();
+        Self {
+            kind: key.id.kind,
+            namespace,
+        }
     }
 }
 
@@ -126,18 +129,11 @@ struct Task {
     lists: Arc<Semaphore>,
 }
 
-/// Why a watch stream ended.
-enum Ended {
-    Closed,
-    /// The API server does not serve streaming lists: start over with paginated lists.
-    NoStreaming,
-}
-
 impl Task {
     async fn run(self, scope: Scope) {
         loop {
             let streaming = self.streaming.load(Ordering::Relaxed);
-            let ended = match (scope.kind, self.secret_key.clone()) {
+            let no_streaming = match (scope.kind, self.secret_key.clone()) {
                 (ConfigKind::ConfigMap, _) => {
                     self.watch::<ConfigMap>(&scope, streaming, |cm| {
                         let digests = ConfigObject::from_config_map(&cm).into();
@@ -159,26 +155,24 @@ impl Task {
                     .await
                 }
             };
-            match ended {
-                Ended::Closed => return,
-                Ended::NoStreaming => {
-                    if self.streaming.swap(false, Ordering::Relaxed) {
-                        tracing::info!(
-                            "the API server does not serve streaming lists; listing config in pages"
-                        );
-                    }
-                }
+            if !no_streaming {
+                return;
+            }
+            if self.streaming.swap(false, Ordering::Relaxed) {
+                tracing::info!(
+                    "the API server does not serve streaming lists; listing config in pages"
+                );
             }
         }
     }
 
-    /// Runs one watcher until the receiver goes (or streaming lists are not served).
+    /// Runs one watcher until the receiver goes (`false`) or streaming lists are not served.
     async fn watch<K>(
         &self,
         scope: &Scope,
         streaming: bool,
         reduce: impl Fn(K) -> (ObjectMeta, Option<Digests>),
-    ) -> Ended
+    ) -> bool
     where
         K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
@@ -190,92 +184,13 @@ impl Task {
             Config::default().page_size(PAGE)
         };
         let events = watcher::watcher(api, config).default_backoff();
-        let mut events = std::pin::pin!(events);
+        let lists = (!streaming).then_some(&self.lists);
         let source = Source::Config(scope.clone());
-        let mut permit: Option<OwnedSemaphorePermit> = None;
-        let mut refused = false;
-        while let Some(event) = events.next().await {
-            let watched = match event {
-                Ok(Event::Init) => {
-                    if !streaming {
-                        // The next poll sends the first page: wait for a turn first.
-                        permit = self.lists.clone().acquire_owned().await.ok();
-                    }
-                    Some(Watched::Init(source.clone()))
-                }
-                Ok(Event::InitDone) => {
-                    permit = None;
-                    refused = false;
-                    Some(Watched::InitDone(source.clone()))
-                }
-                Ok(Event::Apply(object) | Event::InitApply(object)) => {
-                    let (meta, digests) = reduce(object);
-                    config_item(scope.kind, meta, digests).map(Watched::Apply)
-                }
-                Ok(Event::Delete(object)) => {
-                    let (meta, _) = reduce(object);
-                    config_item(scope.kind, meta, None).map(Watched::Delete)
-                }
-                Err(err) => {
-                    permit = None;
-                    match classify(&err) {
-                        Failure::NoStreaming if streaming => return Ended::NoStreaming,
-                        // What changed since is unknown until the list is done: from now
-                        // on, the view of this namespace is not to be trusted.
-                        Failure::Gone => Some(Watched::Init(source.clone())),
-                        Failure::Refused => {
-                            // Said once (by the loop) until the namespace lists again.
-                            let first = !refused;
-                            refused = true;
-                            first.then(|| Watched::Refused(scope.clone()))
-                        }
-                        _ => {
-                            tracing::warn!(
-                                watch = %scope,
-                                error = %crate::report::one_line(&err),
-                                "watch failed; retrying"
-                            );
-                            None
-                        }
-                    }
-                }
-            };
-            if let Some(watched) = watched
-                && self.out.send(watched).await.is_err()
-            {
-                return Ended::Closed;
-            }
-        }
-        drop(permit);
-        Ended::Closed
-    }
-}
-
-/// What a watch error means here.
-#[derive(Debug, PartialEq, Eq)]
-enum Failure {
-    /// 403: RBAC refuses this namespace.
-    Refused,
-    /// The server rejected the streaming-list request itself (400/422, or 501).
-    NoStreaming,
-    /// 410: the watch lists again.
-    Gone,
-    Other,
-}
-
-fn classify(err: &watcher::Error) -> Failure {
-    let status = match err {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code,
-        watcher::Error::WatchError(status) => status.code,
-        _ => return Failure::Other,
-    };
-    match (status, err) {
-        (403, _) => Failure::Refused,
-        (400 | 422 | 501, watcher::Error::WatchStartFailed(_)) => Failure::NoStreaming,
-        (410, _) => Failure::Gone,
-        _ => Failure::Other,
+        forward(events, source, &self.out, lists, |object| {
+            let (meta, digests) = reduce(object);
+            config_item(scope.kind, meta, digests)
+        })
+        .await
     }
 }
 

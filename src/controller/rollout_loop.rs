@@ -176,10 +176,7 @@ impl Loop {
     /// GETs `key`'s digests with a request sent after view tick `after`. Only objects of a
     /// namespace whose watch has listed are fetched: the others' digests are on their way.
     fn fetch(&mut self, key: ConfigKey, after: u64) {
-        let source = Source::Config(Scope {
-            kind: key.id.kind,
-            namespace: key.namespace.clone(),
-        });
+        let source = Source::Config(Scope::of(&key));
         if self.needs_data(&key)
             && self.listings.is_listed(&source)
             && self.fetches.want(&key, after)

@@ -185,65 +185,6 @@ impl<S> Step<S> {
     }
 }
 
-/// One workload's writes waiting for their wave, and after a stop the values held back: the
-/// queue both refreshes and restarts in place keep.
-#[derive(Debug, Default)]
-pub struct WaveQueue {
-    queue: VecDeque<Write>,
-    /// After a stop: the values not to write again until the config changes.
-    held_back: BTreeSet<String>,
-}
-
-impl WaveQueue {
-    /// Queues a write, in place of one queued for the same target. A value a stop held back is
-    /// dropped (`false`); a new value ends the hold.
-    pub fn enqueue(&mut self, write: Write) -> bool {
-        if self.held_back.contains(&write.desired) {
-            return false;
-        }
-        self.held_back.clear();
-        match self.queue.iter_mut().find(|w| w.target == write.target) {
-            Some(queued) => *queued = write,
-            None => self.queue.push_back(write),
-        }
-        true
-    }
-
-    /// Stops the run: every queued write is held back (and returned).
-    pub fn stop(&mut self) -> Vec<Write> {
-        let left: Vec<Write> = self.queue.drain(..).collect();
-        self.held_back = left.iter().map(|w| w.desired.clone()).collect();
-        left
-    }
-
-    /// The next wave: the first `size` writes (at least one).
-    pub fn next_wave(&mut self, size: usize) -> Vec<Write> {
-        let size = size.max(1).min(self.queue.len());
-        self.queue.drain(..size).collect()
-    }
-
-    pub fn targets(&self) -> Vec<Target> {
-        self.queue.iter().map(|w| w.target.clone()).collect()
-    }
-
-    pub fn holds(&self, target: &Target) -> bool {
-        self.queue.iter().any(|w| &w.target == target)
-    }
-
-    pub fn len(&self) -> usize {
-        self.queue.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
-    /// Whether nothing waits and nothing is held back (the workload can be forgotten).
-    pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.held_back.is_empty()
-    }
-}
-
 /// Where one Pod of the wave under way stands (`W`: why it stops a run).
 pub enum Stand<W> {
     Done,
@@ -267,9 +208,12 @@ pub struct Runs<M> {
 /// The refreshes under way, per workload.
 pub type Waves = Runs<()>;
 
+/// One workload's run: the writes waiting for their wave, and the wave under way.
 #[derive(Debug, Default)]
 struct Group<M> {
-    queue: WaveQueue,
+    queue: VecDeque<Write>,
+    /// After a stop: the values not to write again until the config changes.
+    held_back: BTreeSet<String>,
     wave: Vec<(Target, M)>,
     /// When the wave under way was submitted.
     started: Option<Instant>,
@@ -281,17 +225,24 @@ struct Group<M> {
 const BLOCKED_RECHECK: Duration = Duration::from_secs(1);
 
 impl<M: Default> Runs<M> {
-    /// Queues a Pod's write in its workload's waves (see [`WaveQueue::enqueue`]).
+    /// Queues a Pod's write in its workload's waves, in place of one queued for the same Pod.
+    /// A value a stop held back is dropped (`false`); a new value ends the hold.
     pub fn enqueue(&mut self, workload: Target, write: Write) -> bool {
-        self.groups
-            .entry(workload)
-            .or_default()
-            .queue
-            .enqueue(write)
+        let group = self.groups.entry(workload).or_default();
+        if group.held_back.contains(&write.desired) {
+            return false;
+        }
+        group.held_back.clear();
+        match group.queue.iter_mut().find(|w| w.target == write.target) {
+            Some(queued) => *queued = write,
+            None => group.queue.push_back(write),
+        }
+        true
     }
 
     pub fn is_queued(&self, pod: &Target) -> bool {
-        self.groups.values().any(|g| g.queue.holds(pod))
+        let mut queued = self.groups.values().flat_map(|g| &g.queue);
+        queued.any(|w| &w.target == pod)
     }
 
     /// Whether a Pod waits in a queue or is in a wave under way.
@@ -320,7 +271,9 @@ impl<M: Default> Runs<M> {
             if let Some(started) = group.started {
                 match group.stand(started, &stand) {
                     Err((pod, why)) => {
-                        let left = group.queue.stop();
+                        // Every queued write is held back.
+                        let left: Vec<Write> = group.queue.drain(..).collect();
+                        group.held_back = left.iter().map(|w| w.desired.clone()).collect();
                         let workload = workload.clone();
                         step.stopped.push(Stopped {
                             workload,
@@ -349,16 +302,19 @@ impl<M: Default> Runs<M> {
                 step.wake_by(until);
                 continue;
             }
-            if !others_ready(workload, &group.queue.targets()) {
+            let targets: Vec<Target> = group.queue.iter().map(|w| w.target.clone()).collect();
+            if !others_ready(workload, &targets) {
                 let until = now + BLOCKED_RECHECK;
                 group.blocked_until = Some(until);
                 step.wake_by(until);
                 continue;
             }
             group.blocked_until = None;
-            let wave = group
+            let size = wave_size(workload, group.queue.len());
+            let wave: Vec<Write> = group
                 .queue
-                .next_wave(wave_size(workload, group.queue.len()));
+                .drain(..size.clamp(1, group.queue.len()))
+                .collect();
             let members = wave.iter().map(|w| (w.target.clone(), member(&w.target)));
             group.wave = members.collect();
             group.started = Some(now);
@@ -366,7 +322,7 @@ impl<M: Default> Runs<M> {
             step.submit.extend(wave);
         }
         self.groups
-            .retain(|_, g| !g.queue.is_idle() || !g.wave.is_empty());
+            .retain(|_, g| !g.queue.is_empty() || !g.held_back.is_empty() || !g.wave.is_empty());
         step
     }
 }

@@ -86,7 +86,9 @@ impl Loop {
                 .map(|t| (target_name(t), Known::Target(t.clone())))
                 .collect(),
             Source::Config(scope) => self.store.read(|store| {
-                let keys = store.keys().filter(|k| scope.holds(k));
+                let keys = store
+                    .keys()
+                    .filter(|k| k.id.kind == scope.kind && k.namespace == scope.namespace);
                 keys.map(|k| (k.id.name.clone(), Known::Config(k.clone())))
                     .collect()
             }),
@@ -106,10 +108,7 @@ impl Loop {
         let namespace = self.names.intern(&scope.namespace);
         self.store
             .write(|store| store.set_listing(&namespace, scope.kind, false));
-        self.listings.refuse(Scope {
-            kind: scope.kind,
-            namespace,
-        });
+        self.listings.refuse(Scope { namespace, ..scope });
         self.check_synced();
     }
 
@@ -305,9 +304,6 @@ impl Loop {
             return None;
         }
         let namespace = self.names.intern(&scope.namespace);
-        Some(Source::Config(Scope {
-            kind: scope.kind,
-            namespace,
-        }))
+        Some(Source::Config(Scope { namespace, ..scope }))
     }
 }
