@@ -50,6 +50,16 @@ pub struct Fetched {
     pub sent: u64,
 }
 
+impl Fetched {
+    /// The answer the webhook's hash function takes.
+    pub fn lookup(&self) -> Lookup {
+        match &self.object {
+            Some(digests) => Lookup::Found(digests.to_object()),
+            None => Lookup::NotFound,
+        }
+    }
+}
+
 /// An object's per-key digests, sorted by key in one boxed slice (a `BTreeMap`'s first node
 /// takes about 630 bytes even for one key).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -237,11 +247,7 @@ impl ConfigStore {
         if !self.synced || self.listing.contains(&(key.namespace.clone(), id.kind)) {
             return None;
         }
-        let fetched = self.fresh(&key)?;
-        Some(match &fetched.object {
-            Some(digests) => Lookup::Found(digests.to_object()),
-            None => Lookup::NotFound,
-        })
+        Some(self.fresh(&key)?.lookup())
     }
 
     /// How many objects of each kind the watch knows: (ConfigMaps, Secrets).

@@ -35,7 +35,10 @@ pub enum DiscoveryError {
 pub fn resource_of(stream: Stream) -> (&'static str, &'static str, &'static str) {
     match stream {
         Stream::Namespaces => ("v1", "namespaces", "Namespace"),
-        Stream::Targets(kind) => (kind.api_version(), kind.plural(), kind.kind()),
+        Stream::Targets(kind) => {
+            let table = kind.table();
+            (table.api_version(), table.plural(), table.name())
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use super::config_store::{ConfigKey, ConfigStore};
 use super::reduce::Consumer;
 use super::view::View;
 use super::write_target::{Target, TargetKind, Write};
-use crate::hash::{self, ConfigData, ConfigKind, Lookup, SecretKey};
+use crate::hash::{self, ConfigData, ConfigKind, SecretKey};
 use crate::workload::{describe, quoted};
 
 /// The data changes that made a target due: object → changed keys (empty: created or deleted).
@@ -131,11 +131,7 @@ fn gather(store: &ConfigStore, keys: &BTreeSet<ConfigKey>, seen: u64) -> Gathere
         if fetched.sent <= seen {
             gathered.older_than_seen.push(key.clone());
         }
-        let lookup = match &fetched.object {
-            Some(digests) => Lookup::Found(digests.to_object()),
-            None => Lookup::NotFound,
-        };
-        gathered.data.insert(key.id.clone(), lookup);
+        gathered.data.insert(key.id.clone(), fetched.lookup());
     }
     gathered
 }

@@ -119,9 +119,13 @@ impl Schedule {
         self.times.first().map(|(at, _)| *at)
     }
 
-    /// Takes `target` out of the schedule; returns the changes that were waiting.
-    pub fn remove(&mut self, target: &Target) -> Option<Causes> {
-        self.remove_entry(target).map(|due| due.causes)
+    /// Takes `target` out of the schedule; returns what was waiting.
+    pub fn remove(&mut self, target: &Target) -> Option<Due> {
+        let due = self.entries.remove(target)?;
+        if let Wait::Until(at) = due.wait {
+            self.times.remove(&(at, target.clone()));
+        }
+        Some(due)
     }
 
     pub fn clear(&mut self) {
@@ -143,19 +147,11 @@ impl Schedule {
 
     /// `target`'s entry taken out (a new one, first seen `now`, if it had none).
     fn take(&mut self, target: &Target, now: Instant) -> Due {
-        self.remove_entry(target).unwrap_or(Due {
+        self.remove(target).unwrap_or(Due {
             wait: Wait::Fetch,
             first: now,
             causes: Causes::new(),
         })
-    }
-
-    fn remove_entry(&mut self, target: &Target) -> Option<Due> {
-        let due = self.entries.remove(target)?;
-        if let Wait::Until(at) = due.wait {
-            self.times.remove(&(at, target.clone()));
-        }
-        Some(due)
     }
 
     fn put(&mut self, target: Target, wait: Wait, mut due: Due) {

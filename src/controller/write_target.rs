@@ -56,14 +56,6 @@ impl TargetKind {
         self.table().name()
     }
 
-    pub fn api_version(self) -> &'static str {
-        self.table().api_version()
-    }
-
-    pub fn plural(self) -> &'static str {
-        self.table().plural()
-    }
-
     pub fn api_resource(self) -> ApiResource {
         api_resource(self.table())
     }

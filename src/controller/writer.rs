@@ -231,12 +231,7 @@ impl Task {
                     self.ready.push_back(slot.clone());
                     State::Ready
                 }
-                Some(after) => {
-                    self.seq += 1;
-                    self.delayed
-                        .insert((Instant::now() + after, self.seq), slot.clone());
-                    State::Delayed
-                }
+                Some(after) => self.delay(slot.clone(), after),
             };
             self.entries.insert(
                 slot,
@@ -388,10 +383,16 @@ impl Task {
         } else {
             tracing::warn!(object = %target, retry_in = ?delay, "{error}");
         }
-        self.seq += 1;
-        let key = (Instant::now() + delay, self.seq);
         entry.state = State::Delayed;
-        self.delayed.insert(key, slot);
+        self.delay(slot, delay);
+    }
+
+    /// Puts `slot` in the delayed queue, due `after` from now.
+    fn delay(&mut self, slot: Slot, after: Duration) -> State {
+        self.seq += 1;
+        self.delayed
+            .insert((Instant::now() + after, self.seq), slot);
+        State::Delayed
     }
 
     fn drop_everything(&mut self) {

@@ -5,7 +5,7 @@ use crate::controller::config_store::{Fetched, Meta};
 use crate::controller::reduce::Consumer;
 use crate::controller::test_fixtures;
 use crate::controller::write_target::TargetKind;
-use crate::hash::{ConfigId, ConfigObject, Consumed};
+use crate::hash::{ConfigId, ConfigObject, Consumed, Lookup};
 use crate::workload::consumption::Consumption;
 
 const NS: &str = "shop";

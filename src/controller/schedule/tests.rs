@@ -156,7 +156,7 @@ fn a_conflict_retries_with_its_causes_and_removal_returns_them() {
         Some(start + 2 * S),
         "the retry's time wins"
     );
-    let merged = schedule.remove(&web).unwrap();
+    let merged = schedule.remove(&web).unwrap().causes;
     assert_eq!(
         merged.len(),
         2,

@@ -125,7 +125,7 @@ pub fn event(write: &Write, message: &str, now: Timestamp) -> Event {
             ..ObjectMeta::default()
         },
         involved_object: ObjectReference {
-            api_version: Some(target.kind.api_version().to_owned()),
+            api_version: Some(target.kind.table().api_version().to_owned()),
             kind: Some(target.kind.kind().to_owned()),
             namespace: Some(target.namespace.to_string()),
             name: Some(target.name.to_string()),
