@@ -187,34 +187,21 @@ impl Task {
         let lists = (!streaming).then_some(&self.lists);
         let source = Source::Config(scope.clone());
         forward(events, source, &self.out, lists, |object| {
-            let (meta, digests) = reduce(object);
-            config_item(scope.kind, meta, digests)
+            let (metadata, digests) = reduce(object);
+            let annotations = metadata.annotations.as_ref();
+            let meta = Meta {
+                resource_version: metadata.resource_version.unwrap_or_default(),
+                ignore: crate::policy::ignored(annotations),
+                matched: crate::policy::reloader::matched(annotations),
+            };
+            let (namespace, name) = (metadata.namespace?.into(), metadata.name?);
+            let id = ConfigId {
+                kind: scope.kind,
+                name,
+            };
+            let key = ConfigKey { namespace, id };
+            Some(Item::Config { key, meta, digests })
         })
         .await
     }
-}
-
-/// A ConfigMap/Secret as the loop receives it (`None` without a name or namespace).
-pub fn config_item(
-    kind: ConfigKind,
-    metadata: ObjectMeta,
-    digests: Option<Digests>,
-) -> Option<Item> {
-    let ignore = crate::policy::ignored(metadata.annotations.as_ref());
-    let matched = crate::policy::reloader::matched(metadata.annotations.as_ref());
-    Some(Item::Config {
-        key: ConfigKey {
-            namespace: metadata.namespace?.into(),
-            id: ConfigId {
-                kind,
-                name: metadata.name?,
-            },
-        },
-        meta: Meta {
-            resource_version: metadata.resource_version.unwrap_or_default(),
-            ignore,
-            matched,
-        },
-        digests,
-    })
 }

@@ -77,12 +77,6 @@ pub struct Changes {
     pub missing: Vec<Stream>,
 }
 
-impl Changes {
-    pub fn moves(&self) -> bool {
-        !self.start.is_empty() || !self.stop.is_empty()
-    }
-}
-
 impl Kinds {
     pub fn update(&mut self, served: impl Fn(Stream) -> bool) -> Changes {
         let mut changes = Changes::default();
@@ -162,11 +156,8 @@ pub async fn run(client: Client, out: Sender<Watched>) {
     let mut first = true;
     let mut known = Served::new();
     loop {
-        let served = match discover(&client, &known).await {
-            Ok(served) => {
-                known = served.clone();
-                served
-            }
+        match discover(&client, &known).await {
+            Ok(served) => known = served,
             Err(err) => {
                 tracing::warn!(
                     error = %crate::report::one_line(&err),
@@ -176,9 +167,9 @@ pub async fn run(client: Client, out: Sender<Watched>) {
                 tokio::time::sleep(RETRY.delay(failures)).await;
                 continue;
             }
-        };
+        }
         failures = 0;
-        let changes = kinds.update(|stream| is_served(&served, stream));
+        let changes = kinds.update(|stream| is_served(&known, stream));
         for &stream in &changes.missing {
             let (api_version, plural, kind) = resource_of(stream);
             tracing::info!(
@@ -200,7 +191,8 @@ pub async fn run(client: Client, out: Sender<Watched>) {
                 }
             }
         }
-        if changes.moves() && out.send(Watched::Served(kinds.watched())).await.is_err() {
+        let moves = !changes.start.is_empty() || !changes.stop.is_empty();
+        if moves && out.send(Watched::Served(kinds.watched())).await.is_err() {
             return;
         }
         for stream in changes.start {

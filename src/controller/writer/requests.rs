@@ -147,12 +147,6 @@ pub fn event(write: &Write, message: &str, now: Timestamp) -> Event {
     }
 }
 
-async fn acquire(bucket: &Mutex<TokenBucket>) {
-    while let Err(wait) = take(bucket, Instant::now()) {
-        tokio::time::sleep(wait).await;
-    }
-}
-
 pub(super) async fn send_patch(client: kube::Client, write: &Write, timeout: Duration) -> Sent {
     let target = &write.target;
     let patch = match write_patch(write) {
@@ -173,10 +167,7 @@ pub(super) async fn send_patch(client: kube::Client, write: &Write, timeout: Dur
         }
         Ok(Err(kube::Error::Api(status))) if status.code == 404 => Sent::Gone,
         Ok(Err(source)) => {
-            let refused = match &source {
-                kube::Error::Api(status) => (400..500).contains(&status.code) && status.code != 429,
-                _ => false,
-            };
+            let refused = matches!(&source, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429);
             Sent::Retry {
                 error: Error::Failed {
                     action: PATCH,
@@ -207,7 +198,9 @@ pub(super) async fn record_event(
     let api: Api<Event> = Api::namespaced(client, &target.namespace);
     let mut failures = 0;
     loop {
-        acquire(&bucket).await;
+        while let Err(wait) = take(&bucket, Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
         let error =
             match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {
                 // 409: an earlier attempt created it after all.
