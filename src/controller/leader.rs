@@ -376,20 +376,8 @@ impl Elector {
         Ok(())
     }
 
-    /// Runs an API call for at most the call timeout, and not past `deadline`.
-    async fn bounded<T>(
-        &self,
-        call: impl Future<Output = T>,
-        deadline: Option<Instant>,
-    ) -> Option<T> {
-        let mut until = Instant::now() + self.timing.call_timeout;
-        if let Some(deadline) = deadline {
-            until = until.min(deadline);
-        }
-        tokio::time::timeout_at(until, call).await.ok()
-    }
-
-    /// [`Elector::bounded`], its failure named by `failed` (or [`Error::TimedOut`]).
+    /// Runs an API call for at most the call timeout, and not past `deadline`; its failure
+    /// named by `failed` (or [`Error::TimedOut`]).
     async fn call<T>(
         &self,
         call: impl Future<Output = Result<T, kube::Error>>,
@@ -397,9 +385,10 @@ impl Elector {
         failed: fn(String, kube::Error) -> Error,
     ) -> Result<T, Error> {
         let name = self.lease_name();
-        self.bounded(call, deadline)
+        let until = Instant::now() + self.timing.call_timeout;
+        tokio::time::timeout_at(deadline.map_or(until, |d| until.min(d)), call)
             .await
-            .ok_or_else(|| Error::TimedOut(name.clone(), self.timing.call_timeout))?
+            .map_err(|_| Error::TimedOut(name.clone(), self.timing.call_timeout))?
             .map_err(|error| failed(name, error))
     }
 
@@ -423,19 +412,19 @@ impl Elector {
             };
             let params = PostParams::default();
             let call = self.api.replace(&self.config.name, &params, &lease);
-            let error = match self.bounded(call, None).await {
-                Some(Ok(_)) => {
+            let error = match tokio::time::timeout(self.timing.call_timeout, call).await {
+                Ok(Ok(_)) => {
                     tracing::info!(lease = %self.lease_name(), "released the Lease");
                     return;
                 }
-                Some(Err(kube::Error::Api(status))) if status.is_conflict() && attempt == 0 => {
+                Ok(Err(kube::Error::Api(status))) if status.is_conflict() && attempt == 0 => {
                     match self.read().await {
                         Ok(()) => continue,
                         Err(error) => crate::report::one_line(&error),
                     }
                 }
-                Some(Err(error)) => crate::report::one_line(&error),
-                None => "no answer in time".to_owned(),
+                Ok(Err(error)) => crate::report::one_line(&error),
+                Err(_) => "no answer in time".to_owned(),
             };
             tracing::warn!(
                 lease = %self.lease_name(), error = %error,

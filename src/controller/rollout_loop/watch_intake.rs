@@ -12,19 +12,17 @@ impl Loop {
             }
             Watched::Init(source) => self.list_starts(source),
             Watched::Apply(item) => {
-                let item = item.interned(&mut self.names);
-                self.count_config_event(&item);
+                let item = self.take_in(item);
                 self.listings.saw(&item.source(), || item.listed_name());
                 self.apply(item);
             }
             Watched::Delete(item) => {
-                let item = item.interned(&mut self.names);
-                self.count_config_event(&item);
-                self.gone(match item {
+                let known = match self.take_in(item) {
                     Item::Namespace { name, .. } => Known::Namespace(name),
                     Item::Config { key, .. } => Known::Config(key),
                     Item::Target { target, .. } => Known::Target(target),
-                });
+                };
+                self.gone(known);
             }
             Watched::InitDone(source) => self.list_done(source),
             Watched::Refused(scope) => self.refused(scope),
@@ -96,19 +94,18 @@ impl Loop {
     }
 
     fn refused(&mut self, scope: Scope) {
-        if !self.view.config_watched(&scope.namespace) {
+        let Some(Source::Config(scope)) = self.shared_source(Source::Config(scope)) else {
             return;
-        }
+        };
         tracing::warn!(
             namespace = %scope.namespace,
             kind = %scope.kind,
             "failed to list {scope}: the API server refused (RBAC?); its consumers are not acted \
              on until it lists, retrying with backoff"
         );
-        let namespace = self.names.intern(&scope.namespace);
         self.store
-            .write(|store| store.set_listing(&namespace, scope.kind, false));
-        self.listings.refuse(Scope { namespace, ..scope });
+            .write(|store| store.set_listing(&scope.namespace, scope.kind, false));
+        self.listings.refuse(scope);
         self.check_synced();
     }
 
@@ -288,10 +285,12 @@ impl Loop {
         self.pending_share.set(self.pending_writes());
     }
 
-    fn count_config_event(&mut self, item: &Item) {
+    /// The item with its namespace's shared name, its config events counted.
+    fn take_in(&mut self, item: Item) -> Item {
         if matches!(item, Item::Config { .. }) {
             self.config_events += 1;
         }
+        item.interned(&mut self.names)
     }
 
     /// The source with its namespace's shared name; `None` for the config of a namespace that
