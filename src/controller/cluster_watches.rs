@@ -277,10 +277,9 @@ fn target_item(kind: TargetKind, object: DynamicObject) -> Option<Item> {
             let annotations = metadata.annotations.clone().unwrap_or_default();
             let labels = metadata.labels.clone().unwrap_or_default();
             let owner = waves::owner_of(&target.namespace, metadata);
-            let in_place =
-                reduce::pod_env(&uid, (&labels, &annotations), &object.data, owner.clone());
-            let in_place = in_place.map(Box::new);
-            let reduced = reduce::pod(&uid, (&labels, &annotations), &object.data, owner).map(Some);
+            let meta = (&labels, &annotations);
+            let in_place = reduce::pod_env(&uid, meta, &object.data, owner.clone()).map(Box::new);
+            let reduced = reduce::pod(&uid, meta, &object.data, owner).map(Some);
             (reduced, in_place)
         }
         _ => (reduce::workload(kind, &uid, &object.data), None),

@@ -160,14 +160,11 @@ impl View {
         };
         if let Some(old) = &old {
             let still = self.keys_of(target);
-            for key in config_keys(target, &old.consumer) {
-                if still.contains(&key) {
-                    continue;
-                }
-                if let Some(set) = self.by_config.get_mut(&key) {
+            for key in config_keys(target, &old.consumer).difference(&still) {
+                if let Some(set) = self.by_config.get_mut(key) {
                     set.remove(target);
                     if set.is_empty() {
-                        self.by_config.remove(&key);
+                        self.by_config.remove(key);
                     }
                 }
             }
