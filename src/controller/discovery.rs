@@ -23,12 +23,9 @@ const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(
 /// A failed discovery request.
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
-    #[error("failed to discover the resources of {api_version}")]
-    RequestFailed {
-        api_version: &'static str,
-        #[source]
-        source: kube::Error,
-    },
+    /// The request for a group version's resources failed.
+    #[error("failed to discover the resources of {0}")]
+    RequestFailed(&'static str, #[source] kube::Error),
 }
 
 /// What a stream reads: its `apiVersion`, plural resource and kind.
@@ -136,12 +133,7 @@ pub async fn discover(client: &Client, known: &Served) -> Result<Served, Discove
         let list = match answer {
             Ok(list) => Some(list),
             Err(kube::Error::Api(status)) if status.code == 404 => None,
-            Err(source) => {
-                return Err(DiscoveryError::RequestFailed {
-                    api_version,
-                    source,
-                });
-            }
+            Err(source) => return Err(DiscoveryError::RequestFailed(api_version, source)),
         };
         served.insert(api_version, list);
     }

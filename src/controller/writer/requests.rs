@@ -26,24 +26,16 @@ pub const REASON: &str = "ConfigChanged";
 const PATCH: &str = "patch";
 const RECORD: &str = "record the Event on";
 
-/// Why a request failed (logged; the writer retries or reports an [`super::Outcome`]).
+/// Why a request failed (logged; the writer retries or reports an [`super::Outcome`]): the
+/// action tried, on which target.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The API refused or failed the request.
-    #[error("failed to {action} {target}")]
-    Failed {
-        action: &'static str,
-        target: Target,
-        #[source]
-        source: kube::Error,
-    },
+    #[error("failed to {0} {1}")]
+    Failed(&'static str, Target, #[source] kube::Error),
     /// The request got no answer in time.
-    #[error("failed to {action} {target}: no answer within {timeout:?}")]
-    TimedOut {
-        action: &'static str,
-        target: Target,
-        timeout: Duration,
-    },
+    #[error("failed to {0} {1}: no answer within {2:?}")]
+    TimedOut(&'static str, Target, Duration),
 }
 
 /// What became of one PATCH.
@@ -168,21 +160,11 @@ pub(super) async fn send_patch(client: kube::Client, write: &Write, timeout: Dur
         Ok(Err(kube::Error::Api(status))) if status.code == 404 => Sent::Gone,
         Ok(Err(source)) => {
             let refused = matches!(&source, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429);
-            Sent::Retry {
-                error: Error::Failed {
-                    action: PATCH,
-                    target: target.clone(),
-                    source,
-                },
-                refused,
-            }
+            let error = Error::Failed(PATCH, target.clone(), source);
+            Sent::Retry { error, refused }
         }
         Err(_) => Sent::Retry {
-            error: Error::TimedOut {
-                action: PATCH,
-                target: target.clone(),
-                timeout,
-            },
+            error: Error::TimedOut(PATCH, target.clone(), timeout),
             refused: false,
         },
     }
@@ -206,16 +188,8 @@ pub(super) async fn record_event(
                 // 409: an earlier attempt created it after all.
                 Ok(Ok(_)) => return,
                 Ok(Err(kube::Error::Api(status))) if status.code == 409 => return,
-                Ok(Err(source)) => Error::Failed {
-                    action: RECORD,
-                    target: target.clone(),
-                    source,
-                },
-                Err(_) => Error::TimedOut {
-                    action: RECORD,
-                    target: target.clone(),
-                    timeout,
-                },
+                Ok(Err(source)) => Error::Failed(RECORD, target.clone(), source),
+                Err(_) => Error::TimedOut(RECORD, target.clone(), timeout),
             };
         failures += 1;
         if failures >= EVENT_ATTEMPTS {
