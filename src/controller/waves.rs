@@ -169,16 +169,6 @@ pub struct Step<S = Stopped> {
     pub wake: Option<Instant>,
 }
 
-impl<S> Default for Step<S> {
-    fn default() -> Self {
-        Step {
-            submit: Vec::new(),
-            stopped: Vec::new(),
-            wake: None,
-        }
-    }
-}
-
 impl<S> Step<S> {
     pub fn wake_by(&mut self, at: Instant) {
         self.wake = Some(self.wake.map_or(at, |w| w.min(at)));
@@ -266,7 +256,11 @@ impl<M: Default> Runs<M> {
         member: impl Fn(&Target) -> M,
         others_ready: impl Fn(&Target, &[Target]) -> bool,
     ) -> Step<Stopped<W>> {
-        let mut step = Step::default();
+        let mut step = Step {
+            submit: Vec::new(),
+            stopped: Vec::new(),
+            wake: None,
+        };
         for (workload, group) in &mut self.groups {
             if let Some(started) = group.started {
                 match group.stand(started, &stand) {
