@@ -71,18 +71,23 @@ pub fn config(
     };
     let seen = configs.get(&id)?;
     let keys = &seen.keys;
+    let line = |key: &String, exists| KeyLine {
+        key: key.clone(),
+        exists,
+        readers: Vec::new(),
+    };
     let mut lines: BTreeMap<String, KeyLine> = (keys.iter())
-        .map(|key| (key.clone(), KeyLine::new(key, true)))
+        .map(|key| (key.clone(), line(key, true)))
         .collect();
     let mut findings = Vec::new();
     for (workload_kind, object) in snapshot.workload_objects(Some(namespace)) {
         let report = workload_report::report_with(snapshot, workload_kind, object, &configs);
         let workload = format!("{}/{}", workload_kind.short(), report.name);
         let reads = report.reads.iter();
-        let reads: Vec<_> = reads
+        let mut reads = reads
             .filter(|r| r.object_kind == kind.name() && r.object == name)
-            .collect();
-        if reads.is_empty() {
+            .peekable();
+        if reads.peek().is_none() {
             continue;
         }
         for read in reads {
@@ -93,9 +98,9 @@ pub fn config(
                 effect: read.effect.clone(),
             };
             for key in read.key.as_ref().map_or(&keys[..], std::slice::from_ref) {
-                let line = lines.entry(key.clone());
-                let line = line.or_insert_with(|| KeyLine::new(key, false));
-                line.readers.push(reader.clone());
+                let entry = lines.entry(key.clone());
+                let entry = entry.or_insert_with(|| line(key, false));
+                entry.readers.push(reader.clone());
             }
         }
         for mut finding in report.findings {
@@ -114,14 +119,4 @@ pub fn config(
         findings,
         notes: snapshot.failed_reads(),
     })
-}
-
-impl KeyLine {
-    fn new(key: &str, exists: bool) -> Self {
-        KeyLine {
-            key: key.to_owned(),
-            exists,
-            readers: Vec::new(),
-        }
-    }
 }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::age;
+use super::config_objects::Written;
 use super::config_report::ConfigReport;
 use super::findings::Finding;
 use super::hash_check::{HashCheck, HashState};
@@ -163,16 +164,20 @@ fn hash_text(out: &mut String, hash: &HashCheck) {
         HashState::Unknown => "could not be computed".to_owned(),
     };
     let _ = writeln!(out, "   config-hash: {line}");
-    for written in &hash.written {
+    for w in &hash.written {
         let _ = writeln!(
             out,
-            "   {} {:?}: data last written {} ago ({})",
-            written.object_kind,
-            written.object,
-            age(written.seconds_ago),
-            written.at
+            "   {} {:?}: {}",
+            w.object_kind,
+            w.object,
+            written_text(w)
         );
     }
+}
+
+fn written_text(written: &Written) -> String {
+    let ago = age(written.seconds_ago);
+    format!("data last written {ago} ago ({})", written.at)
 }
 
 fn events_text(out: &mut String, events: &[EventLine]) {
@@ -335,12 +340,7 @@ pub fn config_text(report: &ConfigReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
     if let Some(written) = &report.written {
-        let _ = writeln!(
-            out,
-            "   data last written {} ago ({})",
-            age(written.seconds_ago),
-            written.at
-        );
+        let _ = writeln!(out, "   {}", written_text(written));
     }
     if report.ignored {
         out.push_str(
