@@ -1,5 +1,4 @@
-//! The ConfigMaps and Secrets of a snapshot as the report needs them: whether each exists,
-//! whether it is ignored, when its data was last written, and the hash core's lookups. Pure.
+//! The ConfigMaps and Secrets of a snapshot as the report needs them. Pure.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +22,6 @@ pub struct Seen {
     pub written: Option<Timestamp>,
     /// Its digests, when they could be made.
     pub digests: Option<ConfigObject>,
-    /// The names of its keys.
     pub keys: Vec<String>,
 }
 
@@ -110,7 +108,6 @@ impl Configs {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Written {
-    /// `ConfigMap` or `Secret`.
     pub object_kind: String,
     pub object: String,
     /// RFC 3339.
@@ -130,9 +127,8 @@ impl Written {
     }
 }
 
-/// When an object's data was last written: the newest `managedFields` entry that owns
-/// `data`, `binaryData` or `stringData`, else its creation. The API keeps no more: which key
-/// changed, and any earlier write, are not recorded.
+/// When an object's data was last written: the newest `managedFields` entry that owns its data,
+/// else its creation (the API records no more).
 pub fn data_written(meta: &ObjectMeta) -> Option<Timestamp> {
     let owns_data = |fields: &serde_json::Value| {
         ["f:data", "f:binaryData", "f:stringData"]

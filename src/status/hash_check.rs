@@ -1,5 +1,4 @@
-//! Is the stamped `config-hash` the hash of the live data? (pure): what the webhook's
-//! Secret-hash key lets the report check, the check itself, and the `stale` finding.
+//! Is the stamped `config-hash` the live data's? (pure): the check, and the `stale` finding.
 
 use std::collections::BTreeSet;
 
@@ -41,8 +40,7 @@ impl KeyState<'_> {
     }
 }
 
-/// A stamped hash against the live data's (`current`, `stale`, `notStamped`,
-/// `nothingToHash` or `unknown` in JSON).
+/// A stamped hash against the live data's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HashState {
@@ -61,7 +59,6 @@ pub enum HashState {
 #[serde(rename_all = "camelCase")]
 pub struct HashCheck {
     pub state: HashState,
-    /// The annotation on the pod template.
     pub stamped: Option<String>,
     /// The hash of the live data, by the webhook's own function.
     pub live: Option<String>,
@@ -69,9 +66,8 @@ pub struct HashCheck {
     pub secrets_checked: bool,
     /// The consumed objects with the time their data was last written, newest first.
     pub written: Vec<Written>,
-    /// The stamp is the hash of what an earlier version counted (before the reload catalogue or
-    /// strategies) over the live data: the controller leaves it until that data changes.
-    /// Absent from JSON when false.
+    /// The stamp is the hash of what an earlier version counted over the live data: the
+    /// controller leaves it until that data changes.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub earlier: bool,
 }
@@ -86,10 +82,9 @@ pub fn state_of(stamped: &Option<String>, live: &Option<String>) -> HashState {
     }
 }
 
-/// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
-/// key's Secret is looked for where the shipped manifests keep it; without it, the webhook is
-/// taken to have no key only if the stamped hash is the one without Secrets: an install that
-/// keeps its key elsewhere must not be told its Secrets are not hashed.
+/// What the webhook's Secret-hash key lets the report check, and the note when it cannot. With
+/// no key Secret where the manifests keep it, the webhook is taken to have no key only if the
+/// stamp says so: an install that keeps its key elsewhere must not be told Secrets are unhashed.
 pub fn hash_key<'a>(
     snapshot: &'a Snapshot,
     explained: Option<&Explained>,
@@ -139,9 +134,8 @@ pub fn key_unreadable(reason: &str) -> String {
     format!("Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})")
 }
 
-/// The stamped hash against the hash of the live data `explained` reads through env. A stale
-/// one is also held against what an earlier version counted (`earlier`, only asked then), as the
-/// controller does.
+/// The stamped hash against the live data `explained` reads through env; a stale one also
+/// against what an earlier version counted (`earlier`), as the controller does.
 pub fn hash_check(
     snapshot: &Snapshot,
     explained: &Explained,

@@ -1,6 +1,5 @@
-//! Opt-in (the namespace label, the object's own opt-in or Reloader's annotations, the
-//! template's opt-out) and the installation (webhook configuration, CA bundle, the controller's
-//! Lease, whether `serve` was told Reloader is gone). Pure.
+//! Opt-in and the installation (webhook configuration, the controller's Lease, whether `serve`
+//! was told Reloader is gone). Pure.
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
 use serde::Serialize;
@@ -20,9 +19,7 @@ pub struct OptIn {
     /// The namespace's `reload-injector.io/inject` label, if any.
     pub namespace_label: Option<String>,
     pub namespace_read: bool,
-    /// The product acts on it: its namespace is labelled `enabled` (`true` when the namespace
-    /// could not be read, as nothing says otherwise) or it opts in itself, and it is not
-    /// excluded, opted out, or left to Reloader.
+    /// The product acts on it (an unreadable namespace counts as labelled).
     pub opted_in: bool,
     /// A namespace never mutated whatever its labels say.
     pub excluded: bool,
@@ -64,10 +61,8 @@ pub struct Installation {
     pub reloader_retired: Option<bool>,
 }
 
-/// The opt-in part, and its findings, from the pod template's (or Pod's) `labels` and
-/// `annotations` (carrying the workload's own opt-ins as the webhook copies them) and the
-/// workload's `own` annotations. Reloader is taken to run beside us unless `serve` is known to
-/// run with `--reloader-retired`.
+/// The opt-in part and its findings, from the template's `labels` and `annotations` and the
+/// workload's `own` annotations. Reloader is taken to run unless `serve` is known to be told not.
 pub fn opt_in(
     snapshot: &Snapshot,
     namespace: &str,
@@ -174,8 +169,7 @@ fn verdict_finding(
     })
 }
 
-/// Whether the webhook's Deployment runs `serve` with `--reloader-retired` (a `true` value, or
-/// the flag alone; the environment variable too), when it could be read.
+/// Whether the webhook's Deployment runs `serve` with `--reloader-retired` (flag or env).
 pub fn reloader_retired(snapshot: &Snapshot) -> Option<bool> {
     let deployment = snapshot.serve_deployment.ok()?.as_ref()?;
     let containers = deployment

@@ -1,7 +1,5 @@
-//! The Pods of a workload (pure): which it owns (its label selector or, for a CronJob, the
-//! owner references through its Jobs), how many run the current template, how many carry the
-//! sidecar, whether each sidecar Pod's `mounted-config-hash` matches the live data, and the
-//! `config-reloader` container's restarts and last reload lines.
+//! The Pods of a workload (pure): which it owns, whether they run the current template and carry
+//! the sidecar, and each sidecar's hashes, restarts and last reload lines.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
@@ -40,35 +38,29 @@ pub struct Pods {
 #[serde(rename_all = "camelCase")]
 pub struct PodLine {
     pub name: String,
-    /// `status.phase`.
     pub phase: Option<String>,
     /// Whether its `config-hash` is the template's.
     pub current_hash: Option<bool>,
     pub sidecar: bool,
-    /// Its `mounted-config-hash`, the hash of the live data it mounts (`None`: not
-    /// computable), and the one against the other (sidecar Pods only).
+    /// Its `mounted-config-hash` against the live data's (sidecar Pods; `None`: not computable).
     pub mounted_stamped: Option<String>,
     pub mounted_live: Option<String>,
     pub mounted_state: Option<HashState>,
-    /// The same for its `env-hash` (a Pod that restarts in place): the env its containers are
-    /// to run with, against the live data it reads through env.
+    /// The same for its `env-hash` (a Pod that restarts in place), against the env it reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_stamped: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_live: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_state: Option<HashState>,
-    /// Its stale `mounted-config-hash` is the one a stopped refresh held back from it (its
-    /// `mounted-config-held-back` is the live data's hash): it stays until the config changes.
+    /// Its stale `mounted-config-hash` is the one a stopped refresh held back from it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mounted_held_back: bool,
     /// Its stale `env-hash` is the one stopped restarts in place held back from it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub env_held_back: bool,
-    /// Restarts of the `config-reloader` container.
     pub sidecar_restarts: Option<i64>,
-    /// The `config-reloader` last ended with the restart code: the Pod restarted in place
-    /// (its restarts are then the product's own doing).
+    /// The `config-reloader` last exited with the restart code: its restarts are our own.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub restarted_in_place: bool,
     /// The last reload lines of its log, oldest first.
@@ -151,8 +143,7 @@ fn owned_pods<'a>(
     all.iter().filter(|p| here(p) && owned(p)).collect()
 }
 
-/// The workload's own `(updated, wanted)` replica counts, once its controller has seen the
-/// current generation.
+/// The workload's `(updated, wanted)` replicas, once its controller saw the current generation.
 fn updated(kind: Kind, object: &Value) -> Option<(i64, i64)> {
     let status = object.get("status")?;
     let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
@@ -243,14 +234,12 @@ fn pod_line(
     line
 }
 
-/// Whether a hash in `state` is stale because a stopped run held the live value back: `held`,
-/// the Pod's held-back annotation, is the live data's hash.
+/// Whether a stale hash is one a stopped run held back (`held`, the annotation, is the live one).
 fn held_back(state: Option<HashState>, held: Option<&String>, live: &Option<String>) -> bool {
     state == Some(HashState::Stale) && live.is_some() && held == live.as_ref()
 }
 
-/// The findings about one Pod: `no-sidecar`, `mounted-stale`, `env-stale`, `sidecar-restarts`,
-/// `reload-failed`.
+/// The findings about one Pod.
 fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<Finding> {
     let mut findings = Vec::new();
     let pod = &line.name;
@@ -335,9 +324,8 @@ pub fn owned_by(object: &Value, uid: &str) -> bool {
         .any(|owner| owner.get("uid").and_then(Value::as_str) == Some(uid))
 }
 
-/// The last `max` reload lines of a `config-reloader` log, oldest first, each trimmed: the
-/// watcher logs one line per reload attempt (`reloaded`, `reload failed: …`, `…; not retried
-/// until the content changes again`), as text or JSON.
+/// The last `max` reload lines (one per attempt, text or JSON) of a `config-reloader` log,
+/// oldest first, each trimmed.
 pub fn reload_lines(log: &str, max: usize) -> Vec<String> {
     let reload = ["reloaded", "reload failed", "not retried"];
     let lines: Vec<&str> = (log.lines())
@@ -365,8 +353,7 @@ fn result(line: &str) -> Option<&str> {
     }
 }
 
-/// Whether a reload line reports that the signalled process exited right after the signal: it
-/// died of it instead of reloading.
+/// Whether a reload line says the signalled process died of the signal instead of reloading.
 pub fn target_exited(line: &str) -> bool {
     line.contains("target_exited")
 }

@@ -54,8 +54,7 @@ impl<T: Default> Default for Fetched<T> {
     }
 }
 
-/// A Secret as `status` keeps it: values are reduced to digests (keyed, only when the hash key
-/// could be read) the moment they are read, and never kept.
+/// A Secret as `status` keeps it: values are reduced to digests as read, and never kept.
 #[derive(Debug, Clone)]
 pub struct SecretSeen {
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -69,7 +68,6 @@ pub struct SecretSeen {
 pub struct Snapshot {
     /// When the reads were made (ages are measured from it).
     pub now: Timestamp,
-    /// Namespaces read, by name.
     pub namespaces: Fetched<BTreeMap<String, Namespace>>,
     /// `None` (here and below): not found.
     pub webhook: Fetched<Option<MutatingWebhookConfiguration>>,
@@ -79,11 +77,9 @@ pub struct Snapshot {
     pub lease: Fetched<Option<Lease>>,
     /// The webhook's Deployment (its `serve` flags say whether Reloader is gone).
     pub serve_deployment: Fetched<Option<Value>>,
-    /// The webhook's Secret-hash key: `None` when its Secret does not exist (then the webhook
-    /// hashes no Secret either).
+    /// The webhook's Secret-hash key (`None`: no Secret; the webhook hashes no Secret either).
     pub hash_key: Fetched<Option<SecretKey>>,
-    /// Workloads by kind (a kind the server does not serve is empty, and in `unserved`: no CRD
-    /// for Argo Rollouts, an old server).
+    /// Workloads by kind (a kind not served is empty, and in `unserved`).
     pub workloads: BTreeMap<Kind, Fetched<Vec<Value>>>,
     pub unserved: BTreeSet<Kind>,
     pub config_maps: Fetched<Vec<ConfigMap>>,
@@ -153,8 +149,7 @@ impl Snapshot {
         self.secrets = secrets.map(|list| list.into_iter().map(reduce).collect());
     }
 
-    /// Every workload read (in `namespace`, or everywhere), with its kind, in the order of
-    /// [`super::target_arg::WORKLOADS`].
+    /// Every workload read (in `namespace`, or everywhere), with its kind, in `WORKLOADS` order.
     pub fn workload_objects<'a>(
         &'a self,
         namespace: Option<&'a str>,

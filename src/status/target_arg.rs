@@ -15,11 +15,6 @@ pub const WORKLOADS: [Kind; 6] = [
     Kind::Rollout,
 ];
 
-/// Where `kind`'s pod template is (a Pod is its own: the whole object).
-pub fn template_pointer(kind: Kind) -> &'static str {
-    kind.pod_pointer().unwrap_or_default()
-}
-
 /// One object to report on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
