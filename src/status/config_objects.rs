@@ -86,6 +86,17 @@ impl Configs {
         }
     }
 
+    /// When `id`'s data was last written, `now` being the report's time.
+    pub fn written(&self, id: &ConfigId, now: Timestamp) -> Option<Written> {
+        let at = self.objects.get(id)?.written?;
+        Some(Written {
+            object_kind: id.kind.to_string(),
+            object: id.name.clone(),
+            at: at.to_string(),
+            seconds_ago: seconds_between(at, now),
+        })
+    }
+
     /// The hash core's lookups for `ids`: found, not found, or failed with the reason.
     pub fn data<'a>(&self, ids: impl IntoIterator<Item = &'a ConfigId>) -> ConfigData {
         let mut data = ConfigData::new();
@@ -113,18 +124,6 @@ pub struct Written {
     /// RFC 3339.
     pub at: String,
     pub seconds_ago: i64,
-}
-
-impl Written {
-    /// The `object_kind` `object` written `at`, `now` being the report's time.
-    pub fn new(object_kind: String, object: String, at: Timestamp, now: Timestamp) -> Self {
-        Written {
-            object_kind,
-            object,
-            at: at.to_string(),
-            seconds_ago: seconds_between(at, now),
-        }
-    }
 }
 
 /// When an object's data was last written: the newest `managedFields` entry that owns its data,

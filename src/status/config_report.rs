@@ -1,5 +1,4 @@
-//! The report on a ConfigMap or Secret (pure): who reads it, how, and what a change of each key
-//! would do, from the reports of every workload in its namespace.
+//! The report on a ConfigMap or Secret (pure), from the reports of its namespace's workloads.
 
 use std::collections::BTreeMap;
 
@@ -17,13 +16,11 @@ use crate::hash::ConfigId;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigReport {
-    /// `ConfigMap` or `Secret`.
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
     /// Annotated `reload-injector.io/ignore: "true"`: its changes never cause a write.
     pub ignored: bool,
-    /// When its data was last written.
     pub written: Option<Written>,
     /// One entry per key it has or that something reads, sorted.
     pub keys: Vec<KeyLine>,
@@ -49,15 +46,12 @@ pub struct ReaderLine {
     /// `deploy/web`.
     pub workload: String,
     pub container: String,
-    /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
-    /// As in the workload's read line.
     #[serde(flatten)]
     pub effect: Effect,
 }
 
-/// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when it does
-/// not exist: its keys, then every workload in the namespace that reads it.
+/// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when not found.
 pub fn config(
     snapshot: &Snapshot,
     kind: Kind,
@@ -113,8 +107,7 @@ pub fn config(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         ignored: seen.ignored,
-        written: (seen.written)
-            .map(|at| Written::new(kind.name().to_owned(), name.to_owned(), at, snapshot.now)),
+        written: configs.written(&id, snapshot.now),
         keys: lines.into_values().collect(),
         findings,
         notes: snapshot.failed_reads(),

@@ -150,12 +150,10 @@ pub fn hash_check(
     let report = consumption.hash(&data, key.key());
     let secrets_read = ids.iter().any(|id| id.kind == ConfigKind::Secret);
     let checks_secrets = key.checks_secrets();
-    let written = |id: &&ConfigId| {
-        let at = configs.get(id)?.written?;
-        let kind = id.kind.to_string();
-        Some(Written::new(kind, id.name.clone(), at, snapshot.now))
-    };
-    let mut written: Vec<Written> = ids.iter().filter_map(written).collect();
+    let written = ids
+        .iter()
+        .filter_map(|id| configs.written(id, snapshot.now));
+    let mut written: Vec<Written> = written.collect();
     written.sort_by_key(|w| w.seconds_ago);
     let state = match state_of(&stamped, &report.hash) {
         _ if consumption.is_empty() => HashState::NothingToHash,

@@ -19,12 +19,10 @@ use crate::workload::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted}
 #[serde(rename_all = "camelCase")]
 pub struct ReadLine {
     pub container: String,
-    /// `ConfigMap` or `Secret`.
     pub object_kind: String,
     pub object: String,
     /// The key, or `None` for every key.
     pub key: Option<String>,
-    /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
     pub volume: Option<String>,
     pub optional: bool,

@@ -1,5 +1,4 @@
-//! Text and JSON forms of a report or summary (pure). The JSON form is the serialized
-//! [`Report`] / [`ConfigReport`] / [`Summary`], with `exitCode`; its fields are documented in docs/status.md.
+//! Text and JSON forms of a report or summary (pure); JSON fields are in docs/status.md.
 
 use std::fmt::Write as _;
 
@@ -273,8 +272,7 @@ fn notes_text(out: &mut String, notes: &[String]) {
     }
 }
 
-/// How the object itself opts in, and what its Reloader annotations do (only when it opts in
-/// itself or carries Reloader's annotations).
+/// How the object itself opts in, and what its Reloader annotations do.
 fn reloader_text(out: &mut String, opt: &OptIn, retired: Option<bool>) {
     let annotations = opt.reloader.join(", ");
     let object = match opt.opted_in_by {
@@ -298,8 +296,7 @@ fn reloader_text(out: &mut String, opt: &OptIn, retired: Option<bool>) {
     }
 }
 
-/// A summary as text: one line per workload, problems first; then the workloads that carry
-/// Reloader's annotations, and what each will get.
+/// A summary as text: one line per workload, then those with Reloader's annotations.
 pub fn summary_text(summary: &Summary) -> String {
     let mut out = String::new();
     if summary.workloads.is_empty() {

@@ -1,5 +1,4 @@
-//! The objects `status` read from the cluster, the input of the pure report: a failed read
-//! makes a partial report, never a crash.
+//! The objects `status` read, the input of the pure report: a failed read makes a partial one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,7 +72,6 @@ pub struct Snapshot {
     pub webhook: Fetched<Option<MutatingWebhookConfiguration>>,
     /// From the webhook configuration's Service; else the default.
     pub webhook_namespace: String,
-    /// The controller's Lease in the webhook's namespace.
     pub lease: Fetched<Option<Lease>>,
     /// The webhook's Deployment (its `serve` flags say whether Reloader is gone).
     pub serve_deployment: Fetched<Option<Value>>,
@@ -85,7 +83,6 @@ pub struct Snapshot {
     pub config_maps: Fetched<Vec<ConfigMap>>,
     pub secrets: Fetched<Vec<SecretSeen>>,
     pub pods: Fetched<Vec<Value>>,
-    /// Jobs (for the Pods of a CronJob).
     pub jobs: Fetched<Vec<Value>>,
     pub events: Fetched<Vec<Event>>,
     /// The last lines of the `config-reloader` log of some sidecar Pods, by `namespace/name`.

@@ -1,5 +1,4 @@
-//! `TARGET` as kubectl spells it: `deploy/web`, `deployment/web`, `deployments.apps/web`,
-//! `cm/app`, `secret/tls`, `pod/web-0`, … (pure).
+//! `TARGET` as kubectl spells it: `deploy/web`, `deployments.apps/web`, `cm/app`, … (pure).
 
 use crate::object_names::is_object_name;
 
@@ -43,7 +42,6 @@ impl Target {
         if kind.is_empty() || !is_object_name(name) {
             return Err(malformed());
         }
-        // A workload of [`WORKLOADS`], a Pod, a ConfigMap or a Secret.
         let reported = |k: &Kind| {
             WORKLOADS.contains(k) || matches!(k, Kind::Pod | Kind::ConfigMap | Kind::Secret)
         };
