@@ -47,7 +47,6 @@ pub enum HashState {
     Current,
     Stale,
     NotStamped,
-    /// Nothing is read that a hash covers.
     NothingToHash,
     /// The live data's hash cannot be made.
     #[default]
@@ -60,7 +59,6 @@ pub enum HashState {
 pub struct HashCheck {
     pub state: HashState,
     pub stamped: Option<String>,
-    /// The hash of the live data, by the webhook's own function.
     pub live: Option<String>,
     /// Whether Secrets entered the check (the hash key was readable, or the webhook has none).
     pub secrets_checked: bool,
@@ -177,13 +175,14 @@ pub fn hash_check(
     }
 }
 
-/// A data write this recent may not have been re-stamped yet (`--rollout-delay` plus the
-/// controller's rate limit).
+/// A data write this recent may not be re-stamped yet (`--rollout-delay` plus the rate limit).
 const RECENT_SECONDS: i64 = 5;
 
 /// The `stale` finding on a `kind` workload, its fix depending on whether a controller runs.
 pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> Finding {
-    let newest = hash.written.first().map(|w| {
+    let newest = hash.written.first();
+    let recent = newest.is_some_and(|w| w.seconds_ago <= RECENT_SECONDS);
+    let newest = newest.map(|w| {
         format!(
             "; the newest data write: {} {} {} ago",
             w.object_kind,
@@ -196,10 +195,6 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
          (the hash cannot tell which key)",
         newest.unwrap_or_default()
     );
-    let recent = hash
-        .written
-        .first()
-        .is_some_and(|w| w.seconds_ago <= RECENT_SECONDS);
     let fix = if kind == Kind::Pod {
         "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
             .to_owned()

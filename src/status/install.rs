@@ -16,7 +16,6 @@ use crate::policy::{
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OptIn {
-    /// The namespace's `reload-injector.io/inject` label, if any.
     pub namespace_label: Option<String>,
     pub namespace_read: bool,
     /// The product acts on it (an unreadable namespace counts as labelled).
@@ -25,7 +24,6 @@ pub struct OptIn {
     pub excluded: bool,
     /// `label` or `annotation` when the pod template opts out.
     pub opted_out_by: Option<&'static str>,
-    /// Who opts it in when it is acted on: `namespace`, `annotation` or `reloader`.
     pub opted_in_by: Option<&'static str>,
     /// Reloader's annotations on it (`key=value`), its own metadata's then its template's.
     pub reloader: Vec<String>,
@@ -33,7 +31,7 @@ pub struct OptIn {
     pub left_to_reloader: bool,
 }
 
-/// The webhook configuration as read (`present`, `missing` or `unreadable` in JSON).
+/// The webhook configuration as read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WebhookState {
@@ -248,7 +246,6 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
             return (out, findings, notes);
         }
     };
-    // The Lease's holder, renewal and duration, and whether a leader holds it now.
     out.lease_read = true;
     let spec = lease.and_then(|l| l.spec.as_ref());
     out.lease_holder = spec

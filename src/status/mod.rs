@@ -140,9 +140,8 @@ async fn workload_report(
         return Err(StatusError::NotFound { target, namespace });
     };
     let sidecars = first.pods.items.iter().filter(|p| p.sidecar).take(MAX_LOGS);
-    let sidecar_pods: Vec<String> = sidecars
-        .map(|p| format!("{namespace}/{}", p.name))
-        .collect();
+    let sidecars = sidecars.map(|p| format!("{namespace}/{}", p.name));
+    let sidecar_pods: Vec<String> = sidecars.collect();
     if sidecar_pods.is_empty() {
         return Ok(first);
     }

@@ -21,7 +21,6 @@ pub struct ReadLine {
     pub container: String,
     pub object_kind: String,
     pub object: String,
-    /// The key, or `None` for every key.
     pub key: Option<String>,
     pub via: &'static str,
     pub volume: Option<String>,
@@ -37,7 +36,6 @@ pub struct ReadLine {
 #[serde(rename_all = "camelCase")]
 pub struct Effect {
     pub on_change: OnChange,
-    /// Why, in a few words.
     pub detail: String,
     /// The catalogue's program the decision comes from.
     #[serde(skip_serializing_if = "Option::is_none")]

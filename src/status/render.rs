@@ -107,14 +107,10 @@ fn reads_text(out: &mut String, reads: &[ReadLine], reload: Option<&str>) {
         out.push_str("   no ConfigMap or Secret\n");
     }
     for read in reads {
-        let what = match &read.key {
-            Some(key) => format!("{} {:?} key {key:?}", read.object_kind, read.object),
-            None => format!("{} {:?} (every key)", read.object_kind, read.object),
-        };
-        let via = match &read.volume {
-            Some(volume) => format!("{} (volume {volume:?})", read.via),
-            None => read.via.to_owned(),
-        };
+        let key = (read.key.as_ref()).map_or("(every key)".to_owned(), |k| format!("key {k:?}"));
+        let what = format!("{} {:?} {key}", read.object_kind, read.object);
+        let volume = read.volume.as_ref().map(|v| format!(" (volume {v:?})"));
+        let via = format!("{}{}", read.via, volume.unwrap_or_default());
         let optional = if read.optional { ", optional" } else { "" };
         let exists = match read.exists {
             Some(false) => ", MISSING",

@@ -158,9 +158,7 @@ struct Workload<'a> {
 /// The pod template as the core reads it.
 struct Core {
     spec: PodSpec,
-    /// What it reads and what the sidecar would do.
     explained: Explained,
-    /// What a change of restart-only config does to the workload.
     consequence: Consequence,
 }
 
@@ -296,7 +294,7 @@ impl<'a> Workload<'a> {
         findings
     }
 
-    /// Whether a controller made it (an `ownerReferences` entry with `controller: true`).
+    /// Whether a controller made it.
     fn controlled(&self) -> bool {
         let owners = self.object.pointer("/metadata/ownerReferences");
         let mut owners = owners.and_then(Value::as_array).into_iter().flatten();
