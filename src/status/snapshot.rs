@@ -130,16 +130,13 @@ impl Snapshot {
     pub fn set_secrets(&mut self, secrets: Fetched<Vec<Secret>>) {
         let key = self.hash_key.ok().cloned().flatten();
         let reduce = |secret: Secret| {
-            let (data, string_data) = (secret.data.iter(), secret.string_data.iter());
-            let keys = data
-                .flat_map(|d| d.keys())
-                .chain(string_data.flat_map(|d| d.keys()));
-            let keys: BTreeSet<&String> = keys.collect();
+            let data = secret.data.iter().flat_map(|d| d.keys());
+            let string_data = secret.string_data.iter().flat_map(|d| d.keys());
+            let keys: BTreeSet<&String> = data.chain(string_data).collect();
+            let digests = key.as_ref().map(|k| ConfigObject::from_secret(&secret, k));
             SecretSeen {
                 keys: keys.into_iter().cloned().collect(),
-                digests: key
-                    .as_ref()
-                    .map(|key| ConfigObject::from_secret(&secret, key)),
+                digests,
                 metadata: secret.metadata,
             }
         };

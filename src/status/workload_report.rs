@@ -313,12 +313,9 @@ impl<'a> Workload<'a> {
                     && e.metadata.namespace.as_deref() == Some(self.namespace)
             })
             .map(|e| {
-                let at = e
-                    .last_timestamp
-                    .as_ref()
-                    .map(|t| t.0)
-                    .or_else(|| e.event_time.as_ref().map(|t| t.0))
-                    .or_else(|| e.first_timestamp.as_ref().map(|t| t.0));
+                let last = e.last_timestamp.as_ref().map(|t| t.0);
+                let at = last.or(e.event_time.as_ref().map(|t| t.0));
+                let at = at.or(e.first_timestamp.as_ref().map(|t| t.0));
                 let line = EventLine {
                     at: at.map(|t| t.to_string()),
                     seconds_ago: at.map(|t| seconds_between(t, now)),
