@@ -80,15 +80,7 @@ pub fn opt_in(
         .filter(|(key, _)| reloader::is_key(key))
         .map(|(key, value)| format!("{key}={value}"))
         .collect();
-    let finding = if excluded {
-        Some(Finding::new(
-            Code::NamespaceExcluded,
-            format!("namespace {namespace:?} is never mutated, whatever its labels say"),
-            "run the workload in another namespace",
-        ))
-    } else {
-        verdict_finding(&verdict, namespace, &namespace_label, &reloader)
-    };
+    let finding = verdict_finding(&verdict, excluded, namespace, &namespace_label, &reloader);
     let (opted_out_by, opted_in_by) = match verdict {
         Verdict::Unmanaged(Unmanaged::OptedOut(by)) => (Some(by.as_str()), None),
         Verdict::Managed { by, .. } if !excluded => (
@@ -114,9 +106,10 @@ pub fn opt_in(
     (opt_in, finding.into_iter().collect())
 }
 
-/// The finding of an object the product does not act on, with its fix.
+/// The finding of an object the product does not act on (or `excluded`), with its fix.
 fn verdict_finding(
     verdict: &Verdict,
+    excluded: bool,
     namespace: &str,
     label: &Option<String>,
     reloader: &[String],
@@ -126,6 +119,11 @@ fn verdict_finding(
         .as_deref()
         .map_or("absent".to_owned(), |v| format!("{v:?}"));
     Some(match verdict {
+        _ if excluded => Finding::new(
+            Code::NamespaceExcluded,
+            format!("namespace {namespace:?} is never mutated, whatever its labels say"),
+            "run the workload in another namespace",
+        ),
         Verdict::Managed { .. } => return None,
         Verdict::Unmanaged(Unmanaged::NotOptedIn) => Finding::new(
             Code::NamespaceNotOptedIn,
