@@ -1,7 +1,5 @@
-//! The thin kube I/O of `status`: one paged LIST per kind per namespace, a few GETs of the
-//! installation, and the `config-reloader` log of a few Pods. A forbidden or unserved read
-//! becomes a [`Fetched::Failed`]; only an unreachable API server, refused credentials or a
-//! missing namespace stop the command.
+//! The kube I/O of `status`. A forbidden or unserved read becomes a [`Fetched::Failed`]; only
+//! an unreachable API server, refused credentials or a missing namespace stop the command.
 
 use futures_util::future::{OptionFuture, join_all};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -29,10 +27,11 @@ pub enum CollectError {
     NamespaceNotFound(String),
 }
 
-/// What one read got: `Read(None)` when the object does not exist (or, for a LIST, its kind is
-/// not served).
+/// What one read got: `Read(None)` when not found (a LIST: its kind is not served).
 type Got<T> = Fetched<Option<T>>;
 
+/// A LIST's answer when its kind is not served.
+const NOT_SERVED: &str = "not served";
 /// Objects per page of a LIST.
 const PAGE: u32 = 500;
 /// Lines of a sidecar's log read (`tailLines`).
@@ -44,10 +43,8 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// Reads everything a report on `namespace` (`None`: every namespace) needs: the
-    /// installation, then one LIST per kind, all at once: the workloads of `kinds` (one not
-    /// served is marked so), ConfigMaps, Secrets (reduced as they arrive), Pods, Events, and
-    /// the Jobs (for a CronJob's Pods) when `jobs`.
+    /// Reads everything a report on `namespace` (`None`: all) needs: the installation, then
+    /// one LIST per kind at once (the Jobs, for a CronJob's Pods, when `jobs`).
     pub async fn snapshot(
         &self,
         namespace: Option<&str>,
@@ -93,12 +90,12 @@ impl Reader {
             let got = got.map(Option::unwrap_or_default);
             snapshot.workloads.insert(kind, got);
         }
-        snapshot.config_maps = listed(config_maps?);
-        snapshot.set_secrets(listed(secrets?));
-        snapshot.pods = listed(pods?);
-        snapshot.events = listed(events?);
+        snapshot.config_maps = or_failed(config_maps?, NOT_SERVED);
+        snapshot.set_secrets(or_failed(secrets?, NOT_SERVED));
+        snapshot.pods = or_failed(pods?, NOT_SERVED);
+        snapshot.events = or_failed(events?, NOT_SERVED);
         if let Some(job_list) = job_list {
-            snapshot.jobs = listed(job_list?);
+            snapshot.jobs = or_failed(job_list?, NOT_SERVED);
         }
         Ok(snapshot)
     }
@@ -122,8 +119,7 @@ impl Reader {
         }
     }
 
-    /// Reads the last [`LOG_TAIL_LINES`] lines of the `config-reloader` log of each Pod in
-    /// `pods` (`namespace/name`) into `snapshot`.
+    /// Reads the `config-reloader` log tail of each of `pods` (`namespace/name`) into `snapshot`.
     pub async fn logs(&self, snapshot: &mut Snapshot, pods: &[String]) -> Result<(), CollectError> {
         let params = &LogParams {
             container: Some(crate::workload::SIDECAR_NAME.to_owned()),
@@ -141,10 +137,8 @@ impl Reader {
         Ok(())
     }
 
-    /// Every object at `path` (a LIST), page by page, following the continue token. Workloads
-    /// and Pods stay JSON for the report: an object whose pod template cannot be read is one
-    /// finding, not a failed LIST. (Read straight into JSON: through `DynamicObject` each
-    /// object was parsed and serialized again.)
+    /// Every object at `path`, page by page. Workloads and Pods stay JSON: an unreadable pod
+    /// template is one finding, not a failed LIST.
     async fn list<T: DeserializeOwned>(&self, path: String) -> Result<Got<Vec<T>>, CollectError> {
         let mut items = Vec::new();
         let mut params = ListParams::default().limit(PAGE);
@@ -158,7 +152,7 @@ impl Reader {
                 Fetched::Read(Some(page)) => page,
                 got => return Ok(got.map(|_| None)),
             };
-            items.extend(page.items);
+            items.extend(page.items.into_iter().flatten());
             match page.metadata.continue_.filter(|token| !token.is_empty()) {
                 Some(token) => params = params.continue_token(&token),
                 None => return Ok(Fetched::Read(Some(items))),
@@ -170,25 +164,13 @@ impl Reader {
 /// One page of a list. `items` may be missing or `null` in an empty list (API servers send
 /// both); either reads as no items.
 #[derive(serde::Deserialize)]
-#[serde(bound(deserialize = "T: serde::Deserialize<'de>"))]
 struct Page<T> {
     #[serde(default)]
     metadata: ListMeta,
-    #[serde(default = "Vec::new", deserialize_with = "items_or_null")]
-    items: Vec<T>,
+    items: Option<Vec<T>>,
 }
 
-fn items_or_null<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    let items: Option<Vec<T>> = serde::Deserialize::deserialize(deserializer)?;
-    Ok(items.unwrap_or_default())
-}
-
-/// Sorts a kube answer into found, not found, a failure the report names (forbidden, server
-/// errors), or an error that stops the command (unreachable, refused credentials).
+/// Sorts a kube answer into found, not found, a failure the report names, or a stopping error.
 fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, CollectError> {
     match result {
         Ok(value) => Ok(Fetched::Read(Some(value))),
@@ -211,11 +193,6 @@ fn classify<T>(result: Result<T, kube::Error>) -> Result<Got<T>, CollectError> {
 
 fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().trim().to_owned()
-}
-
-/// A LIST's answer: a kind not served is a failure here.
-fn listed<T>(got: Got<Vec<T>>) -> Fetched<Vec<T>> {
-    or_failed(got, "not served")
 }
 
 /// What was read, or `missing` as the failure when nothing was there.
@@ -241,13 +218,13 @@ mod tests {
             r#"{"items":[]}"#,
         ] {
             let page: Page<ConfigMap> = serde_json::from_str(text).unwrap();
-            assert!(page.items.is_empty(), "{text}");
+            assert!(page.items.unwrap_or_default().is_empty(), "{text}");
         }
         let page: Page<ConfigMap> = serde_json::from_str(
             r#"{"metadata":{"continue":"x"},"items":[{"metadata":{"name":"a"}}]}"#,
         )
         .unwrap();
-        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.items.unwrap_or_default().len(), 1);
         assert_eq!(page.metadata.continue_.as_deref(), Some("x"));
     }
 }

@@ -1,5 +1,4 @@
-//! The ConfigMaps and Secrets of a snapshot as the report needs them: whether each exists,
-//! whether it is ignored, when its data was last written, and the hash core's lookups. Pure.
+//! The ConfigMaps and Secrets of a snapshot as the report needs them. Pure.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +22,6 @@ pub struct Seen {
     pub written: Option<Timestamp>,
     /// Its digests, when they could be made.
     pub digests: Option<ConfigObject>,
-    /// The names of its keys.
     pub keys: Vec<String>,
 }
 
@@ -88,6 +86,17 @@ impl Configs {
         }
     }
 
+    /// When `id`'s data was last written, `now` being the report's time.
+    pub fn written(&self, id: &ConfigId, now: Timestamp) -> Option<Written> {
+        let at = self.objects.get(id)?.written?;
+        Some(Written {
+            object_kind: id.kind.to_string(),
+            object: id.name.clone(),
+            at: at.to_string(),
+            seconds_ago: seconds_between(at, now),
+        })
+    }
+
     /// The hash core's lookups for `ids`: found, not found, or failed with the reason.
     pub fn data<'a>(&self, ids: impl IntoIterator<Item = &'a ConfigId>) -> ConfigData {
         let mut data = ConfigData::new();
@@ -110,7 +119,6 @@ impl Configs {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Written {
-    /// `ConfigMap` or `Secret`.
     pub object_kind: String,
     pub object: String,
     /// RFC 3339.
@@ -118,21 +126,8 @@ pub struct Written {
     pub seconds_ago: i64,
 }
 
-impl Written {
-    /// The `object_kind` `object` written `at`, `now` being the report's time.
-    pub fn new(object_kind: String, object: String, at: Timestamp, now: Timestamp) -> Self {
-        Written {
-            object_kind,
-            object,
-            at: at.to_string(),
-            seconds_ago: seconds_between(at, now),
-        }
-    }
-}
-
-/// When an object's data was last written: the newest `managedFields` entry that owns
-/// `data`, `binaryData` or `stringData`, else its creation. The API keeps no more: which key
-/// changed, and any earlier write, are not recorded.
+/// When an object's data was last written: the newest `managedFields` entry that owns its data,
+/// else its creation (the API records no more).
 pub fn data_written(meta: &ObjectMeta) -> Option<Timestamp> {
     let owns_data = |fields: &serde_json::Value| {
         ["f:data", "f:binaryData", "f:stringData"]

@@ -1,5 +1,4 @@
-//! The report on a ConfigMap or Secret (pure): who reads it, how, and what a change of each key
-//! would do, from the reports of every workload in its namespace.
+//! The report on a ConfigMap or Secret (pure), from the reports of its namespace's workloads.
 
 use std::collections::BTreeMap;
 
@@ -17,13 +16,11 @@ use crate::hash::ConfigId;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigReport {
-    /// `ConfigMap` or `Secret`.
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
     /// Annotated `reload-injector.io/ignore: "true"`: its changes never cause a write.
     pub ignored: bool,
-    /// When its data was last written.
     pub written: Option<Written>,
     /// One entry per key it has or that something reads, sorted.
     pub keys: Vec<KeyLine>,
@@ -49,15 +46,12 @@ pub struct ReaderLine {
     /// `deploy/web`.
     pub workload: String,
     pub container: String,
-    /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
-    /// As in the workload's read line.
     #[serde(flatten)]
     pub effect: Effect,
 }
 
-/// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when it does
-/// not exist: its keys, then every workload in the namespace that reads it.
+/// The report on `kind` (ConfigMap or Secret) `name` in `namespace`, or `None` when not found.
 pub fn config(
     snapshot: &Snapshot,
     kind: Kind,
@@ -71,18 +65,23 @@ pub fn config(
     };
     let seen = configs.get(&id)?;
     let keys = &seen.keys;
+    let line = |key: &String, exists| KeyLine {
+        key: key.clone(),
+        exists,
+        readers: Vec::new(),
+    };
     let mut lines: BTreeMap<String, KeyLine> = (keys.iter())
-        .map(|key| (key.clone(), KeyLine::new(key, true)))
+        .map(|key| (key.clone(), line(key, true)))
         .collect();
     let mut findings = Vec::new();
     for (workload_kind, object) in snapshot.workload_objects(Some(namespace)) {
         let report = workload_report::report_with(snapshot, workload_kind, object, &configs);
         let workload = format!("{}/{}", workload_kind.short(), report.name);
         let reads = report.reads.iter();
-        let reads: Vec<_> = reads
+        let mut reads = reads
             .filter(|r| r.object_kind == kind.name() && r.object == name)
-            .collect();
-        if reads.is_empty() {
+            .peekable();
+        if reads.peek().is_none() {
             continue;
         }
         for read in reads {
@@ -93,9 +92,9 @@ pub fn config(
                 effect: read.effect.clone(),
             };
             for key in read.key.as_ref().map_or(&keys[..], std::slice::from_ref) {
-                let line = lines.entry(key.clone());
-                let line = line.or_insert_with(|| KeyLine::new(key, false));
-                line.readers.push(reader.clone());
+                let entry = lines.entry(key.clone());
+                let entry = entry.or_insert_with(|| line(key, false));
+                entry.readers.push(reader.clone());
             }
         }
         for mut finding in report.findings {
@@ -108,20 +107,9 @@ pub fn config(
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         ignored: seen.ignored,
-        written: (seen.written)
-            .map(|at| Written::new(kind.name().to_owned(), name.to_owned(), at, snapshot.now)),
+        written: configs.written(&id, snapshot.now),
         keys: lines.into_values().collect(),
         findings,
         notes: snapshot.failed_reads(),
     })
-}
-
-impl KeyLine {
-    fn new(key: &str, exists: bool) -> Self {
-        KeyLine {
-            key: key.to_owned(),
-            exists,
-            readers: Vec::new(),
-        }
-    }
 }

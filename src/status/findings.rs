@@ -1,5 +1,5 @@
 //! Findings: what keeps a change from reaching the pods, each with its fix, worded as the
-//! README's table of warnings words it. Their `code`s are part of the `-o json` form.
+//! README's table of warnings words it.
 
 use std::fmt;
 

@@ -1,5 +1,4 @@
-//! Is the stamped `config-hash` the hash of the live data? (pure): what the webhook's
-//! Secret-hash key lets the report check, the check itself, and the `stale` finding.
+//! Is the stamped `config-hash` the live data's? (pure): the check, and the `stale` finding.
 
 use std::collections::BTreeSet;
 
@@ -41,15 +40,13 @@ impl KeyState<'_> {
     }
 }
 
-/// A stamped hash against the live data's (`current`, `stale`, `notStamped`,
-/// `nothingToHash` or `unknown` in JSON).
+/// A stamped hash against the live data's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HashState {
     Current,
     Stale,
     NotStamped,
-    /// Nothing is read that a hash covers.
     NothingToHash,
     /// The live data's hash cannot be made.
     #[default]
@@ -61,17 +58,14 @@ pub enum HashState {
 #[serde(rename_all = "camelCase")]
 pub struct HashCheck {
     pub state: HashState,
-    /// The annotation on the pod template.
     pub stamped: Option<String>,
-    /// The hash of the live data, by the webhook's own function.
     pub live: Option<String>,
     /// Whether Secrets entered the check (the hash key was readable, or the webhook has none).
     pub secrets_checked: bool,
     /// The consumed objects with the time their data was last written, newest first.
     pub written: Vec<Written>,
-    /// The stamp is the hash of what an earlier version counted (before the reload catalogue or
-    /// strategies) over the live data: the controller leaves it until that data changes.
-    /// Absent from JSON when false.
+    /// The stamp is the hash of what an earlier version counted over the live data: the
+    /// controller leaves it until that data changes.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub earlier: bool,
 }
@@ -86,10 +80,9 @@ pub fn state_of(stamped: &Option<String>, live: &Option<String>) -> HashState {
     }
 }
 
-/// What the webhook's Secret-hash key lets the report check, and the note when it cannot. The
-/// key's Secret is looked for where the shipped manifests keep it; without it, the webhook is
-/// taken to have no key only if the stamped hash is the one without Secrets: an install that
-/// keeps its key elsewhere must not be told its Secrets are not hashed.
+/// What the webhook's Secret-hash key lets the report check, and the note when it cannot. With
+/// no key Secret where the manifests keep it, the webhook is taken to have no key only if the
+/// stamp says so: an install that keeps its key elsewhere must not be told Secrets are unhashed.
 pub fn hash_key<'a>(
     snapshot: &'a Snapshot,
     explained: Option<&Explained>,
@@ -139,9 +132,8 @@ pub fn key_unreadable(reason: &str) -> String {
     format!("Secrets cannot be checked: the webhook's Secret-hash key cannot be read ({reason})")
 }
 
-/// The stamped hash against the hash of the live data `explained` reads through env. A stale
-/// one is also held against what an earlier version counted (`earlier`, only asked then), as the
-/// controller does.
+/// The stamped hash against the live data `explained` reads through env; a stale one also
+/// against what an earlier version counted (`earlier`), as the controller does.
 pub fn hash_check(
     snapshot: &Snapshot,
     explained: &Explained,
@@ -156,12 +148,10 @@ pub fn hash_check(
     let report = consumption.hash(&data, key.key());
     let secrets_read = ids.iter().any(|id| id.kind == ConfigKind::Secret);
     let checks_secrets = key.checks_secrets();
-    let written = |id: &&ConfigId| {
-        let at = configs.get(id)?.written?;
-        let kind = id.kind.to_string();
-        Some(Written::new(kind, id.name.clone(), at, snapshot.now))
-    };
-    let mut written: Vec<Written> = ids.iter().filter_map(written).collect();
+    let written = ids
+        .iter()
+        .filter_map(|id| configs.written(id, snapshot.now));
+    let mut written: Vec<Written> = written.collect();
     written.sort_by_key(|w| w.seconds_ago);
     let state = match state_of(&stamped, &report.hash) {
         _ if consumption.is_empty() => HashState::NothingToHash,
@@ -185,13 +175,14 @@ pub fn hash_check(
     }
 }
 
-/// A data write this recent may not have been re-stamped yet (`--rollout-delay` plus the
-/// controller's rate limit).
+/// A data write this recent may not be re-stamped yet (`--rollout-delay` plus the rate limit).
 const RECENT_SECONDS: i64 = 5;
 
 /// The `stale` finding on a `kind` workload, its fix depending on whether a controller runs.
 pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> Finding {
-    let newest = hash.written.first().map(|w| {
+    let newest = hash.written.first();
+    let recent = newest.is_some_and(|w| w.seconds_ago <= RECENT_SECONDS);
+    let newest = newest.map(|w| {
         format!(
             "; the newest data write: {} {} {} ago",
             w.object_kind,
@@ -204,10 +195,6 @@ pub fn stale_finding(kind: Kind, hash: &HashCheck, controller_running: bool) -> 
          (the hash cannot tell which key)",
         newest.unwrap_or_default()
     );
-    let recent = hash
-        .written
-        .first()
-        .is_some_and(|w| w.seconds_ago <= RECENT_SECONDS);
     let fix = if kind == Kind::Pod {
         "a Pod keeps the config it started with: its workload's template is re-stamped, or recreate it"
             .to_owned()

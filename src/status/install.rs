@@ -1,6 +1,5 @@
-//! Opt-in (the namespace label, the object's own opt-in or Reloader's annotations, the
-//! template's opt-out) and the installation (webhook configuration, CA bundle, the controller's
-//! Lease, whether `serve` was told Reloader is gone). Pure.
+//! Opt-in and the installation (webhook configuration, the controller's Lease, whether `serve`
+//! was told Reloader is gone). Pure.
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhook;
 use serde::Serialize;
@@ -17,18 +16,14 @@ use crate::policy::{
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OptIn {
-    /// The namespace's `reload-injector.io/inject` label, if any.
     pub namespace_label: Option<String>,
     pub namespace_read: bool,
-    /// The product acts on it: its namespace is labelled `enabled` (`true` when the namespace
-    /// could not be read, as nothing says otherwise) or it opts in itself, and it is not
-    /// excluded, opted out, or left to Reloader.
+    /// The product acts on it (an unreadable namespace counts as labelled).
     pub opted_in: bool,
     /// A namespace never mutated whatever its labels say.
     pub excluded: bool,
     /// `label` or `annotation` when the pod template opts out.
     pub opted_out_by: Option<&'static str>,
-    /// Who opts it in when it is acted on: `namespace`, `annotation` or `reloader`.
     pub opted_in_by: Option<&'static str>,
     /// Reloader's annotations on it (`key=value`), its own metadata's then its template's.
     pub reloader: Vec<String>,
@@ -36,7 +31,7 @@ pub struct OptIn {
     pub left_to_reloader: bool,
 }
 
-/// The webhook configuration as read (`present`, `missing` or `unreadable` in JSON).
+/// The webhook configuration as read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum WebhookState {
@@ -64,10 +59,8 @@ pub struct Installation {
     pub reloader_retired: Option<bool>,
 }
 
-/// The opt-in part, and its findings, from the pod template's (or Pod's) `labels` and
-/// `annotations` (carrying the workload's own opt-ins as the webhook copies them) and the
-/// workload's `own` annotations. Reloader is taken to run beside us unless `serve` is known to
-/// run with `--reloader-retired`.
+/// The opt-in part and its findings, from the template's `labels` and `annotations` and the
+/// workload's `own` annotations. Reloader is taken to run unless `serve` is known to be told not.
 pub fn opt_in(
     snapshot: &Snapshot,
     namespace: &str,
@@ -87,15 +80,7 @@ pub fn opt_in(
         .filter(|(key, _)| reloader::is_key(key))
         .map(|(key, value)| format!("{key}={value}"))
         .collect();
-    let finding = if excluded {
-        Some(Finding::new(
-            Code::NamespaceExcluded,
-            format!("namespace {namespace:?} is never mutated, whatever its labels say"),
-            "run the workload in another namespace",
-        ))
-    } else {
-        verdict_finding(&verdict, namespace, &namespace_label, &reloader)
-    };
+    let finding = verdict_finding(&verdict, excluded, namespace, &namespace_label, &reloader);
     let (opted_out_by, opted_in_by) = match verdict {
         Verdict::Unmanaged(Unmanaged::OptedOut(by)) => (Some(by.as_str()), None),
         Verdict::Managed { by, .. } if !excluded => (
@@ -121,9 +106,10 @@ pub fn opt_in(
     (opt_in, finding.into_iter().collect())
 }
 
-/// The finding of an object the product does not act on, with its fix.
+/// The finding of an object the product does not act on (or `excluded`), with its fix.
 fn verdict_finding(
     verdict: &Verdict,
+    excluded: bool,
     namespace: &str,
     label: &Option<String>,
     reloader: &[String],
@@ -133,6 +119,11 @@ fn verdict_finding(
         .as_deref()
         .map_or("absent".to_owned(), |v| format!("{v:?}"));
     Some(match verdict {
+        _ if excluded => Finding::new(
+            Code::NamespaceExcluded,
+            format!("namespace {namespace:?} is never mutated, whatever its labels say"),
+            "run the workload in another namespace",
+        ),
         Verdict::Managed { .. } => return None,
         Verdict::Unmanaged(Unmanaged::NotOptedIn) => Finding::new(
             Code::NamespaceNotOptedIn,
@@ -174,8 +165,7 @@ fn verdict_finding(
     })
 }
 
-/// Whether the webhook's Deployment runs `serve` with `--reloader-retired` (a `true` value, or
-/// the flag alone; the environment variable too), when it could be read.
+/// Whether the webhook's Deployment runs `serve` with `--reloader-retired` (flag or env).
 pub fn reloader_retired(snapshot: &Snapshot) -> Option<bool> {
     let deployment = snapshot.serve_deployment.ok()?.as_ref()?;
     let containers = deployment
@@ -254,7 +244,6 @@ pub fn installation(snapshot: &Snapshot) -> (Installation, Vec<Finding>, Vec<Str
             return (out, findings, notes);
         }
     };
-    // The Lease's holder, renewal and duration, and whether a leader holds it now.
     out.lease_read = true;
     let spec = lease.and_then(|l| l.spec.as_ref());
     out.lease_holder = spec

@@ -1,9 +1,6 @@
 //! `reload-injector status` (also `kubectl reload-injector`): "why didn't my pod reload?".
-//! [`collect`] fills a [`snapshot::Snapshot`] (the goldens build one from their objects); the
-//! pure judges read it; [`render`] writes text or JSON. Exit codes: 0 all well, 1 a finding, 2
-//! the command could not do its job. Imports the shared domain (`hash`, `workload`, `kinds`,
-//! `object_names`, `policy`), the `controller`'s names for what it writes, `cli` and `report`;
-//! never `webhook`, `watch`, `certs` or `offline`.
+//! [`collect`] fills a [`snapshot::Snapshot`], the pure judges read it, [`render`] writes it.
+//! Exit codes: 0 all well, 1 a finding, 2 failed. Never imports `webhook`, `watch` or `certs`.
 
 pub mod collect;
 pub mod config_objects;
@@ -41,15 +38,10 @@ pub enum StatusError {
     AllWithTarget,
     #[error("failed to load the kubeconfig: {0}")]
     NoConfig(String),
-    /// The reads could not be made (unreachable, unauthorized, no such namespace).
     #[error(transparent)]
     Collect(#[from] collect::CollectError),
-    #[error("{kind} {name:?} not found in namespace {namespace:?}")]
-    NotFound {
-        kind: &'static str,
-        name: String,
-        namespace: String,
-    },
+    #[error("{} {:?} not found in namespace {namespace:?}", target.kind.short(), target.name)]
+    NotFound { target: Target, namespace: String },
     /// The target's kind could not be read at all (`what`: `deployments in "shop"`).
     #[error("failed to read {what}: {reason}")]
     TargetUnreadable { what: String, reason: String },
@@ -74,8 +66,7 @@ pub fn run(args: StatusArgs) -> ExitCode {
     }
 }
 
-/// The output and exit code of `status`: the summary without a TARGET, else the report on a
-/// ConfigMap or Secret, else on a workload or Pod.
+/// The output and exit code of `status`: the summary without a TARGET, else the report on it.
 async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
     let target = args.target.as_deref().map(Target::parse).transpose()?;
     if args.all_namespaces && target.is_some() {
@@ -93,7 +84,6 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
             let found = summary.has_findings();
             Ok(output(json, &summary, found, render::summary_text))
         }
-        // Who reads a ConfigMap or Secret, how, and what a change of each key does.
         Some(target) if matches!(target.kind, Kind::ConfigMap | Kind::Secret) => {
             let scope = Some(namespace.as_str());
             let snapshot = reader
@@ -101,7 +91,7 @@ async fn status(args: &StatusArgs) -> Result<(String, u8), StatusError> {
                 .await?;
             target_readable(&snapshot, &target, &namespace)?;
             let report = config_report::config(&snapshot, target.kind, &namespace, &target.name);
-            let report = report.ok_or_else(|| not_found(target, namespace))?;
+            let report = report.ok_or(StatusError::NotFound { target, namespace })?;
             let found = !report.findings.is_empty();
             Ok(output(json, &report, found, render::config_text))
         }
@@ -129,15 +119,6 @@ fn output<R: serde::Serialize>(
     (rendered, code)
 }
 
-fn not_found(target: Target, namespace: String) -> StatusError {
-    let (kind, name) = (target.kind.short(), target.name);
-    StatusError::NotFound {
-        kind,
-        name,
-        namespace,
-    }
-}
-
 /// The report on a workload or Pod. Its sidecar Pods are known only once the report is made,
 /// so the report is made again after their logs are read (a pure, cheap step).
 async fn workload_report(
@@ -156,12 +137,11 @@ async fn workload_report(
     target_readable(&snapshot, &target, &namespace)?;
     let Some(first) = workload_report::workload(&snapshot, target.kind, &namespace, &target.name)
     else {
-        return Err(not_found(target, namespace));
+        return Err(StatusError::NotFound { target, namespace });
     };
     let sidecars = first.pods.items.iter().filter(|p| p.sidecar).take(MAX_LOGS);
-    let sidecar_pods: Vec<String> = sidecars
-        .map(|p| format!("{namespace}/{}", p.name))
-        .collect();
+    let sidecars = sidecars.map(|p| format!("{namespace}/{}", p.name));
+    let sidecar_pods: Vec<String> = sidecars.collect();
     if sidecar_pods.is_empty() {
         return Ok(first);
     }
@@ -202,8 +182,7 @@ fn target_readable(
     Err(StatusError::TargetUnreadable { what, reason })
 }
 
-/// A client from the kubeconfig (`--kubeconfig`, else `KUBECONFIG` or `~/.kube/config`, else
-/// in-cluster) and the context's namespace.
+/// A client from the kubeconfig (else in-cluster) and the context's namespace.
 async fn connect(args: &StatusArgs) -> Result<(kube::Client, String), StatusError> {
     let options = KubeConfigOptions {
         context: args.context.clone(),

@@ -1,9 +1,9 @@
-//! The Pods of a workload (pure): which it owns (its label selector or, for a CronJob, the
-//! owner references through its Jobs), how many run the current template, how many carry the
-//! sidecar, whether each sidecar Pod's `mounted-config-hash` matches the live data, and the
-//! `config-reloader` container's restarts and last reload lines.
+//! The Pods of a workload (pure): which it owns, whether they run the current template and carry
+//! the sidecar, and each sidecar's hashes, restarts and last reload lines.
 
-use serde::Serialize;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::config_objects::Configs;
@@ -18,7 +18,6 @@ use crate::workload::pod::PodSpec;
 use crate::workload::string_map;
 use crate::workload::{CONFIG_HASH, MOUNTED_CONFIG_HASH, MOUNTED_CONFIG_HELD_BACK, SIDECAR_NAME};
 use crate::workload::{ENV_HASH, ENV_HASH_HELD_BACK, consumption, in_place};
-use serde::Deserialize;
 
 /// The Pods part of a report.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -39,35 +38,29 @@ pub struct Pods {
 #[serde(rename_all = "camelCase")]
 pub struct PodLine {
     pub name: String,
-    /// `status.phase`.
     pub phase: Option<String>,
     /// Whether its `config-hash` is the template's.
     pub current_hash: Option<bool>,
     pub sidecar: bool,
-    /// Its `mounted-config-hash`, the hash of the live data it mounts (`None`: not
-    /// computable), and the one against the other (sidecar Pods only).
+    /// Its `mounted-config-hash` against the live data's (sidecar Pods; `None`: not computable).
     pub mounted_stamped: Option<String>,
     pub mounted_live: Option<String>,
     pub mounted_state: Option<HashState>,
-    /// The same for its `env-hash` (a Pod that restarts in place): the env its containers are
-    /// to run with, against the live data it reads through env.
+    /// The same for its `env-hash` (a Pod that restarts in place), against the env it reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_stamped: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_live: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_state: Option<HashState>,
-    /// Its stale `mounted-config-hash` is the one a stopped refresh held back from it (its
-    /// `mounted-config-held-back` is the live data's hash): it stays until the config changes.
+    /// Its stale `mounted-config-hash` is the one a stopped refresh held back from it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mounted_held_back: bool,
     /// Its stale `env-hash` is the one stopped restarts in place held back from it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub env_held_back: bool,
-    /// Restarts of the `config-reloader` container.
     pub sidecar_restarts: Option<i64>,
-    /// The `config-reloader` last ended with the restart code: the Pod restarted in place
-    /// (its restarts are then the product's own doing).
+    /// The `config-reloader` last exited with the restart code: its restarts are our own.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub restarted_in_place: bool,
     /// The last reload lines of its log, oldest first.
@@ -141,17 +134,16 @@ fn owned_pods<'a>(
         .filter(|j| kind == Kind::CronJob && here(j) && owned_by(j, uid.unwrap_or_default()))
         .filter_map(|j| meta_str(j, "uid"))
         .collect();
-    let selector = object.pointer("/spec/selector");
+    let selector = object.pointer("/spec/selector").and_then(selector);
     let owned = |p: &&Value| match kind {
         Kind::Pod => meta_str(p, "name") == name && meta_str(p, "uid") == uid,
         Kind::CronJob => jobs.iter().any(|uid| owned_by(p, uid)),
-        _ => selector.is_some_and(|s| matches(s, &p["metadata"]["labels"])),
+        _ => (selector.as_ref()).is_some_and(|s| s.matches(&string_map(p, "labels"))),
     };
     all.iter().filter(|p| here(p) && owned(p)).collect()
 }
 
-/// The workload's own `(updated, wanted)` replica counts, once its controller has seen the
-/// current generation.
+/// The workload's `(updated, wanted)` replicas, once its controller saw the current generation.
 fn updated(kind: Kind, object: &Value) -> Option<(i64, i64)> {
     let status = object.get("status")?;
     let int = |v: &Value, f: &str| v.get(f).and_then(Value::as_i64);
@@ -242,14 +234,12 @@ fn pod_line(
     line
 }
 
-/// Whether a hash in `state` is stale because a stopped run held the live value back: `held`,
-/// the Pod's held-back annotation, is the live data's hash.
+/// Whether a stale hash is one a stopped run held back (`held`, the annotation, is the live one).
 fn held_back(state: Option<HashState>, held: Option<&String>, live: &Option<String>) -> bool {
     state == Some(HashState::Stale) && live.is_some() && held == live.as_ref()
 }
 
-/// The findings about one Pod: `no-sidecar`, `mounted-stale`, `env-stale`, `sidecar-restarts`,
-/// `reload-failed`.
+/// The findings about one Pod.
 fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<Finding> {
     let mut findings = Vec::new();
     let pod = &line.name;
@@ -317,51 +307,11 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     findings
 }
 
-/// Whether an object's `metadata.labels` (JSON, `Null` when absent) match the
-/// `LabelSelector` JSON `selector`. An empty or absent selector matches nothing (as a
+/// A workload's `LabelSelector` JSON; `None` when empty or malformed: it matches nothing (as a
 /// workload's selector must not select every Pod).
-pub fn matches(selector: &Value, labels: &Value) -> bool {
-    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
-    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
-    let empty =
-        match_labels.is_none_or(|m| m.is_empty()) && expressions.is_none_or(|e| e.is_empty());
-    if empty {
-        return false;
-    }
-    let labels_ok = match_labels.into_iter().flatten().all(|(key, want)| {
-        want.as_str()
-            .is_some_and(|want| label(labels, key) == Some(want))
-    });
-    labels_ok
-        && expressions
-            .into_iter()
-            .flatten()
-            .all(|expression| expression_matches(expression, labels))
-}
-
-fn label<'v>(labels: &'v Value, key: &str) -> Option<&'v str> {
-    labels.get(key).and_then(Value::as_str)
-}
-
-fn expression_matches(expression: &Value, labels: &Value) -> bool {
-    let Some(key) = expression.get("key").and_then(Value::as_str) else {
-        return false;
-    };
-    let values: Vec<&str> = expression
-        .get("values")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let got = label(labels, key);
-    match expression.get("operator").and_then(Value::as_str) {
-        Some("In") => got.is_some_and(|g| values.contains(&g)),
-        Some("NotIn") => got.is_none_or(|g| !values.contains(&g)),
-        Some("Exists") => got.is_some(),
-        Some("DoesNotExist") => got.is_none(),
-        _ => false,
-    }
+pub fn selector(value: &Value) -> Option<Selector> {
+    let selector = Selector::try_from(LabelSelector::deserialize(value).ok()?).ok()?;
+    (!selector.selects_all()).then_some(selector)
 }
 
 /// Whether `object` has an owner reference to `uid`.
@@ -374,9 +324,8 @@ pub fn owned_by(object: &Value, uid: &str) -> bool {
         .any(|owner| owner.get("uid").and_then(Value::as_str) == Some(uid))
 }
 
-/// The last `max` reload lines of a `config-reloader` log, oldest first, each trimmed: the
-/// watcher logs one line per reload attempt (`reloaded`, `reload failed: …`, `…; not retried
-/// until the content changes again`), as text or JSON.
+/// The last `max` reload lines (one per attempt, text or JSON) of a `config-reloader` log,
+/// oldest first, each trimmed.
 pub fn reload_lines(log: &str, max: usize) -> Vec<String> {
     let reload = ["reloaded", "reload failed", "not retried"];
     let lines: Vec<&str> = (log.lines())
@@ -404,8 +353,7 @@ fn result(line: &str) -> Option<&str> {
     }
 }
 
-/// Whether a reload line reports that the signalled process exited right after the signal: it
-/// died of it instead of reloading.
+/// Whether a reload line says the signalled process died of the signal instead of reloading.
 pub fn target_exited(line: &str) -> bool {
     line.contains("target_exited")
 }
@@ -423,8 +371,9 @@ mod tests {
 
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> Value {
-        Value::Object(pairs.iter().map(|(k, v)| ((*k).into(), json!(v))).collect())
+    fn matches(selector: &Value, pairs: &[(&str, &str)]) -> bool {
+        let labels = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        super::selector(selector).is_some_and(|s| s.matches(&labels.collect()))
     }
 
     #[test]
@@ -437,12 +386,12 @@ mod tests {
             (&[("app", "web"), ("tier", "c")], false),
             (&[("app", "web"), ("tier", "a"), ("canary", "1")], false),
         ] {
-            assert_eq!(matches(&selector, &labels(pod)), expected, "{pod:?}");
+            assert_eq!(matches(&selector, pod), expected, "{pod:?}");
         }
-        assert!(!matches(&json!({}), &labels(&[("app", "web")])));
+        assert!(!matches(&json!({}), &[("app", "web")]));
         assert!(!matches(
             &json!({"matchExpressions": [{"operator": "Exists"}]}),
-            &labels(&[])
+            &[]
         ));
     }
 

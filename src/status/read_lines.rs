@@ -1,6 +1,5 @@
-//! What a workload reads, one line per key or mounted volume, and what a change of each does:
-//! the core's own decision ([`Strategy`], [`Consequence`]) in words; and the findings about
-//! those reads (pure).
+//! What a workload reads, one line per key or volume, what a change of each does (the core's
+//! [`Strategy`] and [`Consequence`] in words), and the findings about those reads (pure).
 
 use serde::Serialize;
 
@@ -20,12 +19,9 @@ use crate::workload::{ON_CHANGE, PROCESS, SIDECAR_NAME, WATCH, describe, quoted}
 #[serde(rename_all = "camelCase")]
 pub struct ReadLine {
     pub container: String,
-    /// `ConfigMap` or `Secret`.
     pub object_kind: String,
     pub object: String,
-    /// The key, or `None` for every key.
     pub key: Option<String>,
-    /// `env`, `envFrom`, `subPath`, `initSubPath`, `directory` or `initDirectory`.
     pub via: &'static str,
     pub volume: Option<String>,
     pub optional: bool,
@@ -35,32 +31,25 @@ pub struct ReadLine {
     pub effect: Effect,
 }
 
-/// What a change of a read does and why: the end of a workload's read line and of a config's
-/// reader line alike.
+/// What a change of a read does and why (in a workload's read line and a config's reader line).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Effect {
     pub on_change: OnChange,
-    /// Why, in a few words.
     pub detail: String,
-    /// The catalogue's program the decision comes from (it reloads by itself, reads at start
-    /// only, or lacks the flag it reloads with); absent from JSON when none.
+    /// The catalogue's program the decision comes from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program: Option<&'static str>,
-    /// The container (a reloader such as configmap-reload) that already reloads it; absent from
-    /// JSON when none.
+    /// The container (a reloader such as configmap-reload) that already reloads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reloaded_by: Option<String>,
 }
 
-/// What a change of a read does (`rollout`, `hotReload`, `restartInPlace`, `reloadsItself`,
-/// `alreadyReloaded`, `nextJob` or `nothing` in JSON).
+/// What a change of a read does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum OnChange {
-    /// The pods roll.
     Rollout,
-    /// The sidecar reloads the app.
     HotReload,
     /// Each Pod restarts every container in place, wave by wave.
     RestartInPlace,
@@ -70,7 +59,6 @@ pub enum OnChange {
     AlreadyReloaded,
     /// A Job or CronJob: a running Job keeps it, the next Job reads the new one.
     NextJob,
-    /// Nothing, and the detail says why.
     Nothing,
 }
 
@@ -135,8 +123,7 @@ pub fn read_lines(
     explained.reads.iter().map(line).collect()
 }
 
-/// Nothing, and why, when the workload is not acted on or Reloader's annotations leave `id` out
-/// (in `search` mode: it does not carry `match`, as `seen`).
+/// Nothing, and why, when the workload is not acted on or Reloader's annotations leave `id` out.
 fn not_counted(
     judging: &Judging<'_>,
     id: &ConfigId,
@@ -281,8 +268,7 @@ fn why_text(why: &Why) -> String {
     }
 }
 
-/// The findings about `reads`, once per object: `missing-config`, `subpath`,
-/// `secret-not-hashed`.
+/// The findings about `reads`, once per object.
 pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut said = std::collections::BTreeSet::new();
@@ -325,8 +311,7 @@ pub fn read_findings(reads: &[ReadLine]) -> Vec<Finding> {
     findings
 }
 
-/// How the sidecar reloads: `SIGHUP to "nginx"`, `SIGHUP to each app container's main
-/// process`, `POST http://…`.
+/// How the sidecar reloads: `SIGHUP to "nginx"`, `POST http://…`.
 pub fn mode_text(mode: &Told) -> String {
     match mode {
         Told::Signal {

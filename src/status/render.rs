@@ -1,11 +1,11 @@
-//! Text and JSON forms of a report or summary (pure). The JSON form is the serialized
-//! [`Report`] / [`ConfigReport`] / [`Summary`], with `exitCode`; its fields are documented in docs/status.md.
+//! Text and JSON forms of a report or summary (pure); JSON fields are in docs/status.md.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use super::age;
+use super::config_objects::Written;
 use super::config_report::ConfigReport;
 use super::findings::Finding;
 use super::hash_check::{HashCheck, HashState};
@@ -107,14 +107,10 @@ fn reads_text(out: &mut String, reads: &[ReadLine], reload: Option<&str>) {
         out.push_str("   no ConfigMap or Secret\n");
     }
     for read in reads {
-        let what = match &read.key {
-            Some(key) => format!("{} {:?} key {key:?}", read.object_kind, read.object),
-            None => format!("{} {:?} (every key)", read.object_kind, read.object),
-        };
-        let via = match &read.volume {
-            Some(volume) => format!("{} (volume {volume:?})", read.via),
-            None => read.via.to_owned(),
-        };
+        let key = (read.key.as_ref()).map_or("(every key)".to_owned(), |k| format!("key {k:?}"));
+        let what = format!("{} {:?} {key}", read.object_kind, read.object);
+        let volume = read.volume.as_ref().map(|v| format!(" (volume {v:?})"));
+        let via = format!("{}{}", read.via, volume.unwrap_or_default());
         let optional = if read.optional { ", optional" } else { "" };
         let exists = match read.exists {
             Some(false) => ", MISSING",
@@ -163,16 +159,20 @@ fn hash_text(out: &mut String, hash: &HashCheck) {
         HashState::Unknown => "could not be computed".to_owned(),
     };
     let _ = writeln!(out, "   config-hash: {line}");
-    for written in &hash.written {
+    for w in &hash.written {
         let _ = writeln!(
             out,
-            "   {} {:?}: data last written {} ago ({})",
-            written.object_kind,
-            written.object,
-            age(written.seconds_ago),
-            written.at
+            "   {} {:?}: {}",
+            w.object_kind,
+            w.object,
+            written_text(w)
         );
     }
+}
+
+fn written_text(written: &Written) -> String {
+    let ago = age(written.seconds_ago);
+    format!("data last written {ago} ago ({})", written.at)
 }
 
 fn events_text(out: &mut String, events: &[EventLine]) {
@@ -268,8 +268,7 @@ fn notes_text(out: &mut String, notes: &[String]) {
     }
 }
 
-/// How the object itself opts in, and what its Reloader annotations do (only when it opts in
-/// itself or carries Reloader's annotations).
+/// How the object itself opts in, and what its Reloader annotations do.
 fn reloader_text(out: &mut String, opt: &OptIn, retired: Option<bool>) {
     let annotations = opt.reloader.join(", ");
     let object = match opt.opted_in_by {
@@ -293,8 +292,7 @@ fn reloader_text(out: &mut String, opt: &OptIn, retired: Option<bool>) {
     }
 }
 
-/// A summary as text: one line per workload, problems first; then the workloads that carry
-/// Reloader's annotations, and what each will get.
+/// A summary as text: one line per workload, then those with Reloader's annotations.
 pub fn summary_text(summary: &Summary) -> String {
     let mut out = String::new();
     if summary.workloads.is_empty() {
@@ -335,12 +333,7 @@ pub fn config_text(report: &ConfigReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{}", report.kind, report.namespace, report.name);
     if let Some(written) = &report.written {
-        let _ = writeln!(
-            out,
-            "   data last written {} ago ({})",
-            age(written.seconds_ago),
-            written.at
-        );
+        let _ = writeln!(out, "   {}", written_text(written));
     }
     if report.ignored {
         out.push_str(

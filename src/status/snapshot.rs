@@ -1,5 +1,4 @@
-//! The objects `status` read from the cluster, the input of the pure report: a failed read
-//! makes a partial report, never a crash.
+//! The objects `status` read, the input of the pure report: a failed read makes a partial one.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -54,8 +53,7 @@ impl<T: Default> Default for Fetched<T> {
     }
 }
 
-/// A Secret as `status` keeps it: values are reduced to digests (keyed, only when the hash key
-/// could be read) the moment they are read, and never kept.
+/// A Secret as `status` keeps it: values are reduced to digests as read, and never kept.
 #[derive(Debug, Clone)]
 pub struct SecretSeen {
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -69,27 +67,22 @@ pub struct SecretSeen {
 pub struct Snapshot {
     /// When the reads were made (ages are measured from it).
     pub now: Timestamp,
-    /// Namespaces read, by name.
     pub namespaces: Fetched<BTreeMap<String, Namespace>>,
     /// `None` (here and below): not found.
     pub webhook: Fetched<Option<MutatingWebhookConfiguration>>,
     /// From the webhook configuration's Service; else the default.
     pub webhook_namespace: String,
-    /// The controller's Lease in the webhook's namespace.
     pub lease: Fetched<Option<Lease>>,
     /// The webhook's Deployment (its `serve` flags say whether Reloader is gone).
     pub serve_deployment: Fetched<Option<Value>>,
-    /// The webhook's Secret-hash key: `None` when its Secret does not exist (then the webhook
-    /// hashes no Secret either).
+    /// The webhook's Secret-hash key (`None`: no Secret; the webhook hashes no Secret either).
     pub hash_key: Fetched<Option<SecretKey>>,
-    /// Workloads by kind (a kind the server does not serve is empty, and in `unserved`: no CRD
-    /// for Argo Rollouts, an old server).
+    /// Workloads by kind (a kind not served is empty, and in `unserved`).
     pub workloads: BTreeMap<Kind, Fetched<Vec<Value>>>,
     pub unserved: BTreeSet<Kind>,
     pub config_maps: Fetched<Vec<ConfigMap>>,
     pub secrets: Fetched<Vec<SecretSeen>>,
     pub pods: Fetched<Vec<Value>>,
-    /// Jobs (for the Pods of a CronJob).
     pub jobs: Fetched<Vec<Value>>,
     pub events: Fetched<Vec<Event>>,
     /// The last lines of the `config-reloader` log of some sidecar Pods, by `namespace/name`.
@@ -137,24 +130,20 @@ impl Snapshot {
     pub fn set_secrets(&mut self, secrets: Fetched<Vec<Secret>>) {
         let key = self.hash_key.ok().cloned().flatten();
         let reduce = |secret: Secret| {
-            let (data, string_data) = (secret.data.iter(), secret.string_data.iter());
-            let keys = data
-                .flat_map(|d| d.keys())
-                .chain(string_data.flat_map(|d| d.keys()));
-            let keys: BTreeSet<&String> = keys.collect();
+            let data = secret.data.iter().flat_map(|d| d.keys());
+            let string_data = secret.string_data.iter().flat_map(|d| d.keys());
+            let keys: BTreeSet<&String> = data.chain(string_data).collect();
+            let digests = key.as_ref().map(|k| ConfigObject::from_secret(&secret, k));
             SecretSeen {
                 keys: keys.into_iter().cloned().collect(),
-                digests: key
-                    .as_ref()
-                    .map(|key| ConfigObject::from_secret(&secret, key)),
+                digests,
                 metadata: secret.metadata,
             }
         };
         self.secrets = secrets.map(|list| list.into_iter().map(reduce).collect());
     }
 
-    /// Every workload read (in `namespace`, or everywhere), with its kind, in the order of
-    /// [`super::target_arg::WORKLOADS`].
+    /// Every workload read (in `namespace`, or everywhere), with its kind, in `WORKLOADS` order.
     pub fn workload_objects<'a>(
         &'a self,
         namespace: Option<&'a str>,

@@ -1,5 +1,5 @@
-//! The one-line-per-workload summary (no TARGET, or `-A`), problems first (pure): each line
-//! is the full report of that workload, cut to its finding codes.
+//! The one-line-per-workload summary (no TARGET, or `-A`): each workload's report cut to its
+//! finding codes (pure).
 
 use std::collections::BTreeMap;
 
@@ -29,14 +29,11 @@ pub struct Summary {
 pub struct Line {
     pub namespace: String,
     pub kind: Kind,
-    /// `deploy`, `sts`, …
     pub kind_short: &'static str,
     pub name: String,
     /// The codes of its findings (empty: all current).
     pub findings: Vec<Code>,
-    /// Who opts it in when it is acted on: `namespace`, `annotation` or `reloader`.
     pub opted_in_by: Option<&'static str>,
-    /// Reloader's annotations on it (`key=value`).
     pub reloader: Vec<String>,
     /// What it will get, in a few words, when it carries Reloader's annotations.
     pub will: Option<String>,
@@ -80,9 +77,8 @@ pub fn summary(snapshot: &Snapshot, namespace: Option<&str>) -> Summary {
     Summary { workloads, notes }
 }
 
-/// The Reloader controllers among the workloads read (an image from `stakater/reloader`), said
-/// with what `serve` was told: while it runs, `--reloader-retired` would let a change roll a
-/// workload twice.
+/// The Reloader controllers among the workloads read: while one runs, `--reloader-retired`
+/// would let a change roll a workload twice.
 fn reloader_running(snapshot: &Snapshot, namespace: Option<&str>) -> Vec<String> {
     let retired = super::install::reloader_retired(snapshot);
     snapshot
@@ -110,8 +106,7 @@ fn reloader_running(snapshot: &Snapshot, namespace: Option<&str>) -> Vec<String>
         .collect()
 }
 
-/// What a workload will get from reload-injector, from its report: left to Reloader, nothing, or
-/// the objects whose change rolls it and those hot-reloaded.
+/// What a workload will get from reload-injector, in a few words.
 fn will(report: &Report) -> String {
     if report.opt_in.left_to_reloader {
         return format!("left to Reloader until serve runs with {RETIRED_FLAG}, then rolled once");

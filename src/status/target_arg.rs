@@ -1,5 +1,4 @@
-//! `TARGET` as kubectl spells it: `deploy/web`, `deployment/web`, `deployments.apps/web`,
-//! `cm/app`, `secret/tls`, `pod/web-0`, … (pure).
+//! `TARGET` as kubectl spells it: `deploy/web`, `deployments.apps/web`, `cm/app`, … (pure).
 
 use crate::object_names::is_object_name;
 
@@ -14,11 +13,6 @@ pub const WORKLOADS: [Kind; 6] = [
     Kind::Job,
     Kind::Rollout,
 ];
-
-/// Where `kind`'s pod template is (a Pod is its own: the whole object).
-pub fn template_pointer(kind: Kind) -> &'static str {
-    kind.pod_pointer().unwrap_or_default()
-}
 
 /// One object to report on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +42,6 @@ impl Target {
         if kind.is_empty() || !is_object_name(name) {
             return Err(malformed());
         }
-        // A workload of [`WORKLOADS`], a Pod, a ConfigMap or a Secret.
         let reported = |k: &Kind| {
             WORKLOADS.contains(k) || matches!(k, Kind::Pod | Kind::ConfigMap | Kind::Secret)
         };

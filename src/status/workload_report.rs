@@ -1,5 +1,4 @@
-//! The report on one workload (pure): it asks each part in the order the report reads (opt-in
-//! and installation, reads, hash, Pods), each returning its findings.
+//! The report on one workload (pure), part by part in the order it reads, with findings.
 
 use std::collections::BTreeMap;
 
@@ -30,23 +29,17 @@ use crate::workload::{Workload as Classified, string_map};
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
-    /// `Deployment`, `StatefulSet`, …
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
-    /// 1. Opt-in.
     pub opt_in: OptIn,
-    /// 2. The installation.
     pub installation: Installation,
-    /// 3. What is consumed, and what a change of each does.
     pub reads: Vec<ReadLine>,
     /// How the sidecar reloads the app, when one would be injected.
     pub reload: Option<String>,
-    /// 4. Is the stamped hash current?
     pub hash: HashCheck,
     /// The last `ConfigChanged` Events on it, newest first.
     pub events: Vec<EventLine>,
-    /// 5. Its Pods.
     pub pods: Pods,
     /// What keeps changes from reaching the pods; empty when all is well.
     pub findings: Vec<Finding>,
@@ -61,12 +54,11 @@ pub struct EventLine {
     /// Last seen, RFC 3339.
     pub at: Option<String>,
     pub seconds_ago: Option<i64>,
-    /// The message (names objects and keys, never a value).
+    /// Names objects and keys, never a value.
     pub message: String,
 }
 
-/// The report on the workload (or Pod) `kind`/`name` in `namespace`, or `None` when the
-/// snapshot does not hold it. A Pod is reported like a workload whose template is the Pod.
+/// The report on the workload (or Pod, its own template) `kind`/`name` in `namespace`.
 pub fn workload(snapshot: &Snapshot, kind: Kind, namespace: &str, name: &str) -> Option<Report> {
     let objects = match kind {
         Kind::Pod => snapshot.pods.ok()?,
@@ -79,8 +71,8 @@ pub fn workload(snapshot: &Snapshot, kind: Kind, namespace: &str, name: &str) ->
     Some(report_with(snapshot, kind, object, &configs))
 }
 
-/// The report on `object`, a workload of `kind`, with the ConfigMaps and Secrets of its
-/// namespace already laid out (a summary lays them out once per namespace).
+/// The report on `object`, a `kind` workload, with its namespace's `configs` (a summary lays
+/// them out once per namespace).
 pub fn report_with(snapshot: &Snapshot, kind: Kind, object: &Value, configs: &Configs) -> Report {
     let workload = Workload::new(snapshot, kind, object, configs);
     let metas = [
@@ -166,15 +158,13 @@ struct Workload<'a> {
 /// The pod template as the core reads it.
 struct Core {
     spec: PodSpec,
-    /// What it reads and what the sidecar would do.
     explained: Explained,
-    /// What a change of restart-only config does to the workload.
     consequence: Consequence,
 }
 
 impl<'a> Workload<'a> {
     fn new(snapshot: &'a Snapshot, kind: Kind, object: &'a Value, configs: &'a Configs) -> Self {
-        let template = object.pointer(super::target_arg::template_pointer(kind));
+        let template = object.pointer(kind.pod_pointer().unwrap_or_default());
         let map = |field| template.map(|t| string_map(t, field)).unwrap_or_default();
         let own = |field| match kind {
             Kind::Pod => BTreeMap::new(),
@@ -204,8 +194,7 @@ impl<'a> Workload<'a> {
     }
 
     /// What the pod template reads and what the sidecar would do, by the webhook's own
-    /// [`explain::explain`], and what a change of restart-only config does to it; else why not:
-    /// a note when it lives in another object (a Rollout's `workloadRef`), or a finding.
+    /// [`explain::explain`]; else a note (a Rollout's `workloadRef`) or a finding.
     fn explain(&self, notes: &mut Vec<String>, findings: &mut Vec<Finding>) -> Option<Core> {
         let Some(template) = self.template else {
             let workload_ref = self.object.pointer("/spec/workloadRef/name");
@@ -216,7 +205,7 @@ impl<'a> Workload<'a> {
                 )),
                 None => findings.push(Finding::new(
                     Code::UnreadableSpec,
-                    format!("no pod template at {}", super::target_arg::template_pointer(self.kind)),
+                    format!("no pod template at {}", self.kind.pod_pointer().unwrap_or_default()),
                     "nothing: reload-injector cannot act on it either",
                 )),
             }
@@ -246,8 +235,7 @@ impl<'a> Workload<'a> {
         })
     }
 
-    /// Sections 3 and 4: the read lines, how the sidecar reloads, and the hash check; their
-    /// findings (all but `stale`, whose fix depends on the installation) into `findings`.
+    /// Sections 3 and 4, their findings (but `stale`, which needs the installation) into `findings`.
     fn consumed(
         &self,
         core: &Core,
@@ -270,8 +258,7 @@ impl<'a> Workload<'a> {
         (reads, reload, hash)
     }
 
-    /// `not-stamped` (env reads but no hash) and `not-watched` (a hash but not the label the
-    /// controller watches by), for an active workload.
+    /// `not-stamped` and `not-watched`, for an active workload.
     fn stamp_findings(&self, explained: &Explained, stamped: bool) -> Vec<Finding> {
         let (kind, name, namespace) = (self.kind, self.name, self.namespace);
         let short = kind.short();
@@ -307,7 +294,7 @@ impl<'a> Workload<'a> {
         findings
     }
 
-    /// Whether a controller made it (an `ownerReferences` entry with `controller: true`).
+    /// Whether a controller made it.
     fn controlled(&self) -> bool {
         let owners = self.object.pointer("/metadata/ownerReferences");
         let mut owners = owners.and_then(Value::as_array).into_iter().flatten();
@@ -326,12 +313,9 @@ impl<'a> Workload<'a> {
                     && e.metadata.namespace.as_deref() == Some(self.namespace)
             })
             .map(|e| {
-                let at = e
-                    .last_timestamp
-                    .as_ref()
-                    .map(|t| t.0)
-                    .or_else(|| e.event_time.as_ref().map(|t| t.0))
-                    .or_else(|| e.first_timestamp.as_ref().map(|t| t.0));
+                let last = e.last_timestamp.as_ref().map(|t| t.0);
+                let at = last.or(e.event_time.as_ref().map(|t| t.0));
+                let at = at.or(e.first_timestamp.as_ref().map(|t| t.0));
                 let line = EventLine {
                     at: at.map(|t| t.to_string()),
                     seconds_ago: at.map(|t| seconds_between(t, now)),
