@@ -12,16 +12,13 @@ use inotify::{Inotify, WatchMask};
 use super::tls::{CertResolver, load_pair};
 use super::webhook_metrics::Metrics;
 
-/// The watch could not be set up.
+/// The watch could not be set up: inotify refused to start or to watch a directory.
 #[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
-    /// inotify refused to start or to watch a directory.
-    #[error("failed to watch {} for certificate changes", path.display())]
-    WatchFailed {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+#[error("failed to watch {} for certificate changes", path.display())]
+pub struct ReloadError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
 }
 
 /// Where the pair lives, and the debounce and re-check periods.
@@ -41,7 +38,7 @@ pub fn spawn(
 ) -> Result<tokio::task::JoinHandle<()>, ReloadError> {
     let failed = |path: &PathBuf| {
         let path = path.clone();
-        move |source| ReloadError::WatchFailed { path, source }
+        move |source| ReloadError { path, source }
     };
     let inotify = Inotify::init().map_err(failed(&config.cert))?;
     let mask = WatchMask::CREATE

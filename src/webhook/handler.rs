@@ -98,20 +98,22 @@ pub async fn handle(
 }
 
 /// The encoded answer, the outcome label and the number of warnings.
+type Answer = (Vec<u8>, &'static str, usize);
+
 async fn answer_review(
     review: &Review<'_>,
     settings: &Settings,
     lookups: &Lookups,
     meter: &mut Meter,
     namespace_labelled: bool,
-) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
+) -> Result<Answer, HandleError> {
     let uid = review.uid();
     let request = match review.request() {
         Ok(request) => Request {
             namespace_labelled,
             ..request
         },
-        Err(err) => return Ok(not_understood(uid, &err.to_string())),
+        Err(err) => return Ok(error_answer(uid, 400, &err.to_string())),
     };
     // One plan serves both steps, so the object is read once.
     let plan = guard(|| metered(meter, || Plan::new(&request, settings)))?;
@@ -120,7 +122,7 @@ async fn answer_review(
     }
     let plan = match plan {
         Ok(plan) => plan,
-        Err(err) => return Ok(not_understood(uid, &err.to_string())),
+        Err(err) => return Ok(error_answer(uid, 400, &err.to_string())),
     };
     let refs = plan.config_refs();
     let configs = lookups.fetch(request.namespace, &refs).await;
@@ -155,25 +157,22 @@ async fn answer_review(
 
 /// The answer once the meter refused: an object too large to read ever is denied (HTTP 200,
 /// `status.code` 413), one that can be read later gets [`HandleError::Busy`].
-fn unaffordable(
-    uid: &str,
-    refusal: Refusal,
-) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
+fn unaffordable(uid: &str, refusal: Refusal) -> Result<Answer, HandleError> {
     match refusal {
         Refusal::TooLarge { .. } => {
             let message = format!("failed to review the object: {refusal}");
-            Ok((
-                admission_review::denied(uid, 413, &message, &[]),
-                "error",
-                0,
-            ))
+            Ok(error_answer(uid, 413, &message))
         }
         Refusal::Busy => Err(HandleError::Busy),
     }
 }
 
-fn not_understood(uid: &str, message: &str) -> (Vec<u8>, &'static str, usize) {
-    (admission_review::denied(uid, 400, message, &[]), "error", 0)
+fn error_answer(uid: &str, code: u16, message: &str) -> Answer {
+    (
+        admission_review::denied(uid, code, message, &[]),
+        "error",
+        0,
+    )
 }
 
 /// Runs a core function, turning a panic into [`HandleError::Panicked`] so that one bad object

@@ -81,7 +81,12 @@ pub async fn serve(
     let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
     let controller = start_controller(&args, client, &settings, &lookups, &metrics, &terminating);
     let state = AppState::new(settings, lookups, metrics.clone());
-    let (listener, side) = bind(&args).await?;
+    let bind = |addr, flag| async move {
+        let listener = TcpListener::bind(addr).await;
+        listener.with_context(|| format!("failed to listen on {addr} ({flag})"))
+    };
+    let listener = bind(args.listen, "--listen").await?;
+    let side = bind(args.metrics_listen, "--metrics-listen").await?;
     let reload = cert_reload::ReloadConfig {
         cert: args.tls_cert.clone(),
         key: args.tls_key.clone(),
@@ -94,17 +99,16 @@ pub async fn serve(
     tracing::info!(addr = %side.addr(), "serving /healthz, /readyz and /metrics");
     tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
     become_ready(&ready, controller, terminating);
-    let stopping = stopping(shutdown, terminating_tx, ready);
+    // Tells the controller (`terminating`) and `/readyz` once `shutdown` completes.
+    let stopping = async move {
+        shutdown.await;
+        let _ = terminating_tx.send(true);
+        ready.set(false);
+    };
     let (limits, http) = startup::limits(&args);
     let app = router::app_with(state, http);
-    let drained = server::serve(
-        listener,
-        tls::server_config(resolver),
-        app,
-        limits,
-        stopping,
-    )
-    .await;
+    let tls = tls::server_config(resolver);
+    let drained = server::serve(listener, tls, app, limits, stopping).await;
     side.stop().await;
     tracing::info!(drained, "stopped");
     Ok(())
@@ -143,17 +147,6 @@ fn start_controller(
     Some(controller)
 }
 
-/// Binds the HTTPS listener (`--listen`) and the side port (`--metrics-listen`).
-async fn bind(args: &ServeArgs) -> anyhow::Result<(TcpListener, TcpListener)> {
-    let bind = |addr, flag| async move {
-        let listener = TcpListener::bind(addr).await;
-        listener.with_context(|| format!("failed to listen on {addr} ({flag})"))
-    };
-    let listener = bind(args.listen, "--listen").await?;
-    let side = bind(args.metrics_listen, "--metrics-listen").await?;
-    Ok((listener, side))
-}
-
 /// Marks the webhook ready: at once without a controller; with one, once its view has synced
 /// (so that reviews and the controller hash alike), unless termination began meanwhile.
 fn become_ready(
@@ -172,15 +165,4 @@ fn become_ready(
             ready.set(true);
         }
     });
-}
-
-/// Completes once `shutdown` has, after telling the controller (`terminating`) and `/readyz`.
-async fn stopping(
-    shutdown: impl Future<Output = ()>,
-    terminating: tokio::sync::watch::Sender<bool>,
-    ready: health::Readiness,
-) {
-    shutdown.await;
-    let _ = terminating.send(true);
-    ready.set(false);
 }
