@@ -23,17 +23,14 @@ pub enum EnvelopeError {
     NotJson(#[source] serde_json::Error),
     #[error("failed to read an AdmissionReview: the body is a JSON {0}, not an object")]
     NotAnObject(&'static str),
-    /// `apiVersion` is missing or another version.
     #[error(
         "failed to read an AdmissionReview: apiVersion is {0}, expected \"admission.k8s.io/v1\""
     )]
     WrongApiVersion(String),
-    /// `kind` is missing or not `AdmissionReview`.
     #[error("failed to read an AdmissionReview: kind is {0}, expected \"AdmissionReview\"")]
     WrongKind(String),
     #[error("failed to read an AdmissionReview: it has no request object")]
     MissingRequest,
-    /// No `request.uid` string to answer to.
     #[error("failed to read an AdmissionReview: request.uid is missing or not a string")]
     MissingUid,
 }

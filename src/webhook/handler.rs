@@ -41,13 +41,11 @@ impl AppState {
 /// Why a body got no AdmissionReview answer.
 #[derive(Debug, thiserror::Error)]
 pub enum HandleError {
-    /// The body is not an AdmissionReview (HTTP 400).
     #[error(transparent)]
     NotAReview(#[from] EnvelopeError),
     /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
     #[error("failed to review the object: internal error (a bug; please report it)")]
     Panicked,
-    /// Other reviews hold the memory for reading the object now (HTTP 503).
     #[error("failed to review the object: {}; retry", Refusal::Busy)]
     Busy,
 }

@@ -106,12 +106,11 @@ impl Lookups {
                 });
             });
         }
-        let refs = &rest;
-        if refs.is_empty() {
+        if rest.is_empty() {
             return data;
         }
         if self.inner.client.is_none() {
-            for id in refs {
+            for id in &rest {
                 self.inner.metrics.lookup_failed();
                 data.insert(id.clone(), Lookup::Failed(NO_KUBE.to_owned()));
             }
@@ -122,7 +121,7 @@ impl Lookups {
         {
             let now = Instant::now();
             let cache = self.inner.cache.lock();
-            for id in refs {
+            for id in &rest {
                 let key = key(namespace, id);
                 match cache.get(&key) {
                     Some(entry) => {
@@ -231,8 +230,14 @@ impl Lookups {
             return lookup;
         }
         let mut cache = self.inner.cache.lock();
-        if !cache.contains_key(&key) && cache.len() >= self.inner.config.max_entries {
-            evict_oldest(&mut cache);
+        if !cache.contains_key(&key)
+            && cache.len() >= self.inner.config.max_entries
+            && let Some(oldest) = cache
+                .iter()
+                .min_by_key(|(_, e)| e.fetched)
+                .map(|(k, _)| k.clone())
+        {
+            cache.remove(&oldest);
         }
         cache.insert(
             key,
@@ -252,16 +257,6 @@ fn timed_out(after: Duration) -> Lookup {
 
 fn key(namespace: &str, id: &ConfigId) -> Key {
     (namespace.to_owned(), id.kind, id.name.clone())
-}
-
-fn evict_oldest(cache: &mut HashMap<Key, Entry>) {
-    let oldest = cache
-        .iter()
-        .min_by_key(|(_, e)| e.fetched)
-        .map(|(k, _)| k.clone());
-    if let Some(k) = oldest {
-        cache.remove(&k);
-    }
 }
 
 async fn get(

@@ -28,8 +28,6 @@ use crate::cli::ServeArgs;
 pub use handler::AppState;
 pub use router::app;
 
-const CERT_DEBOUNCE: Duration = Duration::from_millis(200);
-const CERT_RESYNC: Duration = Duration::from_secs(60);
 /// Longest one ConfigMap/Secret GET may take (reviews stop waiting after `--lookup-timeout`).
 const LOOKUP_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most ConfigMaps/Secrets kept in the lookup cache.
@@ -87,16 +85,11 @@ pub async fn serve(
     };
     let listener = bind(args.listen, "--listen").await?;
     let side = bind(args.metrics_listen, "--metrics-listen").await?;
-    let reload = cert_reload::ReloadConfig {
-        cert: args.tls_cert.clone(),
-        key: args.tls_key.clone(),
-        debounce: CERT_DEBOUNCE,
-        resync: CERT_RESYNC,
-    };
-    cert_reload::spawn(resolver.clone(), reload, metrics.clone())?;
+    let (cert, key) = (args.tls_cert.clone(), args.tls_key.clone());
+    cert_reload::spawn(resolver.clone(), cert, key, metrics.clone())?;
     let ready = health::Readiness::default();
     let side = health::SidePort::start(side, ready.clone(), metrics)?;
-    tracing::info!(addr = %side.addr(), "serving /healthz, /readyz and /metrics");
+    tracing::info!(addr = %side.addr, "serving /healthz, /readyz and /metrics");
     tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
     become_ready(&ready, controller, terminating);
     // Tells the controller (`terminating`) and `/readyz` once `shutdown` completes.

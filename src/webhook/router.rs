@@ -74,28 +74,20 @@ pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
 /// Why a request got no AdmissionReview back (a plain-text 4xx/5xx).
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    /// Not `Content-Type: application/json` (415).
     #[error("failed to accept the request: Content-Type must be application/json, got {0}")]
     WrongContentType(String),
-    /// Longer than [`BODY_LIMIT`] (413).
     #[error("failed to accept the request: the body is larger than {BODY_LIMIT} bytes")]
     TooLarge,
-    /// The body did not arrive in time (408).
     #[error("failed to read the request body within {}ms", .0.as_millis())]
     TimedOut(Duration),
-    /// Too many body bytes are in flight already (503).
     #[error("failed to accept the request: the server is busy reading other bodies; retry")]
     Busy,
-    /// The connection failed while reading the body (400).
     #[error("failed to read the request body: {0}")]
     BodyUnreadable(String),
-    /// The body is not an AdmissionReview, or the review failed (400 / 500).
     #[error(transparent)]
     Review(#[from] HandleError),
-    /// No such path (404).
     #[error("failed to accept the request: no such path; reviews go to POST /mutate")]
     NoRoute,
-    /// Not POST (405).
     #[error("failed to accept the request: reviews take POST, got {0}")]
     WrongMethod(Method),
 }

@@ -101,9 +101,7 @@ impl<'de> Visitor<'de> for TopSeed {
                 "apiVersion" => envelope.api_version = Some(map.next_value::<Shallow>()?.0),
                 "kind" => envelope.kind = Some(map.next_value::<Shallow>()?.0),
                 "request" => envelope.request = map.next_value_seed(RequestSeed(self.0))?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                _ => _ = map.next_value::<IgnoredAny>()?,
             }
         }
         Ok(envelope)
@@ -150,9 +148,7 @@ impl<'de> Visitor<'de> for RequestSeed {
                     })
                 }
                 "oldObject" => r.old_object = Some(map.next_value()?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                _ => _ = map.next_value::<IgnoredAny>()?,
             }
         }
         Ok(Some(r))
