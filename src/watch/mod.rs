@@ -149,7 +149,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Ended> {
     runtime.block_on(async move {
         let reload = async move {
             if config.dirs.is_empty() {
-                stopped().await
+                // Nothing to hot-reload.
+                termination()?.await;
+                tracing::info!("stopping");
+                Ok(())
             } else {
                 runner::run(config).await
             }
@@ -164,15 +167,15 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Ended> {
     })
 }
 
-/// Completes on SIGTERM or SIGINT (a watcher with nothing to hot-reload).
-async fn stopped() -> anyhow::Result<()> {
+/// Completes on SIGTERM or SIGINT, which it handles from now on.
+fn termination() -> std::io::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-    }
-    tracing::info!("stopping");
-    Ok(())
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
 }

@@ -114,7 +114,14 @@ impl Signaller {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         let name = self.process.as_deref();
         let mut sent = Sent::default();
-        let early = self.recheck(&known);
+        // Those that may be signalled before the scan (see [`procfs::may_signal_early`]).
+        let early: Vec<&Known> = known
+            .iter()
+            .filter(|k| {
+                let comm = k.handle.comm();
+                comm.is_some_and(|comm| procfs::may_signal_early(&k.info, &comm))
+            })
+            .collect();
         for Known { info, handle } in &early {
             sent.record(info, self.result_of(info, handle.signal(self.signal)));
         }
@@ -170,19 +177,6 @@ impl Signaller {
     pub fn forget_exited(&self) {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         known.retain(|k| k.handle.comm().is_some());
-    }
-
-    /// The remembered targets that may be signalled before the scan (see
-    /// [`procfs::may_signal_early`]).
-    fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
-        known
-            .iter()
-            .filter(|k| {
-                k.handle
-                    .comm()
-                    .is_some_and(|comm| procfs::may_signal_early(&k.info, &comm))
-            })
-            .collect()
     }
 
     /// The targets to remember after a send: `chosen`, each with the handle held for it or a
