@@ -5,6 +5,9 @@
 use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
+
+use envelope::{ObjectField, RequestFields};
 
 use crate::workload::{JsonType, Object, Operation, Request, Skim, Workload};
 
@@ -291,9 +294,6 @@ fn encode(response: Response<'_>) -> Vec<u8> {
 }
 
 mod envelope;
-
-use envelope::{ObjectField, RequestFields};
-use serde_json::value::RawValue;
 
 #[cfg(test)]
 mod tests;

@@ -91,7 +91,19 @@ pub async fn serve(
     let side = health::SidePort::start(side, ready.clone(), metrics)?;
     tracing::info!(addr = %side.addr, "serving /healthz, /readyz and /metrics");
     tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
-    become_ready(&ready, controller, terminating);
+    match controller {
+        None => ready.set(true),
+        // Once its view has synced (so that reviews and the controller hash alike), unless
+        // termination began meanwhile.
+        Some(controller) => {
+            let (ready, mut synced) = (ready.clone(), controller.synced);
+            tokio::spawn(async move {
+                if synced.wait_for(|s| *s).await.is_ok() && !*terminating.borrow() {
+                    ready.set(true);
+                }
+            });
+        }
+    }
     // Tells the controller (`terminating`) and `/readyz` once `shutdown` completes.
     let stopping = async move {
         shutdown.await;
@@ -138,24 +150,4 @@ fn start_controller(
     );
     lookups.set_view(controller.store.clone());
     Some(controller)
-}
-
-/// Marks the webhook ready: at once without a controller; with one, once its view has synced
-/// (so that reviews and the controller hash alike), unless termination began meanwhile.
-fn become_ready(
-    ready: &health::Readiness,
-    controller: Option<crate::controller::Controller>,
-    terminating: tokio::sync::watch::Receiver<bool>,
-) {
-    let Some(controller) = controller else {
-        ready.set(true);
-        return;
-    };
-    let ready = ready.clone();
-    let mut synced = controller.synced;
-    tokio::spawn(async move {
-        if synced.wait_for(|s| *s).await.is_ok() && !*terminating.borrow() {
-            ready.set(true);
-        }
-    });
 }

@@ -42,15 +42,6 @@ pub struct HttpLimits {
     pub budget: BodyBudget,
 }
 
-impl Default for HttpLimits {
-    fn default() -> Self {
-        Self {
-            body_timeout: BODY_TIMEOUT,
-            budget: BodyBudget::new(DEFAULT_BODY_BUDGET),
-        }
-    }
-}
-
 #[derive(Clone)]
 struct Routes {
     state: AppState,
@@ -59,7 +50,15 @@ struct Routes {
 
 /// The webhook's routes with the default limits, ready for `oneshot` in tests.
 pub fn app(state: AppState) -> Router {
-    app_with(state, HttpLimits::default())
+    let budget = BodyBudget::new(DEFAULT_BODY_BUDGET);
+    let body_timeout = BODY_TIMEOUT;
+    app_with(
+        state,
+        HttpLimits {
+            body_timeout,
+            budget,
+        },
+    )
 }
 
 /// The webhook's routes with the given limits, as the server runs them.
