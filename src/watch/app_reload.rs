@@ -27,13 +27,6 @@ impl Action {
             Action::Http(endpoint) => endpoint.describe(),
         }
     }
-
-    /// Forgets remembered signal targets that have exited.
-    pub fn forget_exited_targets(&self) {
-        if let Action::Signal(signaller) = self {
-            signaller.forget_exited();
-        }
-    }
 }
 
 /// What one attempt did.

@@ -109,7 +109,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         // A resync that leaves nothing to do: a quiet moment to close the handles of targets
         // that exited and to give back code pages.
         if resynced && in_flight.is_none() && !waiting {
-            state.config.action.forget_exited_targets();
+            if let app_reload::Action::Signal(signaller) = &state.config.action {
+                signaller.forget_exited();
+            }
             drop_code_pages(code_pages.as_ref());
         }
         let busy = in_flight.is_some() || !judging.is_empty() || waiting;

@@ -18,13 +18,10 @@ use crate::workload::values::{self, ValueError};
 /// Errors of signal mode.
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {
-    /// `--signal` named no reload signal.
     #[error("failed to understand signal {0:?}: {1}")]
     UnknownSignal(String, ValueError),
-    /// No process matched.
     #[error("failed to find {0} to signal (will retry)")]
     NoTarget(String),
-    /// `/proc` could not be listed.
     #[error("failed to list processes in {path}")]
     ProcUnreadable {
         path: PathBuf,
@@ -50,7 +47,6 @@ pub enum SignalError {
     #[error("failed to send {signal} to {target}")]
     KillFailed {
         signal: Signal,
-        /// `comm[pid]`.
         target: String,
         #[source]
         source: Errno,
