@@ -70,18 +70,16 @@ pub async fn handle(
             (Review::parse_unread(body)?, Some(refusal))
         }
     };
-    let Inner {
-        settings,
-        lookups,
-        metrics,
-    } = &*state.0;
+    let state = &*state.0;
     let (answer, outcome, warnings) = match refused {
         Some(refusal) => unaffordable(review.uid(), refusal)?,
-        None => answer_review(&review, settings, lookups, meter, namespace_labelled).await?,
+        None => answer_review(&review, state, meter, namespace_labelled).await?,
     };
     let took = started.elapsed();
-    metrics.review(review.kind(), review.operation(), outcome, took);
-    metrics.warnings(warnings);
+    state
+        .metrics
+        .review(review.kind(), review.operation(), outcome, took);
+    state.metrics.warnings(warnings);
     tracing::debug!(
         uid = review.uid(),
         kind = review.kind(),
@@ -100,8 +98,7 @@ type Answer = (Vec<u8>, &'static str, usize);
 
 async fn answer_review(
     review: &Review<'_>,
-    settings: &Settings,
-    lookups: &Lookups,
+    state: &Inner,
     meter: &mut Meter,
     namespace_labelled: bool,
 ) -> Result<Answer, HandleError> {
@@ -114,7 +111,7 @@ async fn answer_review(
         Err(err) => return Ok(error_answer(uid, 400, &err.to_string())),
     };
     // One plan serves both steps, so the object is read once.
-    let plan = guard(|| metered(meter, || Plan::new(&request, settings)))?;
+    let plan = guard(|| metered(meter, || Plan::new(&request, &state.settings)))?;
     if let Some(refusal) = meter.refused() {
         return unaffordable(uid, refusal);
     }
@@ -123,13 +120,13 @@ async fn answer_review(
         Err(err) => return Ok(error_answer(uid, 400, &err.to_string())),
     };
     let refs = plan.config_refs();
-    let configs = lookups.fetch(request.namespace, &refs).await;
+    let configs = state.lookups.fetch(request.namespace, &refs).await;
     let mut outcome = guard(|| plan.outcome(&configs))?;
     if outcome.replaces_hash() {
         // The hash on the object may come from newer data than the view or cache holds (the
         // rollout controller's own UPDATE reviewed by a replica that lags): read the config
         // again before replacing it.
-        let fresh = lookups.fetch_fresh(request.namespace, &refs).await;
+        let fresh = state.lookups.fetch_fresh(request.namespace, &refs).await;
         outcome = guard(|| plan.outcome(&fresh))?;
     }
     Ok(match outcome {
