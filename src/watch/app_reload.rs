@@ -27,13 +27,6 @@ impl Action {
             Action::Http(endpoint) => endpoint.describe(),
         }
     }
-
-    /// Forgets remembered signal targets that have exited.
-    pub fn forget_exited_targets(&self) {
-        if let Action::Signal(signaller) = self {
-            signaller.forget_exited();
-        }
-    }
 }
 
 /// What one attempt did.
@@ -94,22 +87,17 @@ pub async fn judge(
     told: Vec<ProcessInfo>,
     grace: Duration,
 ) -> Option<String> {
-    let exited = watch_told(&signaller.proc_root, &told, grace).await?;
-    Some(died(&signaller, &exited, grace))
-}
-
-/// The error line of a target that exited right after the signal, with the fix.
-fn died(signaller: &Signaller, exited: &Exited, grace: Duration) -> String {
-    format!(
+    let (exited, status) = watch_told(&signaller.proc_root, &told, grace).await?;
+    Some(format!(
         "{} {} within {} after {}: it does not reload on {}; fix: annotate the pod template \
          reload-injector.io/on-change: restart, or set reload-injector.io/signal to the signal \
          it reloads on (or reload-url)",
-        exited.target,
-        describe_status(exited.status),
+        exited.label(),
+        describe_status(status),
         humantime::format_duration(grace),
         signaller.signal,
         signaller.signal,
-    )
+    ))
 }
 
 /// The `result` label of a reload whose target exited right after the signal.
@@ -143,15 +131,6 @@ fn failure(
 /// How often the targets are looked at during the grace window.
 const POLL: Duration = Duration::from_millis(20);
 
-/// A signalled process that exited within the grace window.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exited {
-    /// `comm[pid]`.
-    pub target: String,
-    /// Its wait status, when seen as a zombie.
-    pub status: Option<i32>,
-}
-
 /// Words for a wait status (as `waitpid` reports it): `exited with status 129`, `was killed
 /// by SIGHUP`, or `exited`.
 pub fn describe_status(status: Option<i32>) -> String {
@@ -183,14 +162,18 @@ fn gone(proc_root: &Path, told: &ProcessInfo) -> Option<Option<i32>> {
     }
 }
 
-/// Watches `told` for `grace`; the first that exits, as soon as one does.
-async fn watch_told(proc_root: &Path, told: &[ProcessInfo], grace: Duration) -> Option<Exited> {
+/// Watches `told` for `grace`; the first that exits (and its wait status, when seen as a
+/// zombie), as soon as one does.
+async fn watch_told<'t>(
+    proc_root: &Path,
+    told: &'t [ProcessInfo],
+    grace: Duration,
+) -> Option<(&'t ProcessInfo, Option<i32>)> {
     let deadline = tokio::time::Instant::now() + grace;
     loop {
         for process in told {
             if let Some(status) = gone(proc_root, process) {
-                let target = process.label();
-                return Some(Exited { target, status });
+                return Some((process, status));
             }
         }
         let now = tokio::time::Instant::now();

@@ -17,20 +17,8 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior, interval_at};
 use tracing::{info, warn};
 
-use super::inotify_watches::WatchSet;
+use super::inotify_watches::{WatchSet, warn_unset};
 use crate::hash::{self, ConfigData, ConfigId, ConfigObject, Consumed, Lookup};
-
-/// What one check of the desired hash and the view says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
-    /// Nothing to do (no desired hash, the data has not arrived, or nothing changed).
-    Wait,
-    /// Restart every container: record `hash` as what they start with, then exit with the code.
-    Restart {
-        /// The desired hash, equal to the view.
-        hash: String,
-    },
-}
 
 /// The env hash the Pod's containers started with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,14 +30,16 @@ impl Started {
         Started(kept.unwrap_or(view))
     }
 
-    /// What to do, given the Pod's desired hash (`None`: not written) and the view (`None`:
-    /// could not be read, e.g. mid-update).
-    pub fn next(&self, desired: Option<&str>, view: Option<&str>) -> Next {
+    /// The hash to restart every container for (record it as what they start with, then exit
+    /// with the code), given the Pod's desired hash (`None`: not written) and the view (`None`:
+    /// could not be read, e.g. mid-update); `None`: wait (no desired hash, the data has not
+    /// arrived, or nothing changed).
+    pub fn next(&self, desired: Option<&str>, view: Option<&str>) -> Option<String> {
         match (desired, view) {
-            (Some(desired), Some(view)) if desired == view && view != self.0 => Next::Restart {
-                hash: desired.to_owned(),
-            },
-            _ => Next::Wait,
+            (Some(desired), Some(view)) if desired == view && view != self.0 => {
+                Some(desired.to_owned())
+            }
+            _ => None,
         }
     }
 }
@@ -176,7 +166,7 @@ pub async fn run(config: EnvWatch) -> anyhow::Result<()> {
     let ids: BTreeSet<&ConfigId> = config.consumed.iter().map(Consumed::id).collect();
     let dirs = ids.iter().map(|id| config.root.join(&id.name));
     let (mut watches, errors) = WatchSet::new(parent.into_iter().chain(dirs).collect())?;
-    report(errors);
+    warn_unset(errors);
     let mut resync = interval_at(Instant::now() + config.resync, config.resync);
     resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut checker = Checker {
@@ -190,14 +180,14 @@ pub async fn run(config: EnvWatch) -> anyhow::Result<()> {
         }
         tokio::select! {
             batch = watches.next_batch() => match batch {
-                Ok((_, effect)) if effect.rewatch => report(watches.rearm()),
+                Ok((_, effect)) if effect.rewatch => warn_unset(watches.rearm()),
                 Ok(_) => {}
                 Err(err) => {
                     warn!(error = %crate::report::one_line(&err), "reading events failed; re-checking");
-                    report(watches.rearm());
+                    warn_unset(watches.rearm());
                 }
             },
-            _ = resync.tick() => report(watches.rearm()),
+            _ = resync.tick() => warn_unset(watches.rearm()),
         }
     }
 }
@@ -226,7 +216,7 @@ impl Checker {
             return false;
         };
         match started.next(desired.as_deref(), view.as_deref()) {
-            Next::Restart { hash } => match record(&config.state_dir, &hash) {
+            Some(hash) => match record(&config.state_dir, &hash) {
                 Ok(()) => {
                     info!(
                         from = short(&started.0),
@@ -239,7 +229,7 @@ impl Checker {
                     warn!(error = %crate::report::one_line(&err), "not restarting: a restart could not be told from the next one")
                 }
             },
-            Next::Wait => {
+            None => {
                 let pending = desired.filter(|d| *d != started.0 && view.as_ref() != Some(d));
                 if pending.is_some() && pending != self.said {
                     let desired = pending.as_deref().map_or("", short);
@@ -265,23 +255,13 @@ impl Checker {
         {
             warn!(error = %crate::report::one_line(&err), "the env hash is not kept; a restart of this sidecar alone takes the data it sees then");
         }
-        let started = match (kept, view) {
-            (Some(kept), _) => Started(kept),
-            (None, Some(view)) => Started::new(None, view),
-            (None, None) => return None,
-        };
+        let started = Started(kept.or(view)?);
         info!(
             keys = self.config.consumed.len(),
             started = short(&started.0),
             "restart in place: watching the env config"
         );
         Some(started)
-    }
-}
-
-fn report(errors: Vec<super::inotify_watches::WatchError>) {
-    for err in errors {
-        warn!(error = %crate::report::one_line(&err), "watch not set; will retry on the next re-check");
     }
 }
 
@@ -369,11 +349,11 @@ mod restart_tests {
     #[test]
     fn the_first_start_takes_the_view_and_never_restarts_for_it() {
         let started = Started::new(None, "h1".into());
-        assert_eq!(started.next(Some("h1"), Some("h1")), Next::Wait);
+        assert_eq!(started.next(Some("h1"), Some("h1")), None);
         // A Pod stamped before the data changed: the app already started with the new data.
         let started = Started::new(None, "h2".into());
-        assert_eq!(started.next(Some("h1"), Some("h2")), Next::Wait);
-        assert_eq!(started.next(Some("h2"), Some("h2")), Next::Wait);
+        assert_eq!(started.next(Some("h1"), Some("h2")), None);
+        assert_eq!(started.next(Some("h2"), Some("h2")), None);
     }
 
     #[test]
@@ -381,40 +361,26 @@ mod restart_tests {
         let started = Started::new(Some("h1".into()), "h1".into());
         assert_eq!(
             started.next(Some("h2"), Some("h1")),
-            Next::Wait,
+            None,
             "data not there yet"
         );
         assert_eq!(
             started.next(Some("h1"), Some("h2")),
-            Next::Wait,
+            None,
             "not desired yet"
         );
-        assert_eq!(
-            started.next(Some("h2"), None),
-            Next::Wait,
-            "view unreadable"
-        );
-        assert_eq!(
-            started.next(None, Some("h2")),
-            Next::Wait,
-            "no desired hash"
-        );
-        assert_eq!(
-            started.next(Some("h2"), Some("h2")),
-            Next::Restart { hash: "h2".into() }
-        );
+        assert_eq!(started.next(Some("h2"), None), None, "view unreadable");
+        assert_eq!(started.next(None, Some("h2")), None, "no desired hash");
+        assert_eq!(started.next(Some("h2"), Some("h2")), Some("h2".into()));
         // After the restart, the sidecar starts again with what it recorded: no second restart.
         let again = Started::new(Some("h2".into()), "h2".into());
-        assert_eq!(again.next(Some("h2"), Some("h2")), Next::Wait);
+        assert_eq!(again.next(Some("h2"), Some("h2")), None);
     }
 
     #[test]
     fn a_sidecar_restarted_alone_keeps_what_the_app_started_with() {
         let started = Started::new(Some("h1".into()), "h2".into());
-        assert_eq!(
-            started.next(Some("h2"), Some("h2")),
-            Next::Restart { hash: "h2".into() }
-        );
+        assert_eq!(started.next(Some("h2"), Some("h2")), Some("h2".into()));
     }
 
     #[test]

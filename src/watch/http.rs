@@ -13,7 +13,6 @@ use tokio::net::TcpStream;
 /// Errors of HTTP mode.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    /// The URL did not parse.
     #[error("failed to parse URL {url:?}: {reason}")]
     UrlInvalid { url: String, reason: String },
     /// The URL is `https://` (or another scheme).
@@ -22,27 +21,22 @@ pub enum HttpError {
          inside the pod; serve the reload endpoint on plain HTTP, e.g. http://127.0.0.1:PORT/...)"
     )]
     SchemeUnsupported(String),
-    /// The method did not parse.
     #[error("failed to use HTTP method {0:?}")]
     MethodInvalid(String),
-    /// No TCP connection.
     #[error("failed to connect to {authority}")]
     ConnectFailed {
         authority: String,
         #[source]
         source: std::io::Error,
     },
-    /// The HTTP exchange broke.
     #[error("failed to get an answer from {url}")]
     ExchangeFailed {
         url: String,
         #[source]
         source: hyper::Error,
     },
-    /// No answer within the per-attempt timeout.
     #[error("failed to get an answer from {url} within {timeout:?} (timed out)")]
     TimedOut { url: String, timeout: Duration },
-    /// The answer was not 2xx.
     #[error("failed to reload: {method} {url} answered {status}")]
     StatusNotSuccess {
         method: Method,

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use futures_util::{FutureExt, StreamExt};
 use inotify::{EventMask, EventOwned, EventStream, Inotify, WatchDescriptor, WatchMask};
 
+use tracing::warn;
+
 use super::events::{Effect, EventKind, WatchRole, classify};
 
 /// Errors of the watch set.
@@ -24,6 +26,13 @@ pub enum WatchError {
         #[source]
         source: io::Error,
     },
+}
+
+/// Logs the watches that could not be set.
+pub fn warn_unset(errors: Vec<WatchError>) {
+    for err in errors {
+        warn!(error = %crate::report::one_line(&err), "watch not set; will retry on the next re-check");
+    }
 }
 
 /// How often one re-plan may go deeper because the path appeared meanwhile.

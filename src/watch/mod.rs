@@ -30,11 +30,6 @@ use app_reload::Action;
 use http::Endpoint;
 use signal::Signaller;
 
-/// Longest accepted `--resync`.
-const MAX_RESYNC: Duration = Duration::from_secs(24 * 3600);
-/// Longest accepted `--debounce`.
-const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
-
 /// Everything the watcher needs, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -71,10 +66,10 @@ impl Config {
         if args.dirs.is_empty() && args.secret_dirs.is_empty() && args.env_hash_file.is_none() {
             anyhow::bail!("failed to start: no --dir, --secret-dir or --env-hash-file given");
         }
-        if args.resync.is_zero() || args.resync > MAX_RESYNC {
+        if args.resync.is_zero() || args.resync > Duration::from_secs(24 * 3600) {
             anyhow::bail!("failed to start: --resync must be longer than 0s and at most 1 day");
         }
-        if args.debounce > MAX_DEBOUNCE {
+        if args.debounce > Duration::from_secs(3600) {
             anyhow::bail!("failed to start: --debounce must be at most 1 hour");
         }
         let action = match &args.url {
@@ -149,7 +144,10 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Ended> {
     runtime.block_on(async move {
         let reload = async move {
             if config.dirs.is_empty() {
-                stopped().await
+                // Nothing to hot-reload.
+                termination()?.await;
+                tracing::info!("stopping");
+                Ok(())
             } else {
                 runner::run(config).await
             }
@@ -164,15 +162,15 @@ pub fn run(args: WatchArgs) -> anyhow::Result<Ended> {
     })
 }
 
-/// Completes on SIGTERM or SIGINT (a watcher with nothing to hot-reload).
-async fn stopped() -> anyhow::Result<()> {
+/// Completes on SIGTERM or SIGINT, which it handles from now on.
+fn termination() -> std::io::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
-    }
-    tracing::info!("stopping");
-    Ok(())
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
 }

@@ -1,8 +1,6 @@
-//! Delivery of reloads: a pure state machine over content snapshots and instants. A reload is
-//! wanted whenever the latest snapshot differs from the last delivered. Failures are retried
-//! with capped exponential backoff (reset by a success); a newer change is attempted at once
-//! and never dropped; one retrying cannot fix (permission denied) waits for the next change.
-//! Also the debounce in front of it ([`Debouncer`]).
+//! Delivery of reloads (a pure state machine over content snapshots and instants: capped
+//! exponential backoff, a newer change attempted at once and never dropped, one retrying cannot
+//! fix waiting for the next change), and the debounce in front of it ([`Debouncer`]).
 
 use std::time::{Duration, Instant};
 

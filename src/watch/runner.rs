@@ -6,7 +6,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tracing::{debug, error, info, warn};
 
@@ -14,7 +13,7 @@ use super::Config;
 use super::app_reload::{self, Report};
 use super::content::{ContentHash, Names, hash_path_listed};
 use super::events::Effect;
-use super::inotify_watches::{WatchError, WatchSet};
+use super::inotify_watches::{WatchError, WatchSet, warn_unset};
 use super::retry::{Debouncer, Delivery, Outcome};
 use super::trim;
 use super::watch_metrics::{self, Metrics};
@@ -47,8 +46,8 @@ struct State {
 
 /// Runs until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
+    let stop = super::termination()?;
+    tokio::pin!(stop);
     let (mut state, mut watches) = State::start(config).await?;
     let mut debouncer = Debouncer::new(state.config.debounce);
     let period = state.config.resync;
@@ -75,8 +74,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .min();
         let resynced = tokio::select! {
             biased;
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
+            () = &mut stop => break,
             report = async { in_flight.as_mut().expect("guarded by the branch condition").await },
                 if in_flight.is_some() => {
                 in_flight = None;
@@ -111,7 +109,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         // A resync that leaves nothing to do: a quiet moment to close the handles of targets
         // that exited and to give back code pages.
         if resynced && in_flight.is_none() && !waiting {
-            state.config.action.forget_exited_targets();
+            if let app_reload::Action::Signal(signaller) = &state.config.action {
+                signaller.forget_exited();
+            }
             drop_code_pages(code_pages.as_ref());
         }
         let busy = in_flight.is_some() || !judging.is_empty() || waiting;
@@ -132,10 +132,8 @@ fn drop_code_pages(code_pages: Option<&trim::CodePages>) {
 }
 
 fn report_watch_errors(metrics: &Metrics, errors: Vec<WatchError>) {
-    for err in errors {
-        metrics.errors.inc();
-        warn!(error = %crate::report::one_line(&err), "watch not set; will retry on the next re-check");
-    }
+    metrics.errors.inc_by(errors.len() as u64);
+    warn_unset(errors);
 }
 
 impl State {

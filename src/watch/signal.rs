@@ -18,13 +18,10 @@ use crate::workload::values::{self, ValueError};
 /// Errors of signal mode.
 #[derive(Debug, thiserror::Error)]
 pub enum SignalError {
-    /// `--signal` named no reload signal.
     #[error("failed to understand signal {0:?}: {1}")]
     UnknownSignal(String, ValueError),
-    /// No process matched.
     #[error("failed to find {0} to signal (will retry)")]
     NoTarget(String),
-    /// `/proc` could not be listed.
     #[error("failed to list processes in {path}")]
     ProcUnreadable {
         path: PathBuf,
@@ -50,7 +47,6 @@ pub enum SignalError {
     #[error("failed to send {signal} to {target}")]
     KillFailed {
         signal: Signal,
-        /// `comm[pid]`.
         target: String,
         #[source]
         source: Errno,
@@ -114,7 +110,14 @@ impl Signaller {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         let name = self.process.as_deref();
         let mut sent = Sent::default();
-        let early = self.recheck(&known);
+        // Those that may be signalled before the scan (see [`procfs::may_signal_early`]).
+        let early: Vec<&Known> = known
+            .iter()
+            .filter(|k| {
+                let comm = k.handle.comm();
+                comm.is_some_and(|comm| procfs::may_signal_early(&k.info, &comm))
+            })
+            .collect();
         for Known { info, handle } in &early {
             sent.record(info, self.result_of(info, handle.signal(self.signal)));
         }
@@ -170,19 +173,6 @@ impl Signaller {
     pub fn forget_exited(&self) {
         let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         known.retain(|k| k.handle.comm().is_some());
-    }
-
-    /// The remembered targets that may be signalled before the scan (see
-    /// [`procfs::may_signal_early`]).
-    fn recheck<'k>(&self, known: &'k [Known]) -> Vec<&'k Known> {
-        known
-            .iter()
-            .filter(|k| {
-                k.handle
-                    .comm()
-                    .is_some_and(|comm| procfs::may_signal_early(&k.info, &comm))
-            })
-            .collect()
     }
 
     /// The targets to remember after a send: `chosen`, each with the handle held for it or a

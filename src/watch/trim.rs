@@ -11,14 +11,12 @@ use std::path::Path;
 /// Errors of [`CodePages`].
 #[derive(Debug, thiserror::Error)]
 pub enum TrimError {
-    /// `/proc/self/smaps` or `/proc/self/exe` could not be read.
     #[error("failed to read {path}")]
     Read {
         path: &'static str,
         #[source]
         source: std::io::Error,
     },
-    /// The kernel refused the advice.
     #[error("failed to drop the pages at {start:#x}")]
     Advise {
         /// Start of the mapping.

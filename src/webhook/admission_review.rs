@@ -5,6 +5,9 @@
 use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
+
+use envelope::{ObjectField, RequestFields};
 
 use crate::workload::{JsonType, Object, Operation, Request, Skim, Workload};
 
@@ -23,17 +26,14 @@ pub enum EnvelopeError {
     NotJson(#[source] serde_json::Error),
     #[error("failed to read an AdmissionReview: the body is a JSON {0}, not an object")]
     NotAnObject(&'static str),
-    /// `apiVersion` is missing or another version.
     #[error(
         "failed to read an AdmissionReview: apiVersion is {0}, expected \"admission.k8s.io/v1\""
     )]
     WrongApiVersion(String),
-    /// `kind` is missing or not `AdmissionReview`.
     #[error("failed to read an AdmissionReview: kind is {0}, expected \"AdmissionReview\"")]
     WrongKind(String),
     #[error("failed to read an AdmissionReview: it has no request object")]
     MissingRequest,
-    /// No `request.uid` string to answer to.
     #[error("failed to read an AdmissionReview: request.uid is missing or not a string")]
     MissingUid,
 }
@@ -294,9 +294,6 @@ fn encode(response: Response<'_>) -> Vec<u8> {
 }
 
 mod envelope;
-
-use envelope::{ObjectField, RequestFields};
-use serde_json::value::RawValue;
 
 #[cfg(test)]
 mod tests;

@@ -12,53 +12,47 @@ use inotify::{Inotify, WatchMask};
 use super::tls::{CertResolver, load_pair};
 use super::webhook_metrics::Metrics;
 
-/// The watch could not be set up.
+/// The watch could not be set up: inotify refused to start or to watch a directory.
 #[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
-    /// inotify refused to start or to watch a directory.
-    #[error("failed to watch {} for certificate changes", path.display())]
-    WatchFailed {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+#[error("failed to watch {} for certificate changes", path.display())]
+pub struct ReloadError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
 }
 
-/// Where the pair lives, and the debounce and re-check periods.
-#[derive(Debug, Clone)]
-pub struct ReloadConfig {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    pub debounce: Duration,
-    pub resync: Duration,
-}
+/// Quiet time that ends a burst of events (a kubelet swap is several).
+const DEBOUNCE: Duration = Duration::from_millis(200);
+/// Period of the re-check.
+const RESYNC: Duration = Duration::from_secs(60);
 
-/// Starts watching; the returned task runs until the runtime stops.
+/// Starts watching the pair `cert`/`key`; the returned task runs until the runtime stops.
 pub fn spawn(
     resolver: Arc<CertResolver>,
-    config: ReloadConfig,
+    cert: PathBuf,
+    key: PathBuf,
     metrics: Metrics,
 ) -> Result<tokio::task::JoinHandle<()>, ReloadError> {
     let failed = |path: &PathBuf| {
         let path = path.clone();
-        move |source| ReloadError::WatchFailed { path, source }
+        move |source| ReloadError { path, source }
     };
-    let inotify = Inotify::init().map_err(failed(&config.cert))?;
+    let inotify = Inotify::init().map_err(failed(&cert))?;
     let mask = WatchMask::CREATE
         | WatchMask::MOVED_TO
         | WatchMask::CLOSE_WRITE
         | WatchMask::DELETE
         | WatchMask::MOVED_FROM;
-    let mut dirs = vec![parent(&config.cert)];
-    if parent(&config.key) != dirs[0] {
-        dirs.push(parent(&config.key));
+    let mut dirs = vec![parent(&cert)];
+    if parent(&key) != dirs[0] {
+        dirs.push(parent(&key));
     }
     for dir in &dirs {
         inotify.watches().add(dir, mask).map_err(failed(dir))?;
     }
     let events = inotify.into_event_stream(vec![0u8; 4096]);
     let events = events.map_err(failed(&dirs[0]))?;
-    Ok(tokio::spawn(watch(events, resolver, config, metrics)))
+    Ok(tokio::spawn(watch(events, resolver, (cert, key), metrics)))
 }
 
 fn parent(path: &Path) -> PathBuf {
@@ -71,10 +65,10 @@ fn parent(path: &Path) -> PathBuf {
 async fn watch(
     mut events: inotify::EventStream<Vec<u8>>,
     resolver: Arc<CertResolver>,
-    config: ReloadConfig,
+    (cert, key): (PathBuf, PathBuf),
     metrics: Metrics,
 ) {
-    let mut resync = tokio::time::interval(config.resync);
+    let mut resync = tokio::time::interval(RESYNC);
     resync.tick().await;
     let mut watching = true;
     loop {
@@ -82,7 +76,7 @@ async fn watch(
             event = events.next(), if watching => match event {
                 Some(Ok(_)) => {
                     // Merge the burst (a kubelet swap is several events).
-                    while let Ok(Some(_)) = tokio::time::timeout(config.debounce, events.next()).await {}
+                    while let Ok(Some(_)) = tokio::time::timeout(DEBOUNCE, events.next()).await {}
                 }
                 Some(Err(err)) => {
                     tracing::warn!(error = %err, "certificate watch failed; relying on the periodic re-check");
@@ -92,21 +86,18 @@ async fn watch(
             },
             _ = resync.tick() => {}
         }
-        reload(&resolver, &config, &metrics);
+        reload(&resolver, &cert, &key, &metrics);
     }
 }
 
-/// Re-reads the pair; swaps it in when it is good and different. Returns whether it swapped.
-pub fn reload(resolver: &CertResolver, config: &ReloadConfig, metrics: &Metrics) -> bool {
-    match load_pair(&config.cert, &config.key) {
+/// Re-reads the pair; swaps it in when it is good and different.
+fn reload(resolver: &CertResolver, cert: &Path, key: &Path, metrics: &Metrics) {
+    match load_pair(cert, key) {
+        Ok(pair) if pair.cert == resolver.current().cert => {}
         Ok(pair) => {
-            if pair.cert == resolver.current().cert {
-                return false;
-            }
             resolver.replace(pair);
             metrics.cert_reload(true);
-            tracing::info!(cert = %config.cert.display(), "serving certificate reloaded");
-            true
+            tracing::info!(cert = %cert.display(), "serving certificate reloaded");
         }
         Err(err) => {
             metrics.cert_reload(false);
@@ -114,7 +105,6 @@ pub fn reload(resolver: &CertResolver, config: &ReloadConfig, metrics: &Metrics)
                 error = %crate::report::one_line(&err),
                 "keeping the previous serving certificate"
             );
-            false
         }
     }
 }

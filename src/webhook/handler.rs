@@ -41,13 +41,11 @@ impl AppState {
 /// Why a body got no AdmissionReview answer.
 #[derive(Debug, thiserror::Error)]
 pub enum HandleError {
-    /// The body is not an AdmissionReview (HTTP 400).
     #[error(transparent)]
     NotAReview(#[from] EnvelopeError),
     /// The core panicked: a bug. HTTP 500 lets the webhook's failurePolicy decide.
     #[error("failed to review the object: internal error (a bug; please report it)")]
     Panicked,
-    /// Other reviews hold the memory for reading the object now (HTTP 503).
     #[error("failed to review the object: {}; retry", Refusal::Busy)]
     Busy,
 }
@@ -72,18 +70,16 @@ pub async fn handle(
             (Review::parse_unread(body)?, Some(refusal))
         }
     };
-    let Inner {
-        settings,
-        lookups,
-        metrics,
-    } = &*state.0;
+    let state = &*state.0;
     let (answer, outcome, warnings) = match refused {
         Some(refusal) => unaffordable(review.uid(), refusal)?,
-        None => answer_review(&review, settings, lookups, meter, namespace_labelled).await?,
+        None => answer_review(&review, state, meter, namespace_labelled).await?,
     };
     let took = started.elapsed();
-    metrics.review(review.kind(), review.operation(), outcome, took);
-    metrics.warnings(warnings);
+    state
+        .metrics
+        .review(review.kind(), review.operation(), outcome, took);
+    state.metrics.warnings(warnings);
     tracing::debug!(
         uid = review.uid(),
         kind = review.kind(),
@@ -98,38 +94,39 @@ pub async fn handle(
 }
 
 /// The encoded answer, the outcome label and the number of warnings.
+type Answer = (Vec<u8>, &'static str, usize);
+
 async fn answer_review(
     review: &Review<'_>,
-    settings: &Settings,
-    lookups: &Lookups,
+    state: &Inner,
     meter: &mut Meter,
     namespace_labelled: bool,
-) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
+) -> Result<Answer, HandleError> {
     let uid = review.uid();
     let request = match review.request() {
         Ok(request) => Request {
             namespace_labelled,
             ..request
         },
-        Err(err) => return Ok(not_understood(uid, &err.to_string())),
+        Err(err) => return Ok(error_answer(uid, 400, &err.to_string())),
     };
     // One plan serves both steps, so the object is read once.
-    let plan = guard(|| metered(meter, || Plan::new(&request, settings)))?;
+    let plan = guard(|| metered(meter, || Plan::new(&request, &state.settings)))?;
     if let Some(refusal) = meter.refused() {
         return unaffordable(uid, refusal);
     }
     let plan = match plan {
         Ok(plan) => plan,
-        Err(err) => return Ok(not_understood(uid, &err.to_string())),
+        Err(err) => return Ok(error_answer(uid, 400, &err.to_string())),
     };
     let refs = plan.config_refs();
-    let configs = lookups.fetch(request.namespace, &refs).await;
+    let configs = state.lookups.fetch(request.namespace, &refs).await;
     let mut outcome = guard(|| plan.outcome(&configs))?;
     if outcome.replaces_hash() {
         // The hash on the object may come from newer data than the view or cache holds (the
         // rollout controller's own UPDATE reviewed by a replica that lags): read the config
         // again before replacing it.
-        let fresh = lookups.fetch_fresh(request.namespace, &refs).await;
+        let fresh = state.lookups.fetch_fresh(request.namespace, &refs).await;
         outcome = guard(|| plan.outcome(&fresh))?;
     }
     Ok(match outcome {
@@ -155,25 +152,22 @@ async fn answer_review(
 
 /// The answer once the meter refused: an object too large to read ever is denied (HTTP 200,
 /// `status.code` 413), one that can be read later gets [`HandleError::Busy`].
-fn unaffordable(
-    uid: &str,
-    refusal: Refusal,
-) -> Result<(Vec<u8>, &'static str, usize), HandleError> {
+fn unaffordable(uid: &str, refusal: Refusal) -> Result<Answer, HandleError> {
     match refusal {
         Refusal::TooLarge { .. } => {
             let message = format!("failed to review the object: {refusal}");
-            Ok((
-                admission_review::denied(uid, 413, &message, &[]),
-                "error",
-                0,
-            ))
+            Ok(error_answer(uid, 413, &message))
         }
         Refusal::Busy => Err(HandleError::Busy),
     }
 }
 
-fn not_understood(uid: &str, message: &str) -> (Vec<u8>, &'static str, usize) {
-    (admission_review::denied(uid, 400, message, &[]), "error", 0)
+fn error_answer(uid: &str, code: u16, message: &str) -> Answer {
+    (
+        admission_review::denied(uid, code, message, &[]),
+        "error",
+        0,
+    )
 }
 
 /// Runs a core function, turning a panic into [`HandleError::Panicked`] so that one bad object

@@ -55,7 +55,8 @@ pub fn app(ready: Readiness, metrics: Metrics) -> Router {
 
 /// The side port being served on its own task.
 pub struct SidePort {
-    addr: SocketAddr,
+    /// The address it serves on.
+    pub addr: SocketAddr,
     stop: CancellationToken,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -76,11 +77,6 @@ impl SidePort {
                 .into_future(),
         );
         Ok(SidePort { addr, stop, task })
-    }
-
-    /// The address it serves on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 
     /// Stops serving, giving open requests a second to finish.

@@ -105,21 +105,26 @@ impl BodyBudget {
     }
 
     /// Reserves the memory of a review whose body is `body` bytes (see
-    /// [`RESERVED_PER_BODY_BYTE`]; at most its part), waiting at most `wait`.
+    /// [`RESERVED_PER_BODY_BYTE`]; at most its part), waiting at most `wait`. The meter of its
+    /// read gets what was reserved beyond the body for free; past it, grants come from the same
+    /// part without waiting (HTTP 503 when others hold it, a denial past the whole part). All
+    /// is given back when the meter is dropped.
     pub async fn reserve_review(
         &self,
         body: usize,
         wait: Duration,
-    ) -> Result<ReviewMemory, BudgetExhausted> {
+    ) -> Result<Meter, BudgetExhausted> {
         let (pool, part) = self.part_for(body);
         let wanted = body.saturating_mul(RESERVED_PER_BODY_BYTE).min(part);
-        let permit = acquire(pool, wanted, wait).await?;
-        Ok(ReviewMemory {
+        let held = acquire(pool, wanted, wait).await?;
+        let grants = ReadGrants {
             pool: pool.clone(),
+            most: part.saturating_sub(wanted),
             part,
-            body,
-            permit,
-        })
+            granted: 0,
+            held,
+        };
+        Ok(Meter::new(wanted.saturating_sub(body), grants))
     }
 
     fn part_for(&self, body: usize) -> (&Arc<Semaphore>, usize) {
@@ -134,34 +139,6 @@ impl BodyBudget {
 /// What a review reserves for each byte of its body: the body and what its read may keep. Real
 /// reviews charge 0.7 (5 KB) to 2.8 (1 MB, many containers and env lists) times their body.
 pub const RESERVED_PER_BODY_BYTE: usize = 4;
-
-/// The memory reserved for one review.
-#[derive(Debug)]
-pub struct ReviewMemory {
-    pool: Arc<Semaphore>,
-    part: usize,
-    body: usize,
-    permit: OwnedSemaphorePermit,
-}
-
-impl ReviewMemory {
-    /// The meter of the review's read: what was reserved beyond the body is free; past it,
-    /// grants come from the same part without waiting (HTTP 503 when others hold it, a denial
-    /// past the whole part). All is given back when the meter is dropped.
-    pub fn into_meter(self) -> Meter {
-        let reserved = self.permit.num_permits();
-        Meter::new(
-            reserved.saturating_sub(self.body),
-            ReadGrants {
-                pool: self.pool,
-                most: self.part.saturating_sub(reserved),
-                part: self.part,
-                granted: 0,
-                held: self.permit,
-            },
-        )
-    }
-}
 
 /// Grants for a review's read, held with its reservation until the review is done.
 struct ReadGrants {
@@ -282,9 +259,8 @@ mod tests {
     async fn a_review_reserves_its_read_with_its_body_then_grants_come_from_the_same_part() {
         use crate::workload::meter::{Refusal, charge, metered};
         let budget = BodyBudget::new(16 * MIB);
-        let memory = budget.reserve_review(2 * MIB, SHORT).await.unwrap();
+        let mut meter = budget.reserve_review(2 * MIB, SHORT).await.unwrap();
         assert_eq!(budget.in_use(), 8 * MIB, "four bytes per body byte");
-        let mut meter = memory.into_meter();
         metered(&mut meter, || {
             charge(6 * MIB).unwrap();
             assert_eq!(budget.in_use(), 8 * MIB, "the read's share was reserved");
@@ -298,11 +274,7 @@ mod tests {
         assert_eq!(budget.in_use(), 3 * MIB, "all given back with the meter");
         drop(others);
         // More than the whole large part: never.
-        let mut meter = budget
-            .reserve_review(2 * MIB, SHORT)
-            .await
-            .unwrap()
-            .into_meter();
+        let mut meter = budget.reserve_review(2 * MIB, SHORT).await.unwrap();
         metered(&mut meter, || {
             assert_eq!(charge(13 * MIB), Err(Refusal::TooLarge { limit: 12 * MIB }));
         });

@@ -58,9 +58,7 @@ struct Inner {
 
 /// Cached ConfigMap/Secret lookups; cheap to clone (shared cache).
 #[derive(Clone)]
-pub struct Lookups {
-    inner: Arc<Inner>,
-}
+pub struct Lookups(Arc<Inner>);
 
 impl Lookups {
     /// Lookups through `client` (`None`, `--no-kube`: every lookup fails with [`NO_KUBE`]);
@@ -71,23 +69,21 @@ impl Lookups {
         config: CacheConfig,
         metrics: Metrics,
     ) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                client,
-                secret_key,
-                config,
-                cache: Mutex::new(HashMap::new()),
-                inflight: Mutex::new(HashMap::new()),
-                metrics,
-                view: OnceLock::new(),
-            }),
-        }
+        Self(Arc::new(Inner {
+            client,
+            secret_key,
+            config,
+            cache: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+            metrics,
+            view: OnceLock::new(),
+        }))
     }
 
     /// Answers from the rollout controller's view from now on, once it has synced: the same
     /// digests the controller hashes, with no API round trip.
     pub fn set_view(&self, store: StoreReader) {
-        let _ = self.inner.view.set(store);
+        let _ = self.0.view.set(store);
     }
 
     /// The objects `refs` in `namespace`, within the lookup timeout: from the controller's
@@ -95,7 +91,7 @@ impl Lookups {
     pub async fn fetch(&self, namespace: &str, refs: &BTreeSet<ConfigId>) -> ConfigData {
         let mut data = ConfigData::new();
         let mut rest = refs.clone();
-        if let Some(view) = self.inner.view.get() {
+        if let Some(view) = self.0.view.get() {
             view.read(|view| {
                 rest.retain(|id| match view.lookup(namespace, id) {
                     Some(lookup) => {
@@ -106,13 +102,12 @@ impl Lookups {
                 });
             });
         }
-        let refs = &rest;
-        if refs.is_empty() {
+        if rest.is_empty() {
             return data;
         }
-        if self.inner.client.is_none() {
-            for id in refs {
-                self.inner.metrics.lookup_failed();
+        if self.0.client.is_none() {
+            for id in &rest {
+                self.0.metrics.lookup_failed();
                 data.insert(id.clone(), Lookup::Failed(NO_KUBE.to_owned()));
             }
             return data;
@@ -121,13 +116,13 @@ impl Lookups {
         let mut stale = Vec::new();
         {
             let now = Instant::now();
-            let cache = self.inner.cache.lock();
-            for id in refs {
+            let cache = self.0.cache.lock();
+            for id in &rest {
                 let key = key(namespace, id);
                 match cache.get(&key) {
                     Some(entry) => {
                         data.insert(id.clone(), entry.lookup.clone());
-                        if now.duration_since(entry.fetched) >= self.inner.config.ttl {
+                        if now.duration_since(entry.fetched) >= self.0.config.ttl {
                             stale.push(key);
                         }
                     }
@@ -175,13 +170,13 @@ impl Lookups {
         waits: Vec<(&ConfigId, impl Future<Output = Lookup>)>,
         data: &mut ConfigData,
     ) {
-        let timeout = self.inner.config.timeout;
+        let timeout = self.0.config.timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         for (id, wait) in waits {
             let lookup = tokio::time::timeout_at(deadline, wait).await;
             let lookup = lookup.unwrap_or_else(|_| timed_out(timeout));
             if let Lookup::Failed(reason) = &lookup {
-                self.inner.metrics.lookup_failed();
+                self.0.metrics.lookup_failed();
                 tracing::debug!(namespace, object = %id, reason, "config lookup failed");
             }
             data.insert(id.clone(), lookup);
@@ -190,13 +185,13 @@ impl Lookups {
 
     /// Number of cached entries.
     pub fn cached(&self) -> usize {
-        self.inner.cache.lock().len()
+        self.0.cache.lock().len()
     }
 
     /// The API request for `key`: the one under way, or a new one. Each request runs in its
     /// own task, so it finishes (and fills the cache) even if every review stops waiting.
     fn pending(&self, key: Key) -> Pending {
-        let mut inflight = self.inner.inflight.lock();
+        let mut inflight = self.0.inflight.lock();
         if let Some(pending) = inflight.get(&key) {
             return pending.clone();
         }
@@ -204,7 +199,7 @@ impl Lookups {
         let request_key = key.clone();
         let pending = async move {
             let lookup = this.load(request_key.clone()).await;
-            this.inner.inflight.lock().remove(&request_key);
+            this.0.inflight.lock().remove(&request_key);
             lookup
         }
         .boxed()
@@ -217,11 +212,11 @@ impl Lookups {
     /// Asks the API for one object and caches the answer (a failed refresh leaves the stale
     /// entry in place).
     async fn load(&self, key: Key) -> Lookup {
-        let request_timeout = self.inner.config.request_timeout;
-        let lookup = match &self.inner.client {
+        let request_timeout = self.0.config.request_timeout;
+        let lookup = match &self.0.client {
             Some(client) => tokio::time::timeout(
                 request_timeout,
-                get(client.clone(), self.inner.secret_key.as_ref(), &key),
+                get(client.clone(), self.0.secret_key.as_ref(), &key),
             )
             .await
             .unwrap_or_else(|_| timed_out(request_timeout)),
@@ -230,9 +225,15 @@ impl Lookups {
         if matches!(lookup, Lookup::Failed(_)) {
             return lookup;
         }
-        let mut cache = self.inner.cache.lock();
-        if !cache.contains_key(&key) && cache.len() >= self.inner.config.max_entries {
-            evict_oldest(&mut cache);
+        let mut cache = self.0.cache.lock();
+        if !cache.contains_key(&key)
+            && cache.len() >= self.0.config.max_entries
+            && let Some(oldest) = cache
+                .iter()
+                .min_by_key(|(_, e)| e.fetched)
+                .map(|(k, _)| k.clone())
+        {
+            cache.remove(&oldest);
         }
         cache.insert(
             key,
@@ -252,16 +253,6 @@ fn timed_out(after: Duration) -> Lookup {
 
 fn key(namespace: &str, id: &ConfigId) -> Key {
     (namespace.to_owned(), id.kind, id.name.clone())
-}
-
-fn evict_oldest(cache: &mut HashMap<Key, Entry>) {
-    let oldest = cache
-        .iter()
-        .min_by_key(|(_, e)| e.fetched)
-        .map(|(k, _)| k.clone());
-    if let Some(k) = oldest {
-        cache.remove(&k);
-    }
 }
 
 async fn get(

@@ -28,8 +28,6 @@ use crate::cli::ServeArgs;
 pub use handler::AppState;
 pub use router::app;
 
-const CERT_DEBOUNCE: Duration = Duration::from_millis(200);
-const CERT_RESYNC: Duration = Duration::from_secs(60);
 /// Longest one ConfigMap/Secret GET may take (reviews stop waiting after `--lookup-timeout`).
 const LOOKUP_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most ConfigMaps/Secrets kept in the lookup cache.
@@ -81,30 +79,41 @@ pub async fn serve(
     let (terminating_tx, terminating) = tokio::sync::watch::channel(false);
     let controller = start_controller(&args, client, &settings, &lookups, &metrics, &terminating);
     let state = AppState::new(settings, lookups, metrics.clone());
-    let (listener, side) = bind(&args).await?;
-    let reload = cert_reload::ReloadConfig {
-        cert: args.tls_cert.clone(),
-        key: args.tls_key.clone(),
-        debounce: CERT_DEBOUNCE,
-        resync: CERT_RESYNC,
+    let bind = |addr, flag| async move {
+        let listener = TcpListener::bind(addr).await;
+        listener.with_context(|| format!("failed to listen on {addr} ({flag})"))
     };
-    cert_reload::spawn(resolver.clone(), reload, metrics.clone())?;
+    let listener = bind(args.listen, "--listen").await?;
+    let side = bind(args.metrics_listen, "--metrics-listen").await?;
+    let (cert, key) = (args.tls_cert.clone(), args.tls_key.clone());
+    cert_reload::spawn(resolver.clone(), cert, key, metrics.clone())?;
     let ready = health::Readiness::default();
     let side = health::SidePort::start(side, ready.clone(), metrics)?;
-    tracing::info!(addr = %side.addr(), "serving /healthz, /readyz and /metrics");
+    tracing::info!(addr = %side.addr, "serving /healthz, /readyz and /metrics");
     tracing::info!(addr = %listener.local_addr()?, "serving admission reviews on /mutate");
-    become_ready(&ready, controller, terminating);
-    let stopping = stopping(shutdown, terminating_tx, ready);
+    match controller {
+        None => ready.set(true),
+        // Once its view has synced (so that reviews and the controller hash alike), unless
+        // termination began meanwhile.
+        Some(controller) => {
+            let (ready, mut synced) = (ready.clone(), controller.synced);
+            tokio::spawn(async move {
+                if synced.wait_for(|s| *s).await.is_ok() && !*terminating.borrow() {
+                    ready.set(true);
+                }
+            });
+        }
+    }
+    // Tells the controller (`terminating`) and `/readyz` once `shutdown` completes.
+    let stopping = async move {
+        shutdown.await;
+        let _ = terminating_tx.send(true);
+        ready.set(false);
+    };
     let (limits, http) = startup::limits(&args);
     let app = router::app_with(state, http);
-    let drained = server::serve(
-        listener,
-        tls::server_config(resolver),
-        app,
-        limits,
-        stopping,
-    )
-    .await;
+    let tls = tls::server_config(resolver);
+    let drained = server::serve(listener, tls, app, limits, stopping).await;
     side.stop().await;
     tracing::info!(drained, "stopped");
     Ok(())
@@ -141,46 +150,4 @@ fn start_controller(
     );
     lookups.set_view(controller.store.clone());
     Some(controller)
-}
-
-/// Binds the HTTPS listener (`--listen`) and the side port (`--metrics-listen`).
-async fn bind(args: &ServeArgs) -> anyhow::Result<(TcpListener, TcpListener)> {
-    let bind = |addr, flag| async move {
-        let listener = TcpListener::bind(addr).await;
-        listener.with_context(|| format!("failed to listen on {addr} ({flag})"))
-    };
-    let listener = bind(args.listen, "--listen").await?;
-    let side = bind(args.metrics_listen, "--metrics-listen").await?;
-    Ok((listener, side))
-}
-
-/// Marks the webhook ready: at once without a controller; with one, once its view has synced
-/// (so that reviews and the controller hash alike), unless termination began meanwhile.
-fn become_ready(
-    ready: &health::Readiness,
-    controller: Option<crate::controller::Controller>,
-    terminating: tokio::sync::watch::Receiver<bool>,
-) {
-    let Some(controller) = controller else {
-        ready.set(true);
-        return;
-    };
-    let ready = ready.clone();
-    let mut synced = controller.synced;
-    tokio::spawn(async move {
-        if synced.wait_for(|s| *s).await.is_ok() && !*terminating.borrow() {
-            ready.set(true);
-        }
-    });
-}
-
-/// Completes once `shutdown` has, after telling the controller (`terminating`) and `/readyz`.
-async fn stopping(
-    shutdown: impl Future<Output = ()>,
-    terminating: tokio::sync::watch::Sender<bool>,
-    ready: health::Readiness,
-) {
-    shutdown.await;
-    let _ = terminating.send(true);
-    ready.set(false);
 }

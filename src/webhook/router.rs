@@ -42,15 +42,6 @@ pub struct HttpLimits {
     pub budget: BodyBudget,
 }
 
-impl Default for HttpLimits {
-    fn default() -> Self {
-        Self {
-            body_timeout: BODY_TIMEOUT,
-            budget: BodyBudget::new(DEFAULT_BODY_BUDGET),
-        }
-    }
-}
-
 #[derive(Clone)]
 struct Routes {
     state: AppState,
@@ -59,7 +50,15 @@ struct Routes {
 
 /// The webhook's routes with the default limits, ready for `oneshot` in tests.
 pub fn app(state: AppState) -> Router {
-    app_with(state, HttpLimits::default())
+    let budget = BodyBudget::new(DEFAULT_BODY_BUDGET);
+    let body_timeout = BODY_TIMEOUT;
+    app_with(
+        state,
+        HttpLimits {
+            body_timeout,
+            budget,
+        },
+    )
 }
 
 /// The webhook's routes with the given limits, as the server runs them.
@@ -74,28 +73,20 @@ pub fn app_with(state: AppState, limits: HttpLimits) -> Router {
 /// Why a request got no AdmissionReview back (a plain-text 4xx/5xx).
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    /// Not `Content-Type: application/json` (415).
     #[error("failed to accept the request: Content-Type must be application/json, got {0}")]
     WrongContentType(String),
-    /// Longer than [`BODY_LIMIT`] (413).
     #[error("failed to accept the request: the body is larger than {BODY_LIMIT} bytes")]
     TooLarge,
-    /// The body did not arrive in time (408).
     #[error("failed to read the request body within {}ms", .0.as_millis())]
     TimedOut(Duration),
-    /// Too many body bytes are in flight already (503).
     #[error("failed to accept the request: the server is busy reading other bodies; retry")]
     Busy,
-    /// The connection failed while reading the body (400).
     #[error("failed to read the request body: {0}")]
     BodyUnreadable(String),
-    /// The body is not an AdmissionReview, or the review failed (400 / 500).
     #[error(transparent)]
     Review(#[from] HandleError),
-    /// No such path (404).
     #[error("failed to accept the request: no such path; reviews go to POST /mutate")]
     NoRoute,
-    /// Not POST (405).
     #[error("failed to accept the request: reviews take POST, got {0}")]
     WrongMethod(Method),
 }
@@ -172,27 +163,34 @@ async fn answer(
         // the 413 rather than a broken pipe), without a share of the budget. Past
         // DRAIN_LIMIT it is not worth reading; the connection is cut off.
         if length <= DRAIN_LIMIT as u64 {
-            let _ = tokio::time::timeout(*body_timeout, discard(request.into_body())).await;
+            let _ = tokio::time::timeout(*body_timeout, discard(request)).await;
         }
         return Err(HttpError::TooLarge);
     }
     let started = tokio::time::Instant::now();
     // Held until the answer is built: the body and the objects parsed from it live that long.
     let body_bytes = reservation(declared, BODY_LIMIT);
-    let Ok(memory) = budget.reserve_review(body_bytes, *body_timeout).await else {
+    let Ok(mut meter) = budget.reserve_review(body_bytes, *body_timeout).await else {
         // Read and drop the body first, as for a 413: the client then gets the 503 rather
         // than a broken pipe. Nothing is kept, so this costs no budget.
-        let _ = tokio::time::timeout(BUSY_DRAIN_TIMEOUT, discard(request.into_body())).await;
+        let _ = tokio::time::timeout(BUSY_DRAIN_TIMEOUT, discard(request)).await;
         return Err(HttpError::Busy);
     };
     let left = body_timeout.saturating_sub(started.elapsed());
-    let read = tokio::time::timeout(left, collect_limited(request.into_body(), declared)).await;
+    let read = tokio::time::timeout(
+        left,
+        collect_limited(request.into_body(), declared, BODY_LIMIT),
+    )
+    .await;
     let body = read.unwrap_or(Err(HttpError::TimedOut(*body_timeout)))?;
-    // What the review reads from the body is counted in the same reservation, held as long.
-    let mut meter = memory.into_meter();
     let review = handle(&routes.state, &body, &mut meter, namespace_labelled).await?;
     let json = [(header::CONTENT_TYPE, "application/json")];
     Ok((json, review).into_response())
+}
+
+/// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.
+async fn discard(request: Request) {
+    let _ = collect_limited(request.into_body(), None, 0).await;
 }
 
 fn check_content_type(headers: &HeaderMap) -> Result<(), HttpError> {
@@ -219,26 +217,17 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-/// Reads a body to its end (at most [`DRAIN_LIMIT`] bytes), keeping nothing.
-async fn discard(mut body: Body) {
-    let mut seen = 0usize;
-    while let Some(Ok(frame)) = body.frame().await {
-        if let Ok(data) = frame.into_data() {
-            seen = seen.saturating_add(data.len());
-            if seen > DRAIN_LIMIT {
-                return;
-            }
-        }
-    }
-}
-
-/// Reads the body, up to [`BODY_LIMIT`]. A longer one (with no length that gives it away) is
+/// Reads the body, keeping at most `keep` bytes (0: a body refused anyway). A longer one is
 /// read to its end (up to [`DRAIN_LIMIT`]) and discarded before the 413 goes out: closing a
 /// socket with unread data resets it, and the client would see a broken pipe instead. The
 /// pieces are copied as they arrive into one buffer of the declared length (grown as needed),
 /// so that the pieces and the joined body are never held at once: the budget counts the body
 /// once. A body that arrives in one piece is kept as it came.
-async fn collect_limited(mut body: Body, declared: Option<u64>) -> Result<bytes::Bytes, HttpError> {
+async fn collect_limited(
+    mut body: Body,
+    declared: Option<u64>,
+    keep: usize,
+) -> Result<bytes::Bytes, HttpError> {
     let mut first: Option<bytes::Bytes> = None;
     let mut joined = bytes::BytesMut::new();
     let mut seen = 0usize;
@@ -251,7 +240,7 @@ async fn collect_limited(mut body: Body, declared: Option<u64>) -> Result<bytes:
         if seen > DRAIN_LIMIT {
             return Err(HttpError::TooLarge);
         }
-        if seen > BODY_LIMIT {
+        if seen > keep {
             (first, joined) = (None, bytes::BytesMut::new());
             continue;
         }
@@ -266,7 +255,7 @@ async fn collect_limited(mut body: Body, declared: Option<u64>) -> Result<bytes:
             }
         }
     }
-    if seen > BODY_LIMIT {
+    if seen > keep {
         return Err(HttpError::TooLarge);
     }
     Ok(first.unwrap_or_else(|| joined.freeze()))

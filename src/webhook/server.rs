@@ -77,7 +77,18 @@ pub async fn serve(
         });
     }
     drop(listener);
-    drain(graceful, limits.drain).await
+    tracing::info!(
+        open = graceful.count(),
+        "stopped accepting; draining connections"
+    );
+    let drained = tokio::time::timeout(limits.drain, graceful.shutdown()).await;
+    if drained.is_err() {
+        tracing::warn!(
+            drain_timeout = %humantime::format_duration(limits.drain),
+            "connections still open after the drain timeout; exiting anyway"
+        );
+    }
+    drained.is_ok()
 }
 
 /// The next connection with its slot, or `None` once `shutdown` completes. A slot comes first:
@@ -125,8 +136,18 @@ async fn connection(
     };
     // HTTP/2 over TLS is only ever negotiated by ALPN (RFC 9113 §3.2); without it the
     // connection is HTTP/1.1, whose header reads are time-limited.
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    let builder = http_builder(h2, limits);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .max_buf_size(H1_READ_BUFFER);
+    builder.http2().timer(TokioTimer::new());
+    let builder = if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+        builder.http2_only()
+    } else {
+        builder.http1_only()
+    };
     // A connection must start its first request within the header-read timeout. HTTP/1.1
     // has that from hyper; this also covers an HTTP/2 client that sends nothing after the
     // handshake.
@@ -152,38 +173,6 @@ async fn connection(
     };
     if let Err(err) = ended {
         tracing::debug!(error = %err, "connection ended with an error");
-    }
-}
-
-/// hyper's server for HTTP/2, or HTTP/1.1 with the header-read timeout and the bounded buffer.
-fn http_builder(h2: bool, limits: &Limits) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read)
-        .max_buf_size(H1_READ_BUFFER);
-    builder.http2().timer(TokioTimer::new());
-    if h2 {
-        builder.http2_only()
-    } else {
-        builder.http1_only()
-    }
-}
-
-/// Waits up to `limit` for the open connections to finish; `true` when they all did.
-async fn drain(graceful: GracefulShutdown, limit: Duration) -> bool {
-    let open = graceful.count();
-    tracing::info!(open, "stopped accepting; draining connections");
-    match tokio::time::timeout(limit, graceful.shutdown()).await {
-        Ok(()) => true,
-        Err(_) => {
-            tracing::warn!(
-                drain_timeout = %humantime::format_duration(limit),
-                "connections still open after the drain timeout; exiting anyway"
-            );
-            false
-        }
     }
 }
 

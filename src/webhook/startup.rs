@@ -70,18 +70,12 @@ pub fn secret_key(path: Option<&Path>) -> anyhow::Result<Option<SecretKey>> {
         tracing::info!("no --secret-hash-key-file: Secrets consumed through env are not hashed");
         return Ok(None);
     };
+    let shown = path.display();
     let bytes = std::fs::read(path).with_context(|| {
-        format!(
-            "failed to read the Secret-hash key {} (--secret-hash-key-file)",
-            path.display()
-        )
+        format!("failed to read the Secret-hash key {shown} (--secret-hash-key-file)")
     })?;
-    let key = SecretKey::new(&bytes).with_context(|| {
-        format!(
-            "failed to use the Secret-hash key {}: the file is empty",
-            path.display()
-        )
-    })?;
+    let key = SecretKey::new(&bytes)
+        .with_context(|| format!("failed to use the Secret-hash key {shown}: the file is empty"))?;
     Ok(Some(key))
 }
 

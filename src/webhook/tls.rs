@@ -26,14 +26,11 @@ pub enum TlsError {
     },
     #[error("failed to read a PEM {what} from {} ({flag}): {reason}", path.display())]
     PemInvalid {
-        /// `certificate` or `private key`.
         what: &'static str,
-        /// `--tls-cert` or `--tls-key`.
         flag: &'static str,
         path: PathBuf,
         reason: String,
     },
-    /// The certificate file holds no certificate.
     #[error("failed to find a certificate in {} (--tls-cert)", .0.display())]
     NoCertificate(PathBuf),
     #[error("failed to use the private key in {} (--tls-key)", path.display())]
@@ -139,15 +136,13 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
-/// The protocol versions served: TLS 1.3 and 1.2 only. With the ring provider the TLS 1.2
-/// suites are all ECDHE with AEAD ciphers (AES-GCM, ChaCha20-Poly1305): no CBC, no RSA key
-/// exchange, no SSLv3/TLS 1.0/1.1 (rustls implements none of them).
-pub const PROTOCOL_VERSIONS: [&rustls::SupportedProtocolVersion; 2] =
-    [&rustls::version::TLS13, &rustls::version::TLS12];
-
-/// The rustls server configuration: TLS 1.2+, no client auth, ALPN `h2` then `http/1.1`.
+/// The rustls server configuration: TLS 1.3 and 1.2 only, no client auth, ALPN `h2` then
+/// `http/1.1`. With the ring provider the TLS 1.2 suites are all ECDHE with AEAD ciphers
+/// (AES-GCM, ChaCha20-Poly1305): no CBC, no RSA key exchange, no SSLv3/TLS 1.0/1.1 (rustls
+/// implements none of them).
 pub fn server_config(resolver: Arc<CertResolver>) -> Arc<ServerConfig> {
-    let mut config = ServerConfig::builder_with_protocol_versions(&PROTOCOL_VERSIONS)
+    let versions = [&rustls::version::TLS13, &rustls::version::TLS12];
+    let mut config = ServerConfig::builder_with_protocol_versions(&versions)
         .with_no_client_auth()
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

@@ -40,7 +40,7 @@ pub use object::{Workload, string_map};
 pub use parts::{ObjectParts, ObjectSeed, SpecRead, lean_then_raw};
 pub use review_plan::Plan;
 pub use rules::describe;
-pub use skim::{JsonType, Shallow, Skim};
+pub use skim::{JsonType, MapOrValue, MapReader, Shallow, Skim};
 
 /// HTTP reload URL (HTTP mode instead of a signal).
 pub const RELOAD_URL: &str = "reload-injector.io/reload-url";

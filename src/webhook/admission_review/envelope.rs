@@ -9,11 +9,13 @@
 
 use std::fmt;
 
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::workload::{Key, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, lean_then_raw};
+use crate::workload::{
+    Key, MapOrValue, MapReader, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, lean_then_raw,
+};
 
 /// The body as read.
 #[derive(Debug, Default)]
@@ -100,10 +102,10 @@ impl<'de> Visitor<'de> for TopSeed {
             match key.as_str() {
                 "apiVersion" => envelope.api_version = Some(map.next_value::<Shallow>()?.0),
                 "kind" => envelope.kind = Some(map.next_value::<Shallow>()?.0),
-                "request" => envelope.request = map.next_value_seed(RequestSeed(self.0))?,
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
+                "request" => {
+                    envelope.request = map.next_value_seed(MapOrValue(RequestSeed(self.0)))?
                 }
+                _ => _ = map.next_value::<IgnoredAny>()?,
             }
         }
         Ok(envelope)
@@ -113,22 +115,10 @@ impl<'de> Visitor<'de> for TopSeed {
 /// Reads `request`: its fields when it is an object, `None` (after scanning it) otherwise.
 struct RequestSeed(Option<SpecRead>);
 
-impl<'de> DeserializeSeed<'de> for RequestSeed {
-    type Value = Option<RequestFields<'de>>;
+impl<'de> MapReader<'de> for RequestSeed {
+    type Out = Option<RequestFields<'de>>;
 
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RequestSeed {
-    type Value = Option<RequestFields<'de>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Out, A::Error> {
         let mut r = RequestFields::default();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
@@ -150,40 +140,18 @@ impl<'de> Visitor<'de> for RequestSeed {
                     })
                 }
                 "oldObject" => r.old_object = Some(map.next_value()?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                _ => _ = map.next_value::<IgnoredAny>()?,
             }
         }
         Ok(Some(r))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+    fn other(_: Value) -> Self::Out {
+        None
+    }
+
+    fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error> {
         IgnoredAny.visit_seq(seq)?;
-        Ok(None)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(None)
     }
 }
