@@ -16,7 +16,7 @@ use crate::workload::in_place::{self, EnvPlan};
 use crate::workload::insertion::{PodView, insert_once, mark_sidecar_pod};
 use crate::workload::messages::{Warnings, quoted};
 use crate::workload::object;
-use crate::workload::parts::{self, MapField, Meta};
+use crate::workload::parts::{MapField, Meta};
 use crate::workload::rules::{self, How, Use, describe};
 use crate::workload::selected;
 use crate::workload::sidecar::{self, SidecarPlan};
@@ -142,13 +142,9 @@ fn edit(
     warnings: &mut Warnings,
 ) -> json_patch::Patch {
     let on_template = target.workload.is_template();
-    let pointer = target.workload.pointer();
-    let mut original = parts::at_pointer(target.pod.editable(&target.spec), pointer);
-    if on_template {
-        original = parts::with_own_meta(original, &target.own);
-    }
+    let original = target.view();
     let mut edited = original.clone();
-    let Some(pod) = edited.pointer_mut(pointer) else {
+    let Some(pod) = edited.pointer_mut(target.workload.pointer()) else {
         return json_patch::Patch(Vec::new());
     };
     write_stamp(pod, target);
