@@ -340,15 +340,9 @@ fn run_as(
 /// us, so a root sidecar would get the Pod rejected; deciding from the Pod alone, not namespace
 /// labels, keeps `inject` and the webhook equal.
 fn declares_non_root(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> bool {
-    let pod_level = spec
-        .security_context
-        .as_ref()
-        .and_then(|s| s.run_as_non_root);
-    pod_level == Some(true)
-        || analysis
-            .apps
-            .iter()
-            .any(|c| c.security_context.as_ref().and_then(|s| s.run_as_non_root) == Some(true))
+    let app_contexts = analysis.apps.iter().map(|c| c.security_context.as_ref());
+    let mut contexts = app_contexts.chain([spec.security_context.as_ref()]);
+    contexts.any(|sc| sc.and_then(|s| s.run_as_non_root) == Some(true))
 }
 
 #[cfg(test)]

@@ -75,7 +75,11 @@ pub(super) fn target_outcome(
     uses.retain(|u| !env.covers(u));
     strategy::warn(&choice, target.consequence, &mut warnings);
     warn_uses(&uses, target.consequence, settings, &mut warnings);
-    let restart_only = restart_only(target, &analysis, &uses, settings, &mut warnings);
+    // The objects a `reload` list names that the pod does not read count whole.
+    let unreferenced = selected::unreferenced(&target.selection, &analysis);
+    warn_unreferenced(&unreferenced, target.consequence, settings, &mut warnings);
+    let mut restart_only = consumption::of_uses(&uses);
+    selected::add_unreferenced(&mut restart_only, &unreferenced);
     let report = restart_only.hash(configs, settings.secret_key.as_ref());
     warn_hash(&uses, &report, &mut warnings);
     let plan = sidecar::plan(
@@ -99,22 +103,6 @@ pub(super) fn target_outcome(
         patch,
         warnings: warnings.into_list(settings.warning_chars),
     }
-}
-
-/// The restart-only consumption: what the uses read, and the objects a `reload` list names that
-/// the pod does not read (whole, with a warning).
-fn restart_only(
-    target: &Target,
-    analysis: &PodAnalysis<'_>,
-    uses: &[Use],
-    settings: &Settings,
-    warnings: &mut Warnings,
-) -> Consumption {
-    let unreferenced = selected::unreferenced(&target.selection, analysis);
-    warn_unreferenced(&unreferenced, target.consequence, settings, warnings);
-    let mut restart_only = consumption::of_uses(uses);
-    selected::add_unreferenced(&mut restart_only, &unreferenced);
-    restart_only
 }
 
 /// What the decision writes into the object.
