@@ -303,7 +303,6 @@ fn run_as(
             .flatten()
             .find_map(id)
     };
-    let uid_of = |c: &Container| id_of(c, |s| s.run_as_user);
     // The id every target has, when they all have the same one.
     let shared = |id: fn(&SecurityContext) -> Option<i64>| {
         let ids: BTreeSet<Option<i64>> = targets.iter().map(|c| id_of(c, id)).collect();
@@ -315,7 +314,7 @@ fn run_as(
     }
     let unknown: Vec<&str> = targets
         .iter()
-        .filter(|c| uid_of(c).is_none())
+        .filter(|c| id_of(c, |s| s.run_as_user).is_none())
         .map(|c| c.name.as_str())
         .collect();
     let who = if unknown.is_empty() {
