@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod::{Container, KeyToPath, PodSpec, Volume};
 
-use super::rules::How;
+use super::rules::{How, Use};
 use super::{SIDECAR_NAME, TOKEN_MOUNT_PATH};
 use crate::hash::{ConfigId, Consumed};
 
@@ -82,16 +82,6 @@ pub struct DirMount {
     pub mount_path: String,
 }
 
-/// One env/envFrom reference to a ConfigMap/Secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvRef {
-    pub container: String,
-    pub consumed: Consumed,
-    pub optional: bool,
-    /// [`How::Env`] or [`How::EnvFrom`].
-    pub how: How,
-}
-
 /// Everything the rules read from a pod spec.
 #[derive(Debug, Default)]
 pub struct PodAnalysis<'a> {
@@ -106,8 +96,8 @@ pub struct PodAnalysis<'a> {
     pub init_dir_mounts: Vec<DirMount>,
     /// subPath mounts of config volumes by any container.
     pub subpath_mounts: Vec<SubPathMount>,
-    /// env/envFrom references by any container.
-    pub env_refs: Vec<EnvRef>,
+    /// env/envFrom references by any container ([`How::Env`] or [`How::EnvFrom`]).
+    pub env_refs: Vec<Use>,
     /// Our `config-reloader` sidecar is already there.
     pub has_sidecar: bool,
     /// A container of the sidecar's name that is not ours (prometheus-operator names its reloader
@@ -211,7 +201,7 @@ impl<'a> PodAnalysis<'a> {
             .flatten()
             .flat_map(|from| both(&from.config_map_ref, &from.secret_ref, |r| &r.name))
             .map(|(id, r)| (Consumed::Whole(id), r.optional, How::EnvFrom));
-        let refs = keys.chain(wholes).map(|(consumed, optional, how)| EnvRef {
+        let refs = keys.chain(wholes).map(|(consumed, optional, how)| Use {
             container: container.name.clone(),
             consumed,
             optional: optional.unwrap_or(false),

@@ -82,7 +82,8 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             })
             .map(|m| m.volume.clone())
     };
-    for used in rules::apply(&analysis, &SubPathPolicy::Allow).uses {
+    let mut uses = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
+    for used in &uses {
         let volume = match used.how {
             How::Env | How::EnvFrom => None,
             How::SubPath | How::InitSubPath => volume_of(&used.container, &used.consumed),
@@ -90,8 +91,8 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
             How::Mount | How::InitMount => continue,
         };
         reads.push(Read {
-            container: used.container,
-            consumed: used.consumed,
+            container: used.container.clone(),
+            consumed: used.consumed.clone(),
             optional: used.optional,
             via: used.how,
             volume,
@@ -104,7 +105,6 @@ pub fn explain(annotations: &BTreeMap<String, String>, spec: &PodSpec, native: b
     let (choice, bad) = strategy::choose(annotations, spec, &counted);
     reads.extend(directory_reads(&analysis, &choice));
     let mut warnings = Warnings::default();
-    let mut uses = rules::apply(&analysis, &SubPathPolicy::Allow).uses;
     uses.extend(choice.restart_uses(&analysis));
     let in_place = in_place::recorded_reads(annotations, spec, &uses);
     if let Some(bad) = bad {

@@ -172,13 +172,12 @@ fn asked(
         let recorded = annotations.get(ENV_RESTART).map(|v| v.trim());
         return (recorded == Some(IN_PLACE), None);
     }
-    match annotations
+    let chosen = annotations
         .get(ENV_CHANGE)
-        .map(|v| values::parse_env_change(v))
-    {
-        Some(Ok(choice)) => (choice == EnvChange::RestartInPlace, None),
-        Some(Err(err)) => (false, Some(err)),
-        None => (default == EnvChange::RestartInPlace, None),
+        .map(|v| values::parse_env_change(v));
+    match chosen.unwrap_or(Ok(default)) {
+        Ok(choice) => (choice == EnvChange::RestartInPlace, None),
+        Err(err) => (false, Some(err)),
     }
 }
 

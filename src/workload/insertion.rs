@@ -13,6 +13,7 @@ use super::messages::Warnings;
 use super::object;
 use super::pod::PodSpec;
 use super::sidecar::{self, SidecarPlan};
+use super::strategy::Told;
 use super::{INJECTED, MOUNTED_CONFIG_HASH, SIDECAR_LABEL, Settings};
 use crate::hash::ConfigData;
 
@@ -49,10 +50,7 @@ pub fn insert_once(
         "containers"
     };
     let (image, native) = (&settings.sidecar_image, settings.native_sidecars);
-    let mut container = match plan {
-        Some(plan) => plan.container(image, native),
-        None => sidecar::env_only_container(image, native, hides_token),
-    };
+    let mut container = sidecar::container(plan, image, native, hides_token);
     if let Some(env_plan) = env_plan {
         env_plan.extend(&mut container);
     }
@@ -63,7 +61,8 @@ pub fn insert_once(
     for volume in env_plan.map(EnvPlan::volumes).into_iter().flatten() {
         object::push_to_spec(pod, "volumes", volume);
     }
-    let signals = plan.is_some_and(SidecarPlan::needs_shared_pid);
+    // Signal mode needs `shareProcessNamespace: true`.
+    let signals = plan.is_some_and(|plan| matches!(plan.mode, Told::Signal { .. }));
     if signals && view.spec.share_process_namespace != Some(true) {
         object::share_process_namespace(pod);
     }

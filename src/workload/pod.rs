@@ -1,13 +1,9 @@
-//! The part of a Kubernetes pod spec the core reads, and nothing else.
-//!
-//! These types mirror `k8s_openapi::api::core::v1` field for field (same names, same Rust
-//! types, same JSON names) but keep only the fields the analysis, the rules and the sidecar plan
-//! read. Everything else in a spec (resources, probes, ports, tolerations, affinity, …) is
-//! scanned as JSON and dropped while parsing, so a review allocates only what it uses. A field
-//! the core starts reading must be added here: the compiler says so.
-//!
-//! Like k8s-openapi, a missing or `null` required string (`name`, `key`, `mountPath`) reads as
-//! `""`, and a missing or `null` list as empty.
+//! The part of a Kubernetes pod spec the core reads, and nothing else: types that mirror
+//! `k8s_openapi::api::core::v1` (same names, Rust types and JSON names) with only the fields the
+//! analysis, the rules and the sidecar plan read. Everything else is scanned and dropped while
+//! parsing, so a review allocates only what it uses. Like k8s-openapi, a missing or `null`
+//! required string (`name`, `key`, `mountPath`) reads as `""`, and a missing or `null` list as
+//! empty.
 
 use std::fmt;
 

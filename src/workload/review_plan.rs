@@ -71,6 +71,19 @@ struct Target<'a> {
     stamp: Option<Option<String>>,
 }
 
+impl Target<'_> {
+    /// The object's editable view (see [`PodParts::editable`]): the pod at its pointer and, on a
+    /// template, the workload's own `metadata`. A patch is the diff of an edited copy of it.
+    fn view(&self) -> Value {
+        let view = parts::at_pointer(self.pod.editable(&self.spec), self.workload.pointer());
+        if self.workload.is_template() {
+            parts::with_own_meta(view, &self.own)
+        } else {
+            view
+        }
+    }
+}
+
 impl<'a> Plan<'a> {
     /// Reads the request. An object of a handled kind that does not parse is an error, except a
     /// Rollout, which is admitted unchanged with a warning; anything else unhandled, untouched.

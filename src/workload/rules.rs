@@ -84,14 +84,7 @@ pub fn apply<'p>(analysis: &'p PodAnalysis<'_>, policy: &SubPathPolicy) -> RuleO
             });
         }
     }
-    for env in &analysis.env_refs {
-        out.uses.push(Use {
-            container: env.container.clone(),
-            consumed: env.consumed.clone(),
-            optional: env.optional,
-            how: env.how,
-        });
-    }
+    out.uses.extend(analysis.env_refs.iter().cloned());
     out
 }
 

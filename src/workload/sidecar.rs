@@ -70,73 +70,40 @@ pub(super) fn small_memory_dir() -> Value {
     json!({"medium": "Memory", "sizeLimit": NO_TOKEN_SIZE_LIMIT})
 }
 
-impl SidecarPlan {
-    /// Signal mode needs `shareProcessNamespace: true`.
-    pub fn needs_shared_pid(&self) -> bool {
-        matches!(self.mode, Told::Signal { .. })
-    }
-
-    /// The container, as JSON. `native` adds `restartPolicy: Always` (for `initContainers`).
-    pub fn container(&self, image: &str, native: bool) -> Value {
-        let mut args = vec!["watch".to_owned()];
-        for volume in &self.volumes {
-            let flag = if self.secret_volumes.contains(volume) {
-                "--secret-dir"
-            } else {
-                "--dir"
-            };
-            args.extend([flag.to_owned(), format!("{WATCH_ROOT}/{volume}")]);
-        }
-        match &self.mode {
-            Told::Signal { signal, process } => {
-                args.extend(["--signal".to_owned(), signal.name.to_owned()]);
-                if let Some(process) = process {
-                    args.extend(["--process".to_owned(), process.clone()]);
-                }
-            }
-            Told::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
-        }
-        let mounts = self
-            .volumes
-            .iter()
-            .map(|v| read_only_mount(v, &format!("{WATCH_ROOT}/{v}")))
-            .collect();
-        build_container(image, native, args, mounts, &self.run_as, self.hides_token)
-    }
-}
-
-/// The sidecar of a Pod that restarts in place and hot-reloads nothing: no watched volume, no
-/// reload mode, the image's unprivileged user (`in_place` adds the rest).
-pub fn env_only_container(image: &str, native: bool, hides_token: bool) -> Value {
-    let args = vec!["watch".to_owned()];
-    build_container(
-        image,
-        native,
-        args,
-        Vec::new(),
-        &RunAs::Unprivileged,
-        hides_token,
-    )
-}
-
-/// A `volumeMounts` entry, read-only.
-pub fn read_only_mount(name: &str, path: &str) -> Value {
-    json!({"name": name, "mountPath": path, "readOnly": true})
-}
-
-/// The `config-reloader` container with `args`, `mounts` (and the empty token volume's), small
-/// requests and limits and a hardened securityContext for `run_as`.
-fn build_container(
+/// The `config-reloader` container for `plan` or, without one, for a Pod that restarts in place
+/// and hot-reloads nothing (no watched volume, no reload mode, the image's unprivileged user;
+/// `in_place` adds the rest). It gets small requests and limits, a hardened securityContext,
+/// and the empty token volume's mount when `hides_token`; `native` adds `restartPolicy: Always`
+/// (for `initContainers`).
+pub fn container(
+    plan: Option<&SidecarPlan>,
     image: &str,
     native: bool,
-    args: Vec<String>,
-    mut mounts: Vec<Value>,
-    run_as: &RunAs,
     hides_token: bool,
 ) -> Value {
+    let mut args = vec!["watch".to_owned()];
+    let mut mounts = Vec::new();
+    for volume in plan.iter().flat_map(|plan| &plan.volumes) {
+        let secret = plan.is_some_and(|plan| plan.secret_volumes.contains(volume));
+        let flag = if secret { "--secret-dir" } else { "--dir" };
+        let path = format!("{WATCH_ROOT}/{volume}");
+        mounts.push(read_only_mount(volume, &path));
+        args.extend([flag.to_owned(), path]);
+    }
+    match plan.map(|plan| &plan.mode) {
+        Some(Told::Signal { signal, process }) => {
+            args.extend(["--signal".to_owned(), signal.name.to_owned()]);
+            if let Some(process) = process {
+                args.extend(["--process".to_owned(), process.clone()]);
+            }
+        }
+        Some(Told::Http { url }) => args.extend(["--url".to_owned(), url.clone()]),
+        None => {}
+    }
     if hides_token {
         mounts.push(read_only_mount(NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH));
     }
+    let run_as = plan.map_or(&RunAs::Unprivileged, |plan| &plan.run_as);
     let mut container = json!({
         "name": SIDECAR_NAME,
         "image": image,
@@ -154,6 +121,11 @@ fn build_container(
         container["restartPolicy"] = json!("Always");
     }
     container
+}
+
+/// A `volumeMounts` entry, read-only.
+pub fn read_only_mount(name: &str, path: &str) -> Value {
+    json!({"name": name, "mountPath": path, "readOnly": true})
 }
 
 fn security_context(run_as: &RunAs) -> Value {
@@ -202,7 +174,13 @@ pub fn plan(
         ));
         return None;
     }
-    let mode = mode(choice.told()?, analysis, &volumes, warnings);
+    // A signal without a named process goes to the one derived from the app's command.
+    let mut mode = choice.told()?.clone();
+    if let Told::Signal { signal, process } = &mut mode
+        && process.is_none()
+    {
+        *process = derived_process(analysis, &volumes, signal.name, warnings);
+    }
     let run_as = match &mode {
         Told::Http { .. } => RunAs::Unprivileged,
         Told::Signal { .. } => run_as(spec, analysis, &choice.signalled(), warnings),
@@ -271,23 +249,6 @@ fn watched_volumes(
     watched
 }
 
-/// How the sidecar tells the app what the strategy chose; a signal without a named process goes
-/// to the process derived from the command of the one container that mounts the watched volumes.
-fn mode(
-    told: &Told,
-    analysis: &PodAnalysis<'_>,
-    volumes: &BTreeSet<String>,
-    warnings: &mut Warnings,
-) -> Told {
-    let mut told = told.clone();
-    if let Told::Signal { signal, process } = &mut told
-        && process.is_none()
-    {
-        *process = derived_process(analysis, volumes, signal.name, warnings);
-    }
-    told
-}
-
 /// The process to signal, from the `command` of the one app container that mounts the
 /// watched volumes; warns when several app containers leave the target ambiguous.
 fn derived_process(
@@ -342,7 +303,6 @@ fn run_as(
             .flatten()
             .find_map(id)
     };
-    let uid_of = |c: &Container| id_of(c, |s| s.run_as_user);
     // The id every target has, when they all have the same one.
     let shared = |id: fn(&SecurityContext) -> Option<i64>| {
         let ids: BTreeSet<Option<i64>> = targets.iter().map(|c| id_of(c, id)).collect();
@@ -354,7 +314,7 @@ fn run_as(
     }
     let unknown: Vec<&str> = targets
         .iter()
-        .filter(|c| uid_of(c).is_none())
+        .filter(|c| id_of(c, |s| s.run_as_user).is_none())
         .map(|c| c.name.as_str())
         .collect();
     let who = if unknown.is_empty() {
@@ -379,15 +339,9 @@ fn run_as(
 /// us, so a root sidecar would get the Pod rejected; deciding from the Pod alone, not namespace
 /// labels, keeps `inject` and the webhook equal.
 fn declares_non_root(spec: &PodSpec, analysis: &PodAnalysis<'_>) -> bool {
-    let pod_level = spec
-        .security_context
-        .as_ref()
-        .and_then(|s| s.run_as_non_root);
-    pod_level == Some(true)
-        || analysis
-            .apps
-            .iter()
-            .any(|c| c.security_context.as_ref().and_then(|s| s.run_as_non_root) == Some(true))
+    let app_contexts = analysis.apps.iter().map(|c| c.security_context.as_ref());
+    let mut contexts = app_contexts.chain([spec.security_context.as_ref()]);
+    contexts.any(|sc| sc.and_then(|s| s.run_as_non_root) == Some(true))
 }
 
 #[cfg(test)]

@@ -54,57 +54,34 @@ pub struct Skim(pub JsonType);
 
 impl<'de> Deserialize<'de> for Skim {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(SkimVisitor)
+        d.deserialize_any(MapOrValue(SkimReader))
     }
 }
 
-struct SkimVisitor;
+/// The [`MapReader`] of a [`Skim`]: it reads everything and keeps only the type.
+struct SkimReader;
 
-impl<'de> Visitor<'de> for SkimVisitor {
-    type Value = Skim;
+impl<'de> MapReader<'de> for SkimReader {
+    type Out = Skim;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any valid JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Skim, E> {
-        Ok(Skim(JsonType::Boolean))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Skim, E> {
-        Ok(Skim(JsonType::Number))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Skim, E> {
-        Ok(Skim(JsonType::Number))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Skim, E> {
-        Ok(Skim(JsonType::Number))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Skim, E> {
-        Ok(Skim(JsonType::String))
-    }
-
-    fn visit_unit<E>(self) -> Result<Skim, E> {
-        Ok(Skim(JsonType::Null))
-    }
-
-    fn visit_none<E>(self) -> Result<Skim, E> {
-        Ok(Skim(JsonType::Null))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skim, A::Error> {
-        while seq.next_element::<Skim>()?.is_some() {}
-        Ok(Skim(JsonType::Array))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skim, A::Error> {
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skim, A::Error> {
         while map.next_key::<Skim>()?.is_some() {
             map.next_value::<Skim>()?;
         }
         Ok(Skim(JsonType::Object))
+    }
+
+    fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skim, A::Error> {
+        while seq.next_element::<Skim>()?.is_some() {}
+        Ok(Skim(JsonType::Array))
+    }
+
+    fn other(value: Value) -> Skim {
+        Skim(JsonType::of(&value))
+    }
+
+    fn scalar(json_type: JsonType, _: impl FnOnce() -> Value) -> Skim {
+        Skim(json_type)
     }
 }
 
@@ -144,7 +121,7 @@ impl<'de> MapReader<'de> for Keeping {
     fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shallow, A::Error> {
         let mut kept = serde_json::Map::new();
         if self.keys.is_empty() {
-            SkimVisitor.visit_map(map)?;
+            SkimReader.map(map)?;
         } else {
             while let Some(key) = map.next_key::<Key<'de>>()? {
                 match self.keys.iter().find(|k| **k == key.as_str()) {
@@ -168,8 +145,12 @@ pub trait MapReader<'de>: Sized {
     fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
     fn other(value: Value) -> Self::Out;
     fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error> {
-        SkimVisitor.visit_seq(seq)?;
+        SkimReader.seq(seq)?;
         Ok(Self::other(Value::Array(Vec::new())))
+    }
+    /// A value of the given type that is neither a map nor a list; `value` builds it.
+    fn scalar(_: JsonType, value: impl FnOnce() -> Value) -> Self::Out {
+        Self::other(value())
     }
 }
 
@@ -201,31 +182,31 @@ impl<'de, R: MapReader<'de>> Visitor<'de> for MapOrValue<R> {
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(R::other(Value::Bool(v)))
+        Ok(R::scalar(JsonType::Boolean, || Value::Bool(v)))
     }
 
     fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(R::other(Value::from(v)))
+        Ok(R::scalar(JsonType::Number, || Value::from(v)))
     }
 
     fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(R::other(Value::from(v)))
+        Ok(R::scalar(JsonType::Number, || Value::from(v)))
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(R::other(Value::from(v)))
+        Ok(R::scalar(JsonType::Number, || Value::from(v)))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(R::other(Value::String(v.to_owned())))
+        Ok(R::scalar(JsonType::String, || Value::String(v.to_owned())))
     }
 
     fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-        Ok(R::other(Value::String(v)))
+        Ok(R::scalar(JsonType::String, || Value::String(v)))
     }
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(R::other(Value::Null))
+        Ok(R::scalar(JsonType::Null, || Value::Null))
     }
 }
 

@@ -275,14 +275,14 @@ fn consumers<'a>(
             .collect();
         let watched: Vec<&DirMount> = match table.full.then(|| helps(container)).flatten() {
             None => Vec::new(),
-            Some(Watches::Named(flags)) => {
+            Some([]) => mounts.clone(),
+            Some(flags) => {
                 let line = catalogue::CommandLine::of(container);
                 let words = line.map(|l| l.words).unwrap_or_default();
                 let paths = catalogue::flag_values(&words, flags);
                 let watched = mounts.iter().filter(|m| covers(&m.mount_path, &paths, &[]));
                 watched.copied().collect()
             }
-            Some(Watches::Everything) => mounts.clone(),
         };
         for mount in &watched {
             reloaded
@@ -300,25 +300,17 @@ fn consumers<'a>(
     (consumers, reloaded)
 }
 
-/// What a helper that already reloads config watches.
-#[derive(Debug, Clone, Copy)]
-enum Watches {
-    /// Every config volume it mounts.
-    Everything,
-    /// What these flags of its command line name.
-    Named(&'static [&'static str]),
-}
-
-/// What a container watches, if it is a helper that already reloads config.
-fn helps(container: &Container) -> Option<Watches> {
+/// The flags naming what a container watches, if it is a helper that already reloads config
+/// (none: every config volume it mounts).
+fn helps(container: &Container) -> Option<&'static [&'static str]> {
     if container.name == SIDECAR_NAME {
         // Not ours (ours is no app): someone's reloader by its very name, e.g.
         // prometheus-operator's.
-        return Some(Watches::Everything);
+        return Some(&[]);
     }
     match catalogue::reloader(container)? {
-        Helper::Listed(r) if !r.watch_flags.is_empty() => Some(Watches::Named(r.watch_flags)),
-        Helper::Listed(_) | Helper::Kin => Some(Watches::Everything),
+        Helper::Listed(r) => Some(r.watch_flags),
+        Helper::Kin => Some(&[]),
     }
 }
 

@@ -10,7 +10,7 @@ use super::{Entries, Meta, PodParts, Spec};
 use crate::workload::key::Key;
 use crate::workload::meter;
 use crate::workload::pod::PodSpec;
-use crate::workload::skim::{MapOrValue, MapReader, Shallow, ShallowVisitor, Skim};
+use crate::workload::skim::{MapOrValue, MapReader, Shallow, Skim};
 
 /// What one raw field of a spec is charged: its slot, and its place in the set that finds
 /// repeated keys.
@@ -126,7 +126,7 @@ impl<'de> MapReader<'de> for MetaReader {
                     }
                 }
                 "ownerReferences" => {
-                    controlled = map.next_value_seed(MapOrValue(OwnerRefsReader))?
+                    controlled = map.next_value_seed(MapOrValue(OwnerRefs { entry: false }))?
                 }
                 "annotations" => annotations = map.next_value_seed(MapOrValue(EntriesReader))?,
                 "labels" => labels = map.next_value_seed(MapOrValue(EntriesReader))?,
@@ -148,48 +148,35 @@ impl<'de> MapReader<'de> for MetaReader {
     }
 }
 
-/// Reads `ownerReferences`: whether it is a list with an entry whose `controller` is `true` (the
-/// last `controller` of an entry counts, as in a full parse). Read as it streams by: a list of a
-/// million entries costs no memory.
-struct OwnerRefsReader;
-
-impl<'de> MapReader<'de> for OwnerRefsReader {
-    type Out = bool;
-
-    fn map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
-        ShallowVisitor::default().visit_map(map)?;
-        Ok(false)
-    }
-
-    fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        let mut found = false;
-        while let Some(controller) = seq.next_element_seed(MapOrValue(OwnerRefReader))? {
-            found |= controller;
-        }
-        Ok(found)
-    }
-
-    fn other(_: Value) -> bool {
-        false
-    }
+/// Reads `ownerReferences` or, as `entry`, one of its entries: whether it is a list with an entry
+/// whose `controller` is `true` (the last `controller` of an entry counts, as in a full parse).
+/// Read as it streams by: a list of a million entries costs no memory.
+struct OwnerRefs {
+    entry: bool,
 }
 
-/// Reads one entry of `ownerReferences`: whether its `controller` is `true`.
-struct OwnerRefReader;
-
-impl<'de> MapReader<'de> for OwnerRefReader {
+impl<'de> MapReader<'de> for OwnerRefs {
     type Out = bool;
 
     fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
         let mut controller = false;
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if key.as_str() == "controller" {
+            if self.entry && key.as_str() == "controller" {
                 controller = map.next_value::<Shallow>()?.0 == Value::Bool(true);
             } else {
                 map.next_value::<Skim>()?;
             }
         }
         Ok(controller)
+    }
+
+    fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(controller) = seq.next_element_seed(MapOrValue(OwnerRefs { entry: true }))? {
+            found |= controller;
+        }
+        // A list inside an entry names no controller.
+        Ok(found && !self.entry)
     }
 
     fn other(_: Value) -> bool {

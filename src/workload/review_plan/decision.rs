@@ -16,7 +16,7 @@ use crate::workload::in_place::{self, EnvPlan};
 use crate::workload::insertion::{PodView, insert_once, mark_sidecar_pod};
 use crate::workload::messages::{Warnings, quoted};
 use crate::workload::object;
-use crate::workload::parts::{self, MapField, Meta};
+use crate::workload::parts::{MapField, Meta};
 use crate::workload::rules::{self, How, Use, describe};
 use crate::workload::selected;
 use crate::workload::sidecar::{self, SidecarPlan};
@@ -75,7 +75,11 @@ pub(super) fn target_outcome(
     uses.retain(|u| !env.covers(u));
     strategy::warn(&choice, target.consequence, &mut warnings);
     warn_uses(&uses, target.consequence, settings, &mut warnings);
-    let restart_only = restart_only(target, &analysis, &uses, settings, &mut warnings);
+    // The objects a `reload` list names that the pod does not read count whole.
+    let unreferenced = selected::unreferenced(&target.selection, &analysis);
+    warn_unreferenced(&unreferenced, target.consequence, settings, &mut warnings);
+    let mut restart_only = consumption::of_uses(&uses);
+    selected::add_unreferenced(&mut restart_only, &unreferenced);
     let report = restart_only.hash(configs, settings.secret_key.as_ref());
     warn_hash(&uses, &report, &mut warnings);
     let plan = sidecar::plan(
@@ -99,22 +103,6 @@ pub(super) fn target_outcome(
         patch,
         warnings: warnings.into_list(settings.warning_chars),
     }
-}
-
-/// The restart-only consumption: what the uses read, and the objects a `reload` list names that
-/// the pod does not read (whole, with a warning).
-fn restart_only(
-    target: &Target,
-    analysis: &PodAnalysis<'_>,
-    uses: &[Use],
-    settings: &Settings,
-    warnings: &mut Warnings,
-) -> Consumption {
-    let unreferenced = selected::unreferenced(&target.selection, analysis);
-    warn_unreferenced(&unreferenced, target.consequence, settings, warnings);
-    let mut restart_only = consumption::of_uses(uses);
-    selected::add_unreferenced(&mut restart_only, &unreferenced);
-    restart_only
 }
 
 /// What the decision writes into the object.
@@ -142,13 +130,9 @@ fn edit(
     warnings: &mut Warnings,
 ) -> json_patch::Patch {
     let on_template = target.workload.is_template();
-    let pointer = target.workload.pointer();
-    let mut original = parts::at_pointer(target.pod.editable(&target.spec), pointer);
-    if on_template {
-        original = parts::with_own_meta(original, &target.own);
-    }
+    let original = target.view();
     let mut edited = original.clone();
-    let Some(pod) = edited.pointer_mut(pointer) else {
+    let Some(pod) = edited.pointer_mut(target.workload.pointer()) else {
         return json_patch::Patch(Vec::new());
     };
     write_stamp(pod, target);

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::super::analysis::PodAnalysis;
 use super::super::messages::{Warnings, quoted};
 use super::super::object;
-use super::super::parts::{self, MapField, Meta};
+use super::super::parts::{MapField, Meta};
 use super::super::rules::describe;
 use super::super::sidecar::SidecarPlan;
 use super::super::{CONFIG_HASH, Outcome, Settings};
@@ -44,11 +44,9 @@ pub(super) fn carry_opt_ins(
 pub(super) fn release(settings: &Settings, target: &Target) -> Outcome {
     let mut warnings = Warnings::default();
     let patch = if target.workload.is_template() {
-        let pointer = target.workload.pointer();
-        let view = parts::at_pointer(target.pod.editable(&target.spec), pointer);
-        let original = parts::with_own_meta(view, &target.own);
+        let original = target.view();
         let mut edited = original.clone();
-        if let Some(pod) = edited.pointer_mut(pointer) {
+        if let Some(pod) = edited.pointer_mut(target.workload.pointer()) {
             write_stamp(pod, target);
             if target.annotations.contains_key(CONFIG_HASH) {
                 object::remove_entry(pod, "annotations", CONFIG_HASH);
