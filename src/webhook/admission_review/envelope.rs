@@ -14,7 +14,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::workload::{
-    Key, MapOrValue, MapReader, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload, lean_then_raw,
+    JsonType, Key, MapOrValue, MapReader, ObjectParts, ObjectSeed, Shallow, SpecRead, Workload,
+    lean_then_raw,
 };
 
 /// The body as read.
@@ -147,6 +148,11 @@ impl<'de> MapReader<'de> for RequestSeed {
     }
 
     fn other(_: Value) -> Self::Out {
+        None
+    }
+
+    /// A scalar `request` (a string as long as the body, say) is not copied to be dropped.
+    fn scalar(_: JsonType, _: impl FnOnce() -> Value) -> Self::Out {
         None
     }
 
