@@ -1,8 +1,6 @@
 //! The Pods of a workload (pure): which it owns, whether they run the current template and carry
 //! the sidecar, and each sidecar's hashes, restarts and last reload lines.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::{Selector, SelectorExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -134,11 +132,11 @@ fn owned_pods<'a>(
         .filter(|j| kind == Kind::CronJob && here(j) && owned_by(j, uid.unwrap_or_default()))
         .filter_map(|j| meta_str(j, "uid"))
         .collect();
-    let selector = object.pointer("/spec/selector").and_then(selector);
+    let selector = object.pointer("/spec/selector");
     let owned = |p: &&Value| match kind {
         Kind::Pod => meta_str(p, "name") == name && meta_str(p, "uid") == uid,
         Kind::CronJob => jobs.iter().any(|uid| owned_by(p, uid)),
-        _ => (selector.as_ref()).is_some_and(|s| s.matches(&string_map(p, "labels"))),
+        _ => selector.is_some_and(|s| matches(s, &p["metadata"]["labels"])),
     };
     all.iter().filter(|p| here(p) && owned(p)).collect()
 }
@@ -307,11 +305,51 @@ fn line_findings(line: &PodLine, expect_sidecar: bool, namespace: &str) -> Vec<F
     findings
 }
 
-/// A workload's `LabelSelector` JSON; `None` when empty or malformed: it matches nothing (as a
+/// Whether an object's `metadata.labels` (JSON, `Null` when absent) match the
+/// `LabelSelector` JSON `selector`. An empty or absent selector matches nothing (as a
 /// workload's selector must not select every Pod).
-pub fn selector(value: &Value) -> Option<Selector> {
-    let selector = Selector::try_from(LabelSelector::deserialize(value).ok()?).ok()?;
-    (!selector.selects_all()).then_some(selector)
+pub fn matches(selector: &Value, labels: &Value) -> bool {
+    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
+    let expressions = selector.get("matchExpressions").and_then(Value::as_array);
+    let empty =
+        match_labels.is_none_or(|m| m.is_empty()) && expressions.is_none_or(|e| e.is_empty());
+    if empty {
+        return false;
+    }
+    let labels_ok = match_labels.into_iter().flatten().all(|(key, want)| {
+        want.as_str()
+            .is_some_and(|want| label(labels, key) == Some(want))
+    });
+    labels_ok
+        && expressions
+            .into_iter()
+            .flatten()
+            .all(|expression| expression_matches(expression, labels))
+}
+
+fn label<'v>(labels: &'v Value, key: &str) -> Option<&'v str> {
+    labels.get(key).and_then(Value::as_str)
+}
+
+fn expression_matches(expression: &Value, labels: &Value) -> bool {
+    let Some(key) = expression.get("key").and_then(Value::as_str) else {
+        return false;
+    };
+    let values: Vec<&str> = expression
+        .get("values")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let got = label(labels, key);
+    match expression.get("operator").and_then(Value::as_str) {
+        Some("In") => got.is_some_and(|g| values.contains(&g)),
+        Some("NotIn") => got.is_none_or(|g| !values.contains(&g)),
+        Some("Exists") => got.is_some(),
+        Some("DoesNotExist") => got.is_none(),
+        _ => false,
+    }
 }
 
 /// Whether `object` has an owner reference to `uid`.
@@ -371,9 +409,8 @@ mod tests {
 
     use super::*;
 
-    fn matches(selector: &Value, pairs: &[(&str, &str)]) -> bool {
-        let labels = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        super::selector(selector).is_some_and(|s| s.matches(&labels.collect()))
+    fn labels(pairs: &[(&str, &str)]) -> Value {
+        Value::Object(pairs.iter().map(|(k, v)| ((*k).into(), json!(v))).collect())
     }
 
     #[test]
@@ -386,12 +423,12 @@ mod tests {
             (&[("app", "web"), ("tier", "c")], false),
             (&[("app", "web"), ("tier", "a"), ("canary", "1")], false),
         ] {
-            assert_eq!(matches(&selector, pod), expected, "{pod:?}");
+            assert_eq!(matches(&selector, &labels(pod)), expected, "{pod:?}");
         }
-        assert!(!matches(&json!({}), &[("app", "web")]));
+        assert!(!matches(&json!({}), &labels(&[("app", "web")])));
         assert!(!matches(
             &json!({"matchExpressions": [{"operator": "Exists"}]}),
-            &[]
+            &labels(&[])
         ));
     }
 
