@@ -61,17 +61,8 @@ fn when_the_leader_serve_pod_is_deleted_the_other_takes_over_and_the_next_edit_l
             .unwrap_or("")
             .to_owned()
     };
+    let victim = install.leader_pod();
     let leader = holder();
-    let serve_pods: Vec<String> = install
-        .serve_pods()
-        .iter()
-        .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
-        .collect();
-    let victim = serve_pods
-        .iter()
-        .find(|p| leader.starts_with(p.as_str()))
-        .unwrap_or_else(|| panic!("the Lease holder {leader:?} is none of {serve_pods:?}"))
-        .clone();
     cluster
         .kubectl(&["delete", "pod", "-n", OWN, &victim, "--wait=false"])
         .run();

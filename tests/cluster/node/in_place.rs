@@ -444,21 +444,6 @@ fn an_app_that_crashes_on_the_new_value_stops_the_waves_and_the_rest_keep_servin
     );
 }
 
-/// Finds the Pod of `serve` holding the Lease.
-fn leader_pod(install: &NodeInstall) -> String {
-    let cluster = install.node.cluster;
-    let holder = cluster.get(OWN, "lease", "reload-injector")["spec"]["holderIdentity"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    install
-        .serve_pods()
-        .iter()
-        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
-        .find(|name| holder.starts_with(name.as_str()))
-        .unwrap_or_else(|| panic!("no serve Pod holds the Lease ({holder:?})"))
-}
-
 /// Waits until one Pod of `app` has restarted in place (its restart counts rose).
 fn first_restart(node: &Node, ns: &str, app: &str) {
     node.cluster
@@ -502,7 +487,7 @@ fn fault_mid_wave(tag: &str, most: i64, disturb: impl FnOnce(&NodeInstall)) {
 #[test]
 fn when_the_leader_serve_is_killed_mid_wave_the_next_leader_finishes_and_no_pod_restarts_twice() {
     fault_mid_wave("in-place-leader", 1, |install| {
-        let victim = leader_pod(install);
+        let victim = install.leader_pod();
         install
             .node
             .cluster

@@ -20,6 +20,9 @@ use super::Node;
 /// Bound for "the webhook's two Pods are Ready" (image already on the node).
 pub const ROLLOUT_LIMIT: Duration = Duration::from_secs(180);
 
+/// Bound for "a live Pod holds the Lease": the Lease's 15 s, a replica's retry, and slack.
+const LEADER_LIMIT: Duration = Duration::from_secs(60);
+
 /// The product as installed on the node.
 pub struct NodeInstall {
     /// The node.
@@ -82,6 +85,24 @@ impl NodeInstall {
                 &format!("--timeout={}s", ROLLOUT_LIMIT.as_secs()),
             ])
             .run();
+    }
+
+    /// The name of the `serve` Pod that holds the writer's Lease, once the Lease names a Pod that
+    /// exists and is not terminating. A `serve` Pod that is force-deleted (its token then
+    /// refused) or killed cannot release the Lease: it names that Pod until it runs out (15 s)
+    /// and another replica renews it, so a test that starts just after reads a gone holder.
+    pub fn leader_pod(&self) -> String {
+        let cluster = self.node.cluster;
+        cluster.wait_for("the Lease to name a live serve Pod", LEADER_LIMIT, || {
+            let lease = cluster.get(OWN, "lease", "reload-injector");
+            let holder = lease["spec"]["holderIdentity"].as_str()?.to_owned();
+            self.serve_pods()
+                .iter()
+                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .filter_map(|p| p["metadata"]["name"].as_str())
+                .find(|name| holder.starts_with(&format!("{name}-")))
+                .map(str::to_owned)
+        })
     }
 
     /// The webhook's Pods, as `kubectl get pods -o json` lists them.
