@@ -72,7 +72,9 @@ impl NodeInstall {
         install
     }
 
-    /// Waits until the webhook's Deployment has its replicas updated and Ready.
+    /// Waits until the webhook's Deployment has its replicas updated and Ready, and no Pod it
+    /// replaced is still terminating (the rollout counts those as gone already): the next test
+    /// then finds exactly the replicas.
     pub fn wait_rolled_out(&self) {
         let cluster = self.node.cluster;
         cluster
@@ -85,6 +87,12 @@ impl NodeInstall {
                 &format!("--timeout={}s", ROLLOUT_LIMIT.as_secs()),
             ])
             .run();
+        cluster.wait_for("the replaced serve Pods to be gone", ROLLOUT_LIMIT, || {
+            self.serve_pods()
+                .iter()
+                .all(|p| p["metadata"]["deletionTimestamp"].is_null())
+                .then_some(())
+        });
     }
 
     /// The name of the `serve` Pod that holds the writer's Lease, once the Lease names a Pod that
