@@ -101,7 +101,8 @@ impl NodeInstall {
     /// and another replica renews it, so a test that starts just after reads a gone holder.
     pub fn leader_pod(&self) -> String {
         let cluster = self.node.cluster;
-        cluster.wait_for("the Lease to name a live serve Pod", LEADER_LIMIT, || {
+        let start = std::time::Instant::now();
+        let leader = cluster.wait_for("the Lease to name a live serve Pod", LEADER_LIMIT, || {
             let lease = cluster.get(OWN, "lease", "reload-injector");
             let holder = lease["spec"]["holderIdentity"].as_str()?.to_owned();
             self.serve_pods()
@@ -110,7 +111,10 @@ impl NodeInstall {
                 .filter_map(|p| p["metadata"]["name"].as_str())
                 .find(|name| holder.starts_with(&format!("{name}-")))
                 .map(str::to_owned)
-        })
+        });
+        // A wait here means an earlier test left the Lease on a gone Pod; the log says so.
+        eprintln!("the Lease names {leader} (waited {:.1?})", start.elapsed());
+        leader
     }
 
     /// The webhook's Pods, as `kubectl get pods -o json` lists them.
