@@ -25,9 +25,10 @@ use crate::hash::{self, ConfigData, ConfigId, ConfigObject, Consumed, Lookup};
 pub struct Started(pub String);
 
 impl Started {
-    /// What the state directory kept, else (the first start) the view.
-    pub fn new(kept: Option<String>, view: String) -> Self {
-        Started(kept.unwrap_or(view))
+    /// What the state directory kept, else (the first start) the view; `None` while neither
+    /// can be read.
+    pub fn new(kept: Option<String>, view: Option<String>) -> Option<Self> {
+        kept.or(view).map(Started)
     }
 
     /// The hash to restart every container for (record it as what they start with, then exit
@@ -255,7 +256,7 @@ impl Checker {
         {
             warn!(error = %crate::report::one_line(&err), "the env hash is not kept; a restart of this sidecar alone takes the data it sees then");
         }
-        let started = Started(kept.or(view)?);
+        let started = Started::new(kept, view)?;
         info!(
             keys = self.config.consumed.len(),
             started = short(&started.0),
@@ -348,17 +349,17 @@ mod restart_tests {
 
     #[test]
     fn the_first_start_takes_the_view_and_never_restarts_for_it() {
-        let started = Started::new(None, "h1".into());
+        let started = Started::new(None, Some("h1".into())).unwrap();
         assert_eq!(started.next(Some("h1"), Some("h1")), None);
         // A Pod stamped before the data changed: the app already started with the new data.
-        let started = Started::new(None, "h2".into());
+        let started = Started::new(None, Some("h2".into())).unwrap();
         assert_eq!(started.next(Some("h1"), Some("h2")), None);
         assert_eq!(started.next(Some("h2"), Some("h2")), None);
     }
 
     #[test]
     fn a_change_restarts_once_the_data_has_arrived() {
-        let started = Started::new(Some("h1".into()), "h1".into());
+        let started = Started::new(Some("h1".into()), Some("h1".into())).unwrap();
         assert_eq!(
             started.next(Some("h2"), Some("h1")),
             None,
@@ -373,13 +374,22 @@ mod restart_tests {
         assert_eq!(started.next(None, Some("h2")), None, "no desired hash");
         assert_eq!(started.next(Some("h2"), Some("h2")), Some("h2".into()));
         // After the restart, the sidecar starts again with what it recorded: no second restart.
-        let again = Started::new(Some("h2".into()), "h2".into());
+        let again = Started::new(Some("h2".into()), Some("h2".into())).unwrap();
         assert_eq!(again.next(Some("h2"), Some("h2")), None);
     }
 
     #[test]
+    fn what_was_kept_counts_even_while_the_view_is_unreadable() {
+        assert_eq!(Started::new(None, None), None);
+        assert_eq!(
+            Started::new(Some("h1".into()), None),
+            Some(Started("h1".into()))
+        );
+    }
+
+    #[test]
     fn a_sidecar_restarted_alone_keeps_what_the_app_started_with() {
-        let started = Started::new(Some("h1".into()), "h2".into());
+        let started = Started::new(Some("h1".into()), Some("h2".into())).unwrap();
         assert_eq!(started.next(Some("h2"), Some("h2")), Some("h2".into()));
     }
 
