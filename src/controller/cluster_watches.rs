@@ -206,6 +206,7 @@ pub async fn forward<K>(
             Err(err) => {
                 permit = None;
                 match (&source, classify(&err)) {
+                    // Only a watch on streaming lists has no `lists` turn to wait for.
                     (Source::Config(_), Failure::NoStreaming) if lists.is_none() => return true,
                     // What changed since is unknown until the list is done: from now on, the
                     // view of this namespace is not to be trusted.

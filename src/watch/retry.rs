@@ -1,5 +1,6 @@
-//! Delivery of reloads (a pure state machine over content snapshots and instants: capped
-//! exponential backoff, a newer change attempted at once and never dropped, one retrying cannot
+//! Delivery of reloads (a pure state machine over content snapshots and instants: a reload is
+//! wanted while the latest snapshot differs from the last delivered; capped exponential backoff
+//! reset by a success, a newer change attempted at once and never dropped, one retrying cannot
 //! fix waiting for the next change), and the debounce in front of it ([`Debouncer`]).
 
 use std::time::{Duration, Instant};
