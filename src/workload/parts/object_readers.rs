@@ -10,7 +10,7 @@ use super::{Entries, Meta, PodParts, Spec};
 use crate::workload::key::Key;
 use crate::workload::meter;
 use crate::workload::pod::PodSpec;
-use crate::workload::skim::{MapOrValue, MapReader, Shallow, Skim};
+use crate::workload::skim::{JsonType, MapOrValue, MapReader, Shallow, Skim};
 
 /// What one raw field of a spec is charged: its slot, and its place in the set that finds
 /// repeated keys.
@@ -171,15 +171,23 @@ impl<'de> MapReader<'de> for OwnerRefs {
     }
 
     fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        if self.entry {
+            // A list inside an entry names no controller: skimmed, not read as entries.
+            while seq.next_element::<Skim>()?.is_some() {}
+            return Ok(false);
+        }
         let mut found = false;
         while let Some(controller) = seq.next_element_seed(MapOrValue(OwnerRefs { entry: true }))? {
             found |= controller;
         }
-        // A list inside an entry names no controller.
-        Ok(found && !self.entry)
+        Ok(found)
     }
 
     fn other(_: Value) -> bool {
+        false
+    }
+
+    fn scalar(_: JsonType, _: impl FnOnce() -> Value) -> bool {
         false
     }
 }
