@@ -83,22 +83,23 @@ pub fn container(
 ) -> Value {
     let mut args = vec!["watch".to_owned()];
     let mut mounts = Vec::new();
-    for volume in plan.iter().flat_map(|plan| &plan.volumes) {
-        let secret = plan.is_some_and(|plan| plan.secret_volumes.contains(volume));
-        let flag = if secret { "--secret-dir" } else { "--dir" };
-        let path = format!("{WATCH_ROOT}/{volume}");
-        mounts.push(read_only_mount(volume, &path));
-        args.extend([flag.to_owned(), path]);
-    }
-    match plan.map(|plan| &plan.mode) {
-        Some(Told::Signal { signal, process }) => {
-            args.extend(["--signal".to_owned(), signal.name.to_owned()]);
-            if let Some(process) = process {
-                args.extend(["--process".to_owned(), process.clone()]);
-            }
+    if let Some(plan) = plan {
+        for volume in &plan.volumes {
+            let secret = plan.secret_volumes.contains(volume);
+            let flag = if secret { "--secret-dir" } else { "--dir" };
+            let path = format!("{WATCH_ROOT}/{volume}");
+            mounts.push(read_only_mount(volume, &path));
+            args.extend([flag.to_owned(), path]);
         }
-        Some(Told::Http { url }) => args.extend(["--url".to_owned(), url.clone()]),
-        None => {}
+        match &plan.mode {
+            Told::Signal { signal, process } => {
+                args.extend(["--signal".to_owned(), signal.name.to_owned()]);
+                if let Some(process) = process {
+                    args.extend(["--process".to_owned(), process.clone()]);
+                }
+            }
+            Told::Http { url } => args.extend(["--url".to_owned(), url.clone()]),
+        }
     }
     if hides_token {
         mounts.push(read_only_mount(NO_TOKEN_VOLUME, TOKEN_MOUNT_PATH));

@@ -106,7 +106,7 @@ impl Shallow {
     }
 }
 
-/// The visitor of [`Shallow`], for readers that meet a list or an object themselves.
+/// The visitor of [`Shallow`]: its object keeps the entries [`Shallow::keeping`] names.
 pub type ShallowVisitor = MapOrValue<Keeping>;
 
 /// The [`MapReader`] of a [`Shallow`] value: an object keeps the entries named in `keys`.
@@ -138,8 +138,8 @@ impl<'de> MapReader<'de> for Keeping {
     }
 }
 
-/// Reads a map one way, and anything else (a list too, unless `seq` says otherwise) as a
-/// [`Shallow`] value.
+/// Reads a map one way and anything else through `other`: a list skimmed (unless `seq` says
+/// otherwise), a scalar as its `Value` (unless `scalar` says otherwise).
 pub trait MapReader<'de>: Sized {
     type Out;
     fn map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Out, A::Error>;
