@@ -1,5 +1,5 @@
 //! Findings: what keeps a change from reaching the pods, each with its fix, worded as the
-//! README's table of warnings words it.
+//! README's table of warnings words it. Their `code`s are part of the `-o json` form.
 
 use std::fmt;
 

@@ -156,6 +156,8 @@ impl<'de> MapReader<'de> for RequestSeed {
         None
     }
 
+    /// Not the default (a `Skim`): `IgnoredAny` has no recursion limit, so a deeply nested
+    /// list `request` gets "no request object", not a JSON nesting error.
     fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Out, A::Error> {
         IgnoredAny.visit_seq(seq)?;
         Ok(None)
